@@ -1,7 +1,162 @@
-"""Validated configuration: a wrong key names itself and the allowed keys; presets are data."""
+"""Validated configuration: a wrong key names itself and the allowed keys; presets are data.
+
+A config is DEFAULTS, then a YAML file (or a named preset), then `--set key=value` overrides, each
+checked against DEFAULTS: every key must exist there and every value must have the default's type.
+Sections listed in OPEN_KEYS hold free-form settings checked by the component that reads them.
+"""
 
 from __future__ import annotations
+
+import copy
+from importlib import resources
+from pathlib import Path
+from types import SimpleNamespace
+
+import yaml
 
 
 class ConfigError(ValueError):
     """A configuration mistake; the message is one line naming the key, the value and the choices."""
+
+
+DEFAULTS: dict = {
+    "seed": 0,
+    "output_dir": "runs/train",
+    "model": {
+        "name": "smollm2-135m-instruct",  # embedded GGUF default, a local folder, or a hub id
+        "dtype": "float32",                 # master weights; compute may autocast (train.autocast)
+        "lora": {"enabled": True, "r": 16, "alpha": 32, "dropout": 0.0, "target_modules": "all-linear"},
+    },
+    "task": {"name": "arithmetic", "settings": {}},
+    "reward": {
+        "terms": [
+            {"name": "correct", "kind": "math", "weight": 1.0},
+            {"name": "format", "kind": "boxed_format", "weight": 0.1},
+        ],
+        "allow_dominant_shaping": False,
+        "workers": 2,
+        "timeout_s": 5.0,
+    },
+    "algorithm": {"preset": "grpo", "overrides": {}},
+    "rollout": {
+        "backend": "hf",
+        "prompts_per_step": 4,   # P
+        "group_size": 8,         # G
+        "max_new_tokens": 128,
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "top_k": 0,
+    },
+    "train": {
+        "steps": 20,
+        "lr": 1e-5,
+        "lr_schedule": "constant",
+        "warmup_steps": 0,
+        "weight_decay": 0.0,
+        "max_grad_norm": 1.0,
+        "micro_batch_size": 8,
+        "autocast": "none",
+    },
+    "log": {"samples_every": 5, "checkpoint_every": 10, "keep_checkpoints": 2},
+}
+# Values that are dicts/lists read by another component (which validates them itself).
+OPEN_KEYS = {"task.settings", "reward.terms", "algorithm.overrides", "model.lora.target_modules"}
+CHOICES = {
+    "model.dtype": ("float32", "bfloat16", "float16"),
+    "train.lr_schedule": ("constant", "cosine"),
+    "train.autocast": ("none", "bfloat16"),
+    "rollout.backend": ("hf", "fast"),
+}
+
+
+def _type_ok(value, default) -> bool:
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(value, bool) and isinstance(default, bool)
+    if isinstance(default, float):
+        return isinstance(value, (int, float))
+    return isinstance(value, type(default))
+
+
+def merge(base: dict, update: dict, prefix: str = "") -> dict:
+    """Merge `update` into a copy of `base`, refusing unknown keys and wrong types."""
+    out = copy.deepcopy(base)
+    for key, value in update.items():
+        path = f"{prefix}{key}"
+        if key not in base:
+            allowed = ", ".join(sorted(base))
+            where = f"in '{prefix[:-1]}'" if prefix else "at the top level"
+            raise ConfigError(f"unknown config key '{path}'; allowed keys {where}: {allowed}")
+        default = base[key]
+        if path in OPEN_KEYS:
+            out[key] = copy.deepcopy(value)
+        elif isinstance(default, dict):
+            if not isinstance(value, dict):
+                raise ConfigError(f"config key '{path}' must be a mapping, got {value!r}")
+            out[key] = merge(default, value, path + ".")
+        elif not _type_ok(value, default):
+            raise ConfigError(f"config key '{path}' must be {type(default).__name__}, got {value!r}")
+        else:
+            if path in CHOICES and value not in CHOICES[path]:
+                raise ConfigError(f"config key '{path}' = {value!r}; choose from {', '.join(CHOICES[path])}")
+            out[key] = float(value) if isinstance(default, float) else value
+    return out
+
+
+def parse_set(item: str) -> dict:
+    """'train.lr=1e-5' -> {'train': {'lr': 1e-05}} (the value is read as YAML)."""
+    if "=" not in item:
+        raise ConfigError(f"--set {item!r}: expected key=value")
+    key, raw = item.split("=", 1)
+    value = yaml.safe_load(raw) if raw.strip() else ""
+    if isinstance(value, str) and _looks_numeric(value):
+        value = float(value)  # YAML 1.1 reads '1e-5' as a string
+    nested: dict = value
+    for part in reversed(key.strip().split(".")):
+        nested = {part: nested}
+    return nested
+
+
+def _looks_numeric(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def preset_names() -> list[str]:
+    return sorted(p.name[:-5] for p in resources.files("rlvr.presets").iterdir() if p.name.endswith(".yaml"))
+
+
+def read_yaml(source: str) -> dict:
+    """A YAML file path, or the name of a preset shipped in rlvr/presets."""
+    path = Path(source)
+    if not path.exists():
+        if source in preset_names():
+            path = Path(str(resources.files("rlvr.presets") / f"{source}.yaml"))
+        else:
+            raise ConfigError(f"config {source!r}: no such file, and not a preset ({', '.join(preset_names())})")
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config {path}: expected a mapping at the top level")
+    return data
+
+
+def resolve(source: str | None = None, sets: list[str] = ()) -> dict:
+    """DEFAULTS <- file or preset <- --set overrides, validated. Returns a plain dict."""
+    cfg = merge(DEFAULTS, read_yaml(source)) if source else copy.deepcopy(DEFAULTS)
+    for item in sets:
+        cfg = merge(cfg, parse_set(item))
+    return cfg
+
+
+def as_namespace(cfg: dict) -> SimpleNamespace:
+    """Attribute access for reading (cfg.train.lr); open sections stay plain dicts/lists."""
+    def convert(d, prefix=""):
+        return SimpleNamespace(**{k: convert(v, f"{prefix}{k}.") if isinstance(v, dict) and f"{prefix}{k}" not in OPEN_KEYS
+                                  else v for k, v in d.items()})
+    return convert(cfg)
+
+
+def dump(cfg: dict) -> str:
+    return yaml.safe_dump(cfg, sort_keys=False)

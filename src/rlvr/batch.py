@@ -1,0 +1,138 @@
+"""One training step's batch: sample G completions for each of P prompts, score them, turn rewards into
+advantages. With dynamic sampling (DAPO) rounds repeat until the batch holds P informative groups.
+
+Shapes: B rows (P groups x G samples, prompt-major), T completion positions.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from rlvr.advantages import dynamic_sampling, group_advantages, overlong_soft_penalty
+from rlvr.tasks.base import Problem
+
+# Verdicts that say nothing about the policy (a broken reference, a crashed checker): such rows are kept out
+# of the loss entirely instead of being scored 0, and counted in the metrics.
+EXCLUDED_STATUSES = ("invalid_gold", "error")
+
+
+@dataclass
+class StepBatch:
+    problems: list[Problem]            # (B,) the problem of each row
+    prompt_ids: list[list[int]]        # (B,) prompt token ids of each row
+    completion_ids: torch.Tensor       # (B, T) long
+    mask: torch.Tensor                 # (B, T) float: sampled tokens that enter the loss
+    sampler_logp: torch.Tensor         # (B, T) float32
+    group_ids: torch.Tensor            # (B,) long
+    lengths: torch.Tensor              # (B,) long: sampled tokens per row (whether or not it enters the loss)
+    finish: list[str]                  # (B,) "stop" | "length"
+    texts: list[str]                   # (B,)
+    verdicts: list                     # (B,) Verdict of the correctness term
+    rewards: torch.Tensor              # (B,) float32: weighted reward terms (+ overlong penalty)
+    terms: dict[str, list[float]]      # reward term name -> (B,) unweighted values
+    advantages: torch.Tensor | None = None  # (B,)
+    stats: dict = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.problems)
+
+
+def encode_prompt(tokenizer, messages: list[dict]) -> list[int]:
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def rollout_round(sampler, problems: list[Problem], prompt_ids: list[list[int]], reward, algo, rollout, generator) -> StepBatch:
+    """Generate G completions for each problem and score them (no advantages yet)."""
+    t0 = time.perf_counter()
+    ro = sampler.generate(prompt_ids, rollout.group_size, max_new_tokens=rollout.max_new_tokens,
+                          temperature=rollout.temperature, top_p=rollout.top_p, top_k=rollout.top_k,
+                          generator=generator)
+    t1 = time.perf_counter()
+    row_problems = [problems[g] for g in ro.group_ids.tolist()]
+    result = reward(ro.texts, row_problems)
+    t2 = time.perf_counter()
+    rewards = torch.tensor(result.total, dtype=torch.float32)
+    lengths = ro.mask.sum(-1)
+    if algo.overlong == "soft":  # DAPO: a linear penalty inside the last `buffer` tokens before the limit
+        rewards = rewards + overlong_soft_penalty(lengths, rollout.max_new_tokens, algo.overlong_buffer)
+    keep = torch.tensor([v.status not in EXCLUDED_STATUSES for v in result.verdicts], dtype=torch.float32)
+    if algo.overlong == "filter":  # DAPO: a truncated answer is neither rewarded nor punished
+        keep = keep * torch.tensor([f != "length" for f in ro.finish], dtype=torch.float32)
+    return StepBatch(
+        problems=row_problems, prompt_ids=[ro.prompt_ids[g] for g in ro.group_ids.tolist()],
+        completion_ids=ro.completion_ids, mask=ro.mask * keep[:, None], sampler_logp=ro.sampler_logp,
+        group_ids=ro.group_ids.clone(), lengths=lengths.long(), finish=list(ro.finish), texts=list(ro.texts), verdicts=list(result.verdicts),
+        rewards=rewards, terms={k: list(v) for k, v in result.terms.items()},
+        stats={"time/generate": t1 - t0, "time/verify": t2 - t1, "gen_tokens": int(ro.mask.sum().item())},
+    )
+
+
+def select_rows(batch: StepBatch, rows: list[int]) -> StepBatch:
+    idx = torch.tensor(rows, dtype=torch.long)
+    t = max(int(batch.lengths[idx].max().item()) if rows else 1, 1)
+    return StepBatch(
+        problems=[batch.problems[i] for i in rows], prompt_ids=[batch.prompt_ids[i] for i in rows],
+        completion_ids=batch.completion_ids[idx, :t], mask=batch.mask[idx, :t], sampler_logp=batch.sampler_logp[idx, :t],
+        group_ids=batch.group_ids[idx], lengths=batch.lengths[idx], finish=[batch.finish[i] for i in rows], texts=[batch.texts[i] for i in rows],
+        verdicts=[batch.verdicts[i] for i in rows], rewards=batch.rewards[idx],
+        terms={k: [v[i] for i in rows] for k, v in batch.terms.items()}, stats=dict(batch.stats),
+    )
+
+
+def concat(batches: list[StepBatch], pad_id: int) -> StepBatch:
+    """Stack batches from several rounds: re-pad to the longest T and renumber groups so none collide."""
+    t = max(b.completion_ids.shape[1] for b in batches)
+
+    def pad(x, value):
+        return torch.nn.functional.pad(x, (0, t - x.shape[1]), value=value)
+
+    offset, gids = 0, []
+    for b in batches:
+        _, inverse = torch.unique(b.group_ids, return_inverse=True)
+        gids.append(inverse + offset)
+        offset += int(inverse.max().item()) + 1 if len(b) else 0
+    stats = {}
+    for b in batches:
+        for k, v in b.stats.items():
+            stats[k] = stats.get(k, 0) + v
+    return StepBatch(
+        problems=sum((b.problems for b in batches), []), prompt_ids=sum((b.prompt_ids for b in batches), []),
+        completion_ids=torch.cat([pad(b.completion_ids, pad_id) for b in batches]),
+        mask=torch.cat([pad(b.mask, 0.0) for b in batches]),
+        sampler_logp=torch.cat([pad(b.sampler_logp, 0.0) for b in batches]),
+        group_ids=torch.cat(gids), lengths=torch.cat([b.lengths for b in batches]), finish=sum((b.finish for b in batches), []), texts=sum((b.texts for b in batches), []),
+        verdicts=sum((b.verdicts for b in batches), []), rewards=torch.cat([b.rewards for b in batches]),
+        terms={k: sum((b.terms[k] for b in batches), []) for k in batches[0].terms}, stats=stats,
+    )
+
+
+def collect(sampler, next_prompts, reward, algo, rollout, generator, pad_id: int) -> StepBatch:
+    """The step's batch. next_prompts() -> (problems (P,), prompt_ids (P,)) draws the next prompts.
+
+    Without dynamic sampling: one round, every group kept. With it: rounds until P informative (nonzero
+    variance) groups are kept or `algo.max_rounds` rounds ran.
+    """
+    want = rollout.prompts_per_step
+    if not algo.dynamic_sampling:
+        batch = rollout_round(sampler, *next_prompts(), reward, algo, rollout, generator)
+        batch.stats.update({"dynamic_sampling/generated_groups": want, "dynamic_sampling/kept_groups": want})
+    else:
+        rounds: list[StepBatch] = []
+
+        def draw(_round):
+            rounds.append(rollout_round(sampler, *next_prompts(), reward, algo, rollout, generator))
+            return rounds[-1].rewards, rounds[-1].group_ids
+
+        kept, ds_stats = dynamic_sampling(draw, want_groups=want, max_rounds=algo.max_rounds)
+        parts = [select_rows(rounds[r], rows.tolist()) for r, rows in kept if len(rows)]
+        batch = concat(parts, pad_id) if parts else select_rows(rounds[-1], [])
+        # Time and reward metrics of the step cover every generated row, not only the kept ones.
+        batch.stats.update({k: sum(r.stats[k] for r in rounds) for k in ("time/generate", "time/verify", "gen_tokens")})
+        batch.stats.update(ds_stats)
+        batch.stats["generated"] = concat(rounds, pad_id)
+    batch.advantages = group_advantages(batch.rewards, batch.group_ids, scale=algo.adv_scale) if len(batch) else torch.zeros(0)
+    return batch

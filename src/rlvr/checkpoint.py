@@ -1,0 +1,122 @@
+"""Atomic checkpoints and exact resume.
+
+A checkpoint is a folder checkpoints/step-N holding the trainable weights (the LoRA adapter, or the whole
+model for a full fine-tune), the optimizer and LR scheduler, every RNG, and the loop's own state (data
+position, curriculum, counters). It is written into a temporary folder, a manifest with the checksum of
+each file is written last, then the folder is renamed into place: a checkpoint without a valid manifest
+is never trusted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+
+import torch
+
+MANIFEST = "manifest.json"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def trainable_state(model) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def rng_state() -> dict:
+    import numpy as np
+
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+
+
+def set_rng_state(state: dict) -> None:
+    import numpy as np
+
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+
+
+def save_checkpoint(ckpt_root: Path, step: int, *, model, optimizer, scheduler, loop_state: dict, keep: int = 2) -> Path:
+    from safetensors.torch import save_file
+
+    ckpt_root = Path(ckpt_root)
+    final = ckpt_root / f"step-{step}"
+    tmp = ckpt_root / f".tmp-step-{step}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save_file({k: v.contiguous() for k, v in trainable_state(model).items()}, tmp / "trainable.safetensors")
+    torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_state()},
+               tmp / "optim.pt")
+    (tmp / "loop_state.json").write_text(json.dumps(loop_state))
+    files = {p.name: _sha256(p) for p in sorted(tmp.iterdir())}
+    (tmp / MANIFEST).write_text(json.dumps({"step": step, "files": files}))
+    for p in tmp.iterdir():
+        with open(p, "rb") as f:
+            os.fsync(f.fileno())
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    _prune(ckpt_root, keep)
+    return final
+
+
+def is_complete(path: Path) -> bool:
+    """True when the manifest exists and every file it lists is present with the recorded checksum."""
+    manifest = Path(path) / MANIFEST
+    try:
+        files = json.loads(manifest.read_text())["files"]
+    except (OSError, ValueError, KeyError):
+        return False
+    return all((Path(path) / name).exists() and _sha256(Path(path) / name) == digest for name, digest in files.items())
+
+
+def list_checkpoints(ckpt_root: Path) -> list[Path]:
+    root = Path(ckpt_root)
+    if not root.exists():
+        return []
+    found = [p for p in root.iterdir() if p.is_dir() and p.name.startswith("step-")]
+    return sorted(found, key=lambda p: int(p.name.split("-")[1]))
+
+
+def latest_complete(ckpt_root: Path) -> Path | None:
+    for path in reversed(list_checkpoints(ckpt_root)):
+        if is_complete(path):
+            return path
+    return None
+
+
+def load_checkpoint(path: Path, *, model, optimizer, scheduler) -> dict:
+    """Restore weights, optimizer, scheduler and RNGs in place; return the loop state."""
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    weights = load_file(path / "trainable.safetensors")
+    params = dict(model.named_parameters())
+    missing = [n for n, p in params.items() if p.requires_grad and n not in weights]
+    if missing:
+        raise RuntimeError(f"checkpoint {path} lacks {len(missing)} trainable tensors (e.g. {missing[0]}); "
+                           f"was it made with another model or LoRA setting?")
+    with torch.no_grad():
+        for name, value in weights.items():
+            params[name].copy_(value)
+    state = torch.load(path / "optim.pt", weights_only=False)
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    set_rng_state(state["rng"])
+    return json.loads((path / "loop_state.json").read_text())
+
+
+def _prune(ckpt_root: Path, keep: int) -> None:
+    for old in list_checkpoints(ckpt_root)[:-keep] if keep > 0 else []:
+        shutil.rmtree(old, ignore_errors=True)

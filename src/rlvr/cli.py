@@ -1,0 +1,63 @@
+"""The `rlvr` command: one verb per job. Argument parsing only; the work lives in the modules."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _add_config_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", nargs="?", help="YAML config file or preset name (default: built-in defaults)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one config value, e.g. --set train.lr=1e-5 (repeatable)")
+    p.add_argument("--output-dir", help="run directory (same as --set output_dir=...)")
+    p.add_argument("--resume", action="store_true", help="continue the run in the output directory")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
+    p.add_argument("--allow-config-change", action="store_true", help="with --resume: accept a changed config")
+
+
+def cmd_train(args) -> int:
+    from rlvr.config import resolve
+    from rlvr.trainer import train
+
+    sets = list(args.sets) + ([f"output_dir={args.output_dir}"] if args.output_dir else [])
+    cfg = resolve(args.config, sets)
+    path = train(cfg, resume=args.resume, overwrite=args.overwrite, allow_config_change=args.allow_config_change)
+    print(f"run directory: {path}")
+    return 0
+
+
+def cmd_run(args) -> int:
+    """The main job on the embedded default (for now: a short real GRPO run on the default preset)."""
+    args.config = args.config or args.preset
+    return cmd_train(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rlvr", description="Reinforcement learning with verifiable rewards.")
+    sub = parser.add_subparsers(dest="verb", required=True)
+    p = sub.add_parser("train", help="RLVR training from a config file")
+    _add_config_args(p)
+    p.set_defaults(func=cmd_train)
+    p = sub.add_parser("run", help="the main job on the embedded default, end to end")
+    _add_config_args(p)
+    p.add_argument("--preset", default="default", help="named preset (see rlvr/presets)")
+    p.set_defaults(func=cmd_run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rlvr.config import ConfigError
+    from rlvr.runlog import RunDirError
+    from rlvr.tasks.base import DatasetError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ConfigError, DatasetError, RunDirError) as e:
+        print(f"rlvr {args.verb}: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

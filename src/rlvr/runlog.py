@@ -1,0 +1,111 @@
+"""The run directory: resolved config, one JSON line of metrics per step, sampled completions, all written
+so that a crash never leaves a half-written file that a resume would trust."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+
+class RunDirError(RuntimeError):
+    """The output directory cannot be used as asked (exists, unwritable, full)."""
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write to a temporary file in the same folder, fsync, then rename over the target."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _clean(value):
+    """JSON has no NaN: non-finite floats are written as null, so a reader never chokes on a metrics line."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+class RunDir:
+    """One folder per run: config.yaml, metrics.jsonl, samples.jsonl, checkpoints/, final/, eval/, plots/."""
+
+    def __init__(self, path: str | Path, *, resume: bool = False, overwrite: bool = False, min_free_mb: int = 1024):
+        self.path = Path(path)
+        if self.path.exists() and any(self.path.iterdir()) and not resume:
+            if not overwrite:
+                raise RunDirError(f"output directory {self.path} exists; pass --resume to continue it "
+                                  f"or --overwrite to replace it")
+            shutil.rmtree(self.path)
+        if resume and not (self.path / "config.yaml").exists():
+            raise RunDirError(f"--resume: {self.path} holds no run (no config.yaml)")
+        self._check_writable(min_free_mb)
+
+    def _check_writable(self, min_free_mb: int) -> None:
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            probe = self.path / ".write-probe"
+            probe.write_text("ok")
+            probe.unlink()
+        except OSError as e:
+            raise RunDirError(f"output directory {self.path} is not writable: {e.strerror}") from None
+        free_mb = shutil.disk_usage(self.path).free / 2**20
+        if free_mb < min_free_mb:
+            raise RunDirError(f"only {free_mb:.0f} MiB free under {self.path}; need at least {min_free_mb} MiB")
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.path / "metrics.jsonl"
+
+    @property
+    def samples_path(self) -> Path:
+        return self.path / "samples.jsonl"
+
+    def write_config(self, text: str) -> None:
+        atomic_write_text(self.path / "config.yaml", text)
+
+    def append(self, path: Path, rows: list[dict]) -> None:
+        with open(path, "a") as f:
+            for row in rows:
+                f.write(json.dumps({k: _clean(v) for k, v in row.items()}) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def read_metrics(self) -> list[dict]:
+        return read_jsonl(self.metrics_path)
+
+    def truncate_after(self, step: int) -> None:
+        """On resume: drop the metric and sample lines of steps after the checkpoint (they will be redone)."""
+        for path in (self.metrics_path, self.samples_path):
+            if path.exists():
+                rows = [r for r in read_jsonl(path, skip_torn=True) if r.get("step", 0) <= step]
+                atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
+
+
+def read_jsonl(path: Path, *, skip_torn: bool = False) -> list[dict]:
+    """Read a JSON-lines file; a torn last line (a crash mid-write) is dropped when skip_torn."""
+    rows = []
+    if not Path(path).exists():
+        return rows
+    lines = Path(path).read_text().splitlines()
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if skip_torn and i == len(lines) - 1:
+                break
+            raise
+    return rows

@@ -1,0 +1,228 @@
+"""The RLVR loop: sample, verify, compute group advantages, update the policy; log, checkpoint, repeat.
+
+Read it top to bottom. Simplifications, and why:
+- Each step's sampling uses a generator seeded by (seed, step), and prompts come from a fixed permutation
+  per epoch: a resumed run redoes exactly what the uninterrupted run would have done, with no RNG to carry.
+- One rollout batch feeds `mu` optimisation passes (1 by default); with one pass the "old" policy is the
+  current one, so the ratio is 1 and no second forward is run.
+- The sampler holds its own copy of the weights (merged, possibly bf16) and is synced after each update.
+- Rewards, verdicts and lengths are logged over every generated row; the loss sees only the kept rows.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import signal
+import time
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from rlvr import checkpoint as ckpt
+from rlvr.algorithms import resolve_algorithm
+from rlvr.batch import collect, encode_prompt
+from rlvr.config import ConfigError, as_namespace, dump
+from rlvr.metrics import rollout_metrics
+from rlvr.models import add_lora, load_policy, save_policy
+from rlvr.runlog import RunDir, RunDirError
+from rlvr.sampling import make_sampler
+from rlvr.tasks import load_task
+from rlvr.update import update_policy
+from rlvr.verifiers.compose import build_reward
+
+
+class TrainingAborted(RuntimeError):
+    """The run stopped on purpose (repeated non-finite losses); the last checkpoint is intact."""
+
+
+class PromptStream:
+    """Training prompts in a fresh seeded permutation each epoch; the state is just the position."""
+
+    def __init__(self, problems, seed: int, position: int = 0):
+        if not problems:
+            raise ValueError("the task's train split is empty")
+        self.problems, self.seed, self.position = problems, seed, position
+
+    def take(self, n: int):
+        out = []
+        for _ in range(n):
+            epoch, i = divmod(self.position, len(self.problems))
+            order = list(range(len(self.problems)))
+            random.Random(f"{self.seed}-{epoch}").shuffle(order)
+            out.append(self.problems[order[i]])
+            self.position += 1
+        return out
+
+
+class StopFlag:
+    """Ctrl-C / SIGTERM ask the loop to finish the step in flight, checkpoint and exit (130 / 143)."""
+
+    def __init__(self):
+        self.signum = None
+
+    def __enter__(self):
+        self._old = {s: signal.signal(s, self._set) for s in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def _set(self, signum, _frame):
+        if self.signum is not None:  # a second Ctrl-C: stop now
+            raise KeyboardInterrupt
+        self.signum = signum
+
+    def __exit__(self, *exc):
+        for s, h in self._old.items():
+            signal.signal(s, h)
+
+
+def make_scheduler(optimizer, train):
+    def factor(step):
+        warm = min(1.0, (step + 1) / train.warmup_steps) if train.warmup_steps else 1.0
+        if train.lr_schedule == "cosine":
+            return warm * 0.5 * (1 + math.cos(math.pi * min(step, train.steps) / max(train.steps, 1)))
+        return warm
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def prepare(cfg: dict):
+    """Build every component that validates settings, before any file is written."""
+    c = as_namespace(cfg)
+    algo = resolve_algorithm(c.algorithm.preset, cfg["algorithm"]["overrides"])
+    reward = build_reward(cfg["reward"])
+    task = load_task(c.task.name, **cfg["task"]["settings"])
+    return c, algo, reward, task
+
+
+def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_config_change: bool = False,
+          policy=None, quiet: bool = False) -> Path:
+    """Run RLVR training as configured; returns the run directory. `policy` = (model, tokenizer) overrides
+    loading by name (tests use a tiny random model)."""
+    c, algo, reward, task = prepare(cfg)
+    run = RunDir(c.output_dir, resume=resume, overwrite=overwrite)
+    _check_config(run, cfg, resume, allow_config_change)
+    torch.manual_seed(c.seed)
+    model, tokenizer = policy or load_policy(c.model.name, c.model.dtype)
+    if c.model.lora.enabled:
+        lc = c.model.lora
+        model = add_lora(model, r=lc.r, alpha=lc.alpha, dropout=lc.dropout, target_modules=lc.target_modules)
+    ref_model = _frozen_copy(model) if algo.beta > 0 and not c.model.lora.enabled else None
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=c.train.lr, weight_decay=c.train.weight_decay)
+    scheduler = make_scheduler(optimizer, c.train)
+    stop_ids = sorted({tokenizer.eos_token_id, *([model.config.eos_token_id] if isinstance(model.config.eos_token_id, int) else [])})
+    sampler = make_sampler(c.rollout.backend, model, tokenizer, stop_ids=stop_ids)
+    stream = PromptStream(task.problems("train"), c.seed)
+    start = _resume(run, model, optimizer, scheduler, stream) if resume else 0
+    prompt_cache: dict[str, list[int]] = {}
+
+    def next_prompts():
+        problems = stream.take(c.rollout.prompts_per_step)
+        ids = [prompt_cache.setdefault(p.id, encode_prompt(tokenizer, task.messages(p))) for p in problems]
+        return problems, ids
+
+    bad_steps = 0
+    bar = tqdm(range(start, c.train.steps), initial=start, total=c.train.steps, desc="rlvr train", disable=quiet)
+    with StopFlag() as stop:
+        for step in bar:
+            t0 = time.perf_counter()
+            model.eval()
+            sampler.sync(model)
+            generator = torch.Generator().manual_seed(c.seed * 1_000_003 + step)
+            batch = collect(sampler, next_prompts, reward, algo, c.rollout, generator, pad_id=tokenizer.pad_token_id)
+            model.train()
+            t1 = time.perf_counter()
+            upd = update_policy(model, optimizer, batch, algo, pad_id=tokenizer.pad_token_id,
+                                temperature=c.rollout.temperature, micro_batch_size=c.train.micro_batch_size,
+                                max_grad_norm=c.train.max_grad_norm, autocast=c.train.autocast,
+                                norm_len=c.rollout.max_new_tokens, ref_model=ref_model) if len(batch) else {"skipped": 1}
+            t2 = time.perf_counter()
+            row = _metrics_row(step, batch, upd, scheduler.get_last_lr()[0], t1 - t0, t2 - t1)
+            scheduler.step()
+            run.append(run.metrics_path, [row])
+            if c.log.samples_every and step % c.log.samples_every == 0:
+                run.append(run.samples_path, _sample_rows(step, batch.stats.get("generated", batch)))
+            bar.set_postfix({"reward": f"{row['reward/mean']:.3f}", "nzv": f"{row['groups/nonzero_var_frac']:.2f}",
+                             "correct": f"{row['verdict/correct_frac']:.2f}", "s/step": f"{t2 - t0:.1f}"})
+            bad_steps = bad_steps + 1 if upd.get("skipped") and len(batch) else 0
+            last = step + 1 == c.train.steps
+            if (c.log.checkpoint_every and (step + 1) % c.log.checkpoint_every == 0) or last or stop.signum:
+                ckpt.save_checkpoint(run.path / "checkpoints", step + 1, model=model, optimizer=optimizer,
+                                     scheduler=scheduler, loop_state={"step": step + 1, "position": stream.position},
+                                     keep=c.log.keep_checkpoints)
+            if bad_steps >= 3:
+                raise TrainingAborted(f"step {step}: non-finite loss or gradient {bad_steps} steps in a row; "
+                                      f"the update was skipped each time; lower train.lr or check the data")
+            if stop.signum:
+                bar.close()
+                code = 130 if stop.signum == signal.SIGINT else 143
+                print(f"stopped by signal at step {step + 1}; checkpoint saved; resume with --resume {run.path}")
+                raise SystemExit(code)
+    save_policy(model, tokenizer, run.path / "final")
+    return run.path
+
+
+def _metrics_row(step, batch, upd, lr, t_rollout, t_train) -> dict:
+    generated = batch.stats.get("generated", batch)
+    row = {"step": step, **rollout_metrics(generated)}
+    row.update({k: v for k, v in upd.items() if k not in ("train_tokens",)})
+    gen_time = batch.stats["time/generate"]
+    row.update({
+        "lr": lr, "time/generate": gen_time, "time/verify": batch.stats["time/verify"], "time/train": t_train,
+        "time/step": t_rollout + t_train,
+        "throughput/gen_tok_s": batch.stats["gen_tokens"] / max(gen_time, 1e-9),
+        "throughput/train_tok_s": upd.get("train_tokens", 0) / max(t_train, 1e-9),
+        "dynamic_sampling/generated_groups": batch.stats["dynamic_sampling/generated_groups"],
+        "dynamic_sampling/kept_groups": batch.stats["dynamic_sampling/kept_groups"],
+    })
+    return row
+
+
+def _sample_rows(step, batch) -> list[dict]:
+    return [{"step": step, "problem_id": p.id, "band": p.band, "prompt": p.prompt, "gold": p.answer,
+             "completion": text, "extracted": v.extracted, "status": v.status, "reward": float(r)}
+            for p, text, v, r in zip(batch.problems, batch.texts, batch.verdicts, batch.rewards.tolist())]
+
+
+def _check_config(run: RunDir, cfg: dict, resume: bool, allow_change: bool) -> None:
+    import yaml
+
+    path = run.path / "config.yaml"
+    if resume:
+        saved = yaml.safe_load(path.read_text())
+        changed = sorted(_diff(saved, cfg))
+        if changed and not allow_change:
+            raise ConfigError(f"--resume: config differs from the saved run in {', '.join(changed)}; "
+                              f"pass --allow-config-change to accept")
+    run.write_config(dump(cfg))
+
+
+def _diff(a, b, prefix=""):
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in set(a) | set(b):
+            yield from _diff(a.get(k), b.get(k), f"{prefix}{k}.")
+    elif a != b:
+        yield prefix[:-1]
+
+
+def _resume(run: RunDir, model, optimizer, scheduler, stream: PromptStream) -> int:
+    path = ckpt.latest_complete(run.path / "checkpoints")
+    if path is None:
+        run.truncate_after(-1)
+        return 0
+    state = ckpt.load_checkpoint(path, model=model, optimizer=optimizer, scheduler=scheduler)
+    stream.position = state["position"]
+    run.truncate_after(state["step"] - 1)
+    return state["step"]
+
+
+def _frozen_copy(model):
+    import copy
+
+    ref = copy.deepcopy(model).eval()
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    return ref
+
+
+__all__ = ["train", "TrainingAborted", "RunDirError", "PromptStream"]
