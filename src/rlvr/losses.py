@@ -8,6 +8,7 @@ and tensors and returns tensors: nothing here calls `.item()`, so nothing forces
 from __future__ import annotations
 
 import torch
+from torch.utils.checkpoint import checkpoint
 
 RATIOS = ("token", "sequence")
 AGGS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
@@ -144,3 +145,57 @@ def policy_loss(
         stats["kl"] = _masked_mean(kl, mask).detach()
     loss = aggregate(per_token, mask, agg, norm_len=norm_len, num_tokens=num_tokens, num_seqs=num_seqs)
     return loss, stats
+
+
+def _chunk_rows(vocab: int, chunk_rows: int | None) -> int:
+    # about 2**24 float32 values (64 MiB) per chunk unless told otherwise
+    return chunk_rows if chunk_rows else max(1, 2**24 // max(1, vocab))
+
+
+def _rowwise(fn, logits: torch.Tensor, ids: torch.Tensor | None, chunk_rows: int | None) -> torch.Tensor:
+    """Apply fn(logits chunk (n, V) [, ids chunk (n,)]) -> (n,) over row chunks of (..., V) logits.
+
+    Under autograd each chunk is checkpointed: its float32 intermediates are rebuilt during backward
+    instead of being kept, so at most one chunk's float32 copy exists at a time.
+    """
+    flat = logits.reshape(-1, logits.shape[-1])
+    flat_ids = None if ids is None else ids.reshape(-1)
+    step = _chunk_rows(flat.shape[-1], chunk_rows)
+    grad = torch.is_grad_enabled() and flat.requires_grad
+    outs = []
+    for start in range(0, flat.shape[0], step):
+        args = [flat[start : start + step]]
+        if flat_ids is not None:
+            args.append(flat_ids[start : start + step])
+        outs.append(checkpoint(fn, *args, use_reentrant=False) if grad else fn(*args))
+    out = torch.cat(outs) if outs else flat.new_zeros(0, dtype=torch.float32)
+    return out.reshape(logits.shape[:-1])
+
+
+def _chosen_logp(chunk: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    z = chunk.float()
+    # log softmax(z)_y = z_y - logsumexp(z), in float32 whatever the logits' dtype
+    return z.gather(-1, ids.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(z, dim=-1)
+
+
+def _entropy(chunk: torch.Tensor) -> torch.Tensor:
+    z = chunk.float()
+    logp = torch.log_softmax(z, dim=-1)
+    # H = -sum_v p_v log p_v
+    return -(logp.exp() * logp).sum(-1)
+
+
+def selective_log_softmax(logits: torch.Tensor, ids: torch.Tensor, chunk_rows: int | None = None) -> torch.Tensor:
+    """Log-probability of the chosen ids: logits (..., V) any float dtype, ids (...) long -> (...) float32.
+
+    Equal to log_softmax(logits.float(), -1).gather(-1, ids), without ever holding the float32
+    log-softmax of the whole batch: rows are processed `chunk_rows` at a time (default: ~64 MiB).
+    """
+    if logits.shape[:-1] != ids.shape:
+        raise ValueError(f"logits {tuple(logits.shape)} must be ids {tuple(ids.shape)} plus a vocab axis")
+    return _rowwise(_chosen_logp, logits, ids, chunk_rows)
+
+
+def token_entropy_from_logits(logits: torch.Tensor, chunk_rows: int | None = None) -> torch.Tensor:
+    """Entropy of the next-token distribution: logits (..., V) -> (...) float32, in nats, chunked."""
+    return _rowwise(_entropy, logits, None, chunk_rows)
