@@ -1,0 +1,154 @@
+"""GRPO, DAPO, GSPO and Dr. GRPO as data: four values of one frozen dataclass, not four code paths.
+
+The trainer reads an `Algorithm` and passes its numbers to the pure functions in `advantages` and
+`losses`; a new variant is a new row in PRESETS (or a config override), never a new branch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from rlvr.advantages import SCALES
+from rlvr.config import ConfigError
+from rlvr.losses import AGGS, RATIOS
+
+OVERLONG = ("none", "filter", "soft")
+
+# The allowed values of each string field, checked on construction.
+_CHOICES = {"adv_scale": SCALES, "ratio": RATIOS, "agg": AGGS, "overlong": OVERLONG}
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """Every choice that distinguishes the four algorithms.
+
+    adv_scale: "group" | "batch" | "none", how `group_advantages` scales r - mean (advantages).
+    ratio: "token" | "sequence", the importance-ratio level of `policy_loss`.
+    clip_low, clip_high: the trust region [1 - clip_low, 1 + clip_high] for the ratio.
+    agg: "token-mean" | "seq-mean-token-mean" | "seq-mean-token-sum-norm", how `aggregate` reduces.
+    beta: weight of the k3 KL to the reference (the base model, adapter disabled); 0 skips its pass.
+    dynamic_sampling: drop zero-variance groups and refill, up to `max_sampling_rounds` rounds.
+    overlong: "none" | "filter" (truncated rows leave the loss) | "soft" (linear reward penalty over
+      the last `overlong_buffer_frac` of the generation budget).
+    adv_eps: added to the std before dividing.
+    """
+
+    name: str
+    adv_scale: str = "group"
+    ratio: str = "token"
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    agg: str = "seq-mean-token-mean"
+    beta: float = 0.0
+    dynamic_sampling: bool = False
+    max_sampling_rounds: int = 3
+    overlong: str = "none"
+    overlong_buffer_frac: float = 0.2
+    adv_eps: float = 1e-4
+
+    def __post_init__(self):
+        for key, choices in _CHOICES.items():
+            value = getattr(self, key)
+            if value not in choices:
+                raise ConfigError(f"algorithm.{key}={value!r} is not one of {', '.join(choices)}")
+        for key in ("clip_low", "clip_high", "beta", "adv_eps"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"algorithm.{key}={getattr(self, key)!r} must be >= 0")
+        if self.clip_low >= 1:
+            raise ConfigError(f"algorithm.clip_low={self.clip_low!r} must be < 1 (the ratio is positive)")
+        if not 0 <= self.overlong_buffer_frac <= 1:
+            raise ConfigError(f"algorithm.overlong_buffer_frac={self.overlong_buffer_frac!r} must be in [0, 1]")
+        if self.max_sampling_rounds < 1:
+            raise ConfigError(f"algorithm.max_sampling_rounds={self.max_sampling_rounds!r} must be >= 1")
+
+    def loss_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of `losses.policy_loss` that this algorithm fixes."""
+        return {"ratio": self.ratio, "clip_low": self.clip_low, "clip_high": self.clip_high,
+                "agg": self.agg, "beta": self.beta}
+
+    def overlong_buffer(self, max_len: int) -> int:
+        """The soft-penalty buffer in tokens for a generation budget of max_len tokens."""
+        return int(round(self.overlong_buffer_frac * max_len))
+
+
+PRESETS: dict[str, Algorithm] = {
+    # GRPO (Shao et al. 2024, DeepSeekMath): group mean/std advantages, PPO's symmetric clip 0.2,
+    # each sequence's token mean, then the mean over sequences. The paper used a KL term (beta 0.04);
+    # we default to 0 as DAPO, TRL and verl now do, which also saves the reference forward pass.
+    "grpo": Algorithm(name="grpo", adv_scale="group", ratio="token", clip_low=0.2, clip_high=0.2,
+                      agg="seq-mean-token-mean", beta=0.0),
+    # DAPO (Yu et al. 2025): clip-higher 0.2 / 0.28 against entropy collapse, token-level mean so long
+    # answers are not down-weighted, dynamic sampling (no zero-variance groups), overlong reward shaping
+    # (soft punishment; the paper's buffer is 4096 of 20480 tokens, i.e. 20%), no KL.
+    "dapo": Algorithm(name="dapo", adv_scale="group", ratio="token", clip_low=0.2, clip_high=0.28,
+                      agg="token-mean", beta=0.0, dynamic_sampling=True, overlong="soft",
+                      overlong_buffer_frac=0.2),
+    # GSPO (Zheng et al. 2025, Qwen): a sequence-level ratio (length-normalised) whose trust region is
+    # tiny, 3e-4 / 4e-4, aggregated as each sequence's token mean then mean over sequences.
+    "gspo": Algorithm(name="gspo", adv_scale="group", ratio="sequence", clip_low=3e-4, clip_high=4e-4,
+                      agg="seq-mean-token-mean", beta=0.0),
+    # Dr. GRPO (Liu et al. 2025, "Understanding R1-Zero-like training"): no std division (it favours
+    # too-easy and too-hard prompts) and a constant normaliser (sum / (N_seq * max length)) instead of
+    # per-sequence length (which rewards long wrong answers); otherwise GRPO.
+    "dr_grpo": Algorithm(name="dr_grpo", adv_scale="none", ratio="token", clip_low=0.2, clip_high=0.2,
+                         agg="seq-mean-token-sum-norm", beta=0.0),
+}
+
+FIELDS = tuple(f.name for f in dataclasses.fields(Algorithm))
+
+
+def get_preset(name: str) -> Algorithm:
+    """The preset called `name`; ConfigError listing the presets otherwise."""
+    if name not in PRESETS:
+        raise ConfigError(f"algorithm {name!r} is unknown; choose from {', '.join(PRESETS)}")
+    return PRESETS[name]
+
+
+def _coerce(key: str, value: Any, like: Any) -> Any:
+    """Convert a config value (possibly a string from `--set`) to the type of the preset's value."""
+    try:
+        if isinstance(like, bool):
+            if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+                return value.lower() in ("true", "1", "yes")
+            if isinstance(value, bool):
+                return value
+            raise ValueError
+        if isinstance(like, int):
+            if isinstance(value, bool) or float(value) != int(float(value)):
+                raise ValueError
+            return int(float(value))
+        if isinstance(like, float):
+            if isinstance(value, bool):
+                raise ValueError
+            return float(value)
+        return str(value)
+    except (TypeError, ValueError):
+        kind = type(like).__name__
+        raise ConfigError(f"algorithm.{key}={value!r} is not a valid {kind}") from None
+
+
+def with_overrides(base: Algorithm, overrides: Mapping[str, Any]) -> Algorithm:
+    """A copy of `base` with some fields replaced; an unknown field names itself and the allowed ones."""
+    unknown = [k for k in overrides if k not in FIELDS or k == "name"]
+    if unknown:
+        allowed = ", ".join(f for f in FIELDS if f != "name")
+        raise ConfigError(f"algorithm.{unknown[0]} is not a field; allowed: preset, {allowed}")
+    values = {k: _coerce(k, v, getattr(base, k)) for k, v in overrides.items()}
+    return dataclasses.replace(base, **values)
+
+
+def algorithm_from_config(cfg: str | Mapping[str, Any] | None) -> Algorithm:
+    """Build the algorithm from a config value: a preset name, or {"preset": name, field: value, ...}.
+
+    None or a mapping without "preset" starts from "grpo".
+    """
+    if cfg is None:
+        return get_preset("grpo")
+    if isinstance(cfg, str):
+        return get_preset(cfg)
+    if not isinstance(cfg, Mapping):
+        raise ConfigError(f"algorithm must be a preset name or a mapping, got {type(cfg).__name__}")
+    rest = {k: v for k, v in cfg.items() if k != "preset"}
+    return with_overrides(get_preset(cfg.get("preset", "grpo")), rest)

@@ -1,0 +1,26 @@
+"""Rollout samplers: `make_sampler(backend, model, tokenizer, stop_ids=...)` returns an object with
+`sync(model)` and `generate(prompt_ids, n, ...) -> Rollouts`.
+
+Backends: "hf" (transformers generate; any architecture) and "fast" (hand-written CPU decoder for the
+Llama family; falls back to "hf", with a warning, for architectures it does not support).
+"""
+from __future__ import annotations
+
+from .rollouts import Rollouts, Sampler
+
+BACKENDS = ("hf", "fast")
+
+
+def make_sampler(backend: str, model, tokenizer, *, stop_ids: list[int], dtype: str = "bfloat16") -> Sampler:
+    if backend == "hf":
+        from .hf import HFSampler
+
+        return HFSampler(model, tokenizer, stop_ids=stop_ids, dtype=dtype)
+    if backend == "fast":
+        from .fast import make_fast_sampler
+
+        return make_fast_sampler(model, tokenizer, stop_ids=stop_ids, dtype=dtype)
+    raise ValueError(f"unknown sampler backend {backend!r}; choose one of {BACKENDS}")
+
+
+__all__ = ["BACKENDS", "Rollouts", "Sampler", "make_sampler"]

@@ -1,0 +1,83 @@
+"""Backend "hf": transformers' `generate` on the sampler's own copy of the policy.
+
+Simple and architecture-agnostic; the reference the fast backend is tested against. Prompts are
+left-padded into one batch and each is repeated n times (num_return_sequences), so every sample
+re-runs its prompt: correct, but not fast.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from .rollouts import Rollouts, cut_at_stop, pack_rollouts
+from .weights import merged_state_dict, plain_config
+
+DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}
+
+
+def build_copy(model, dtype: torch.dtype):
+    """A fresh transformers model of the policy's architecture, in eval mode, holding no gradients."""
+    from transformers import AutoModelForCausalLM
+
+    copy = AutoModelForCausalLM.from_config(plain_config(model), dtype=dtype)
+    copy.eval().requires_grad_(False)
+    return copy
+
+
+class HFSampler:
+    def __init__(self, model, tokenizer, *, stop_ids: list[int], dtype: str = "bfloat16"):
+        self.tokenizer = tokenizer
+        self.stop_ids = list(stop_ids)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_ids[0]
+        self.dtype = DTYPES[dtype]
+        self.model = build_copy(model, self.dtype)
+        self.sync(model)
+
+    def sync(self, model) -> None:
+        state = merged_state_dict(model)
+        missing, unexpected = self.model.load_state_dict(state, strict=False)
+        missing = [k for k in missing if k != "lm_head.weight"]  # tied to the embedding when absent
+        if missing or unexpected:
+            raise ValueError(f"sampler copy does not match the policy: missing={missing[:5]} unexpected={unexpected[:5]}")
+        self.model.to(self.dtype)
+
+    @torch.inference_mode()
+    def generate(self, prompt_ids: list[list[int]], n: int, *, max_new_tokens: int, temperature: float = 1.0,
+                 top_p: float = 1.0, top_k: int = 0, generator: torch.Generator | None = None) -> Rollouts:
+        t0 = time.perf_counter()
+        width = max(len(p) for p in prompt_ids)
+        ids = torch.full((len(prompt_ids), width), self.pad_id, dtype=torch.long)
+        attn = torch.zeros_like(ids)
+        for i, p in enumerate(prompt_ids):  # left padding: every prompt ends at the same column
+            ids[i, width - len(p):] = torch.tensor(p)
+            attn[i, width - len(p):] = 1
+        sampling = temperature > 0
+        kwargs = dict(
+            input_ids=ids, attention_mask=attn, max_new_tokens=max_new_tokens, num_return_sequences=n,
+            do_sample=sampling, eos_token_id=self.stop_ids, pad_token_id=self.pad_id,
+            return_dict_in_generate=True, output_logits=True,
+            # explicit values so the model's own generation_config (often top_k=50) cannot leak in
+            temperature=temperature if sampling else None, top_k=top_k if sampling else None,
+            top_p=top_p if sampling else None, repetition_penalty=None, min_p=None,
+        )
+        with torch.random.fork_rng(devices=[], enabled=generator is not None):
+            if generator is not None:  # generate() draws from the global RNG: seed it from ours, then restore
+                torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator)))
+            out = self.model.generate(**kwargs)
+        new = out.sequences[:, width:]
+        logits = torch.stack(out.logits, dim=1).float()  # (B, T, V) raw, before any warper
+        if sampling:
+            logits = logits / temperature
+        logp = logits.log_softmax(-1).gather(-1, new[..., None]).squeeze(-1)
+        rows, logps, finish = [], [], []
+        stops = set(self.stop_ids)
+        for b in range(new.shape[0]):
+            toks, why = cut_at_stop(new[b].tolist(), stops)
+            rows.append(toks)
+            logps.append(logp[b, : len(toks)])
+            finish.append(why)
+        ro = pack_rollouts(prompt_ids, n, rows, logps, finish, self.pad_id, self.tokenizer)
+        ro.num_prompt_tokens = n * sum(len(p) for p in prompt_ids)
+        ro.seconds = time.perf_counter() - t0
+        return ro

@@ -1,0 +1,57 @@
+"""Read the current policy weights out of a transformers model or a peft model, LoRA merged, without
+touching the trainer's model (no in-place merge/unmerge, which would perturb its float weights)."""
+from __future__ import annotations
+
+import copy
+
+import torch
+
+
+def _unwrap_peft(model):
+    """Return (base transformers model with LoRA layers inside, is_peft)."""
+    if hasattr(model, "peft_config") and hasattr(model, "get_base_model"):
+        return model.get_base_model(), True
+    return model, False
+
+
+def merged_state_dict(model) -> dict[str, torch.Tensor]:
+    """State dict under the plain transformers names, with every active LoRA delta added to its base weight.
+
+    Works on a plain model (returns detached tensors) and on a peft PeftModel with LoRA adapters
+    (DoRA and other variants are refused with a clear message rather than merged wrongly).
+    """
+    base, is_peft = _unwrap_peft(model)
+    out: dict[str, torch.Tensor] = {}
+    if not is_peft:
+        return {k: v.detach() for k, v in base.state_dict().items()}
+    for name, module in base.named_modules():
+        if hasattr(module, "base_layer") and hasattr(module, "get_delta_weight"):
+            weight = module.base_layer.weight.detach()
+            if not getattr(module, "merged", False):
+                for adapter in module.active_adapters:
+                    if adapter not in getattr(module, "lora_A", {}):
+                        continue
+                    if getattr(module, "use_dora", {}).get(adapter, False):
+                        raise NotImplementedError(f"{name}: DoRA adapters are not supported by the sampler merge")
+                    weight = weight + module.get_delta_weight(adapter).to(weight.dtype)
+            out[f"{name}.weight"] = weight
+            if getattr(module.base_layer, "bias", None) is not None:
+                out[f"{name}.bias"] = module.base_layer.bias.detach()
+    for key, value in base.state_dict().items():
+        clean = key.replace(".base_layer.", ".")
+        if "lora_" in key or "original_module" in key or clean in out:
+            continue
+        if ".modules_to_save." in clean:  # trained copy of a whole module: it replaces the original
+            head, _, tail = clean.partition(".modules_to_save.")
+            clean = f"{head}.{tail.partition('.')[2]}"
+        out[clean] = value.detach()
+    return out
+
+
+def plain_config(model):
+    """The model's config with any quantization marker removed (a GGUF-loaded model carries one)."""
+    base, _ = _unwrap_peft(model)
+    config = copy.deepcopy(base.config)
+    if hasattr(config, "quantization_config"):
+        delattr(config, "quantization_config")
+    return config

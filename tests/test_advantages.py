@@ -1,0 +1,183 @@
+"""Advantages, dynamic sampling and overlong handling: hand-computed numbers and invariants."""
+
+import math
+import random
+
+import pytest
+import torch
+
+from rlvr.advantages import (
+    dynamic_sampling,
+    group_advantages,
+    mask_truncated,
+    nonzero_variance_frac,
+    nonzero_variance_groups,
+    overlong_soft_penalty,
+    select_informative_groups,
+    truncated_rows,
+)
+
+# two groups of three: group 7 = [1, 0, 0] (mean 1/3, sample std sqrt(1/3) = 0.5773503),
+# group 3 = [1, 1, 1] (constant); batch sample std of all six = sqrt((4/3) / 5) = 0.5163978
+REWARDS = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 1.0], dtype=torch.float64)
+GROUPS = torch.tensor([7, 7, 7, 3, 3, 3])
+
+
+@pytest.mark.parametrize(
+    "scale, expected",
+    [
+        # (1 - 1/3) / 0.5773503 = 1.1547005 ; (0 - 1/3) / 0.5773503 = -0.5773503
+        ("group", [1.1547005, -0.5773503, -0.5773503, 0, 0, 0]),
+        # (2/3) / 0.5163978 = 1.2909944 ; (-1/3) / 0.5163978 = -0.6454972
+        ("batch", [1.2909944, -0.6454972, -0.6454972, 0, 0, 0]),
+        ("none", [0.6666667, -0.3333333, -0.3333333, 0, 0, 0]),
+    ],
+)
+def test_group_advantages_hand_computed(scale, expected):
+    adv = group_advantages(REWARDS, GROUPS, scale=scale, eps=0.0)
+    assert torch.allclose(adv, torch.tensor(expected, dtype=torch.float64), atol=1e-6)
+
+
+def test_eps_is_added_to_std():
+    adv = group_advantages(REWARDS, GROUPS, eps=0.1)
+    # (2/3) / (0.5773503 + 0.1) = 0.6666667 / 0.6773503 = 0.9842274
+    assert adv[0].item() == pytest.approx(0.9842274, abs=1e-6)
+
+
+def test_constant_and_singleton_groups_get_exactly_zero():
+    # 0.1 * 3 / 3 != 0.1 in floating point: the mean must not leak a tiny advantage
+    rewards = torch.tensor([0.1, 0.1, 0.1, 0.7, 0.3])
+    for scale in ("group", "batch", "none"):
+        adv = group_advantages(rewards, [0, 0, 0, 1, 2], scale=scale)
+        assert adv.tolist()[:3] == [0.0, 0.0, 0.0]
+        assert adv[3].item() == 0.0 and adv[4].item() == 0.0  # groups of one row
+
+
+def test_int_rewards_and_lists_are_accepted():
+    adv = group_advantages([1, 0], [0, 0], eps=0.0)
+    # mean 0.5, sample std sqrt(0.5) = 0.7071068
+    assert adv.dtype == torch.float32
+    assert adv.tolist() == pytest.approx([0.7071068, -0.7071068], abs=1e-6)
+
+
+def _loop_advantages(rewards, groups, scale, eps):
+    """The plain-Python reference: one group at a time."""
+    out = [0.0] * len(rewards)
+    n = len(rewards)
+    mean_all = sum(rewards) / n
+    std_all = math.sqrt(sum((r - mean_all) ** 2 for r in rewards) / (n - 1)) if n > 1 else 0.0
+    for g in set(groups):
+        rows = [i for i in range(n) if groups[i] == g]
+        vals = [rewards[i] for i in rows]
+        if len(set(vals)) == 1:
+            continue
+        mean = sum(vals) / len(vals)
+        std = math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1))
+        for i in rows:
+            denom = {"group": std + eps, "batch": std_all + eps, "none": 1.0}[scale]
+            out[i] = (rewards[i] - mean) / denom
+    return out
+
+
+@pytest.mark.parametrize("scale", ["group", "batch", "none"])
+def test_vectorised_matches_python_loop_on_random_groups(scale):
+    rng = random.Random(0)
+    for _ in range(30):
+        groups = [g for g in range(rng.randint(1, 6)) for _ in range(rng.randint(1, 5))]
+        rng.shuffle(groups)  # rows of a group need not be contiguous
+        groups = [g * 13 - 5 for g in groups]  # arbitrary, negative, sparse ids
+        if rng.random() < 0.5:
+            rewards = [float(rng.randint(0, 1)) for _ in groups]
+        else:
+            rewards = [rng.uniform(-2, 2) for _ in groups]
+        got = group_advantages(torch.tensor(rewards, dtype=torch.float64), torch.tensor(groups), scale, 1e-4)
+        assert got.tolist() == pytest.approx(_loop_advantages(rewards, groups, scale, 1e-4), abs=1e-9)
+
+
+def test_nonzero_variance_mask_and_fraction():
+    rewards = [1, 0, 1, 1, 0.5, 2, 2]
+    groups = [0, 0, 1, 1, 2, 3, 3]  # informative: group 0 only; 2 is a singleton
+    assert nonzero_variance_groups(rewards, groups).tolist() == [True, True, False, False, False, False, False]
+    # per group, not per row: 1 of 4
+    assert nonzero_variance_frac(rewards, groups).item() == pytest.approx(0.25)
+
+
+def test_select_informative_groups_keeps_first_groups():
+    rewards = torch.tensor([1.0, 0, 0, 0, 1, 0, 0, 1])
+    groups = torch.tensor([9, 9, 4, 4, 2, 2, 5, 5])  # 9 and 2 and 5 informative, 4 constant
+    assert select_informative_groups(rewards, groups).tolist() == [1, 1, 0, 0, 1, 1, 1, 1]
+    # first appearance order: 9, then 2
+    assert select_informative_groups(rewards, groups, max_groups=2).tolist() == [1, 1, 0, 0, 1, 1, 0, 0]
+    assert select_informative_groups(rewards, groups, max_groups=0).tolist() == [0] * 8
+
+
+def test_dynamic_sampling_never_returns_zero_variance_groups():
+    gen = torch.Generator().manual_seed(0)
+    rounds_data = []
+
+    def draw(i):
+        # 4 prompts x 4 samples per round, mostly all-correct or all-wrong (p far from 1/2)
+        p = torch.rand(4, 1, generator=gen) ** 4
+        rewards = (torch.rand(4, 4, generator=gen) < p).double().flatten()
+        groups = torch.arange(4).repeat_interleave(4) + 100 * i
+        rounds_data.append((rewards, groups))
+        return rewards, groups
+
+    for want in (1, 3, 6, 50):
+        rounds_data.clear()
+        kept, stats = dynamic_sampling(draw, want_groups=want, max_rounds=5)
+        total = 0
+        for rnd, rows in kept:
+            rewards, groups = rounds_data[rnd]
+            for g in groups[rows].unique():
+                vals = rewards[groups == g]
+                assert (groups[rows] == g).sum() == 4  # whole groups only
+                assert vals.max() > vals.min()
+                total += 1
+        assert total == stats["dynamic_sampling/kept_groups"] <= want
+        assert stats["dynamic_sampling/generated_groups"] == 4 * stats["dynamic_sampling/rounds"]
+        assert stats["dynamic_sampling/rounds"] <= 5
+        if total < want:
+            assert stats["dynamic_sampling/rounds"] == 5  # stopped by the round limit only
+
+
+def test_dynamic_sampling_stops_once_full():
+    rewards, groups = torch.tensor([1.0, 0, 1, 0]), torch.tensor([0, 0, 1, 1])
+    kept, stats = dynamic_sampling(lambda i: (rewards, groups), want_groups=3, max_rounds=10)
+    assert [r for r, _ in kept] == [0, 1]
+    assert kept[1][1].tolist() == [0, 1]  # only one more group was needed
+    assert stats == {"dynamic_sampling/generated_groups": 4, "dynamic_sampling/kept_groups": 3,
+                     "dynamic_sampling/rounds": 2}
+
+
+@pytest.mark.parametrize(
+    "length, max_len, buffer, penalty",
+    [
+        (0, 20, 4, 0.0),
+        (16, 20, 4, 0.0),     # exactly at Lmax - Lc: still free
+        (17, 20, 4, -0.25),   # (16 - 17) / 4
+        (18, 20, 4, -0.5),
+        (20, 20, 4, -1.0),    # at the budget: full punishment
+        (25, 20, 4, -1.0),    # beyond it: clamped
+        (20, 20, 0, 0.0),     # no buffer: a cliff just past max_len
+        (21, 20, 0, -1.0),
+        (5, 10, 10, -0.5),    # the whole budget is the buffer
+    ],
+)
+def test_overlong_soft_penalty(length, max_len, buffer, penalty):
+    assert overlong_soft_penalty([length], max_len, buffer).item() == pytest.approx(penalty)
+
+
+def test_overlong_soft_penalty_rejects_bad_buffer():
+    with pytest.raises(ValueError, match="buffer"):
+        overlong_soft_penalty([1], 10, 11)
+
+
+def test_mask_truncated_zeroes_only_truncated_rows():
+    mask = torch.ones(3, 4)
+    mask[1, 3] = 0
+    truncated = truncated_rows(["stop", "length", "stop"])
+    assert truncated.tolist() == [False, True, False]
+    out = mask_truncated(mask, truncated)
+    assert out.tolist() == [[1, 1, 1, 1], [0, 0, 0, 0], [1, 1, 1, 1]]
+    assert mask[1].sum() == 3  # input untouched
