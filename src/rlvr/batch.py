@@ -58,7 +58,7 @@ def rollout_round(sampler, problems: list[Problem], prompt_ids: list[list[int]],
     rewards = torch.tensor(result.total, dtype=torch.float32)
     lengths = ro.mask.sum(-1)
     if algo.overlong == "soft":  # DAPO: a linear penalty inside the last `buffer` tokens before the limit
-        rewards = rewards + overlong_soft_penalty(lengths, rollout.max_new_tokens, algo.overlong_buffer)
+        rewards = rewards + overlong_soft_penalty(lengths, rollout.max_new_tokens, algo.overlong_buffer(rollout.max_new_tokens))
     keep = torch.tensor([v.status not in EXCLUDED_STATUSES for v in result.verdicts], dtype=torch.float32)
     if algo.overlong == "filter":  # DAPO: a truncated answer is neither rewarded nor punished
         keep = keep * torch.tensor([f != "length" for f in ro.finish], dtype=torch.float32)
@@ -114,7 +114,7 @@ def collect(sampler, next_prompts, reward, algo, rollout, generator, pad_id: int
     """The step's batch. next_prompts() -> (problems (P,), prompt_ids (P,)) draws the next prompts.
 
     Without dynamic sampling: one round, every group kept. With it: rounds until P informative (nonzero
-    variance) groups are kept or `algo.max_rounds` rounds ran.
+    variance) groups are kept or `algo.max_sampling_rounds` rounds ran.
     """
     want = rollout.prompts_per_step
     if not algo.dynamic_sampling:
@@ -127,12 +127,12 @@ def collect(sampler, next_prompts, reward, algo, rollout, generator, pad_id: int
             rounds.append(rollout_round(sampler, *next_prompts(), reward, algo, rollout, generator))
             return rounds[-1].rewards, rounds[-1].group_ids
 
-        kept, ds_stats = dynamic_sampling(draw, want_groups=want, max_rounds=algo.max_rounds)
+        kept, ds_stats = dynamic_sampling(draw, want_groups=want, max_rounds=algo.max_sampling_rounds)
         parts = [select_rows(rounds[r], rows.tolist()) for r, rows in kept if len(rows)]
         batch = concat(parts, pad_id) if parts else select_rows(rounds[-1], [])
         # Time and reward metrics of the step cover every generated row, not only the kept ones.
         batch.stats.update({k: sum(r.stats[k] for r in rounds) for k in ("time/generate", "time/verify", "gen_tokens")})
         batch.stats.update(ds_stats)
         batch.stats["generated"] = concat(rounds, pad_id)
-    batch.advantages = group_advantages(batch.rewards, batch.group_ids, scale=algo.adv_scale) if len(batch) else torch.zeros(0)
+    batch.advantages = group_advantages(batch.rewards, batch.group_ids, scale=algo.adv_scale, eps=algo.adv_eps) if len(batch) else torch.zeros(0)
     return batch

@@ -37,7 +37,7 @@ DEFAULTS: dict = {
         "workers": 2,
         "timeout_s": 5.0,
     },
-    "algorithm": {"preset": "grpo", "overrides": {}},
+    "algorithm": {"preset": "grpo"},  # a preset name plus any field overrides, checked by rlvr.algorithms
     "rollout": {
         "backend": "hf",
         "prompts_per_step": 4,   # P
@@ -55,12 +55,13 @@ DEFAULTS: dict = {
         "weight_decay": 0.0,
         "max_grad_norm": 1.0,
         "micro_batch_size": 8,
+        "updates_per_batch": 1,  # mu: optimisation passes over each rollout batch
         "autocast": "none",
     },
     "log": {"samples_every": 5, "checkpoint_every": 10, "keep_checkpoints": 2},
 }
 # Values that are dicts/lists read by another component (which validates them itself).
-OPEN_KEYS = {"task.settings", "reward.terms", "algorithm.overrides", "model.lora.target_modules"}
+OPEN_KEYS = {"task.settings", "reward.terms", "algorithm", "model.lora.target_modules"}
 CHOICES = {
     "model.dtype": ("float32", "bfloat16", "float16"),
     "train.lr_schedule": ("constant", "cosine"),

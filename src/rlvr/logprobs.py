@@ -2,12 +2,15 @@
 
 Rows are laid out as [left-padded prompt | completion], so every completion starts at the same column and
 `logits_to_keep` asks the model for the completion positions only. Log-probs are taken in float32 a few
-rows at a time, so the full-vocabulary float32 logits of a whole batch never exist at once.
+rows at a time (losses.selective_log_softmax), so the full-vocabulary float32 logits of a whole batch
+never exist at once.
 """
 
 from __future__ import annotations
 
 import torch
+
+from rlvr.losses import selective_log_softmax, token_entropy_from_logits
 
 
 def pack_rows(prompts: list[list[int]], completion_ids: torch.Tensor, completion_mask: torch.Tensor, pad_id: int):
@@ -30,30 +33,6 @@ def pack_rows(prompts: list[list[int]], completion_ids: torch.Tensor, completion
     return input_ids, attention, position_ids
 
 
-def token_logprobs(logits: torch.Tensor, ids: torch.Tensor, chunk_rows: int = 4) -> torch.Tensor:
-    """log softmax(logits)[ids] in float32, a few rows at a time.
-
-    logits: (b, T, V) any float dtype; ids: (b, T) long. Returns (b, T) float32.
-    """
-    out = []
-    for lo in range(0, logits.shape[0], chunk_rows):
-        block = logits[lo:lo + chunk_rows].float()
-        # log p(id) = logit(id) - logsumexp(logits): one float32 block of rows at a time.
-        picked = block.gather(-1, ids[lo:lo + chunk_rows].unsqueeze(-1)).squeeze(-1)
-        out.append(picked - torch.logsumexp(block, dim=-1))
-    return torch.cat(out, dim=0)
-
-
-@torch.no_grad()
-def token_entropy(logits: torch.Tensor, chunk_rows: int = 4) -> torch.Tensor:
-    """Entropy of the next-token distribution at each position, (b, T, V) -> (b, T) float32."""
-    out = []
-    for lo in range(0, logits.shape[0], chunk_rows):
-        logp = torch.log_softmax(logits[lo:lo + chunk_rows].float(), dim=-1)
-        out.append(-(logp.exp() * logp).sum(-1))
-    return torch.cat(out, dim=0)
-
-
 def completion_logprobs(model, prompts, completion_ids, completion_mask, *, pad_id: int,
                         temperature: float = 1.0, with_entropy: bool = False):
     """Per-token log-probs of the completions under `model`, at the sampling temperature.
@@ -70,6 +49,6 @@ def completion_logprobs(model, prompts, completion_ids, completion_mask, *, pad_
     logits = out.logits[:, :-1]
     if temperature not in (0.0, 1.0):
         logits = logits / temperature
-    logp = token_logprobs(logits, completion_ids)
-    entropy = token_entropy(logits.detach()) if with_entropy else None
+    logp = selective_log_softmax(logits, completion_ids)
+    entropy = token_entropy_from_logits(logits.detach()) if with_entropy else None
     return logp, entropy

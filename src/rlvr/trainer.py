@@ -21,7 +21,7 @@ import torch
 from tqdm.auto import tqdm
 
 from rlvr import checkpoint as ckpt
-from rlvr.algorithms import resolve_algorithm
+from rlvr.algorithms import algorithm_from_config
 from rlvr.batch import collect, encode_prompt
 from rlvr.config import ConfigError, as_namespace, dump
 from rlvr.metrics import rollout_metrics
@@ -88,7 +88,7 @@ def make_scheduler(optimizer, train):
 def prepare(cfg: dict):
     """Build every component that validates settings, before any file is written."""
     c = as_namespace(cfg)
-    algo = resolve_algorithm(c.algorithm.preset, cfg["algorithm"]["overrides"])
+    algo = algorithm_from_config(cfg["algorithm"])
     reward = build_reward(cfg["reward"])
     task = load_task(c.task.name, **cfg["task"]["settings"])
     return c, algo, reward, task
@@ -134,7 +134,7 @@ def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_con
             t1 = time.perf_counter()
             upd = update_policy(model, optimizer, batch, algo, pad_id=tokenizer.pad_token_id,
                                 temperature=c.rollout.temperature, micro_batch_size=c.train.micro_batch_size,
-                                max_grad_norm=c.train.max_grad_norm, autocast=c.train.autocast,
+                                max_grad_norm=c.train.max_grad_norm, autocast=c.train.autocast, mu=c.train.updates_per_batch,
                                 norm_len=c.rollout.max_new_tokens, ref_model=ref_model) if len(batch) else {"skipped": 1}
             t2 = time.perf_counter()
             row = _metrics_row(step, batch, upd, scheduler.get_last_lr()[0], t1 - t0, t2 - t1)

