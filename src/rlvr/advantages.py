@@ -87,7 +87,7 @@ def nonzero_variance_frac(rewards, group_ids) -> torch.Tensor:
 
     This is the metric `groups/nonzero_var_frac`: the share of prompts that give any gradient.
     """
-    rewards = torch.as_tensor(rewards).cpu()
+    rewards, group_ids = torch.as_tensor(rewards).cpu(), torch.as_tensor(group_ids).cpu()
     idx, k = _group_index(group_ids)
     if k == 0:
         return torch.zeros(())
@@ -112,7 +112,7 @@ def select_informative_groups(rewards, group_ids, max_groups: int | None = None)
     everywhere and only dilutes the batch), at most `max_groups` groups, taken in order of first
     appearance so the choice is deterministic. Works on the CPU (a host-side decision); mask on CPU.
     """
-    rewards = torch.as_tensor(rewards).cpu()
+    rewards, group_ids = torch.as_tensor(rewards).cpu(), torch.as_tensor(group_ids).cpu()
     idx, order = _group_order(group_ids)
     informative_row = nonzero_variance_groups(rewards, group_ids)
     k = order.numel()
