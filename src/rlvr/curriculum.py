@@ -249,8 +249,9 @@ class Adaptive(_Sampler):
     ):
         super().__init__(problems, window)
         lo, hi = _check_target(target)
-        if not isinstance(floor, (int, float)) or not 0 <= floor * len(self.bands) <= 1:
-            raise ConfigError(f"curriculum.floor: must be in [0, 1/{len(self.bands)}] for {len(self.bands)} bands, got {floor!r}")
+        k = len(self.bands)
+        if not isinstance(floor, (int, float)) or not 0 <= floor * k <= 1:
+            raise ConfigError(f"curriculum.floor: must be in [0, 1/{k}] for {k} bands, got {floor!r}")
         self.target, self.floor = (lo, hi), float(floor)
 
     def _shares_at(self, step: int) -> dict[str, float]:
