@@ -199,6 +199,13 @@ def test_state_dict_round_trip_continues_identically(cfg):
         assert a.shares() == b.shares()
 
 
+def test_state_is_json_even_when_stats_are_numpy():
+    sampler = Adaptive(toy_pool(["a"], 4))
+    sampler.update(np.int64(3), {"a": {k: np.float32(0.5) for k in ("reward", "success", "nonzero_var_frac")}
+                                 | {"groups": np.int64(2)}})
+    assert json.loads(json.dumps(sampler.state_dict()))["history"] == {"a": [[3, 2, 0.5, 0.5, 0.5]]}
+
+
 def test_load_state_dict_refuses_a_different_kind_or_pool():
     fixed = FixedMix(toy_pool(["a", "b"], 4))
     fixed.next_batch(0, 3, 0)

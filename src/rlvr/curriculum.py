@@ -122,7 +122,7 @@ class _Sampler:
     def next_batch(self, step: int, n_prompts: int, rng: random.Random | int) -> list[Problem]:
         """n_prompts problems for `step`, mixed by band per `shares()` and shuffled across bands."""
         rng = _as_rng(rng)
-        self.step = step
+        self.step = int(step)
         shares = self._shares_at(step)
         counts = allocate([shares[b] for b in self.bands], n_prompts, rng)
         batch = [p for b, k in zip(self.bands, counts) for p in self.pools[b].take(k, rng)]
@@ -131,15 +131,14 @@ class _Sampler:
 
     def update(self, step: int, per_band_stats: dict[str, dict[str, float]]) -> None:
         """Record one step's per-band stats ({band: {reward, success, nonzero_var_frac, groups}})."""
-        self.step = step
+        self.step = int(step)
         for band, st in per_band_stats.items():
             if band not in self.history:
                 raise ValueError(f"curriculum.update: unknown band {band!r}; bands: {self.bands}")
             if st.get("groups", 0) <= 0:
                 continue
-            self.history[band] = (self.history[band] + [[step, st["groups"], *(st[k] for k in STAT_KEYS)]])[
-                -self.window :
-            ]
+            row = [int(step), int(st["groups"]), *(float(st[k]) for k in STAT_KEYS)]  # plain types: JSON state
+            self.history[band] = (self.history[band] + [row])[-self.window :]
 
     def estimates(self) -> dict[str, dict[str, float] | None]:
         """Per band, the group-weighted means of STAT_KEYS over its window (None for a band not yet seen)."""
