@@ -15,6 +15,7 @@ from rlvr.curriculum import (
     ScheduleMix,
     allocate,
     band_metrics,
+    _natural_key,
     band_stats,
     build_curriculum,
     plot_curriculum,
@@ -297,3 +298,7 @@ def test_plot_curriculum_writes_a_png(tmp_path, sim_runs):
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
     assert [p.name for p in tmp_path.iterdir()] == ["curriculum.png"]  # no temp file left behind
+
+
+def test_plot_band_order_is_natural_by_default():
+    assert sorted(["d10", "d2", "d1", "hard", "easy"], key=_natural_key) == ["d1", "d2", "d10", "easy", "hard"]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -351,10 +352,16 @@ def band_metrics(
     return out
 
 
-def plot_curriculum(metrics_rows: Sequence[dict], path: str) -> str:
+def _natural_key(name: str) -> list:
+    """"d2" before "d10": digit runs compare as numbers."""
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", name) if t]
+
+
+def plot_curriculum(metrics_rows: Sequence[dict], path: str, bands: Sequence[str] | None = None) -> str:
     """Two panels from metrics rows ({"step", "band/<name>/share", "band/<name>/reward", ...}): the share
     of each band over training (stacked; a band absent from a step has share 0) beside each band's
-    training reward (gaps where it was not sampled). Writes a PNG atomically; returns the path."""
+    training reward (gaps where it was not sampled). `bands` gives the order (easy first; the sampler's
+    `.bands`); by default the names found, sorted with digit runs as numbers. Writes a PNG atomically."""
     import os
 
     import matplotlib
@@ -362,11 +369,9 @@ def plot_curriculum(metrics_rows: Sequence[dict], path: str) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    bands: list[str] = []
-    for row in metrics_rows:
-        for key in row:
-            if key.startswith("band/") and key.endswith("/share") and key[5:-6] not in bands:
-                bands.append(key[5:-6])
+    if bands is None:
+        found = {k[5:-6] for row in metrics_rows for k in row if k.startswith("band/") and k.endswith("/share")}
+        bands = sorted(found, key=_natural_key)
     steps = [row.get("step", i) for i, row in enumerate(metrics_rows)]
     fig, (ax_s, ax_r) = plt.subplots(1, 2, figsize=(11, 4))
     shares = [[row.get(f"band/{b}/share", 0.0) for row in metrics_rows] for b in bands]
