@@ -49,6 +49,16 @@ def test_allocate_is_unbiased_and_within_one():
     assert [t / trials for t in totals] == pytest.approx([1.5, 2.25, 1.25], abs=0.03)
 
 
+def test_allocate_sums_to_n_within_one_of_target_for_random_shares():
+    rng = random.Random(7)
+    for _ in range(500):
+        raw = [rng.random() for _ in range(rng.randint(1, 7))]
+        shares, n = [r / sum(raw) for r in raw], rng.randint(0, 40)
+        counts = allocate(shares, n, rng)
+        assert sum(counts) == n
+        assert all(int(n * s) <= c <= int(n * s) + 1 for c, s in zip(counts, shares))
+
+
 def test_each_band_is_drawn_without_replacement_then_cycles():
     sampler = FixedMix(toy_pool(["a"], 10))
     rng = random.Random(3)

@@ -81,17 +81,17 @@ def allocate(shares: Sequence[float], n: int, rng: random.Random) -> list[int]:
     the fractional parts, so E[count_b] = n * share_b exactly and counts never stray by more than one.
     """
     want = [n * s for s in shares]
-    counts = [math.floor(w) for w in want]
-    fracs = [w - c for w, c in zip(want, counts)]
-    left = n - sum(counts)
+    base = [math.floor(w) for w in want]
+    fracs = [w - c for w, c in zip(want, base)]
+    left, counts = n - sum(base), list(base)
     if left > 0:
         u, acc, i = rng.random(), 0.0, 0
-        points = [u + j for j in range(left)]
         for b, f in enumerate(fracs):
             acc += f
-            while i < left and points[i] < acc:
+            if i < left and u + i < acc:  # each frac < 1, so at most one point falls in a band's interval
                 counts[b], i = counts[b] + 1, i + 1
-        for b in sorted(range(len(fracs)), key=lambda b: -fracs[b])[: left - i]:  # float round-off only
+        spare = sorted((b for b in range(len(fracs)) if counts[b] == base[b]), key=lambda b: -fracs[b])
+        for b in spare[: left - i]:  # only when float round-off left the last point past the end
             counts[b] += 1
     return counts
 
