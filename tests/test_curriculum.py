@@ -224,6 +224,8 @@ def test_load_state_dict_refuses_a_different_kind_or_pool():
         Adaptive(toy_pool(["a", "b"], 4)).load_state_dict(fixed.state_dict())
     with pytest.raises(ValueError, match="band 'a' had 4 problems, now 5"):
         FixedMix(toy_pool(["a"], 5) + toy_pool(["b"], 4)).load_state_dict(fixed.state_dict())
+    with pytest.raises(ValueError, match="band 'b' holds other problems"):
+        FixedMix(toy_pool(["a"], 4) + toy_pool(["b"], 4)[::-1]).load_state_dict(fixed.state_dict())
 
 
 def test_same_seed_same_batches_other_seed_other_batches():

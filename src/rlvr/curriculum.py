@@ -19,6 +19,7 @@ order comes from a seed drawn from the caller's rng and kept in the state, so th
 
 from __future__ import annotations
 
+import hashlib
 import math
 import random
 import re
@@ -41,6 +42,8 @@ class _BandPool:
 
     def __init__(self, problems: list[Problem]):
         self.problems = problems
+        # which problems, in which order: a resume on other data must fail loudly, not deal other prompts
+        self.fingerprint = hashlib.sha256("\n".join(p.id for p in problems).encode()).hexdigest()[:16]
         self.seed: int | None = None  # seed of the current epoch's order; None before the first draw
         self.epoch = -1
         self.cursor = 0
@@ -64,11 +67,14 @@ class _BandPool:
         return out
 
     def state(self) -> dict:
-        return {"size": len(self.problems), "seed": self.seed, "epoch": self.epoch, "cursor": self.cursor}
+        return {"size": len(self.problems), "ids": self.fingerprint, "seed": self.seed, "epoch": self.epoch,
+                "cursor": self.cursor}
 
     def load(self, state: dict, band: str) -> None:
         if state["size"] != len(self.problems):
             raise ValueError(f"curriculum state: band {band!r} had {state['size']} problems, now {len(self.problems)}")
+        if state["ids"] != self.fingerprint:
+            raise ValueError(f"curriculum state: band {band!r} holds other problems (or in another order) than saved")
         self.seed, self.epoch, self.cursor = state["seed"], state["epoch"], state["cursor"]
         if self.seed is not None:
             self._rebuild()
