@@ -67,6 +67,9 @@ def bootstrap_ci(values_per_problem: Sequence[float], stat: Callable | None = No
 
     values_per_problem: (m,) one number per problem (e.g. its pass@1). Each of n_boot draws resamples
     m problems with replacement; lo/hi are the alpha/2 and 1-alpha/2 quantiles of the drawn stats.
+    When every problem has the same value (a band the model never solves) the interval has zero
+    width: the bootstrap cannot see variation that the sample does not show. wilson_interval gives a
+    sounder bound for such a band when its problems are one sample each.
     """
     arr = _check(values_per_problem, alpha, n_boot)
     point = float(arr.mean()) if stat is None else float(stat(arr))
