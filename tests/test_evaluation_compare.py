@@ -138,3 +138,24 @@ def test_write_comparison_files(tmp_path):
     png = paths["png"].read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["compare.json", "compare.md", "compare.png"]
+
+
+def test_compare_verb_on_records_files(tmp_path, capsys):
+    import argparse
+
+    from rlvr.evaluation.records import write_records
+    from rlvr.evaluation.verbs import add_parser, run
+
+    problems = make_problems(20)
+    write_records(run_model(lambda i, n: 1, problems), tmp_path / "base.jsonl")
+    write_records(run_model(lambda i, n: 4, problems), tmp_path / "rlvr.jsonl")
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers(dest="verb"))
+    args = parser.parse_args(["compare", f"base={tmp_path / 'base.jsonl'}", f"rlvr={tmp_path / 'rlvr.jsonl'}",
+                              "--out", str(tmp_path / "out"), "--n-boot", "100"])
+    assert run(args) == 0
+    assert "| all | rlvr | +0.750 [+0.750, +0.750] | better |" in capsys.readouterr().out
+    assert (tmp_path / "out" / "compare.png").is_file()
+    bad = parser.parse_args(["compare", f"base={tmp_path / 'base.jsonl'}", "rlvr"])
+    assert run(bad) == 2
+    assert "NAME=RECORDS" in capsys.readouterr().err
