@@ -76,6 +76,9 @@ def test_contamination_rejects_bad_settings():
     ("What do you say to eyes? Say hi.", "yes", False, "'yes' only inside 'eyes'"),
     ("Simplify $\\frac{1}{2} + 0$.", "$\\frac{1}{2}$", True, "latex gold, dollars stripped"),
     ("Compute 12 + 30.", "42", False, "clean prompt"),
+    ("Show that n divides n^2 - n for every n.", "n", False, "one-character symbolic gold is not searched"),
+    ("Which is larger: x or y? Answer 'always larger' or 'never'.", "always larger", True,
+     "multiple choice lists its answer: reported, for a person to judge"),
 ])
 def test_leak_check_table(prompt, answer, leaked, why):
     leaks = find_leaks([P("p", prompt, answer)])

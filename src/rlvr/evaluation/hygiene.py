@@ -125,8 +125,9 @@ def find_leaks(problems: Sequence[Problem], min_numeric_digits: int = 2) -> list
     """Problems whose prompt contains the gold answer as a whole token.
 
     A short number is in many honest prompts ('a 2-digit number', 'in 3 steps'), so a purely
-    numeric gold with fewer than min_numeric_digits digits is not searched for. This is a report: a hit
-    means "look at this problem", not proof that the prompt gives the answer away.
+    numeric gold with fewer than min_numeric_digits digits is not searched for, nor is a one-character
+    gold such as 'n' (the variable the question is about). This is a report: a hit means "look at this
+    problem" (a multiple-choice prompt lists its answer on purpose), not proof of a leak.
     """
     leaks = []
     for p in problems:
@@ -135,6 +136,8 @@ def find_leaks(problems: Sequence[Problem], min_numeric_digits: int = 2) -> list
         answer = str(p.answer)
         digits = sum(ch.isdigit() for ch in answer)
         if re.fullmatch(r"\s*-?[\d.,]+\s*", answer) and digits < min_numeric_digits:
+            continue
+        if len(answer.strip().strip("$").strip()) < 2 and not answer.strip().isdigit():
             continue
         pattern = _answer_pattern(answer)
         text = _THOUSANDS.sub("", " ".join(p.prompt.split()))
