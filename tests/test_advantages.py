@@ -97,7 +97,8 @@ def test_vectorised_matches_python_loop_on_random_groups(scale):
 def test_nonzero_variance_mask_and_fraction():
     rewards = [1, 0, 1, 1, 0.5, 2, 2]
     groups = [0, 0, 1, 1, 2, 3, 3]  # informative: group 0 only; 2 is a singleton
-    assert nonzero_variance_groups(rewards, groups).tolist() == [True, True, False, False, False, False, False]
+    mask = nonzero_variance_groups(rewards, groups)
+    assert mask.tolist() == [True, True, False, False, False, False, False]
     # per group, not per row: 1 of 4
     assert nonzero_variance_frac(rewards, groups).item() == pytest.approx(0.25)
 

@@ -28,7 +28,8 @@ def test_every_preset_is_listed_and_runs_through_the_loss():
     assert set(PRESETS) == set(PAPER_CHOICES)
     logp = torch.zeros(2, 3, requires_grad=True)
     for algo in PRESETS.values():
-        loss, stats = policy_loss(logp, None, torch.tensor([1.0, -1.0]), torch.ones(2, 3), **algo.loss_kwargs())
+        adv, mask = torch.tensor([1.0, -1.0]), torch.ones(2, 3)
+        loss, stats = policy_loss(logp, None, adv, mask, **algo.loss_kwargs())
         assert loss.item() == 0.0  # ratio 1: -A summed over +1 and -1 rows cancels
         assert set(stats) == {"clip/low_frac", "clip/high_frac", "ratio/mean"}
 

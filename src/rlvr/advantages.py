@@ -40,13 +40,15 @@ def group_stats(rewards, group_ids) -> tuple[torch.Tensor, torch.Tensor, torch.T
     idx, k = _group_index(group_ids)
     if r.shape != idx.shape:
         raise ValueError(f"rewards {tuple(r.shape)} and group_ids {tuple(idx.shape)} must both be (B,)")
-    count = torch.zeros(k, dtype=r.dtype).index_add_(0, idx, torch.ones_like(r))
-    mean = torch.zeros(k, dtype=r.dtype).index_add_(0, idx, r) / count
-    sq = torch.zeros(k, dtype=r.dtype).index_add_(0, idx, (r - mean[idx]) ** 2)
+    idx = idx.to(r.device)
+    zeros = torch.zeros(k, dtype=r.dtype, device=r.device)
+    count = zeros.index_add(0, idx, torch.ones_like(r))
+    mean = zeros.index_add(0, idx, r) / count
+    sq = zeros.index_add(0, idx, (r - mean[idx]) ** 2)
     # sample variance: sum of squares / (N - 1); N = 1 gives 0 / 0, which we define as 0.
     var = torch.where(count > 1, sq / (count - 1).clamp(min=1), torch.zeros_like(sq))
-    lo = torch.full((k,), float("inf"), dtype=r.dtype).scatter_reduce(0, idx, r, "amin")
-    hi = torch.full((k,), float("-inf"), dtype=r.dtype).scatter_reduce(0, idx, r, "amax")
+    lo = torch.full_like(zeros, float("inf")).scatter_reduce(0, idx, r, "amin")
+    hi = torch.full_like(zeros, float("-inf")).scatter_reduce(0, idx, r, "amax")
     return mean[idx], var.sqrt()[idx], (lo == hi)[idx]
 
 
@@ -68,7 +70,7 @@ def group_advantages(rewards, group_ids, scale: str = "group", eps: float = 1e-4
     if scale == "group":
         adv = centered / (std + eps)
     elif scale == "batch":
-        std_b = r.std() if r.numel() > 1 else torch.zeros((), dtype=r.dtype)
+        std_b = r.std() if r.numel() > 1 else r.new_zeros(())
         adv = centered / (std_b + eps)
     else:
         adv = centered
@@ -85,6 +87,7 @@ def nonzero_variance_frac(rewards, group_ids) -> torch.Tensor:
 
     This is the metric `groups/nonzero_var_frac`: the share of prompts that give any gradient.
     """
+    rewards, group_ids = torch.as_tensor(rewards).cpu(), torch.as_tensor(group_ids).cpu()
     idx, k = _group_index(group_ids)
     if k == 0:
         return torch.zeros(())
@@ -107,8 +110,9 @@ def select_informative_groups(rewards, group_ids, max_groups: int | None = None)
 
     Keeps every row of each group whose rewards are not all equal (a constant group has advantage 0
     everywhere and only dilutes the batch), at most `max_groups` groups, taken in order of first
-    appearance so the choice is deterministic.
+    appearance so the choice is deterministic. Works on the CPU (a host-side decision); mask on CPU.
     """
+    rewards, group_ids = torch.as_tensor(rewards).cpu(), torch.as_tensor(group_ids).cpu()
     idx, order = _group_order(group_ids)
     informative_row = nonzero_variance_groups(rewards, group_ids)
     k = order.numel()

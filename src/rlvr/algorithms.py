@@ -59,7 +59,8 @@ class Algorithm:
         if self.clip_low >= 1:
             raise ConfigError(f"algorithm.clip_low={self.clip_low!r} must be < 1 (the ratio is positive)")
         if not 0 <= self.overlong_buffer_frac <= 1:
-            raise ConfigError(f"algorithm.overlong_buffer_frac={self.overlong_buffer_frac!r} must be in [0, 1]")
+            frac = self.overlong_buffer_frac
+            raise ConfigError(f"algorithm.overlong_buffer_frac={frac!r} must be in [0, 1]")
         if self.max_sampling_rounds < 1:
             raise ConfigError(f"algorithm.max_sampling_rounds={self.max_sampling_rounds!r} must be >= 1")
 

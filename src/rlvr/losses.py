@@ -28,6 +28,11 @@ def batch_counts(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return mask.sum(), (mask.sum(-1) > 0).sum().to(mask.dtype)
 
 
+def _count(n, like: torch.Tensor) -> torch.Tensor:
+    """A denominator as a tensor on like's device, at least 1 so an empty batch gives 0, not NaN."""
+    return torch.as_tensor(n, dtype=like.dtype, device=like.device).clamp(min=1)
+
+
 def aggregate(
     per_token: torch.Tensor,
     mask: torch.Tensor,
@@ -56,13 +61,13 @@ def aggregate(
     n_seq = local_seqs if num_seqs is None else num_seqs
     masked = per_token * mask
     if mode == "token-mean":
-        return masked.sum() / torch.as_tensor(n_tok, dtype=masked.dtype).clamp(min=1)
+        return masked.sum() / _count(n_tok, masked)
     if mode == "seq-mean-token-mean":
         # |o_i| clamped to 1 so an all-masked row contributes 0 instead of 0/0
         seq_means = masked.sum(-1) / mask.sum(-1).clamp(min=1)
-        return seq_means.sum() / torch.as_tensor(n_seq, dtype=masked.dtype).clamp(min=1)
+        return seq_means.sum() / _count(n_seq, masked)
     length = float(mask.shape[-1] if norm_len is None else norm_len)
-    return masked.sum() / (torch.as_tensor(n_seq, dtype=masked.dtype).clamp(min=1) * length)
+    return masked.sum() / (_count(n_seq, masked) * length)
 
 
 def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
@@ -159,15 +164,18 @@ def _rowwise(fn, logits: torch.Tensor, ids: torch.Tensor | None, chunk_rows: int
     instead of being kept, so at most one chunk's float32 copy exists at a time.
     """
     flat = logits.reshape(-1, logits.shape[-1])
-    flat_ids = None if ids is None else ids.reshape(-1)
     step = _chunk_rows(flat.shape[-1], chunk_rows)
     grad = torch.is_grad_enabled() and flat.requires_grad
+    # split, not slicing in a loop: its backward writes every chunk's gradient into one (N, V) tensor
+    # at once, where each slice's backward would allocate a full-size zero tensor of its own
+    chunks = flat.split(step)
+    id_chunks = [()] * len(chunks) if ids is None else [(c,) for c in ids.reshape(-1).split(step)]
     outs = []
-    for start in range(0, flat.shape[0], step):
-        args = [flat[start : start + step]]
-        if flat_ids is not None:
-            args.append(flat_ids[start : start + step])
-        outs.append(checkpoint(fn, *args, use_reentrant=False) if grad else fn(*args))
+    for chunk, extra in zip(chunks, id_chunks):
+        if grad:
+            outs.append(checkpoint(fn, chunk, *extra, use_reentrant=False, preserve_rng_state=False))
+        else:
+            outs.append(fn(chunk, *extra))
     out = torch.cat(outs) if outs else flat.new_zeros(0, dtype=torch.float32)
     return out.reshape(logits.shape[:-1])
 
@@ -185,7 +193,9 @@ def _entropy(chunk: torch.Tensor) -> torch.Tensor:
     return -(logp.exp() * logp).sum(-1)
 
 
-def selective_log_softmax(logits: torch.Tensor, ids: torch.Tensor, chunk_rows: int | None = None) -> torch.Tensor:
+def selective_log_softmax(
+    logits: torch.Tensor, ids: torch.Tensor, chunk_rows: int | None = None
+) -> torch.Tensor:
     """Log-probability of the chosen ids: logits (..., V) any float dtype, ids (...) long -> (...) float32.
 
     Equal to log_softmax(logits.float(), -1).gather(-1, ids), without ever holding the float32

@@ -1,0 +1,24 @@
+"""Honest evaluation: pass@k with intervals over problems, held-out hygiene, paired comparisons.
+
+stats     pass@k, bootstrap and paired-bootstrap intervals, verdicts, Wilson interval
+records   one EvalRecord per completion (sampled or greedy); JSON lines in and out
+driver    evaluate(policy_generate, reward, problems, ...) -> records
+summary   summarize(records, ks) per band and overall; markdown and JSON
+hygiene   contamination between training and evaluation problems; gold answers leaking into prompts
+compare   models side by side with paired differences and a verdict per band; markdown, JSON, PNG
+verbs     `rlvr compare` over records files (add_parser / run)
+"""
+
+from rlvr.evaluation.compare import compare, compare_markdown, compare_plot, write_comparison
+from rlvr.evaluation.driver import evaluate
+from rlvr.evaluation.hygiene import (ContaminationError, check_contamination, find_contamination, find_leaks,
+                                    normalize_text)
+from rlvr.evaluation.records import EvalRecord, read_records, write_records
+from rlvr.evaluation.stats import (bootstrap_ci, mean_correct, paired_bootstrap, paired_verdict, pass_at_k,
+                                   wilson_interval)
+from rlvr.evaluation.summary import summarize, summary_markdown, write_summary
+
+__all__ = ["compare", "compare_markdown", "compare_plot", "write_comparison", "evaluate", "ContaminationError",
+           "check_contamination", "find_contamination", "find_leaks", "normalize_text", "EvalRecord",
+           "read_records", "write_records", "bootstrap_ci", "mean_correct", "paired_bootstrap", "paired_verdict",
+           "pass_at_k", "wilson_interval", "summarize", "summary_markdown", "write_summary"]
