@@ -52,9 +52,14 @@ def parse_gold(gold: str) -> tuple:
     tries += ["\\boxed{" + gold + "}", "$" + gold + "$"]
     for text in tries:
         parsed = parse(text, extraction_config=_LATEX_OR_EXPR, parsing_timeout=None)
-        if parsed:
+        if is_parsed(parsed):
             return tuple(parsed)
     return ()
+
+
+def is_parsed(parsed) -> bool:
+    """math-verify returns [text] alone when sympy could not read the text: that is not a parse."""
+    return len(parsed) >= 2 and isinstance(parsed[0], (Basic, MatrixBase))
 
 
 def is_scalar(x) -> bool:
@@ -72,6 +77,7 @@ def numbers_equal(a, b, rel_tol: float) -> bool:
 
     NaN equals nothing; infinities equal only themselves.
     """
+    a, b = _plain(a), _plain(b)
     if a is sympy.nan or b is sympy.nan or a.has(sympy.nan) or b.has(sympy.nan):
         return False
     if a.is_Rational and b.is_Rational:
@@ -85,6 +91,12 @@ def numbers_equal(a, b, rel_tol: float) -> bool:
         return _integers_equal(a, b, va)
     diff, scale = abs(va - vb), max(abs(va), abs(vb))
     return bool(diff == 0 or diff <= rel_tol * scale)
+
+
+def _plain(x):
+    """Drop math-verify's UnevaluatedExpr wrappers (it writes 25% as 25*Unevaluated(1/100))."""
+    wrapped = x.atoms(sympy.UnevaluatedExpr)
+    return x.xreplace({u: u.args[0] for u in wrapped}) if wrapped else x
 
 
 def _integers_equal(a, b, approx) -> bool:

@@ -21,6 +21,7 @@ import sympy
 from rlvr.verifiers import equiv, extract, guard
 from rlvr.verifiers.base import Verdict
 from rlvr.verifiers.deadline import TimedOut, call_with_deadline
+from rlvr.verifiers.format import completion_text
 
 
 class MathVerifier:
@@ -50,6 +51,7 @@ class MathVerifier:
     def score(self, completion: str, problem) -> Verdict:
         """Verdict for one completion; `problem` is a Problem (gold = .answer) or the gold string itself."""
         gold = problem if isinstance(problem, str) else getattr(problem, "answer", None)
+        completion = completion_text(completion)
         try:
             return call_with_deadline(lambda: self._score(completion, gold), self.timeout_s)
         except TimedOut as e:
@@ -78,7 +80,7 @@ class MathVerifier:
             if refused:
                 return Verdict(refused[0], 0.0, shown, refused[1])
             parsed = equiv.parse_boxed(box.content) if box.content else []
-            if parsed:
+            if equiv.is_parsed(parsed):
                 values.append((parsed[0], "%" in box.content))
         if not values:
             return Verdict("no_answer", 0.0, shown, "boxed answer has no parseable math")
@@ -94,7 +96,7 @@ class MathVerifier:
         if refused:
             return Verdict(refused[0], 0.0, None, refused[1])
         parsed = equiv.parse_free_text(completion)
-        if not parsed:
+        if not equiv.is_parsed(parsed):
             return Verdict("no_answer", 0.0, None, "no answer found in the text")
         return self._judge([(parsed[0], False)], g, gold_text, str(parsed[1]), False)
 
