@@ -24,10 +24,19 @@ from rlvr.verifiers.deadline import TimedOut, call_with_deadline
 from rlvr.verifiers.format import completion_text
 
 
+# One of each kind of comparison, so every lazily loaded sympy path is loaded.
+_WARM_UP = [
+    (r"\boxed{(x-1)(x+1)}", "x^2-1"), (r"\boxed{\frac{1}{2}}", "0.5"), (r"\boxed{[0, 1)}", "[0,1)"),
+    (r"\boxed{\begin{pmatrix}1\\2\end{pmatrix}}", r"\begin{pmatrix}1\\2\end{pmatrix}"),
+    (r"\boxed{x = 3}", "3"), (r"\boxed{2\sqrt{2}}", r"\sqrt{8}"), (r"\boxed{\{1, 2\}}", "1, 2"),
+]
+
+
 class MathVerifier:
     """Scores a completion's final math answer against `problem.answer`; see the module doc for rules."""
 
     name = "math"
+    _warm = False  # per process: see warm_up
 
     def __init__(
         self,
@@ -48,8 +57,21 @@ class MathVerifier:
         return (f"MathVerifier(hedging={self.hedging!r}, require_boxed={self.require_boxed}, "
                 f"rel_tol={self.rel_tol}, timeout_s={self.timeout_s})")
 
+    def warm_up(self) -> None:
+        """Pay sympy's first-use costs (lazy imports, caches: ~1 s) once per process, outside any deadline.
+
+        Without it the first symbolic comparison in a process can exceed a short deadline and turn a
+        correct answer into `timeout`. The pool calls it before forking, so workers start warm.
+        """
+        if MathVerifier._warm:
+            return
+        MathVerifier._warm = True
+        for completion, gold in _WARM_UP:
+            self._score(completion, gold)
+
     def score(self, completion: str, problem) -> Verdict:
         """Verdict for one completion; `problem` is a Problem (gold = .answer) or the gold string itself."""
+        self.warm_up()
         gold = problem if isinstance(problem, str) else getattr(problem, "answer", None)
         completion = completion_text(completion)
         try:

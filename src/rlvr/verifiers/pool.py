@@ -78,6 +78,9 @@ class VerifierPool:
         self.verifier, self.workers, self.timeout_s = verifier, workers, timeout_s
         methods = mp.get_all_start_methods()
         self.ctx = mp.get_context(start_method or ("fork" if "fork" in methods else "spawn"))
+        warm_up = getattr(verifier, "warm_up", None)
+        if callable(warm_up) and self.ctx.get_start_method() == "fork":
+            warm_up()  # once here, inherited by every worker (and every replacement) for free
         self.slots = [self._spawn() for _ in range(workers)]
         self.restarts = 0
 
@@ -121,6 +124,7 @@ class VerifierPool:
                     results[index], slot.item = verdict, None
                     continue
                 except (EOFError, OSError):
+                    slot.proc.join(timeout=1)  # reap it, so the exit code is known
                     code = slot.proc.exitcode
                     results[i] = Verdict("error", 0.0, None, f"worker died while scoring (exit code {code})")
                     self._replace(k)
