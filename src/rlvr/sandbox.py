@@ -34,6 +34,9 @@ LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_sandbox_la
 # Interpreters the sandboxed uid may be able to run, in order of preference; the first one that runs and
 # imports its standard library as that uid is used (a venv under /root is not reachable by other uids).
 PYTHON_CANDIDATES = (os.path.realpath(sys.executable), "/usr/bin/python3", "/usr/local/bin/python3")
+# argv[0] meaning "run argv[1] as a Python script (stdlib only, its own dir on sys.path) in the launcher's
+# interpreter", which is isolation()["python"]: one interpreter start per run instead of two.
+IN_PROCESS = "<python>"
 # Sandbox uids are drawn at random from this range, far above any real account, so two concurrent runs
 # (even from two processes that know nothing of each other) practically never share one.
 UID_LOW, UID_HIGH = 1 << 20, 1 << 30
@@ -138,54 +141,81 @@ def _write_files(workdir: str, files: dict, uid: int | None) -> None:
 
 
 def run_sandboxed(program, files: dict | None = None, stdin: bytes | str = b"", limits: Limits = Limits(),
-                  pass_fds: tuple = (), close_passed: bool = False) -> SandboxResult:
+                  pass_fds: tuple = (), close_passed: bool = False, stop: threading.Event | None = None
+                  ) -> SandboxResult:
     """Run `program` (an argv list, or Python source as a str run as main.py) in a fresh sandbox.
 
-    Python source runs under `isolation()["python"]` with -I -S: the standard library only.
+    Python source runs under `isolation()["python"]` in isolated mode without site: the standard
+    library only. An argv of [IN_PROCESS, script, args...] runs a script the same way.
     files: {relative path: str | bytes} written into the work dir first. pass_fds: extra descriptors the
     program inherits (same numbers); with close_passed they are closed here once the program started,
-    so the program holds the only copies. Blocks until the program and everything it started are gone.
+    so the program holds the only copies (they are closed on failure too). `stop`, when set, ends the run
+    early (killed_by "stopped"). Blocks until the program and everything it started are gone.
     """
+    to_close = list(pass_fds) if close_passed else []
     opts = isolation()
     uid = secrets.randbelow(UID_HIGH - UID_LOW) + UID_LOW if opts["uid"] else None
     files = dict(files or {})
     if isinstance(program, str):
         files["main.py"] = program
-        program = [opts["python"], "-I", "-S", "main.py"]
+        program = [IN_PROCESS, "main.py"]
     workdir = tempfile.mkdtemp(prefix="rlvr-sbx-")
     try:
         os.chmod(workdir, 0o700)
         _write_files(workdir, files, uid)
-        argv = [sys.executable, "-I", "-S", LAUNCHER, json.dumps(_config(workdir, uid, opts, limits)), *program]
-        return _supervise(argv, stdin, limits, uid, opts, pass_fds, close_passed)
+        argv = [opts["python"], "-I", "-S", LAUNCHER, json.dumps(_config(workdir, uid, opts, limits)), *program]
+        return _supervise(argv, stdin, limits, uid, opts, pass_fds, to_close, stop)
     finally:
+        _close_all(to_close)
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _supervise(argv, stdin, limits, uid, opts, pass_fds, close_passed) -> SandboxResult:
+def _close_all(fds: list) -> None:
+    while fds:
+        try:
+            os.close(fds.pop())
+        except OSError:
+            pass
+
+
+def _supervise(argv, stdin, limits, uid, opts, pass_fds, to_close, stop) -> SandboxResult:
     start = time.monotonic()
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             process_group=0, pass_fds=pass_fds, env=SAFE_ENV, cwd="/")
-    if close_passed:
-        for fd in pass_fds:
-            os.close(fd)
+    _close_all(to_close)
     feeder = threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True)
     feeder.start()
-    out, err, killed_by, truncated = _collect(proc, start + limits.wall_s, limits.output_bytes)
+    out, err, killed_by, truncated = _collect(proc, start + limits.wall_s, limits.output_bytes, stop)
     if killed_by is None:
         try:  # the program may close its pipes and keep running
-            proc.wait(timeout=max(0.0, start + limits.wall_s - time.monotonic()))
+            _wait(proc, start + limits.wall_s, stop)
         except subprocess.TimeoutExpired:
-            killed_by = "deadline"
+            killed_by = "stopped" if stop is not None and stop.is_set() else "deadline"
     if killed_by:
         _kill_run(proc.pid, uid)
     returncode = proc.wait()
     _kill_run(proc.pid, uid)  # whatever the program left behind, even outside its process group
     feeder.join(timeout=1)
     if killed_by is None and returncode < 0:
-        killed_by = f"signal:{signal.Signals(-returncode).name}"
+        try:
+            killed_by = f"signal:{signal.Signals(-returncode).name}"
+        except ValueError:
+            killed_by = f"signal:{-returncode}"
     return SandboxResult(returncode, out, err, killed_by == "deadline", killed_by, time.monotonic() - start,
                          dict(opts), truncated)
+
+
+def _wait(proc, deadline: float, stop: threading.Event | None) -> None:
+    """Wait for the program to end; raises TimeoutExpired at the deadline or when `stop` is set."""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or (stop is not None and stop.is_set()):
+            raise subprocess.TimeoutExpired(proc.args, 0)
+        try:
+            proc.wait(timeout=min(left, 0.02 if stop is not None else left))
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def _feed(pipe, data) -> None:
@@ -200,7 +230,7 @@ def _feed(pipe, data) -> None:
             pass
 
 
-def _collect(proc, deadline: float, cap: int):
+def _collect(proc, deadline: float, cap: int, stop: threading.Event | None):
     """Read stdout and stderr until both close, the deadline passes or the output passes the cap."""
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
     bufs = {out_fd: bytearray(), err_fd: bytearray()}
@@ -213,7 +243,10 @@ def _collect(proc, deadline: float, cap: int):
         if left <= 0:
             killed_by = "deadline"
             break
-        for key, _ in sel.select(timeout=min(left, 0.5)):
+        if stop is not None and stop.is_set():
+            killed_by = "stopped"
+            break
+        for key, _ in sel.select(timeout=min(left, 0.5 if stop is None else 0.02)):
             chunk = os.read(key.fd, 65536)
             if not chunk:
                 sel.unregister(key.fileobj)
