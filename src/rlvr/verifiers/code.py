@@ -118,21 +118,36 @@ def _run_pair(source: str, spec: dict, limits: Limits):
     c2j_r, c2j_w = os.pipe()
     j2c_r, j2c_w = os.pipe()
     stop = threading.Event()
+    box = {}
 
     def candidate():
-        run_sandboxed([IN_PROCESS, "candidate.py", str(j2c_r), str(c2j_w)],
-                      {"candidate.py": _runtime_file("candidate.py"), "wire.py": wire, "solution.py": source},
-                      limits=limits, pass_fds=(j2c_r, c2j_w), close_passed=True, stop=stop)
+        try:
+            run_sandboxed([IN_PROCESS, "candidate.py", str(j2c_r), str(c2j_w)],
+                          {"candidate.py": _runtime_file("candidate.py"), "wire.py": wire, "solution.py": source},
+                          limits=limits, pass_fds=(j2c_r, c2j_w), close_passed=True, stop=stop)
+        except Exception as e:  # noqa: BLE001 - reported below as a sandbox failure
+            box["error"] = e
 
     thread = threading.Thread(target=candidate, daemon=True)
     thread.start()
     try:
-        return run_sandboxed([IN_PROCESS, "judge.py", str(c2j_r), str(j2c_w)],
-                             {"judge.py": _runtime_file("judge.py"), "wire.py": wire}, stdin=json.dumps(spec),
-                             limits=limits, pass_fds=(c2j_r, j2c_w), close_passed=True)
+        judge = run_sandboxed([IN_PROCESS, "judge.py", str(c2j_r), str(j2c_w)],
+                              {"judge.py": _runtime_file("judge.py"), "wire.py": wire}, stdin=json.dumps(spec),
+                              limits=limits, pass_fds=(c2j_r, j2c_w), close_passed=True)
     finally:
         stop.set()
         thread.join()
+    # The candidate's own exit status and stderr are not read: it could forge a setup failure to turn
+    # "wrong" into "error". Its setup is the judge's setup, so a real failure shows in the judge.
+    if "error" in box:
+        raise RuntimeError(f"candidate sandbox: {box['error']!r}")
+    if _setup_failed(judge):
+        raise RuntimeError(f"judge sandbox: {judge.stderr[:200]!r}")
+    return judge
+
+
+def _setup_failed(res) -> bool:
+    return res.returncode == 125 and res.stderr.startswith(b"sandbox setup failed")
 
 
 def _outcome(judge, code: str, total: int) -> CodeOutcome:
@@ -195,7 +210,7 @@ class StdioVerifier:
                 return Verdict("error", 0.0, code, f"sandbox: {type(e).__name__}: {e}"[:300])
             if res.timed_out:
                 return Verdict("timeout", 0.0, code, f"case {i}: deadline")
-            if res.returncode == 125 and res.stderr.startswith(b"sandbox setup failed"):
+            if _setup_failed(res):
                 return Verdict("error", 0.0, code, res.stderr.decode("utf-8", "replace")[:300])
             if res.output_truncated or not self._same(res.stdout.decode("utf-8", "replace"), case["stdout"]):
                 return Verdict("wrong", 0.0, code, f"case {i}: output differs (rc {res.returncode})")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import json
 import sys
+import tempfile
 from dataclasses import replace
 
 from rlvr.tasks.base import Problem
@@ -79,7 +80,8 @@ def audit_code(args) -> int:
     """Run the hostile suite; print one line per attack; exit 0 only when every attack scored 0 harmlessly."""
     from rlvr.verifiers.code import score_code_batch
 
-    attacks, listener = hostile_suite()
+    scratch = tempfile.TemporaryDirectory(prefix="rlvr-audit-")
+    attacks, listener = hostile_suite(scratch.name)
     try:
         verdicts = score_code_batch(_verifier(args), [a.completion for a in attacks], [a.problem for a in attacks],
                                     workers=max(1, int(getattr(args, "workers", 2) or 2)))
@@ -87,6 +89,7 @@ def audit_code(args) -> int:
                     "detail": v.detail} for a, v in zip(attacks, verdicts)]
     finally:
         listener.close()
+        scratch.cleanup()
     held = [r["reward"] == 0.0 and not r["host_damage"] for r in results]
     for r, ok in zip(results, held):
         print(f"{'held ' if ok else 'BROKE'}  {r['attack']:<30} {r['status']:<8} reward={r['reward']}"
