@@ -1,0 +1,100 @@
+"""`rlvr verify --verifier python_tests` and `rlvr audit --verifier python_tests` (the CLI dispatches here).
+
+Arguments read from the namespace (all optional): input (a JSONL path, "-" = stdin), output (a path;
+stdout when absent), workers (parallel sandboxes, default 2), timeout (seconds per completion).
+Input lines: {"completion": str, "tests": <check source | list of asserts | dict>, "entry_point": str?,
+"id": any?}. Output lines: {"id", "status", "reward", "passed", "total", "fraction", "detail"}.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import sys
+import tempfile
+from dataclasses import replace
+
+from rlvr.tasks.base import Problem
+from rlvr.verifiers.code import DEFAULT_LIMITS, PythonTestsVerifier
+from rlvr.verifiers.code_attacks import host_damage, hostile_suite
+
+
+def add_code_arguments(parser) -> None:
+    """The options these two functions read beyond input/output, for whoever builds the parser."""
+    parser.add_argument("--workers", type=int, default=2, help="sandboxes run at once (default 2)")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_LIMITS.wall_s, help="seconds per completion")
+
+
+def _verifier(args) -> PythonTestsVerifier:
+    wall = float(getattr(args, "timeout", None) or DEFAULT_LIMITS.wall_s)
+    return PythonTestsVerifier(replace(DEFAULT_LIMITS, wall_s=wall, cpu_s=max(1, int(wall))))
+
+
+def _rows(path):
+    stream = sys.stdin if path in (None, "-") else open(path)
+    with stream:
+        for n, line in enumerate(stream, 1):
+            if line.strip():
+                try:
+                    yield n, json.loads(line)
+                except ValueError as e:
+                    yield n, {"_error": f"line {n}: not JSON: {e}"}
+
+
+def verify_code(args) -> int:
+    """Score every line; exit 0 when all were scored (whatever the verdicts), 2 on unreadable input."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    verifier = _verifier(args)
+    rows = list(_rows(getattr(args, "input", None)))
+    bad = [row["_error"] for _, row in rows if "_error" in row or not isinstance(row.get("completion"), str)]
+    if bad:
+        print(f"verify: {bad[0] if isinstance(bad[0], str) else 'a line lacks a string completion'}", file=sys.stderr)
+        return 2
+
+    def one(item):
+        n, row = item
+        problem = Problem(str(row.get("id", n)), "", tests=row.get("tests"), meta={"entry_point": row.get("entry_point")})
+        out = verifier.run(row["completion"], problem)
+        return {"id": row.get("id", n), "status": out.verdict.status, "reward": out.verdict.reward,
+                "passed": out.passed, "total": out.total, "fraction": out.fraction, "detail": out.verdict.detail}
+
+    with ThreadPoolExecutor(max_workers=max(1, int(getattr(args, "workers", 2) or 2))) as pool:
+        results = list(pool.map(one, rows))
+    _write(getattr(args, "output", None), results)
+    counts = collections.Counter(r["status"] for r in results)
+    print(f"verify: {len(results)} scored; " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), file=sys.stderr)
+    return 0
+
+
+def _write(path, results) -> None:
+    text = "".join(json.dumps(r) + "\n" for r in results)
+    if path in (None, "-"):
+        sys.stdout.write(text)
+    else:
+        with open(path, "w") as f:
+            f.write(text)
+
+
+def audit_code(args) -> int:
+    """Run the hostile suite; print one line per attack; exit 0 only when every attack scored 0 harmlessly."""
+    from rlvr.verifiers.code import score_code_batch
+
+    scratch = tempfile.TemporaryDirectory(prefix="rlvr-audit-")
+    attacks, listener = hostile_suite(scratch.name)
+    try:
+        verdicts = score_code_batch(_verifier(args), [a.completion for a in attacks], [a.problem for a in attacks],
+                                    workers=max(1, int(getattr(args, "workers", 2) or 2)))
+        results = [{"attack": a.name, "status": v.status, "reward": v.reward, "host_damage": host_damage(a, listener),
+                    "detail": v.detail} for a, v in zip(attacks, verdicts)]
+    finally:
+        listener.close()
+        scratch.cleanup()
+    held = [r["reward"] == 0.0 and not r["host_damage"] for r in results]
+    for r, ok in zip(results, held):
+        print(f"{'held ' if ok else 'BROKE'}  {r['attack']:<30} {r['status']:<8} reward={r['reward']}"
+              + (f"  damage: {'; '.join(r['host_damage'])}" if r["host_damage"] else ""))
+    print(f"audit python_tests: {sum(held)}/{len(held)} attacks held")
+    if getattr(args, "output", None):
+        _write(args.output, results)
+    return 0 if all(held) else 1

@@ -1,0 +1,173 @@
+"""The `rlvr verify` and `rlvr audit` verbs: argument parsing and file handling around the verifiers.
+
+    rlvr verify --verifier math --input IN.jsonl --output OUT.jsonl [--on-bad-line skip|fail]
+    rlvr audit --verifier math [--verbose]
+
+`verify` reads lines with `completion` and `gold`, writes each back with `status`, `reward`,
+`extracted` (and `detail`), in input order, flushed chunk by chunk so a failure never loses what was
+already written; a malformed line is reported with its line number and skipped, or stops the run
+(exit 2) with every earlier line written. A count per status goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+
+import yaml
+
+from rlvr.config import ConfigError
+from rlvr.verifiers.base import STATUSES
+from rlvr.verifiers.pool import score_batch
+from rlvr.verifiers.registry import KINDS, build_verifier
+
+CHUNK = 256  # lines scored per pool batch; output is flushed after each
+# Which suites `rlvr audit` runs per verifier kind; another kind adds its own with register_audit_suite.
+AUDIT_SUITES: dict[str, tuple[list, list]] = {}
+
+
+def register_audit_suite(kind: str, hacks: list, equivalences: list) -> None:
+    """Cases are (group, completion, gold, why); hacks must score 0, equivalences 1."""
+    AUDIT_SUITES[kind] = (list(hacks), list(equivalences))
+
+
+def _settings(pairs: list[str]) -> dict:
+    out = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise ConfigError(f"--set {pair!r}: expected KEY=VALUE")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--verifier", default="math", help=f"verifier kind (registered: {', '.join(sorted(KINDS))})")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a verifier setting, e.g. hedging=strict")
+    p.add_argument("--workers", type=int, default=2, help="worker processes (0 = in this process)")
+    p.add_argument("--timeout-s", type=float, default=5.0, help="per-item deadline in seconds")
+
+
+def add_verify_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("verify", help="score a JSONL file of completions against golds")
+    _common(p)
+    p.add_argument("--input", required=True, help="JSONL with `completion` and `gold` per line")
+    p.add_argument("--output", required=True, help="JSONL written with status, reward, extracted added")
+    p.add_argument("--on-bad-line", choices=("skip", "fail"), default="skip", help="what a malformed line does")
+    return p
+
+
+def _read_line(raw: str, where: str) -> tuple[dict | None, str | None]:
+    """(row, None) for a usable line, (None, reason) for a malformed one."""
+    try:
+        row = json.loads(raw)
+    except json.JSONDecodeError as e:
+        return None, f"{where}: not JSON ({e.msg})"
+    if not isinstance(row, dict):
+        return None, f"{where}: expected a JSON object, got {type(row).__name__}"
+    for key in ("completion", "gold"):
+        if key not in row:
+            return None, f"{where}: missing key {key!r}"
+    if not isinstance(row["completion"], (str, list)):
+        return None, f"{where}: 'completion' must be a string or a list of messages"
+    return row, None
+
+
+def _flush(rows: list, verifier, args, out) -> Counter:
+    golds = [None if r["gold"] is None else str(r["gold"]) for r in rows]
+    verdicts = score_batch(verifier, [r["completion"] for r in rows], golds, args.workers, args.timeout_s)
+    for row, v in zip(rows, verdicts):
+        out.write(json.dumps({**row, "status": v.status, "reward": v.reward, "extracted": v.extracted,
+                              "detail": v.detail}, ensure_ascii=False) + "\n")
+    out.flush()
+    return Counter(v.status for v in verdicts)
+
+
+def run_verify(args) -> int:
+    """Exit codes: 0 done, 2 bad arguments, input, or (with --on-bad-line fail) a malformed line."""
+    try:
+        verifier = build_verifier(args.verifier, _settings(args.set), "verifier")
+    except ConfigError as e:
+        print(f"rlvr verify: {e}", file=sys.stderr)
+        return 2
+    counts, bad, pending, code = Counter(), 0, [], 0
+    try:
+        with open(args.input, encoding="utf-8") as src, open(args.output, "w", encoding="utf-8") as out:
+            for lineno, raw in enumerate(src, 1):
+                if not raw.strip():
+                    continue
+                row, why = _read_line(raw, f"{args.input}:{lineno}")
+                if why:
+                    print(f"rlvr verify: {why}", file=sys.stderr)
+                    bad += 1
+                    if args.on_bad_line == "fail":
+                        code = 2
+                        break
+                    continue
+                pending.append(row)
+                if len(pending) >= CHUNK:
+                    counts += _flush(pending, verifier, args, out)
+                    pending = []
+            if pending:
+                counts += _flush(pending, verifier, args, out)
+    except OSError as e:
+        print(f"rlvr verify: {e}", file=sys.stderr)
+        return 2
+    print(summary_table(counts, bad), file=sys.stderr)
+    return code
+
+
+def summary_table(counts: Counter, bad_lines: int = 0) -> str:
+    total = sum(counts.values())
+    lines = [f"{'status':<18} {'count':>7} {'frac':>7}"]
+    for s in STATUSES:
+        lines.append(f"{s:<18} {counts.get(s, 0):>7} {counts.get(s, 0) / max(total, 1):>7.1%}")
+    lines.append(f"{'scored':<18} {total:>7}")
+    lines.append(f"{'malformed lines':<18} {bad_lines:>7}")
+    return "\n".join(lines)
+
+
+def add_audit_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("audit", help="attack a verifier with known hacks; check true equivalences")
+    _common(p)
+    p.add_argument("--verbose", action="store_true", help="also list every false reject")
+    return p
+
+
+def run_audit(args) -> int:
+    """Exit codes: 0 no hack accepted, 1 some hack accepted, 2 bad arguments or no suite for the kind."""
+    from rlvr.verifiers.audit import audit, format_report
+
+    if "math" not in AUDIT_SUITES:
+        from rlvr.verifiers.audit_cases import EQUIVALENCES, HACKS
+
+        register_audit_suite("math", HACKS, EQUIVALENCES)
+    if args.verifier not in AUDIT_SUITES:
+        print(f"rlvr audit: no audit suite for verifier {args.verifier!r}; "
+              f"choose from {', '.join(sorted(AUDIT_SUITES))}", file=sys.stderr)
+        return 2
+    try:
+        verifier = build_verifier(args.verifier, _settings(args.set), "verifier")
+    except ConfigError as e:
+        print(f"rlvr audit: {e}", file=sys.stderr)
+        return 2
+    hacks, equivalences = AUDIT_SUITES[args.verifier]
+    report = audit(verifier, args.workers, args.timeout_s, hacks, equivalences)
+    print(format_report(report, args.verifier, args.verbose))
+    return 1 if report.hacks_accepted else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Standalone entry for the two verbs until the lead wires them into rlvr.cli."""
+    parser = argparse.ArgumentParser(prog="rlvr")
+    sub = parser.add_subparsers(dest="verb", required=True)
+    add_verify_parser(sub).set_defaults(run=run_verify)
+    add_audit_parser(sub).set_defaults(run=run_audit)
+    args = parser.parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""The reward the trainer calls: a weighted sum of verifier terms, built from a config dict.
+
+Config shape (from YAML):
+
+    {"terms": [{"name": "correct", "kind": "math", "weight": 1.0, "hedging": "last"},
+               {"name": "format", "kind": "boxed_format", "weight": 0.1}],
+     "allow_dominant_shaping": false, "workers": 2, "timeout_s": 5.0}
+
+The first term is the correctness term; the others are shaping. A shaping term whose maximum
+(|weight| x its kind's max reward) exceeds 10% of the correctness term's maximum is refused unless
+`allow_dominant_shaping: true`: a policy can earn a shaping term without solving anything, so a large
+one makes "looks right" pay nearly as much as "is right" (reward hacking by construction).
+
+Every term is also a TRL reward function: `term(completions, **columns) -> list[float]`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rlvr.config import ConfigError
+from rlvr.verifiers.base import STATUSES, Verdict
+from rlvr.verifiers.format import completion_text
+from rlvr.verifiers.pool import score_batch
+from rlvr.verifiers.registry import KINDS, build_verifier
+
+DOMINANCE_RATIO = 0.10
+TOP_KEYS = ("terms", "allow_dominant_shaping", "workers", "timeout_s")
+TERM_KEYS = ("name", "kind", "weight")
+# Dataset columns TRL may pass that hold the gold answer, in the order we look for them.
+GOLD_COLUMNS = ("answer", "gold", "solution")
+
+
+@dataclass
+class RewardResult:
+    """total: B weighted sums; terms: name -> B unweighted rewards; verdicts: B of the first term."""
+
+    total: list[float]
+    terms: dict[str, list[float]]
+    verdicts: list[Verdict]
+    term_verdicts: dict[str, list[Verdict]] = field(default_factory=dict)
+
+
+class Term:
+    """One weighted reward term; callable with TRL's signature `(completions, **columns) -> list[float]`."""
+
+    def __init__(self, name: str, kind: str, weight: float, verifier, workers: int, timeout_s: float):
+        self.name, self.kind, self.weight, self.verifier = name, kind, float(weight), verifier
+        self.workers = 0 if KINDS[kind].cheap else workers
+        self.timeout_s = timeout_s
+        self.__name__ = name  # TRL logs a reward function under its __name__
+
+    @property
+    def max_reward(self) -> float:
+        return abs(self.weight) * KINDS[self.kind].max_reward
+
+    def verdicts(self, completions: list, problems: list) -> list[Verdict]:
+        texts = [completion_text(c) for c in completions]
+        return score_batch(self.verifier, texts, problems, workers=self.workers, timeout_s=self.timeout_s)
+
+    def __call__(self, completions: list, **columns) -> list[float]:
+        """TRL reward-function form: unweighted rewards (TRL applies `reward_weights` itself)."""
+        problems = problems_from_columns(len(completions), columns)
+        return [v.reward for v in self.verdicts(completions, problems)]
+
+
+def problems_from_columns(n: int, columns: dict) -> list:
+    """Build B Problems from TRL's per-sample dataset columns (gold from answer / gold / solution)."""
+    from rlvr.tasks.base import Problem
+
+    gold_key = next((k for k in GOLD_COLUMNS if k in columns), None)
+    golds = columns.get(gold_key) if gold_key else None
+    tests = columns.get("tests")
+    prompts = columns.get("prompts") or columns.get("prompt")
+    out = []
+    for i in range(n):
+        prompt = prompts[i] if isinstance(prompts, list) and i < len(prompts) else ""
+        out.append(Problem(
+            id=str(i),
+            prompt=completion_text(prompt),
+            answer=None if golds is None else golds[i],
+            tests=None if tests is None else tests[i],
+        ))
+    return out
+
+
+class Reward:
+    """`Reward(completions, problems) -> RewardResult`; B completions and B problems, in order."""
+
+    def __init__(self, terms: list[Term]):
+        self.terms = terms
+
+    @property
+    def weights(self) -> list[float]:
+        return [t.weight for t in self.terms]
+
+    def __call__(self, completions: list, problems: list) -> RewardResult:
+        if len(completions) != len(problems):
+            raise ValueError(f"{len(completions)} completions but {len(problems)} problems")
+        term_verdicts = {t.name: t.verdicts(completions, problems) for t in self.terms}
+        terms = {name: [v.reward for v in vs] for name, vs in term_verdicts.items()}
+        total = [sum(t.weight * terms[t.name][i] for t in self.terms) for i in range(len(completions))]
+        return RewardResult(total, terms, term_verdicts[self.terms[0].name], term_verdicts)
+
+    def as_trl(self) -> list[Term]:
+        """The terms as TRL reward functions (pass `reward_weights=reward.weights` to GRPOConfig)."""
+        return list(self.terms)
+
+
+def build_reward(cfg: dict) -> Reward:
+    """Validate the config (see module doc) and build the Reward; mistakes raise ConfigError."""
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"reward: expected a mapping with keys {', '.join(TOP_KEYS)}, got {type(cfg).__name__}")
+    for key in cfg:
+        if key not in TOP_KEYS:
+            raise ConfigError(f"reward.{key}: unknown key; choose from {', '.join(TOP_KEYS)}")
+    specs = cfg.get("terms")
+    if not isinstance(specs, list) or not specs:
+        raise ConfigError("reward.terms: need a non-empty list of terms (the first is the correctness term)")
+    workers, timeout_s = int(cfg.get("workers", 2)), float(cfg.get("timeout_s", 5.0))
+    terms = [_build_term(spec, i, workers, timeout_s) for i, spec in enumerate(specs)]
+    names = [t.name for t in terms]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"reward.terms: term names must be unique, got {names}")
+    if not cfg.get("allow_dominant_shaping", False):
+        check_dominance(terms)
+    return Reward(terms)
+
+
+def _build_term(spec, i: int, workers: int, timeout_s: float) -> Term:
+    where = f"reward.terms[{i}]"
+    if not isinstance(spec, dict):
+        raise ConfigError(f"{where}: expected a mapping with name, kind, weight and kind settings")
+    if "kind" not in spec:
+        raise ConfigError(f"{where}.kind: missing; choose from {', '.join(sorted(KINDS))}")
+    kind = spec["kind"]
+    settings = {k: v for k, v in spec.items() if k not in TERM_KEYS}
+    verifier = build_verifier(kind, settings, where)
+    try:
+        weight = float(spec.get("weight", 1.0))
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}.weight: {spec.get('weight')!r} is not a number") from None
+    return Term(str(spec.get("name", kind)), kind, weight, verifier, workers, timeout_s)
+
+
+def check_dominance(terms: list[Term]) -> None:
+    """Refuse a shaping term whose maximum exceeds DOMINANCE_RATIO of the correctness term's."""
+    main = terms[0]
+    for t in terms[1:]:
+        if t.max_reward > DOMINANCE_RATIO * main.max_reward + 1e-12:
+            raise ConfigError(
+                f"reward.terms.{t.name}.weight: shaping term {t.name!r} can pay {t.max_reward:g}, more than "
+                f"{DOMINANCE_RATIO:.0%} of correctness term {main.name!r} ({main.max_reward:g}); a policy "
+                f"could earn it without solving anything. Lower its weight to <= "
+                f"{DOMINANCE_RATIO * main.max_reward / KINDS[t.kind].max_reward:g} or set allow_dominant_shaping: true"
+            )
+
+
+def verdict_fractions(verdicts: list[Verdict]) -> dict[str, float]:
+    """`verdict/<status>_frac` for every status (zeros included), for the per-step metrics line."""
+    n = max(len(verdicts), 1)
+    return {f"verdict/{s}_frac": sum(v.status == s for v in verdicts) / n for s in STATUSES}

@@ -1,0 +1,168 @@
+"""Batch scoring in worker processes with a per-item deadline: one bad item never costs the run.
+
+Each worker is a process fed one item at a time over its own pipe. The supervisor (this process)
+knows which item each worker holds and when it started it:
+- an item past its deadline gets `timeout`, and its worker is killed (SIGKILL, so even a C-level
+  stall ends) and replaced;
+- a worker that dies mid-item (segfault, `os._exit`, out of memory) gives that item `error`, and is
+  replaced;
+- every other item is scored normally. A batch therefore finishes within about
+  `timeout_s * waves` (waves = ceil(pathological items / workers)) plus the ordinary work.
+
+`workers=0` scores in this process, still under the deadline of deadline.py (Python-level work is
+interrupted; a C-level stall can only be cut by a process pool).
+
+Workers start with `fork` where the platform has it (cheap: the verifier is inherited, nothing is
+pickled but the items); elsewhere with `spawn`, where the verifier must be picklable.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from multiprocessing.connection import wait
+
+from rlvr.verifiers.base import Verdict
+from rlvr.verifiers.deadline import TimedOut, call_with_deadline
+
+# Time for a worker to report after its verifier's own deadline fired, before we kill it.
+GRACE_S = 0.25
+
+
+def score_one(verifier, completion, problem, timeout_s: float | None) -> Verdict:
+    """One item in this process: the verifier's verdict, or timeout / error; never raises."""
+    try:
+        return call_with_deadline(lambda: verifier.score(completion, problem), timeout_s)
+    except TimedOut as e:
+        return Verdict("timeout", 0.0, None, f"verification {e}")
+    except Exception as e:
+        return Verdict("error", 0.0, None, f"{type(e).__name__}: {e}"[:300])
+
+
+def _worker_loop(verifier, conn, timeout_s) -> None:
+    """Receive (index, completion, problem), send back (index, Verdict); None or a closed pipe ends it."""
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        index, completion, problem = msg
+        conn.send((index, score_one(verifier, completion, problem, timeout_s)))
+
+
+class _Slot:
+    """One worker process, its pipe, and the item it holds (index, started_at) or None."""
+
+    def __init__(self, ctx, verifier, timeout_s):
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker_loop, args=(verifier, child, timeout_s), daemon=True)
+        self.proc.start()
+        child.close()
+        self.item: tuple[int, float] | None = None
+
+    def kill(self) -> None:
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(timeout=5)
+        self.conn.close()
+
+
+class VerifierPool:
+    """Reusable pool: `with VerifierPool(v, workers=2) as pool: verdicts = pool.map(completions, problems)`."""
+
+    def __init__(self, verifier, workers: int = 2, timeout_s: float = 5.0, start_method: str | None = None):
+        if workers < 1:
+            raise ValueError(f"workers={workers}; a pool needs at least 1 (use score_batch with workers=0)")
+        self.verifier, self.workers, self.timeout_s = verifier, workers, timeout_s
+        methods = mp.get_all_start_methods()
+        self.ctx = mp.get_context(start_method or ("fork" if "fork" in methods else "spawn"))
+        warm_up = getattr(verifier, "warm_up", None)
+        if callable(warm_up) and self.ctx.get_start_method() == "fork":
+            warm_up()  # once here, inherited by every worker (and every replacement) for free
+        self.slots = [self._spawn() for _ in range(workers)]
+        self.restarts = 0
+
+    def _spawn(self) -> _Slot:
+        return _Slot(self.ctx, self.verifier, self.timeout_s)
+
+    def map(self, completions: list, problems: list) -> list[Verdict]:
+        """Verdicts in input order; len(completions) must equal len(problems)."""
+        if len(completions) != len(problems):
+            raise ValueError(f"{len(completions)} completions but {len(problems)} problems")
+        results: list[Verdict | None] = [None] * len(completions)
+        todo = list(range(len(completions)))[::-1]
+        while todo or any(s.item for s in self.slots):
+            for k, slot in enumerate(self.slots):
+                if slot.item is None and todo:
+                    i = todo.pop()
+                    try:
+                        slot.conn.send((i, completions[i], problems[i]))
+                        slot.item = (i, time.monotonic())
+                    except (OSError, ValueError) as e:
+                        results[i] = Verdict("error", 0.0, None, f"could not send item to worker: {e}")
+                        self._replace(k)
+            self._collect(results)
+        return results  # type: ignore[return-value]
+
+    def _collect(self, results: list) -> None:
+        """Wait for the next finished item or the nearest deadline, and settle what is due."""
+        busy = [s for s in self.slots if s.item]
+        if not busy:
+            return
+        limit = self.timeout_s + GRACE_S
+        nearest = min(s.item[1] for s in busy) + limit
+        ready = wait([s.conn for s in busy], timeout=max(0.0, nearest - time.monotonic()))
+        for k, slot in enumerate(self.slots):
+            if slot.item is None:
+                continue
+            i, started = slot.item
+            if slot.conn in ready:
+                try:
+                    index, verdict = slot.conn.recv()
+                    results[index], slot.item = verdict, None
+                    continue
+                except (EOFError, OSError):
+                    slot.proc.join(timeout=1)  # reap it, so the exit code is known
+                    code = slot.proc.exitcode
+                    results[i] = Verdict("error", 0.0, None, f"worker died while scoring (exit code {code})")
+                    self._replace(k)
+            elif time.monotonic() - started >= limit:
+                results[i] = Verdict("timeout", 0.0, None, f"worker killed after {limit:g}s")
+                self._replace(k)
+
+    def _replace(self, k: int) -> None:
+        self.slots[k].kill()
+        self.slots[k] = self._spawn()
+        self.restarts += 1
+
+    def close(self) -> None:
+        for slot in self.slots:
+            try:
+                slot.conn.send(None)
+            except (OSError, ValueError):
+                pass
+        for slot in self.slots:
+            slot.proc.join(timeout=1)
+            slot.kill()
+        self.slots = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def score_batch(verifier, completions: list, problems: list, workers: int = 2, timeout_s: float = 5.0) -> list[Verdict]:
+    """Score a batch: in a pool of `workers` processes, or in this process when workers=0.
+
+    Shapes: completions and problems are lists of equal length B; returns B Verdicts in order.
+    """
+    if len(completions) != len(problems):
+        raise ValueError(f"{len(completions)} completions but {len(problems)} problems")
+    if workers <= 0 or len(completions) == 0:
+        return [score_one(verifier, c, p, timeout_s) for c, p in zip(completions, problems)]
+    with VerifierPool(verifier, workers=min(workers, len(completions)), timeout_s=timeout_s) as pool:
+        return pool.map(completions, problems)

@@ -1,0 +1,31 @@
+import argparse
+import json
+
+from rlvr.verifiers.code_commands import add_code_arguments, audit_code, verify_code
+
+
+def test_verify_code_reads_lines_and_writes_verdicts(tmp_path):
+    rows = [{"id": "a", "completion": "def f(x): return x + 1", "tests": ["assert f(1) == 2"]},
+            {"id": "b", "completion": "def f(x): return x", "tests": "def check(c):\n    assert c(1) == 2\n", "entry_point": "f"},
+            {"id": "c", "completion": "no code here at all", "tests": ["assert f(1) == 2"]}]
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    parser = argparse.ArgumentParser()
+    add_code_arguments(parser)
+    args = parser.parse_args(["--workers", "2"])
+    args.input, args.output = str(src), str(out)
+    assert verify_code(args) == 0
+    got = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(g["id"], g["status"], g["reward"], g["passed"], g["total"]) for g in got] == [
+        ("a", "correct", 1.0, 1, 1), ("b", "wrong", 0.0, 0, 1), ("c", "no_answer", 0.0, 0, 0)]
+
+
+def test_verify_code_rejects_bad_input(tmp_path):
+    src = tmp_path / "in.jsonl"
+    src.write_text("{not json\n")
+    assert verify_code(argparse.Namespace(input=str(src), output=None, workers=1, timeout=2.0)) == 2
+
+
+def test_audit_code_all_attacks_held(capsys):
+    assert audit_code(argparse.Namespace(workers=4, timeout=2.5, output=None)) == 0
+    assert "20/20 attacks held" in capsys.readouterr().out

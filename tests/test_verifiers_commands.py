@@ -1,0 +1,83 @@
+"""`rlvr verify` and `rlvr audit` through their argparse entry points (as the CLI will call them)."""
+
+import argparse
+import json
+
+import pytest
+
+from rlvr.verifiers.commands import add_audit_parser, add_verify_parser, run_audit, run_verify
+
+LINES = [
+    json.dumps({"completion": r"\boxed{4}", "gold": "4", "id": "a"}),
+    "not json at all",
+    json.dumps({"completion": r"\boxed{3} or \boxed{4}", "gold": "4"}),
+    json.dumps({"gold": "4"}),
+    json.dumps({"completion": r"\boxed{5}", "gold": r"\frac{"}),
+    json.dumps({"completion": "no box", "gold": "4"}),
+]
+
+
+def _parse(argv):
+    parser = argparse.ArgumentParser(prog="rlvr")
+    sub = parser.add_subparsers(dest="verb")
+    add_verify_parser(sub)
+    add_audit_parser(sub)
+    return parser.parse_args(argv)
+
+
+def _verify(tmp_path, *extra):
+    src, dst = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text("\n".join(LINES) + "\n")
+    args = _parse(["verify", "--verifier", "math", "--input", str(src), "--output", str(dst), "--workers", "0", *extra])
+    code = run_verify(args)
+    return code, [json.loads(x) for x in dst.read_text().splitlines()]
+
+
+def test_verify_skips_bad_lines_and_reports_them(tmp_path, capsys):
+    code, rows = _verify(tmp_path)
+    assert code == 0
+    assert [r["status"] for r in rows] == ["correct", "multiple_answers", "invalid_gold", "no_answer"]
+    assert rows[0]["id"] == "a" and rows[0]["reward"] == 1.0 and rows[0]["extracted"] == "4"
+    err = capsys.readouterr().err
+    assert "in.jsonl:2: not JSON" in err and "in.jsonl:4: missing key 'completion'" in err
+    assert "malformed lines          2" in err and "correct                  1" in err
+
+
+def test_verify_fail_mode_keeps_what_was_written(tmp_path, capsys):
+    code, rows = _verify(tmp_path, "--on-bad-line", "fail")
+    assert code == 2
+    assert [r["status"] for r in rows] == ["correct"]  # line 1 was written before line 2 stopped the run
+    assert "in.jsonl:2" in capsys.readouterr().err
+
+
+def test_verify_setting_and_unknown_verifier(tmp_path, capsys):
+    code, rows = _verify(tmp_path, "--set", "require_boxed=false")
+    assert code == 0 and rows[-1]["status"] == "no_answer"  # "no box" has no number either way
+    args = _parse(["verify", "--verifier", "nope", "--input", "x", "--output", str(tmp_path / "o")])
+    assert run_verify(args) == 2
+    assert "unknown kind 'nope'; choose from" in capsys.readouterr().err
+
+
+def test_verify_missing_input_is_exit_2(tmp_path, capsys):
+    args = _parse(["verify", "--input", str(tmp_path / "missing.jsonl"), "--output", str(tmp_path / "o.jsonl")])
+    assert run_verify(args) == 2
+
+
+def test_audit_math_passes(capsys):
+    code = run_audit(_parse(["audit", "--verifier", "math", "--workers", "2", "--timeout-s", "1"]))
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "false-accept rate: 0.0% of" in out and "false-reject rate: 0.0% of" in out
+
+
+def test_audit_exits_1_when_a_hack_is_accepted(capsys):
+    # A lenient verifier (no box required) accepts the two 'unboxed' hacks: the audit must say so.
+    code = run_audit(_parse(["audit", "--verifier", "math", "--set", "require_boxed=false", "--workers", "0",
+                             "--timeout-s", "1"]))
+    out = capsys.readouterr().out
+    assert code == 1 and "FAIL" in out and "unboxed" in out
+
+
+def test_audit_unknown_suite(capsys):
+    assert run_audit(_parse(["audit", "--verifier", "exact"])) == 2
+    assert "no audit suite for verifier 'exact'" in capsys.readouterr().err

@@ -1,0 +1,156 @@
+"""Composition: weighted sums, config errors, the 10% dominance rule, TRL shapes, simple verifiers."""
+
+import pytest
+
+from rlvr.config import ConfigError
+from rlvr.tasks.base import Problem
+from rlvr.verifiers.base import Verdict
+from rlvr.verifiers.compose import build_reward, verdict_fractions
+from rlvr.verifiers.format import boxed_format_reward
+from rlvr.verifiers.registry import KINDS, register_kind
+from rlvr.verifiers.simple import ExactMatchVerifier, MultipleChoiceVerifier, NumericVerifier, RegexVerifier
+
+CFG = {
+    "terms": [
+        {"name": "correct", "kind": "math", "weight": 1.0, "hedging": "last"},
+        {"name": "format", "kind": "boxed_format", "weight": 0.1},
+    ],
+    "workers": 0,
+    "timeout_s": 2.0,
+}
+COMPLETIONS = [r"\boxed{4}", r"\boxed{5}", "4", r"\boxed{3} or \boxed{4}"]
+PROBLEMS = [Problem(str(i), "What is 2+2?", "4") for i in range(4)]
+
+
+def test_weighted_sum_and_unweighted_terms():
+    res = build_reward(CFG)(COMPLETIONS, PROBLEMS)
+    assert res.terms == {"correct": [1.0, 0.0, 0.0, 0.0], "format": [1.0, 1.0, 0.0, 0.0]}
+    assert res.total == pytest.approx([1.1, 0.1, 0.0, 0.0])
+    assert [v.status for v in res.verdicts] == ["correct", "wrong", "no_answer", "multiple_answers"]
+
+
+def test_pool_workers_give_the_same_result():
+    res = build_reward({**CFG, "workers": 2})(COMPLETIONS, PROBLEMS)
+    assert res.total == pytest.approx([1.1, 0.1, 0.0, 0.0])
+
+
+def test_verdict_fractions_cover_every_status():
+    fr = verdict_fractions([Verdict("correct", 1.0), Verdict("wrong", 0.0), Verdict("wrong", 0.0), Verdict("timeout", 0.0)])
+    assert fr["verdict/correct_frac"] == 0.25 and fr["verdict/wrong_frac"] == 0.5
+    assert fr["verdict/timeout_frac"] == 0.25 and fr["verdict/invalid_gold_frac"] == 0.0
+    assert len(fr) == 7
+
+
+@pytest.mark.parametrize("weight,ok", [(0.1, True), (0.05, True), (0.11, False), (1.0, False), (-0.2, False)])
+def test_dominance_rule(weight, ok):
+    cfg = {"terms": [{"name": "correct", "kind": "math", "weight": 1.0},
+                     {"name": "format", "kind": "boxed_format", "weight": weight}]}
+    if ok:
+        build_reward(cfg)
+    else:
+        with pytest.raises(ConfigError, match="format.*10%.*allow_dominant_shaping"):
+            build_reward(cfg)
+        build_reward({**cfg, "allow_dominant_shaping": True})  # the explicit opt-out works
+
+
+def test_dominance_scales_with_correctness_weight():
+    build_reward({"terms": [{"name": "c", "kind": "math", "weight": 2.0}, {"name": "f", "kind": "boxed_format", "weight": 0.2}]})
+
+
+@pytest.mark.parametrize("cfg,match", [
+    ({"terms": [{"kind": "maths"}]}, r"terms\[0\]\.kind: unknown kind 'maths'; choose from .*math"),
+    ({"terms": [{"kind": "math", "hedge": "x"}]}, r"terms\[0\]\.hedge: unknown setting .*hedging"),
+    ({"terms": [{"kind": "math", "hedging": "any"}]}, r"terms\[0\]: bad settings .*hedging"),
+    ({"terms": [], "workers": 1}, r"reward\.terms: need a non-empty list"),
+    ({"terms": [{"kind": "math"}], "wokers": 1}, r"reward\.wokers: unknown key; choose from .*workers"),
+    ({"terms": [{"name": "a", "kind": "math"}, {"name": "a", "kind": "boxed_format", "weight": 0.1}]}, "unique"),
+    ({"terms": [{"name": "a"}]}, r"terms\[0\]\.kind: missing"),
+])
+def test_config_errors_name_the_key_and_choices(cfg, match):
+    with pytest.raises(ConfigError, match=match):
+        build_reward(cfg)
+
+
+def test_register_kind_adds_a_verifier():
+    class Always:
+        name = "always"
+
+        def score(self, completion, problem):
+            return Verdict("correct", 1.0, completion, "")
+
+    register_kind("always_test", lambda: Always(), (), cheap=True)
+    try:
+        res = build_reward({"terms": [{"name": "x", "kind": "always_test"}], "workers": 0})(["a"], [Problem("1", "q", "z")])
+        assert res.total == [1.0]
+    finally:
+        del KINDS["always_test"]
+
+
+# TRL passes completions as plain strings (standard format) or as lists of messages (conversational),
+# plus every dataset column as a keyword argument (and extras like completion_ids we must ignore).
+TRL_SHAPES = [
+    # completions, correctness rewards, format rewards
+    ([r"\boxed{4}", "no box"], [1.0, 0.0], [1.0, 0.0]),
+    ([[{"role": "assistant", "content": r"\boxed{4}"}], [{"role": "assistant", "content": r"\boxed{3}"}]],
+     [1.0, 0.0], [1.0, 1.0]),
+]
+
+
+@pytest.mark.parametrize("completions,expected,expected_format", TRL_SHAPES)
+def test_terms_have_trl_signature(completions, expected, expected_format):
+    reward = build_reward(CFG)
+    correct, fmt = reward.as_trl()
+    prompts = [[{"role": "user", "content": "2+2?"}]] * 2
+    got = correct(completions, prompts=prompts, answer=["4", "4"], completion_ids=[[1], [2]], trainer_state=None)
+    assert got == expected
+    assert fmt(completions, prompts=prompts) == expected_format
+    assert correct.__name__ == "correct" and reward.weights == [1.0, 0.1]
+
+
+@pytest.mark.parametrize("text,reward,why", [
+    (r"So \boxed{4}.", 1.0, "one final box"),
+    ("4", 0.0, "no box"),
+    (r"\boxed{3} \boxed{4}", 0.0, "two boxes"),
+    (r"\boxed{}", 0.0, "empty box"),
+    (r"\boxed{4}" + " more text" * 40, 0.0, "box not at the end"),
+    ([{"role": "assistant", "content": r"\boxed{4}"}], 1.0, "conversational"),
+])
+def test_boxed_format_reward(text, reward, why):
+    assert boxed_format_reward(text) == reward, why
+
+
+SIMPLE = [
+    # verifier, completion, gold, status, why
+    (ExactMatchVerifier(), r"\boxed{Paris}", "paris", "correct", "case-insensitive"),
+    (ExactMatchVerifier(), r"\boxed{\text{Paris }}", "Paris", "correct", "text and spaces stripped"),
+    (ExactMatchVerifier(), r"\boxed{Lyon}", "Paris", "wrong", "different word"),
+    (ExactMatchVerifier(), r"\boxed{Lyon} or \boxed{Paris}", "Paris", "multiple_answers", "hedge"),
+    (ExactMatchVerifier(), "Paris", "Paris", "no_answer", "require_boxed"),
+    (ExactMatchVerifier(require_boxed=False), "Answer: Paris", "Paris", "correct", "answer line"),
+    (ExactMatchVerifier(), r"\boxed{x}", "", "invalid_gold", "empty gold"),
+    (NumericVerifier(), r"\boxed{1,000}", "1000", "correct", "thousands separator"),
+    (NumericVerifier(), r"\boxed{0.0000012}", "0.0000013", "wrong", "relative tolerance"),
+    (NumericVerifier(abs_tol=1e-3), r"\boxed{2.0004}", "2", "correct", "absolute tolerance"),
+    (NumericVerifier(), r"\boxed{12345678901234567891}", "12345678901234567890", "wrong", "big ints exact"),
+    (NumericVerifier(), r"\boxed{3 or 4}", "4", "multiple_answers", "two numbers"),
+    (NumericVerifier(), r"\boxed{four}", "4", "no_answer", "no number"),
+    (NumericVerifier(), r"\boxed{4}", "four", "invalid_gold", "gold not a number"),
+    (MultipleChoiceVerifier(), r"\boxed{B}", "B", "correct", "boxed letter"),
+    (MultipleChoiceVerifier(), "The answer is (c).", "C", "correct", "lowercase in parens"),
+    (MultipleChoiceVerifier(), "Answer: A or B", "B", "multiple_answers", "two letters"),
+    (MultipleChoiceVerifier(), "Answer: D", "B", "wrong", "other letter"),
+    (MultipleChoiceVerifier(), "Answer: none", "B", "no_answer", "no letter"),
+    (MultipleChoiceVerifier(), "Answer: B", "Z", "invalid_gold", "gold outside choices"),
+    (RegexVerifier(), "blah\nanswer: 42", "42", "correct", "captured group"),
+    (RegexVerifier(), "answer: 41", "42", "wrong", "different capture"),
+    (RegexVerifier(), "no marker", "42", "no_answer", "pattern absent"),
+    (RegexVerifier(gold_is_pattern=True), "answer: 42.0", r"42(\.0+)?", "correct", "gold as regex"),
+    (RegexVerifier(gold_is_pattern=True), "answer: 42", "(", "invalid_gold", "gold not a regex"),
+]
+
+
+@pytest.mark.parametrize("verifier,completion,gold,status,why", SIMPLE, ids=[s[4] for s in SIMPLE])
+def test_simple_verifiers(verifier, completion, gold, status, why):
+    v = verifier.score(completion, Problem("p", "q", gold))
+    assert v.status == status, f"{why}: {v}"
+    assert v.reward == (1.0 if status == "correct" else 0.0)
