@@ -33,6 +33,31 @@ def cmd_run(args) -> int:
     return cmd_train(args)
 
 
+def cmd_verify(args) -> int:
+    from rlvr.verifiers import commands
+
+    if args.verifier in CODE_KINDS:  # code verifiers score through their sandbox runner
+        from rlvr.verifiers.code_commands import verify_code
+
+        args.timeout = args.timeout_s
+        return verify_code(args)
+    return commands.run_verify(args)
+
+
+def cmd_audit(args) -> int:
+    from rlvr.verifiers import commands
+
+    if args.verifier in CODE_KINDS:
+        from rlvr.verifiers.code_commands import audit_code
+
+        args.timeout = args.timeout_s
+        return audit_code(args)
+    return commands.run_audit(args)
+
+
+CODE_KINDS = ("python_tests", "stdio")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rlvr", description="Reinforcement learning with verifiable rewards.")
     sub = parser.add_subparsers(dest="verb", required=True)
@@ -43,6 +68,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(p)
     p.add_argument("--preset", default="default", help="named preset (see rlvr/presets)")
     p.set_defaults(func=cmd_run)
+
+    from rlvr.evaluation import verbs as eval_verbs
+    from rlvr.verifiers import commands
+
+    commands.add_verify_parser(sub).set_defaults(func=cmd_verify)
+    commands.add_audit_parser(sub).set_defaults(func=cmd_audit)
+    eval_verbs.add_parser(sub).set_defaults(func=eval_verbs.run)
     return parser
 
 

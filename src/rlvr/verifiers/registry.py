@@ -81,3 +81,25 @@ register_kind("multiple_choice", _simple("MultipleChoiceVerifier"), ("choices", 
               doc="one option letter")
 register_kind("regex", _simple("RegexVerifier"), ("pattern", "gold_is_pattern", "ignore_case"),
               doc="regex-extracted answer vs gold")
+
+
+def _code(cls_name: str):
+    def make(wall_s: float | None = None, memory_mb: int | None = None, **kw):
+        from dataclasses import replace
+
+        from rlvr.verifiers import code
+
+        limits = code.DEFAULT_LIMITS
+        if wall_s is not None:
+            limits = replace(limits, wall_s=float(wall_s), cpu_s=max(1, int(wall_s)))
+        if memory_mb is not None:
+            limits = replace(limits, memory_mb=int(memory_mb))
+        return getattr(code, cls_name)(limits, **kw)
+
+    return make
+
+
+register_kind("python_tests", _code("PythonTestsVerifier"), ("wall_s", "memory_mb"),
+              doc="hidden tests run against the completion's code in a sandbox")
+register_kind("stdio", _code("StdioVerifier"), ("wall_s", "memory_mb", "exact"),
+              doc="program output on given stdin vs the expected output")
