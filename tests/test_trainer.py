@@ -24,8 +24,8 @@ def tiny_config(tmp_path, **over):
     # time, so groups have variance and the update has a gradient.
     tmp_path.mkdir(parents=True, exist_ok=True)
     data = tmp_path / "data.jsonl"
-    data.write_text("".join(json.dumps({"id": f"q{i}", "prompt": f"Say something about {i}.", "answer": "[a-m]"}) + "\n"
-                            for i in range(60)))
+    data.write_text("".join(json.dumps({"id": f"q{i}", "prompt": f"Say something about {i}.", "answer": "[a-m]",
+                                        "band": ["easy", "hard"][i % 2]}) + "\n" for i in range(60)))
     sets = [f"output_dir={tmp_path / 'run'}", "task.name=jsonl", f"task.settings={{path: {data}}}",
             'reward.terms=[{name: first_char, kind: regex, weight: 1.0, pattern: "^\\\\s*(\\\\S)", gold_is_pattern: true}]',
             "reward.workers=0", "rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=8",
@@ -67,11 +67,13 @@ def test_two_steps_move_lora_and_log_every_metric(tmp_path, tokenizer):
     assert merged.config.num_hidden_layers == 2
 
 
-def test_resume_continues_exactly(tmp_path, tokenizer):
-    full = train(tiny_config(tmp_path / "a", **{"train.steps": 3}), policy=(make_tiny_llama(len(tokenizer)), tokenizer),
-                 quiet=True)
+@pytest.mark.parametrize("extra", [{}, {"curriculum": "{kind: adaptive, floor: 0.1}", "log.eval_every": 2,
+                                         "log.eval_problems": 4, "algorithm": "{preset: dapo}"}])
+def test_resume_continues_exactly(tmp_path, tokenizer, extra):
+    full = train(tiny_config(tmp_path / "a", **{"train.steps": 3, **extra}),
+                 policy=(make_tiny_llama(len(tokenizer)), tokenizer), quiet=True)
     # the same run stopped after step 1, then resumed to step 3
-    cfg = tiny_config(tmp_path / "b", **{"train.steps": 3})
+    cfg = tiny_config(tmp_path / "b", **{"train.steps": 3, **extra})
     cfg_short = json.loads(json.dumps(cfg))
     cfg_short["train"]["steps"] = 1
     train(cfg_short, policy=(make_tiny_llama(len(tokenizer)), tokenizer), quiet=True)
@@ -81,6 +83,8 @@ def test_resume_continues_exactly(tmp_path, tokenizer):
     b = [json.loads(x) for x in (resumed / "metrics.jsonl").read_text().splitlines()]
     drop = lambda r: {k: v for k, v in r.items() if not k.startswith(("time/", "throughput/"))}  # noqa: E731
     assert [drop(r) for r in a] == [drop(r) for r in b]
+    if extra:  # the curriculum's per-band figures and the validation accuracy are logged
+        assert "band/easy/share" in a[0] and "val/accuracy" in a[0] and "val/accuracy" in a[2]
     from safetensors.torch import load_file
 
     wa = load_file(full / "checkpoints" / "step-3" / "trainable.safetensors")

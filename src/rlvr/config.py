@@ -37,7 +37,10 @@ DEFAULTS: dict = {
         "workers": 2,
         "timeout_s": 5.0,
     },
-    "algorithm": {"preset": "grpo"},  # a preset name plus any field overrides, checked by rlvr.algorithms
+    "algorithm": {"preset": "grpo"},
+    # Prompt selection by difficulty band: {} draws uniformly from the train split; otherwise
+    # {"kind": "fixed" | "schedule" | "adaptive", ...} as rlvr.curriculum.build_curriculum reads it.
+    "curriculum": {},  # a preset name plus any field overrides, checked by rlvr.algorithms
     "rollout": {
         "backend": "hf",
         "prompts_per_step": 4,   # P
@@ -57,11 +60,18 @@ DEFAULTS: dict = {
         "micro_batch_size": 8,
         "updates_per_batch": 1,  # mu: optimisation passes over each rollout batch
         "autocast": "none",
+        "time_budget_min": 0.0,  # stop (and save) after this many minutes of training; 0 = no limit
     },
-    "log": {"samples_every": 5, "checkpoint_every": 10, "keep_checkpoints": 2},
+    "log": {
+        "samples_every": 5,
+        "checkpoint_every": 10,
+        "keep_checkpoints": 2,
+        "eval_every": 0,      # greedy accuracy on validation problems every N steps (0 = never)
+        "eval_problems": 60,  # how many validation problems (spread over the bands)
+    },
 }
 # Values that are dicts/lists read by another component (which validates them itself).
-OPEN_KEYS = {"task.settings", "reward.terms", "algorithm", "model.lora.target_modules"}
+OPEN_KEYS = {"task.settings", "reward.terms", "algorithm", "curriculum", "model.lora.target_modules"}
 CHOICES = {
     "model.dtype": ("float32", "bfloat16", "float16"),
     "train.lr_schedule": ("constant", "cosine"),

@@ -1,8 +1,8 @@
 """The RLVR loop: sample, verify, compute group advantages, update the policy; log, checkpoint, repeat.
 
 Read it top to bottom. Simplifications, and why:
-- Each step's sampling uses a generator seeded by (seed, step), and prompts come from a fixed permutation
-  per epoch: a resumed run redoes exactly what the uninterrupted run would have done, with no RNG to carry.
+- Each step's sampling uses a generator seeded by (seed, step), and prompts come from a seeded stream or
+  curriculum (rlvr.prompts): a resumed run redoes exactly what the uninterrupted run would have done.
 - One rollout batch feeds `mu` optimisation passes (1 by default); with one pass the "old" policy is the
   current one, so the ratio is 1 and no second forward is run.
 - The sampler holds its own copy of the weights (merged, possibly bf16) and is synced after each update.
@@ -12,7 +12,6 @@ Read it top to bottom. Simplifications, and why:
 from __future__ import annotations
 
 import math
-import random
 import signal
 import time
 from pathlib import Path
@@ -26,34 +25,17 @@ from rlvr.batch import collect, encode_prompt
 from rlvr.config import ConfigError, as_namespace, dump
 from rlvr.metrics import rollout_metrics
 from rlvr.models import add_lora, load_policy, save_policy
+from rlvr.prompts import make_stream, spread_over_bands, step_band_metrics
 from rlvr.runlog import RunDir, RunDirError
 from rlvr.sampling import make_sampler
 from rlvr.tasks import load_task
 from rlvr.update import update_policy
+from rlvr.validation import validate
 from rlvr.verifiers.compose import build_reward
 
 
 class TrainingAborted(RuntimeError):
     """The run stopped on purpose (repeated non-finite losses); the last checkpoint is intact."""
-
-
-class PromptStream:
-    """Training prompts in a fresh seeded permutation each epoch; the state is just the position."""
-
-    def __init__(self, problems, seed: int, position: int = 0):
-        if not problems:
-            raise ValueError("the task's train split is empty")
-        self.problems, self.seed, self.position = problems, seed, position
-
-    def take(self, n: int):
-        out = []
-        for _ in range(n):
-            epoch, i = divmod(self.position, len(self.problems))
-            order = list(range(len(self.problems)))
-            random.Random(f"{self.seed}-{epoch}").shuffle(order)
-            out.append(self.problems[order[i]])
-            self.position += 1
-        return out
 
 
 class StopFlag:
@@ -112,24 +94,38 @@ def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_con
     scheduler = make_scheduler(optimizer, c.train)
     stop_ids = sorted({tokenizer.eos_token_id, *([model.config.eos_token_id] if isinstance(model.config.eos_token_id, int) else [])})
     sampler = make_sampler(c.rollout.backend, model, tokenizer, stop_ids=stop_ids)
-    stream = PromptStream(task.problems("train"), c.seed)
+    stream = make_stream(cfg["curriculum"], task.problems("train"), c.seed)
     start = _resume(run, model, optimizer, scheduler, stream) if resume else 0
     prompt_cache: dict[str, list[int]] = {}
 
-    def next_prompts():
-        problems = stream.take(c.rollout.prompts_per_step)
-        ids = [prompt_cache.setdefault(p.id, encode_prompt(tokenizer, task.messages(p))) for p in problems]
-        return problems, ids
+    def encode(problem):
+        if problem.id not in prompt_cache:
+            prompt_cache[problem.id] = encode_prompt(tokenizer, task.messages(problem))
+        return prompt_cache[problem.id]
+    val_problems = spread_over_bands(task.problems("validation"), c.log.eval_problems) if c.log.eval_every else []
+    step, round_ = start, 0
 
-    bad_steps = 0
+    def next_prompts():
+        nonlocal round_
+        problems = stream.take(c.rollout.prompts_per_step, step, round_)
+        round_ += 1
+        return problems, [encode(p) for p in problems]
+
+    bad_steps, started = 0, time.perf_counter()
     bar = tqdm(range(start, c.train.steps), initial=start, total=c.train.steps, desc="rlvr train", disable=quiet)
     with StopFlag() as stop:
         for step in bar:
-            t0 = time.perf_counter()
+            t0, round_ = time.perf_counter(), 0
             model.eval()
             sampler.sync(model)
+            last = step + 1 == c.train.steps or (c.train.time_budget_min and
+                                                 time.perf_counter() - started > 60 * c.train.time_budget_min)
+            val = (validate(sampler, val_problems, [encode(p) for p in val_problems], reward, c.rollout.max_new_tokens)
+                   if val_problems and (step % c.log.eval_every == 0 or last) else {})
             generator = torch.Generator().manual_seed(c.seed * 1_000_003 + step)
             batch = collect(sampler, next_prompts, reward, algo, c.rollout, generator, pad_id=tokenizer.pad_token_id)
+            generated = batch.stats.get("generated", batch)
+            stream.observe(step, generated)
             model.train()
             t1 = time.perf_counter()
             upd = update_policy(model, optimizer, batch, algo, pad_id=tokenizer.pad_token_id,
@@ -137,18 +133,20 @@ def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_con
                                 max_grad_norm=c.train.max_grad_norm, autocast=c.train.autocast, mu=c.train.updates_per_batch,
                                 norm_len=c.rollout.max_new_tokens, ref_model=ref_model) if len(batch) else {"skipped": 1}
             t2 = time.perf_counter()
-            row = _metrics_row(step, batch, upd, scheduler.get_last_lr()[0], t1 - t0, t2 - t1)
+            row = {**_metrics_row(step, batch, upd, scheduler.get_last_lr()[0], t1 - t0, t2 - t1),
+                   **step_band_metrics(generated), **val}
             scheduler.step()
             run.append(run.metrics_path, [row])
             if c.log.samples_every and step % c.log.samples_every == 0:
-                run.append(run.samples_path, _sample_rows(step, batch.stats.get("generated", batch)))
+                run.append(run.samples_path, _sample_rows(step, generated))
             bar.set_postfix({"reward": f"{row['reward/mean']:.3f}", "nzv": f"{row['groups/nonzero_var_frac']:.2f}",
-                             "correct": f"{row['verdict/correct_frac']:.2f}", "s/step": f"{t2 - t0:.1f}"})
+                             "correct": f"{row['verdict/correct_frac']:.2f}",
+                             "no_ans": f"{row['verdict/no_answer_frac']:.2f}", "s/step": f"{t2 - t0:.1f}",
+                             **({"val": f"{val['val/accuracy']:.2f}"} if val else {})})
             bad_steps = bad_steps + 1 if upd.get("skipped") and len(batch) else 0
-            last = step + 1 == c.train.steps
             if (c.log.checkpoint_every and (step + 1) % c.log.checkpoint_every == 0) or last or stop.signum:
                 ckpt.save_checkpoint(run.path / "checkpoints", step + 1, model=model, optimizer=optimizer,
-                                     scheduler=scheduler, loop_state={"step": step + 1, "position": stream.position},
+                                     scheduler=scheduler, loop_state={"step": step + 1, "prompts": stream.state_dict()},
                                      keep=c.log.keep_checkpoints)
             if bad_steps >= 3:
                 raise TrainingAborted(f"step {step}: non-finite loss or gradient {bad_steps} steps in a row; "
@@ -158,6 +156,8 @@ def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_con
                 code = 130 if stop.signum == signal.SIGINT else 143
                 print(f"stopped by signal at step {step + 1}; checkpoint saved; resume with --resume {run.path}")
                 raise SystemExit(code)
+            if last:
+                break
     save_policy(model, tokenizer, run.path / "final")
     return run.path
 
@@ -205,13 +205,13 @@ def _diff(a, b, prefix=""):
         yield prefix[:-1]
 
 
-def _resume(run: RunDir, model, optimizer, scheduler, stream: PromptStream) -> int:
+def _resume(run: RunDir, model, optimizer, scheduler, stream) -> int:
     path = ckpt.latest_complete(run.path / "checkpoints")
     if path is None:
         run.truncate_after(-1)
         return 0
     state = ckpt.load_checkpoint(path, model=model, optimizer=optimizer, scheduler=scheduler)
-    stream.position = state["position"]
+    stream.load_state_dict(state["prompts"])
     run.truncate_after(state["step"] - 1)
     return state["step"]
 
@@ -225,4 +225,4 @@ def _frozen_copy(model):
     return ref
 
 
-__all__ = ["train", "TrainingAborted", "RunDirError", "PromptStream"]
+__all__ = ["train", "TrainingAborted", "RunDirError"]

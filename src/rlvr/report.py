@@ -1,0 +1,157 @@
+"""The run report: report.md with what was run, the comparison table, plots, and example completions.
+
+Everything here reads files a run already wrote (metrics.jsonl, eval records and summaries, the comparison),
+so a report can be rebuilt from a run directory at any time, and its numbers are the files' numbers.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rlvr.runlog import atomic_write_text
+
+VERDICT_COLORS = {"correct": "#2a9d8f", "wrong": "#e76f51", "no_answer": "#8d99ae", "multiple_answers": "#f4a261",
+                  "timeout": "#6d597a", "invalid_gold": "#b5838d", "error": "#264653"}
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display on a server; must precede pyplot
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=110)
+    _pyplot().close(fig)
+    tmp.replace(path)
+    return path
+
+
+def _series(rows: list[dict], key: str) -> tuple[list[int], list[float]]:
+    pts = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def _smooth(values: list[float], k: int = 5) -> list[float]:
+    out = []
+    for i in range(len(values)):
+        window = values[max(0, i - k + 1): i + 1]
+        out.append(sum(window) / len(window))
+    return out
+
+
+def training_plot(rows: list[dict], path: Path, title: str = "RLVR training") -> Path:
+    """2x2: reward and validation accuracy; nonzero-variance fraction; verdict fractions; completion length."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7))
+    ax = axes[0][0]
+    x, y = _series(rows, "reward/mean")
+    ax.plot(x, y, color="#bbbbbb", lw=1, label="reward (per step)")
+    ax.plot(x, _smooth(y), color="#1d3557", lw=2, label="reward (5-step mean)")
+    vx, vy = _series(rows, "val/accuracy")
+    if vx:
+        ax.plot(vx, vy, "o-", color="#e63946", lw=2, label="validation accuracy (greedy)")
+    ax.set_title("training reward vs validation accuracy")
+    ax.set_xlabel("step")
+    ax.legend(fontsize="small")
+    ax = axes[0][1]
+    x, y = _series(rows, "groups/nonzero_var_frac")
+    ax.plot(x, y, color="#bbbbbb", lw=1)
+    ax.plot(x, _smooth(y), color="#457b9d", lw=2)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title("groups with nonzero reward variance (the gradient signal)")
+    ax.set_xlabel("step")
+    ax = axes[1][0]
+    statuses = [s for s in VERDICT_COLORS if any((r.get(f"verdict/{s}_frac") or 0) > 0 for r in rows)]
+    steps = [r["step"] for r in rows]
+    stacks = [_smooth([r.get(f"verdict/{s}_frac") or 0.0 for r in rows]) for s in statuses]
+    if statuses:
+        ax.stackplot(steps, *stacks, labels=statuses, colors=[VERDICT_COLORS[s] for s in statuses], alpha=0.9)
+    ax.set_ylim(0, 1)
+    ax.set_title("verdicts of sampled completions (parse failures apart)")
+    ax.set_xlabel("step")
+    ax.legend(fontsize="small", loc="lower left")
+    ax = axes[1][1]
+    x, y = _series(rows, "len/mean")
+    ax.plot(x, _smooth(y), color="#6a4c93", lw=2, label="mean length (tokens)")
+    x2, y2 = _series(rows, "len/truncated_frac")
+    twin = ax.twinx()
+    twin.plot(x2, _smooth(y2), color="#ffb703", lw=1.5, label="truncated fraction")
+    twin.set_ylim(0, 1)
+    ax.set_title("completion length")
+    ax.set_xlabel("step")
+    ax.legend(fontsize="small", loc="upper left")
+    twin.legend(fontsize="small", loc="upper right")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return _save(fig, Path(path))
+
+
+def example_pairs(before: list, after: list, k: int = 10) -> list[tuple]:
+    """k held-out problems with the first sampled completion of each model; problems whose verdict changed
+    come first (they show what training did), then the rest, in a fixed order."""
+    first = lambda recs: {r.problem_id: r for r in recs if r.mode == "sampled" and r.sample_idx == 0}  # noqa: E731
+    a, b = first(before), first(after)
+    common = [pid for pid in a if pid in b]
+    changed = [p for p in common if a[p].status != b[p].status]
+    same = [p for p in common if a[p].status == b[p].status]
+    return [(a[p], b[p]) for p in (changed + same)[:k]]
+
+
+def _quote(text: str, limit: int = 400) -> str:
+    text = text.strip()
+    text = text if len(text) <= limit else text[:limit] + " [...]"
+    return "\n".join("    " + line for line in text.splitlines()) or "    (empty)"
+
+
+def examples_markdown(pairs: list[tuple], prompts: dict[str, str], names=("start", "rlvr")) -> str:
+    lines = []
+    for i, (a, b) in enumerate(pairs, 1):
+        lines += [f"**{i}. [{a.band}] {prompts.get(a.problem_id, a.problem_id)}**", "",
+                  f"{names[0]}: `{a.status}` (extracted: `{a.extracted}`)", "", _quote(a.completion), "",
+                  f"{names[1]}: `{b.status}` (extracted: `{b.extracted}`)", "", _quote(b.completion), ""]
+    return "\n".join(lines)
+
+
+def versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {}
+    for pkg in ("rlvr", "torch", "transformers", "peft", "math-verify"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+def write_report(root: Path, *, meta: dict, compare_md: str, summaries_md: dict[str, str], plots: dict[str, Path],
+                 examples_md: str, reading: str = "") -> Path:
+    """root/report.md; plots are linked by path relative to root."""
+    root = Path(root)
+    lines = ["# rlvr run report", "", "## What was run", ""]
+    lines += [f"- **{k}**: {v}" for k, v in meta.items()]
+    lines += ["", "## Held-out comparison", "", compare_md, ""]
+    if reading:
+        lines += ["**Reading.** " + reading, ""]
+    lines += ["## Plots", ""]
+    for title, path in plots.items():
+        lines += [f"### {title}", "", f"![{title}]({Path(path).relative_to(root)})", ""]
+    lines += ["## Evaluations per model", ""]
+    for name, md in summaries_md.items():
+        lines += [f"### {name}", "", md, ""]
+    lines += ["## Ten held-out examples, before and after", "", examples_md]
+    path = root / "report.md"
+    atomic_write_text(path, "\n".join(lines) + "\n")
+    return path
+
+
+def read_metrics(run_dir: Path) -> list[dict]:
+    path = Path(run_dir) / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
