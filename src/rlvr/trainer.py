@@ -28,7 +28,7 @@ from rlvr.models import add_lora, load_policy, save_policy
 from rlvr.prompts import make_stream, spread_over_bands, step_band_metrics
 from rlvr.runlog import RunDir, RunDirError
 from rlvr.sampling import make_sampler
-from rlvr.tasks import load_task
+from rlvr.tasks import DatasetError, load_task
 from rlvr.update import update_policy
 from rlvr.validation import validate
 from rlvr.verifiers.compose import build_reward
@@ -72,7 +72,12 @@ def prepare(cfg: dict):
     c = as_namespace(cfg)
     algo = algorithm_from_config(cfg["algorithm"])
     reward = build_reward(cfg["reward"])
-    task = load_task(c.task.name, **cfg["task"]["settings"])
+    try:
+        task = load_task(c.task.name, **cfg["task"]["settings"])
+    except DatasetError:
+        raise
+    except ValueError as e:  # an unknown task, band or setting is a config mistake
+        raise ConfigError(f"task: {e}") from None
     return c, algo, reward, task
 
 

@@ -36,3 +36,25 @@ def validate_problem(problem: Problem, source: str, index: int) -> Problem:
     if (problem.answer is None or str(problem.answer).strip() == "") and not problem.tests:
         raise DatasetError(f"{source}: row {index} (id={problem.id!r}): no answer and no tests")
     return problem
+
+
+CODE_SYSTEM = "You write correct Python. Answer with the code in one ```python block."
+
+
+class ProblemSetTask:
+    """A task from ready-made problem lists per split, with a system prompt before each question.
+
+    Used for loaded data sets (HumanEval, MATH-500, CHAMP, the procedural code task); a split the data
+    set does not have is empty."""
+
+    def __init__(self, name: str, splits: dict[str, list[Problem]], system_prompt: str, bands=None):
+        self.name, self._splits, self.system_prompt = name, splits, system_prompt
+        self.bands = list(bands or dict.fromkeys(p.band for ps in splits.values() for p in ps))
+
+    def problems(self, split: str) -> list[Problem]:
+        if split not in SPLITS:
+            raise ValueError(f"split {split!r}: choose from {', '.join(SPLITS)}")
+        return self._splits.get(split, [])
+
+    def messages(self, problem: Problem) -> list[dict]:
+        return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": problem.prompt}]
