@@ -54,7 +54,9 @@ class HFSampler:
             attn[i, width - len(p):] = 1
         sampling = temperature > 0
         kwargs = dict(
-            input_ids=ids, attention_mask=attn, max_new_tokens=max_new_tokens, num_return_sequences=n,
+            # rows repeated by hand (not num_return_sequences, which greedy decoding refuses)
+            input_ids=ids.repeat_interleave(n, 0), attention_mask=attn.repeat_interleave(n, 0),
+            max_new_tokens=max_new_tokens,
             do_sample=sampling, eos_token_id=self.stop_ids, pad_token_id=self.pad_id,
             return_dict_in_generate=True, output_logits=True,
             # explicit values so the model's own generation_config (often top_k=50) cannot leak in

@@ -1,0 +1,100 @@
+"""Backend "fast": prefill each prompt once, share its KV cache across its G samples, decode with a
+hand-written Llama forward in bf16 (float32 numerics where they matter), finished rows leave the batch.
+
+Falls back to the "hf" backend, with a warning that says why, for models the forward does not cover.
+"""
+from __future__ import annotations
+
+import time
+import warnings
+
+import torch
+
+from . import llama
+from .cascade import CascadeCache
+from .distribution import sample_tokens
+from .hf import DTYPES, HFSampler
+from .rollouts import Rollouts, pack_rollouts
+
+MAX_ROWS = 64  # decode-batch rows per chunk of prompts: bounds cache memory for large evaluations
+
+
+def make_fast_sampler(model, tokenizer, *, stop_ids: list[int], dtype: str = "bfloat16"):
+    try:
+        llama.check_supported(llama.plain_config(model))
+    except llama.Unsupported as why:
+        warnings.warn(f"fast sampler does not support this model ({why}); using the 'hf' backend", stacklevel=3)
+        return HFSampler(model, tokenizer, stop_ids=stop_ids, dtype=dtype)
+    return FastSampler(model, tokenizer, stop_ids=stop_ids, dtype=dtype)
+
+
+class FastSampler:
+    def __init__(self, model, tokenizer, *, stop_ids: list[int], dtype: str = "bfloat16"):
+        self.tokenizer = tokenizer
+        self.stop_ids = list(stop_ids)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_ids[0]
+        self.dtype = DTYPES[dtype]
+        self.sync(model)
+
+    def sync(self, model) -> None:
+        self.w = llama.load_weights(model, self.dtype)
+
+    @torch.inference_mode()
+    def generate(self, prompt_ids: list[list[int]], n: int, *, max_new_tokens: int, temperature: float = 1.0,
+                 top_p: float = 1.0, top_k: int = 0, generator: torch.Generator | None = None) -> Rollouts:
+        t0 = time.perf_counter()
+        per = max(1, MAX_ROWS // n)
+        rows, logps, finish, timings = [], [], [], {"prefill": 0.0, "decode": 0.0}
+        for c in range(0, len(prompt_ids), per):
+            chunk = _generate_chunk(self.w, prompt_ids[c: c + per], n, max_new_tokens, self.stop_ids,
+                                    dict(temperature=temperature, top_k=top_k, top_p=top_p, generator=generator))
+            rows += chunk[0]
+            logps += chunk[1]
+            finish += chunk[2]
+            for k in timings:
+                timings[k] += chunk[3][k]
+        ro = pack_rollouts(prompt_ids, n, rows, logps, finish, self.pad_id, self.tokenizer)
+        ro.num_prompt_tokens = sum(len(p) for p in prompt_ids)
+        ro.timings = timings
+        ro.seconds = time.perf_counter() - t0
+        return ro
+
+
+def _generate_chunk(w: llama.LlamaWeights, prompts: list[list[int]], G: int, max_new: int, stop_ids: list[int],
+                    sampling: dict) -> tuple[list[list[int]], list[torch.Tensor], list[str], dict]:
+    """Generate G samples for each of a few prompts. Returns per-row (tokens, logp, finish) and timings."""
+    t0 = time.perf_counter()
+    P, B = len(prompts), len(prompts) * G
+    cache = CascadeCache(len(w.layers), P, G, w.n_kv, w.head_dim, [len(p) for p in prompts], max_new, w.dtype,
+                         llama.softmax_scale(w))
+    first = []
+    for p, ids in enumerate(prompts):  # prefill: once per prompt, whatever G is
+        attend = llama.causal_attend_into(cache.pk[:, p], cache.pv[:, p], cache.scale)
+        hidden = llama.forward(w, torch.tensor(ids), torch.arange(len(ids)), attend)
+        first.append(llama.logits(w, hidden[-1:]).expand(G, -1))
+    tok, lp = sample_tokens(torch.cat(first), **sampling)
+    t1 = time.perf_counter()
+    out = torch.zeros(B, max(max_new, 1), dtype=torch.long)
+    out_lp = torch.zeros(B, max(max_new, 1), dtype=torch.float32)
+    lengths = torch.full((B,), max_new, dtype=torch.long)
+    stopped = torch.zeros(B, dtype=torch.bool)
+    stops = torch.tensor(stop_ids)
+    prompt_len = torch.tensor([len(p) for p in prompts]).repeat_interleave(G)
+    for t in range(max_new):
+        rows = cache.rows
+        out[rows, t], out_lp[rows, t] = tok, lp
+        done = torch.isin(tok, stops)
+        lengths[rows[done]] = t + 1
+        stopped[rows[done]] = True
+        if t + 1 == max_new or bool(done.all()):
+            break
+        if bool(done.any()):
+            cache.keep(~done)
+            tok = tok[~done]
+        cache.step = t
+        hidden = llama.forward(w, tok, prompt_len[cache.rows] + t, cache.attend)
+        tok, lp = sample_tokens(llama.logits(w, hidden), **sampling)
+    rows_out = [out[b, : lengths[b]].tolist() for b in range(B)]
+    logps_out = [out_lp[b, : lengths[b]] for b in range(B)]
+    finish = ["stop" if bool(s) else "length" for s in stopped]
+    return rows_out, logps_out, finish, {"prefill": t1 - t0, "decode": time.perf_counter() - t1}
