@@ -37,10 +37,10 @@ DEFAULTS: dict = {
         "workers": 2,
         "timeout_s": 5.0,
     },
-    "algorithm": {"preset": "grpo"},
+    "algorithm": {"preset": "grpo"},  # a preset name plus any field overrides, checked by rlvr.algorithms
     # Prompt selection by difficulty band: {} draws uniformly from the train split; otherwise
     # {"kind": "fixed" | "schedule" | "adaptive", ...} as rlvr.curriculum.build_curriculum reads it.
-    "curriculum": {},  # a preset name plus any field overrides, checked by rlvr.algorithms
+    "curriculum": {},
     "rollout": {
         "backend": "hf",
         "prompts_per_step": 4,   # P
