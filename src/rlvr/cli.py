@@ -28,9 +28,21 @@ def cmd_train(args) -> int:
 
 
 def cmd_run(args) -> int:
-    """The main job on the embedded default (for now: a short real GRPO run on the default preset)."""
-    args.config = args.config or args.preset
-    return cmd_train(args)
+    """The main job: start eval, RLVR, SFT baseline, evals, comparison and report; prints the summary."""
+    from rlvr.config import resolve
+    from rlvr.pipeline import run_main
+
+    sets = list(args.sets) + ([f"output_dir={args.output_dir}"] if args.output_dir else [])
+    if args.budget:
+        sets.append(f"train.time_budget_min={args.budget}")
+    cfg = resolve(args.config or args.preset, sets)
+    out = run_main(cfg, overwrite=args.overwrite)
+    print("\n" + out["compare_md"])
+    print(f"report:  {out['report']}")
+    for plot in out["plots"]:
+        print(f"plot:    {plot}")
+    print(f"wall time: {out['wall_s'] / 60:.1f} min")
+    return 0
 
 
 def cmd_verify(args) -> int:
@@ -67,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="the main job on the embedded default, end to end")
     _add_config_args(p)
     p.add_argument("--preset", default="default", help="named preset (see rlvr/presets)")
+    p.add_argument("--budget", type=float, help="minutes of RLVR training (trades time for quality)")
     p.set_defaults(func=cmd_run)
 
     from rlvr.evaluation import verbs as eval_verbs

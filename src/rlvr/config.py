@@ -62,6 +62,9 @@ DEFAULTS: dict = {
         "autocast": "none",
         "time_budget_min": 0.0,  # stop (and save) after this many minutes of training; 0 = no limit
     },
+    # Held-out evaluation in the main job (rlvr run): the same split, samples per problem and verifier for
+    # every model compared. limit = problems per split (spread over bands); 0 = all.
+    "eval": {"split": "heldout", "n": 4, "ks": [1, 4], "limit": 0, "greedy": True},
     "log": {
         "samples_every": 5,
         "checkpoint_every": 10,
