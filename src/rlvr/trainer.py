@@ -37,6 +37,11 @@ class TrainingAborted(RuntimeError):
     """The run stopped on purpose (repeated non-finite losses); the last checkpoint is intact."""
 
 
+# Non-finite losses in a row before the run stops: one is a fluke worth skipping, a streak means the run
+# has diverged (or the data is broken) and more steps would only burn time.
+MAX_BAD_STEPS = 3
+
+
 class PromptStream:
     """Training prompts in a fresh seeded permutation each epoch; the state is just the position."""
 
@@ -146,16 +151,22 @@ def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_con
                              "correct": f"{row['verdict/correct_frac']:.2f}", "s/step": f"{t2 - t0:.1f}"})
             bad_steps = bad_steps + 1 if upd.get("skipped") and len(batch) else 0
             last = step + 1 == c.train.steps
-            if (c.log.checkpoint_every and (step + 1) % c.log.checkpoint_every == 0) or last or stop.signum:
+            # reliability: read the flag once, so a signal landing between the save and the exit below cannot
+            # exit without a checkpoint (it is then handled after the next step instead).
+            signum = stop.signum
+            if (c.log.checkpoint_every and (step + 1) % c.log.checkpoint_every == 0) or last or signum:
                 ckpt.save_checkpoint(run.path / "checkpoints", step + 1, model=model, optimizer=optimizer,
                                      scheduler=scheduler, loop_state={"step": step + 1, "position": stream.position},
                                      keep=c.log.keep_checkpoints)
-            if bad_steps >= 3:
-                raise TrainingAborted(f"step {step}: non-finite loss or gradient {bad_steps} steps in a row; "
-                                      f"the update was skipped each time; lower train.lr or check the data")
-            if stop.signum:
+            if bad_steps >= MAX_BAD_STEPS:
                 bar.close()
-                code = 130 if stop.signum == signal.SIGINT else 143
+                kept = ckpt.latest_complete(run.path / "checkpoints")
+                raise TrainingAborted(f"step {step}: non-finite loss or gradient {bad_steps} steps in a row; "
+                                      f"the update was skipped each time; lower train.lr or check the data; "
+                                      f"last checkpoint: {kept or 'none'}")
+            if signum:
+                bar.close()
+                code = 130 if signum == signal.SIGINT else 143
                 print(f"stopped by signal at step {step + 1}; checkpoint saved; resume with --resume {run.path}")
                 raise SystemExit(code)
     save_policy(model, tokenizer, run.path / "final")
@@ -225,4 +236,4 @@ def _frozen_copy(model):
     return ref
 
 
-__all__ = ["train", "TrainingAborted", "RunDirError", "PromptStream"]
+__all__ = ["train", "TrainingAborted", "RunDirError", "PromptStream", "MAX_BAD_STEPS"]
