@@ -119,6 +119,18 @@ def test_sigterm_then_sigkill_then_resume_equals_uninterrupted(tmp_path, model_d
     assert_same_run(reference, run)
 
 
+def test_stop_flag_records_the_first_signal_and_a_second_ctrl_c_stops_now():
+    from rlvr.trainer import StopFlag
+
+    before = signal.getsignal(signal.SIGTERM)
+    with StopFlag() as stop:
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop.signum == signal.SIGINT  # the loop finishes its step, checkpoints and exits 130
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+    assert signal.getsignal(signal.SIGTERM) is before  # handlers restored after the loop
+
+
 def damage_missing_manifest(run):  # killed after the files, before the manifest (as if renamed early)
     (run / "checkpoints" / f"step-{STEPS}" / ckpt.MANIFEST).unlink()
 
@@ -151,15 +163,16 @@ def test_damaged_newest_checkpoint_is_never_trusted(tmp_path, reference, damage)
 
 @pytest.mark.parametrize("damage", [damage_killed_before_rename, damage_truncated_file])
 def test_killed_during_checkpoint_write_resumes_from_previous(tmp_path, model_dir, reference, damage):
-    # The state a kill during the last checkpoint write leaves: step-4 unusable, no final/, and a torn
-    # last metrics line (killed mid-append). The resume goes back to step-2 and redoes steps 2 and 3.
+    # The state a kill during the last checkpoint write leaves: step-4 unusable, no final/, and torn
+    # last lines in metrics.jsonl and samples.jsonl (killed mid-append). The resume goes back to step-2 and redoes steps 2 and 3.
     cfg = make_config(tmp_path, model_dir)
     run = Path(cfg["output_dir"])
     shutil.copytree(reference, run)
     shutil.rmtree(run / "final")
     damage(run)
-    with open(run / "metrics.jsonl", "a") as f:
-        f.write('{"step": 4, "reward/me')
+    for name in ("metrics.jsonl", "samples.jsonl"):
+        with open(run / name, "a") as f:
+            f.write('{"step": 4, "rew')
     atomic_write_text(run / "config.yaml", dump(cfg))  # the copied run, as if made at this path
     train(cfg, resume=True, quiet=True)
     assert not (run / "checkpoints" / f".tmp-step-{STEPS}").exists()
