@@ -28,7 +28,16 @@ from rlvr.trainer import TrainingAborted, train
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = 4
-fault_entry.register()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def faulty_kind():
+    """The fault-injecting reward kind, registered for this module only (other tests list the kinds)."""
+    from rlvr.verifiers.registry import KINDS
+
+    fault_entry.register()
+    yield
+    KINDS.pop(fault_entry.KIND, None)
 
 
 @pytest.fixture(scope="module")
@@ -201,7 +210,7 @@ def test_hung_and_dying_verifier_workers_cost_only_their_items(tmp_path, model_d
     plan_dir = tmp_path / "plan"
     plan_dir.mkdir()
     cfg = fault_config(tmp_path, model_dir, {"plan": ["sleep", "sleep", "exit", "exit"], "plan_dir": str(plan_dir)},
-                       **{"train.steps": 2, "reward.workers": 2, "reward.timeout_s": 0.3})
+                       **{"train.steps": 2, "reward.workers": 2, "reward.timeout_s": 1.0})
     run = train(cfg, quiet=True)
     rows = jsonl(run / "metrics.jsonl")
     assert [(r["verdict/timeout_frac"], r["verdict/error_frac"]) for r in rows] == [(2 / 8, 2 / 8), (0.0, 0.0)]
