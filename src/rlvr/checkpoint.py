@@ -19,6 +19,9 @@ from pathlib import Path
 import torch
 
 MANIFEST = "manifest.json"
+# reliability: a manifest must list all of these, so a manifest from a half-written or foreign folder
+# (listing fewer files) is not enough to trust it.
+REQUIRED = ("trainable.safetensors", "optim.pt", "loop_state.json")
 
 
 def _sha256(path: Path) -> str:
@@ -67,16 +70,33 @@ def save_checkpoint(ckpt_root: Path, step: int, *, model, optimizer, scheduler, 
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
+    _fsync_dir(ckpt_root)  # reliability: make the rename itself durable before older checkpoints are pruned
     _prune(ckpt_root, keep)
     return final
 
 
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # platforms that cannot open a folder (Windows): the rename is as durable as it gets
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def is_complete(path: Path) -> bool:
-    """True when the manifest exists and every file it lists is present with the recorded checksum."""
+    """True when the manifest exists, lists every REQUIRED file, and each listed file is present with the
+    recorded checksum."""
     manifest = Path(path) / MANIFEST
     try:
         files = json.loads(manifest.read_text())["files"]
-    except (OSError, ValueError, KeyError):
+        if not isinstance(files, dict) or not set(REQUIRED) <= set(files):
+            return False
+    except (OSError, ValueError, KeyError, TypeError):
         return False
     return all((Path(path) / name).exists() and _sha256(Path(path) / name) == digest for name, digest in files.items())
 

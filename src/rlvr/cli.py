@@ -96,12 +96,18 @@ def main(argv: list[str] | None = None) -> int:
     from rlvr.runlog import RunDirError
     from rlvr.tasks.base import DatasetError
 
+    from rlvr.trainer import TrainingAborted
+    from rlvr.update import MicroBatchOOM
+
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ConfigError, DatasetError, RunDirError) as e:
+    except (ConfigError, DatasetError, RunDirError) as e:  # bad input: nothing was started
         print(f"rlvr {args.verb}: {e}", file=sys.stderr)
         return 2
+    except (TrainingAborted, MicroBatchOOM) as e:  # stopped on purpose; the last checkpoint is intact
+        print(f"rlvr {args.verb}: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

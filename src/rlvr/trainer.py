@@ -38,6 +38,11 @@ class TrainingAborted(RuntimeError):
     """The run stopped on purpose (repeated non-finite losses); the last checkpoint is intact."""
 
 
+# Non-finite losses in a row before the run stops: one is a fluke worth skipping, a streak means the run
+# has diverged (or the data is broken) and more steps would only burn time.
+MAX_BAD_STEPS = 3
+
+
 class StopFlag:
     """Ctrl-C / SIGTERM ask the loop to finish the step in flight, checkpoint and exit (130 / 143)."""
 
@@ -149,16 +154,22 @@ def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_con
                              "no_ans": f"{row['verdict/no_answer_frac']:.2f}", "s/step": f"{t2 - t0:.1f}",
                              **({"val": f"{val['val/accuracy']:.2f}"} if val else {})})
             bad_steps = bad_steps + 1 if upd.get("skipped") and len(batch) else 0
-            if (c.log.checkpoint_every and (step + 1) % c.log.checkpoint_every == 0) or last or stop.signum:
+            # reliability: read the flag once, so a signal landing between the save and the exit below cannot
+            # exit without a checkpoint (it is then handled after the next step instead).
+            signum = stop.signum
+            if (c.log.checkpoint_every and (step + 1) % c.log.checkpoint_every == 0) or last or signum:
                 ckpt.save_checkpoint(run.path / "checkpoints", step + 1, model=model, optimizer=optimizer,
                                      scheduler=scheduler, loop_state={"step": step + 1, "prompts": stream.state_dict()},
                                      keep=c.log.keep_checkpoints)
-            if bad_steps >= 3:
-                raise TrainingAborted(f"step {step}: non-finite loss or gradient {bad_steps} steps in a row; "
-                                      f"the update was skipped each time; lower train.lr or check the data")
-            if stop.signum:
+            if bad_steps >= MAX_BAD_STEPS:
                 bar.close()
-                code = 130 if stop.signum == signal.SIGINT else 143
+                kept = ckpt.latest_complete(run.path / "checkpoints")
+                raise TrainingAborted(f"step {step}: non-finite loss or gradient {bad_steps} steps in a row; "
+                                      f"the update was skipped each time; lower train.lr or check the data; "
+                                      f"last checkpoint: {kept or 'none'}")
+            if signum:
+                bar.close()
+                code = 130 if signum == signal.SIGINT else 143
                 print(f"stopped by signal at step {step + 1}; checkpoint saved; resume with --resume {run.path}")
                 raise SystemExit(code)
             if last:
@@ -230,4 +241,4 @@ def _frozen_copy(model):
     return ref
 
 
-__all__ = ["train", "TrainingAborted", "RunDirError"]
+__all__ = ["train", "TrainingAborted", "RunDirError", "MAX_BAD_STEPS"]

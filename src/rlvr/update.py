@@ -17,6 +17,34 @@ from rlvr.logprobs import completion_logprobs
 from rlvr.losses import batch_counts, policy_loss
 
 
+class MicroBatchOOM(RuntimeError):
+    """Out of memory in one micro-batch; the message names its shape and the setting that shrinks it."""
+
+
+def _is_oom(e: BaseException) -> bool:
+    # torch raises torch.OutOfMemoryError on accelerators, a plain RuntimeError from the CPU allocator.
+    text = str(e).lower()
+    return isinstance(e, (MemoryError, torch.OutOfMemoryError)) or "out of memory" in text \
+        or "can't allocate memory" in text
+
+
+@contextlib.contextmanager
+def oom_report(batch, rows: list[int], micro_batch_size: int):
+    """Turn an out-of-memory inside a micro-batch's forward/backward into MicroBatchOOM naming its shape
+    (rows x prompt + completion tokens) and the hint; any other error passes through unchanged."""
+    try:
+        yield
+    except (RuntimeError, MemoryError) as e:
+        if not _is_oom(e):
+            raise
+        lp = max(len(batch.prompt_ids[r]) for r in rows)
+        t = max(int(batch.lengths[rows].max()), 1)
+        raise MicroBatchOOM(
+            f"out of memory in a micro-batch of {len(rows)} rows x {lp + t} tokens ({lp} prompt + {t} completion); "
+            f"lower train.micro_batch_size (now {micro_batch_size}) or rollout.max_new_tokens ({type(e).__name__}: "
+            f"{str(e)[:200]})") from e
+
+
 def micro_batches(rows: list[int], lengths: list[int], size: int) -> list[list[int]]:
     """Rows sorted by length (longest first), in chunks of `size`."""
     order = sorted(rows, key=lambda r: -lengths[r])
@@ -57,19 +85,23 @@ def update_policy(model, optimizer, batch, algo, *, pad_id: int, temperature: fl
     trainable = [p for p in model.parameters() if p.requires_grad]
     old = None
     if mu > 1:  # several passes: the ratio is against the policy that sampled, fixed before the first pass
-        old = {tuple(c): _forward(model, batch, c, pad_id, temperature, autocast)[0].detach() for c in chunks}
+        old = {}
+        for c in chunks:
+            with oom_report(batch, c, micro_batch_size):  # reliability: name the shape that ran out of memory
+                old[tuple(c)] = _forward(model, batch, c, pad_id, temperature, autocast)[0].detach()
     totals = {"loss": 0.0, "clip/low_frac": 0.0, "clip/high_frac": 0.0, "kl": 0.0, "train_tokens": 0}
     grad_norm = 0.0
     for _pass in range(mu):
         optimizer.zero_grad(set_to_none=True)
         for rows in chunks:
-            logp, t = _forward(model, batch, rows, pad_id, temperature, autocast)
-            mask = batch.mask[rows, :t]
-            ref = reference_logprobs(model, ref_model, batch, rows, pad_id, temperature, autocast) if algo.beta > 0 else None
-            loss, stats = policy_loss(logp, old[tuple(rows)] if old else None, batch.advantages[rows], mask,
-                                      ref_logp=ref, norm_len=norm_len, num_tokens=num_tokens, num_seqs=num_seqs,
-                                      **algo.loss_kwargs())
-            loss.backward()
+            with oom_report(batch, rows, micro_batch_size):  # reliability: name the shape that ran out of memory
+                logp, t = _forward(model, batch, rows, pad_id, temperature, autocast)
+                mask = batch.mask[rows, :t]
+                ref = reference_logprobs(model, ref_model, batch, rows, pad_id, temperature, autocast) if algo.beta > 0 else None
+                loss, stats = policy_loss(logp, old[tuple(rows)] if old else None, batch.advantages[rows], mask,
+                                          ref_logp=ref, norm_len=norm_len, num_tokens=num_tokens, num_seqs=num_seqs,
+                                          **algo.loss_kwargs())
+                loss.backward()
             tokens = float(mask.sum())
             totals["loss"] += float(loss.detach())
             totals["train_tokens"] += int(tokens)
