@@ -82,12 +82,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=float, help="minutes of RLVR training (trades time for quality)")
     p.set_defaults(func=cmd_run)
 
-    from rlvr.evaluation import verbs as eval_verbs
+    from rlvr import sft_verb
+    from rlvr.evaluation import eval_verb
+    from rlvr.evaluation import verbs as compare_verb
     from rlvr.verifiers import commands
 
+    sft_verb.add_parser(sub).set_defaults(func=sft_verb.run)
+    eval_verb.add_parser(sub).set_defaults(func=eval_verb.run)
+    compare_verb.add_parser(sub).set_defaults(func=compare_verb.run)
     commands.add_verify_parser(sub).set_defaults(func=cmd_verify)
     commands.add_audit_parser(sub).set_defaults(func=cmd_audit)
-    eval_verbs.add_parser(sub).set_defaults(func=eval_verbs.run)
     return parser
 
 

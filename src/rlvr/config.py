@@ -72,6 +72,19 @@ DEFAULTS: dict = {
         "eval_every": 0,      # greedy accuracy on validation problems every N steps (0 = never)
         "eval_problems": 60,  # how many validation problems (spread over the bands)
     },
+    # The supervised baseline (`rlvr sft`, rlvr.sft), read with the sections above: same model, LoRA, task,
+    # reward, rollout settings and seed, so that it differs from the RL run only in how it learns.
+    "sft": {
+        "source": "samples",         # "samples": rejection sampling from the starting model; "reference": dataset traces
+        "samples": 0,                # completions to sample; 0 = as many as the RL run samples (steps x P x G)
+        "match_run": "",             # an RL run directory: sample as many completions as its metrics.jsonl generated
+        "group_size": 0,             # samples per training prompt; 0 = rollout.group_size
+        "reference_field": "trace",  # source "reference": the dataset column holding a worked solution
+        "epochs": 2,                 # passes over the kept completions
+        "batch_size": 8,             # completions per optimizer step (micro-batched by train.micro_batch_size)
+        "lr": 1e-4,                  # supervised LoRA fine-tuning wants a larger step than the RL update
+        "output_dir": "",            # "" = <output_dir>-sft, so one config gives the RL and SFT runs side by side
+    },
 }
 # Values that are dicts/lists read by another component (which validates them itself).
 OPEN_KEYS = {"task.settings", "reward.terms", "algorithm", "curriculum", "model.lora.target_modules"}
@@ -80,6 +93,7 @@ CHOICES = {
     "train.lr_schedule": ("constant", "cosine"),
     "train.autocast": ("none", "bfloat16"),
     "rollout.backend": ("hf", "fast"),
+    "sft.source": ("samples", "reference"),
 }
 
 

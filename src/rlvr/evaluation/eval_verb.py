@@ -1,0 +1,107 @@
+"""`rlvr eval`: evaluate one model on one split, write records.jsonl, summary.json and summary.md.
+
+    rlvr eval --model smollm2-135m-instruct --task arithmetic --split heldout --n 4 --limit 60
+    rlvr eval --model runs/train            # a run directory: its own task, settings and reward
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("eval", help="held-out evaluation of one model, per difficulty band",
+                              description="Sample n completions per problem (plus one greedy), score them with the "
+                                          "training verifier, and report pass@k and greedy accuracy per band with "
+                                          "bootstrap CIs. Refuses a split that overlaps the training data.")
+    p.add_argument("--model", required=True, metavar="PATH_OR_ID_OR_RUNDIR",
+                   help="embedded model name, local folder, hub id, or a run directory (uses its final/merged "
+                        "model and its recorded task and reward)")
+    p.add_argument("--task", help="task name (default: the run directory's task)")
+    p.add_argument("--split", default="heldout", help="split to evaluate (default heldout)")
+    p.add_argument("--n", type=int, default=8, help="samples per problem (default 8)")
+    p.add_argument("--k", default="1,4,8", help="comma-separated k for pass@k (default 1,4,8; k > n is dropped)")
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--no-greedy", action="store_true", help="skip the greedy decode")
+    p.add_argument("--limit", type=int, help="evaluate N problems, taken evenly across bands")
+    p.add_argument("--backend", default="hf", choices=("hf", "fast"))
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", help="output folder (default RUNDIR/eval/SPLIT, else runs/eval/MODEL-TASK-SPLIT)")
+    p.add_argument("--allow-contaminated", action="store_true",
+                   help="evaluate even when the split overlaps the training data (reported in summary.json)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="task.settings.X=... or reward.X=... (repeatable)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+def parse_overrides(items: list[str]) -> tuple[dict, dict]:
+    """['task.settings.per_band=50', 'reward.workers=0'] -> (task settings, reward overrides)."""
+    from rlvr.config import ConfigError, parse_set
+
+    settings, reward = {}, {}
+    for item in items:
+        key = item.split("=", 1)[0].strip()
+        nested = parse_set(item)
+        if key.startswith("task.settings."):
+            settings.update(nested["task"]["settings"])
+        elif key.startswith("reward."):
+            reward.update(nested["reward"])
+        else:
+            raise ConfigError(f"--set {item!r}: rlvr eval takes task.settings.* or reward.* keys")
+    return settings, reward
+
+
+def default_out(args) -> Path:
+    from rlvr.evaluation.run_eval import is_run_dir
+
+    if is_run_dir(args.model):
+        return Path(args.model) / "eval" / args.split
+    slug = re.sub(r"[^\w.-]+", "_", f"{Path(args.model).name}-{args.task}-{args.split}")
+    return Path("runs") / "eval" / slug
+
+
+def _reward_cfg(args, overrides: dict) -> dict | None:
+    """None lets evaluate_model take the run's (or the default) reward; overrides apply on top of that."""
+    if not overrides:
+        return None
+    import copy
+
+    from rlvr.config import DEFAULTS
+    from rlvr.evaluation.run_eval import is_run_dir, read_run
+
+    base = read_run(args.model)[1]["reward"] if is_run_dir(args.model) else DEFAULTS["reward"]
+    return {**copy.deepcopy(base), **overrides}
+
+
+def run(args) -> int:
+    from rlvr.config import ConfigError
+    from rlvr.evaluation.hygiene import ContaminationError
+    from rlvr.evaluation.records import write_records
+    from rlvr.evaluation.run_eval import evaluate_model
+    from rlvr.evaluation.summary import summary_markdown, write_summary
+
+    try:
+        ks = [int(k) for k in args.k.split(",") if k.strip()]
+        settings, reward_over = parse_overrides(args.sets)
+        records, summary = evaluate_model(
+            args.model, args.task, split=args.split, n=args.n, ks=ks, temperature=args.temperature,
+            max_new_tokens=args.max_new_tokens, greedy=not args.no_greedy, reward_cfg=_reward_cfg(args, reward_over),
+            backend=args.backend, seed=args.seed, allow_contaminated=args.allow_contaminated, limit=args.limit,
+            progress=not args.quiet, task_settings=settings)
+    except (ContaminationError, ConfigError, FileNotFoundError, ValueError) as e:
+        print(f"rlvr eval: {e}", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else default_out(args)
+    write_records(records, out / "records.jsonl")
+    write_summary(summary, out, name="summary")
+    print(summary_markdown(summary))
+    h = summary["hygiene"]
+    print(f"hygiene: {h['contaminated']} contaminated problems against {h['train_problems']} training problems; "
+          f"{h['leaks']} prompts contain their gold answer (see summary.json)")
+    print(f"wall time {summary['setup']['wall_s']:.1f} s; wrote {out}/records.jsonl, summary.json, summary.md")
+    return 0

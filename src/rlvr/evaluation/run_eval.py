@@ -1,0 +1,196 @@
+"""Evaluate a real model: load it (by name, from memory, or from a run directory), check the split for
+contamination and leaks, sample through the rollout sampler, score with the training reward, summarise.
+
+    records, summary = evaluate_model("runs/train", "arithmetic", split="heldout", n=8)
+
+A run directory (one holding config.yaml and final/merged) is evaluated with the reward and task settings
+it was trained with, so "the same verifier the training used" is not left to the user to repeat; its
+training split is what contamination is checked against.
+
+Determinism: one torch generator seeded from `seed` feeds every sampling call in order, so the same model,
+problems, n and batch size give the same completions. Problems are batched so that one `generate` call
+holds about `rows_per_call` sequences: the HF sampler keeps (rows, T, vocab) logits, so a wide batch costs
+memory (32 rows x 128 tokens x 49k vocab is ~0.8 GB in float32).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from tqdm.auto import tqdm
+
+from rlvr.batch import encode_prompt
+from rlvr.config import DEFAULTS
+from rlvr.evaluation.driver import evaluate
+from rlvr.evaluation.hygiene import check_contamination, find_leaks
+from rlvr.evaluation.summary import summarize
+from rlvr.tasks.base import Problem
+
+ROWS_PER_CALL = 32
+
+
+def is_run_dir(path) -> bool:
+    p = Path(str(path))
+    return p.is_dir() and (p / "config.yaml").exists()
+
+
+def read_run(path) -> tuple[Path, dict]:
+    """(final/merged folder, resolved config) of a training or SFT run directory."""
+    import yaml
+
+    path = Path(path)
+    merged = path / "final" / "merged"
+    if not (merged / "config.json").exists():
+        raise FileNotFoundError(f"{path} is a run directory without a final model ({merged} is missing); "
+                                f"is it still training?")
+    return merged, yaml.safe_load((path / "config.yaml").read_text())
+
+
+def limit_problems(problems: Sequence[Problem], limit: int | None) -> list[Problem]:
+    """The first `limit` problems taken evenly across bands (round robin in band order), kept in their
+    original order, so that a small evaluation still reports every band."""
+    if not limit or limit >= len(problems):
+        return list(problems)
+    by_band: dict[str, list[int]] = {}
+    for i, p in enumerate(problems):
+        by_band.setdefault(p.band, []).append(i)
+    queues, chosen = [list(v) for v in by_band.values()], []
+    while len(chosen) < limit:
+        for q in queues:
+            if q and len(chosen) < limit:
+                chosen.append(q.pop(0))
+    return [problems[i] for i in sorted(chosen)]
+
+
+def _stop_ids(model, tokenizer) -> list[int]:
+    eos = model.config.eos_token_id
+    extra = eos if isinstance(eos, list) else [eos] if isinstance(eos, int) else []
+    return sorted({tokenizer.eos_token_id, *extra})
+
+
+class _Generate:
+    """The driver's policy_generate over a rollout sampler: chats -> token ids -> n texts per prompt."""
+
+    def __init__(self, sampler, tokenizer, max_new_tokens: int, seed: int):
+        self.sampler, self.tokenizer, self.max_new_tokens = sampler, tokenizer, max_new_tokens
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def __call__(self, chats: list[list[dict]], n: int, temperature: float) -> list[list[str]]:
+        ids = [encode_prompt(self.tokenizer, chat) for chat in chats]
+        ro = self.sampler.generate(ids, n, max_new_tokens=self.max_new_tokens, temperature=temperature,
+                                   generator=self.generator)
+        return [ro.texts[i * n:(i + 1) * n] for i in range(len(chats))]
+
+
+class _Tracked:
+    """The reward, counting verdicts into a progress bar: running pass@1 of the sampled pass, then greedy.
+    The driver scores every sampled batch before any greedy one, so the first `n_sampled` rows are sampled."""
+
+    def __init__(self, reward, bar, n_sampled: int):
+        self.reward, self.bar, self.n_sampled = reward, bar, n_sampled
+        self.seen = {"sampled": [0, 0], "greedy": [0, 0]}
+
+    def __call__(self, completions, problems):
+        result = self.reward(completions, problems)
+        for v in result.verdicts:
+            done = self.seen["sampled"][1] + self.seen["greedy"][1]
+            counts = self.seen["sampled" if done < self.n_sampled else "greedy"]
+            counts[0] += v.status == "correct"
+            counts[1] += 1
+        post = {mode: f"{c / t:.3f}" for mode, (c, t) in self.seen.items() if t}
+        self.bar.set_postfix({("pass@1" if k == "sampled" else k): v for k, v in post.items()})
+        self.bar.update(len(completions))
+        return result
+
+
+def resolve_model(model_or_path, task, task_settings: dict | None, reward_cfg: dict | None):
+    """Returns (model, tokenizer, task object, task settings, reward config, training problems or None, label).
+
+    A run directory supplies its reward config, and its task settings when `task` is its task's name
+    (or None); its training split is returned for the contamination check."""
+    from rlvr.models import load_policy
+    from rlvr.tasks import load_task
+
+    settings = dict(task_settings or {})
+    run_train = None
+    if isinstance(model_or_path, tuple):
+        (model, tokenizer), label = model_or_path, "in-memory model"
+    elif is_run_dir(model_or_path):
+        merged, cfg = read_run(model_or_path)
+        model, tokenizer = load_policy(str(merged), "float32")
+        label = str(model_or_path)
+        reward_cfg = reward_cfg or cfg["reward"]
+        run_task = load_task(cfg["task"]["name"], **cfg["task"]["settings"])
+        run_train = run_task.problems("train")
+        if task is None or task == cfg["task"]["name"]:
+            task, settings = cfg["task"]["name"], {**cfg["task"]["settings"], **settings}
+    else:
+        model, tokenizer = load_policy(str(model_or_path), "float32")
+        label = str(model_or_path)
+    if task is None:
+        raise ValueError("no task given (only a run directory records its own)")
+    task_obj = load_task(task, **settings) if isinstance(task, str) else task
+    return model, tokenizer, task_obj, settings, reward_cfg or DEFAULTS["reward"], run_train, label
+
+
+def hygiene_report(train: Sequence[Problem], problems: Sequence[Problem], split: str,
+                   allow_contaminated: bool) -> dict:
+    """Contamination against the training data (refused unless allowed) and gold-in-prompt leaks."""
+    overlaps = check_contamination(train, problems, name=f"split {split!r}", allow_contaminated=allow_contaminated)
+    leaks = find_leaks(problems)
+    return {"train_problems": len(train), "contaminated": len({o.eval_id for o in overlaps}),
+            "overlaps": [asdict(o) for o in overlaps[:20]], "leaks": len(leaks),
+            "leak_examples": [asdict(x) for x in leaks[:10]]}
+
+
+def evaluate_model(model_or_path, task=None, split: str = "heldout", n: int = 8, ks: Sequence[int] = (1, 4, 8),
+                   temperature: float = 1.0, max_new_tokens: int = 128, greedy: bool = True,
+                   reward_cfg: dict | None = None, backend: str = "hf", seed: int = 0,
+                   train_problems: Sequence[Problem] | None = None, allow_contaminated: bool = False,
+                   limit: int | None = None, progress: bool = True, task_settings: dict | None = None,
+                   rows_per_call: int = ROWS_PER_CALL, n_boot: int = 2000):
+    """Evaluate a model on one split of a task; returns (records, summary).
+
+    model_or_path: an embedded name, local folder or hub id; a run directory; or (model, tokenizer).
+    task: a task name (with task_settings) or a task object; None only with a run directory.
+    train_problems: what contamination is checked against (default: the run's, else the task's train split).
+    The summary is evaluation.summarize's dict plus "setup" (what was run, wall time) and "hygiene".
+    Raises ContaminationError before any sampling when the split overlaps the training data.
+    """
+    from rlvr.sampling import make_sampler
+    from rlvr.verifiers.compose import build_reward
+
+    ks = sorted({k for k in ks if k <= n} | {1})
+    model, tokenizer, task_obj, settings, reward_cfg, run_train, label = resolve_model(
+        model_or_path, task, task_settings, reward_cfg)
+    reward = build_reward(reward_cfg)
+    problems = limit_problems(task_obj.problems(split), limit)
+    if not problems:
+        raise ValueError(f"split {split!r} of task {getattr(task_obj, 'name', task)!r} has no problems")
+    train = list(train_problems if train_problems is not None else
+                 run_train if run_train is not None else task_obj.problems("train"))
+    hygiene = hygiene_report(train, problems, split, allow_contaminated)
+    t0 = time.perf_counter()
+    model.eval()
+    sampler = make_sampler(backend, model, tokenizer, stop_ids=_stop_ids(model, tokenizer))
+    total = len(problems) * (n + int(greedy))
+    with tqdm(total=total, desc=f"rlvr eval {split}", unit="completion", disable=not progress) as bar:
+        records = evaluate(_Generate(sampler, tokenizer, max_new_tokens, seed), _Tracked(reward, bar, len(problems) * n),
+                           problems, n=n, ks=ks, temperature=temperature, greedy=greedy, to_messages=task_obj.messages,
+                           batch_size=max(1, rows_per_call // n))
+    wall = time.perf_counter() - t0
+    summary = summarize(records, ks=ks, n_boot=n_boot, seed=seed, label=f"{label} on {split}")
+    summary["setup"] = {"model": label, "task": getattr(task_obj, "name", str(task)),
+                        "task_settings": settings, "split": split, "n": n,
+                        "temperature": temperature, "max_new_tokens": max_new_tokens, "greedy": greedy,
+                        "backend": backend, "seed": seed, "limit": limit, "reward": reward_cfg,
+                        "wall_s": round(wall, 2)}
+    summary["hygiene"] = hygiene
+    return records, summary
+
+
+__all__ = ["evaluate_model", "limit_problems", "is_run_dir", "read_run", "hygiene_report"]

@@ -1,0 +1,242 @@
+"""The supervised baseline: rejection-sampling fine-tuning (RFT), or SFT on a dataset's reference traces.
+
+    run = sft(resolve("default"))     # -> runs/train-sft/{config.yaml, metrics.jsonl, kept.jsonl, final/}
+
+1. Collect. Sample G completions per training prompt from the starting model (the rollout settings of the RL
+   run), score them with the RL run's reward, and keep those whose correctness verdict is "correct" and that
+   ended with a stop token (a truncated one would teach the model not to stop), deduplicated per problem by
+   whitespace-normalised text. With `sft.source: reference` the dataset's traces are the data instead.
+2. Fine-tune. The same LoRA as the RL run; the loss is the mean next-token negative log-likelihood over the
+   completion tokens of the optimizer batch; prompt tokens are context only and never targets.
+
+Matched compute: the RL run's cost on CPU is dominated by sampling, so the budget is the number of sampled
+completions: `sft.samples`, or (0) what the RL config samples (train.steps x prompts_per_step x group_size),
+or what a finished RL run (`sft.match_run`) actually generated, dynamic-sampling extra rounds included.
+The fine-tuning pass then costs sft.epochs forward/backward passes over the kept completions, which is
+at most what the RL update spends on the same completions once each.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+from tqdm.auto import tqdm
+
+from rlvr.batch import encode_prompt
+from rlvr.config import ConfigError, as_namespace, dump
+from rlvr.logprobs import completion_logprobs
+from rlvr.runlog import RunDir, atomic_write_text, read_jsonl
+from rlvr.tasks.base import DatasetError
+
+ROWS_PER_CALL = 32  # sequences per sampler call: the HF sampler holds (rows, T, vocab) logits
+
+
+def sample_budget(cfg: dict) -> int:
+    """Completions to sample: sft.samples, else what sft.match_run generated, else the RL config's count."""
+    s, r = cfg["sft"], cfg["rollout"]
+    if s["samples"] > 0:
+        return s["samples"]
+    if s["match_run"]:
+        import yaml
+
+        run = Path(s["match_run"])
+        rows = read_jsonl(run / "metrics.jsonl", skip_torn=True)
+        if not rows:
+            raise ConfigError(f"sft.match_run: {run} has no metrics.jsonl rows to match")
+        g = yaml.safe_load((run / "config.yaml").read_text())["rollout"]["group_size"]
+        return int(sum(row.get("dynamic_sampling/generated_groups", r["prompts_per_step"]) for row in rows) * g)
+    return cfg["train"]["steps"] * r["prompts_per_step"] * r["group_size"]
+
+
+def collect_correct(sampler, tokenizer, task, reward, problems, *, budget: int, group_size: int, rollout,
+                    seed: int, progress=None) -> tuple[list[dict], dict]:
+    """Sample `budget` completions (group_size per prompt, prompts in a seeded order, cycling if needed) and
+    keep the verifier-correct, stop-terminated, distinct ones. Returns (examples, stats); an example is
+    {problem_id, band, prompt, prompt_ids, completion_ids, completion, extracted}."""
+    order = list(range(len(problems)))
+    random.Random(f"{seed}-sft").shuffle(order)
+    per_call = max(1, ROWS_PER_CALL // group_size)
+    kept, seen = [], set()
+    stats = {"generated": 0, "correct": 0, "correct_truncated": 0, "duplicates": 0, "prompts": 0}
+    position, n_round = 0, 0
+    while stats["generated"] < budget:
+        want = min(per_call, math.ceil((budget - stats["generated"]) / group_size))
+        batch = [problems[order[(position + i) % len(order)]] for i in range(want)]
+        position, n_round = position + want, n_round + 1
+        ids = [encode_prompt(tokenizer, task.messages(p)) for p in batch]
+        generator = torch.Generator().manual_seed(seed * 1_000_003 + n_round)
+        ro = sampler.generate(ids, group_size, max_new_tokens=rollout.max_new_tokens, temperature=rollout.temperature,
+                              top_p=rollout.top_p, top_k=rollout.top_k, generator=generator)
+        owners = [batch[g] for g in ro.group_ids.tolist()]
+        verdicts = reward(ro.texts, owners).verdicts
+        for row, (p, v) in enumerate(zip(owners, verdicts)):
+            if v.status != "correct":
+                continue
+            stats["correct"] += 1
+            if ro.finish[row] != "stop":
+                stats["correct_truncated"] += 1
+                continue
+            key = (p.id, " ".join(ro.texts[row].split()))
+            if key in seen:
+                stats["duplicates"] += 1
+                continue
+            seen.add(key)
+            length = int(ro.mask[row].sum())
+            kept.append({"problem_id": p.id, "band": p.band, "prompt": p.prompt, "prompt_ids": ids[int(ro.group_ids[row])],
+                         "completion_ids": ro.completion_ids[row, :length].tolist(), "completion": ro.texts[row],
+                         "extracted": v.extracted})
+        stats["generated"] += len(owners)
+        stats["prompts"] += len(batch)
+        if progress is not None:
+            progress.update(len(owners))
+            progress.set_postfix({"correct": f"{stats['correct'] / stats['generated']:.3f}", "kept": len(kept)})
+    stats["kept"], stats["problems_kept"] = len(kept), len({e["problem_id"] for e in kept})
+    return kept, stats
+
+
+def reference_examples(tokenizer, task, problems, field: str) -> list[dict]:
+    """The dataset's own worked solutions (problem.meta[field]) as completions ending in the stop token."""
+    out = []
+    for p in problems:
+        trace = p.meta.get(field) if isinstance(p.meta, dict) else None
+        if not trace:
+            continue
+        ids = tokenizer(str(trace), add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        out.append({"problem_id": p.id, "band": p.band, "prompt": p.prompt,
+                    "prompt_ids": encode_prompt(tokenizer, task.messages(p)), "completion_ids": ids,
+                    "completion": str(trace), "extracted": None})
+    if not out:
+        raise DatasetError(f"sft.source=reference: no training problem has a {field!r} column")
+    return out
+
+
+def completion_nll(model, prompts: list[list[int]], completion_ids: torch.Tensor, mask: torch.Tensor, *,
+                   pad_id: int, num_tokens: float) -> torch.Tensor:
+    """Sum over completion tokens of -log p(token | prompt, earlier tokens), divided by num_tokens.
+
+    prompts: b lists of ids; completion_ids, mask: (b, T). Prompt tokens are never targets; padding
+    positions are zeroed with where (not multiplied), so a non-finite value there cannot leak in.
+    With num_tokens = the optimizer batch's token count, micro-batch losses sum to the batch's token mean.
+    """
+    logp, _ = completion_logprobs(model, prompts, completion_ids, mask, pad_id=pad_id)
+    return -torch.where(mask > 0, logp, torch.zeros_like(logp)).sum() / num_tokens
+
+
+def pad_examples(examples: list[dict], pad_id: int) -> tuple[list[list[int]], torch.Tensor, torch.Tensor]:
+    """(prompts, completion_ids (b, T), mask (b, T)) right-padded to the longest completion."""
+    t = max(len(e["completion_ids"]) for e in examples)
+    ids = torch.full((len(examples), t), pad_id, dtype=torch.long)
+    mask = torch.zeros(len(examples), t)
+    for i, e in enumerate(examples):
+        ids[i, :len(e["completion_ids"])] = torch.tensor(e["completion_ids"])
+        mask[i, :len(e["completion_ids"])] = 1.0
+    return [e["prompt_ids"] for e in examples], ids, mask
+
+
+def fine_tune(model, examples: list[dict], *, sft, train, pad_id: int, seed: int, run: RunDir, quiet: bool) -> int:
+    """sft.epochs passes over the examples in seeded order, sft.batch_size per optimizer step; one metrics
+    line per step (loss = token-mean NLL of that batch). Returns the number of steps taken."""
+    from rlvr.trainer import make_scheduler
+    from rlvr.update import micro_batches
+
+    per_epoch = math.ceil(len(examples) / sft.batch_size)
+    total = sft.epochs * per_epoch
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=sft.lr, weight_decay=train.weight_decay)
+    scheduler = make_scheduler(optimizer, SimpleNamespace(steps=total, warmup_steps=train.warmup_steps,
+                                                          lr_schedule=train.lr_schedule))
+    model.train()
+    step = 0
+    with tqdm(total=total, desc="rlvr sft", disable=quiet) as bar:
+        for epoch in range(sft.epochs):
+            order = list(range(len(examples)))
+            random.Random(f"{seed}-sft-epoch-{epoch}").shuffle(order)
+            for start in range(0, len(order), sft.batch_size):
+                t0 = time.perf_counter()
+                rows = [examples[i] for i in order[start:start + sft.batch_size]]
+                num_tokens = float(sum(len(e["completion_ids"]) for e in rows))
+                optimizer.zero_grad(set_to_none=True)
+                loss_sum = 0.0
+                for chunk in micro_batches(list(range(len(rows))), [len(e["completion_ids"]) for e in rows],
+                                           train.micro_batch_size):
+                    prompts, ids, mask = pad_examples([rows[i] for i in chunk], pad_id)
+                    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=train.autocast == "bfloat16"):
+                        loss = completion_nll(model, prompts, ids, mask, pad_id=pad_id, num_tokens=num_tokens)
+                    loss.backward()
+                    loss_sum += float(loss.detach())
+                grad_norm = float(torch.nn.utils.clip_grad_norm_(trainable, train.max_grad_norm))
+                lr = scheduler.get_last_lr()[0]
+                if math.isfinite(loss_sum) and math.isfinite(grad_norm):
+                    optimizer.step()
+                scheduler.step()
+                run.append(run.metrics_path, [{"step": step, "epoch": epoch, "loss": loss_sum, "grad_norm": grad_norm,
+                                               "lr": lr, "tokens": int(num_tokens), "rows": len(rows),
+                                               "time/step": time.perf_counter() - t0}])
+                bar.update(1)
+                bar.set_postfix({"loss": f"{loss_sum:.3f}"})
+                step += 1
+    return step
+
+
+def sft_output_dir(cfg: dict) -> str:
+    return cfg["sft"]["output_dir"] or f"{cfg['output_dir'].rstrip('/')}-sft"
+
+
+def sft(cfg: dict, policy=None, quiet: bool = False, overwrite: bool = False) -> Path:
+    """Run the supervised baseline as configured (rlvr.config.resolve, with its `sft` section); returns the
+    run directory. `policy` = (model, tokenizer) overrides loading by name (tests use a tiny model)."""
+    from rlvr.models import add_lora, load_policy, save_policy
+    from rlvr.sampling import make_sampler
+    from rlvr.tasks import load_task
+    from rlvr.verifiers.compose import build_reward
+
+    c = as_namespace(cfg)
+    reward = build_reward(cfg["reward"])
+    task = load_task(c.task.name, **cfg["task"]["settings"])
+    problems = task.problems("train")
+    if not problems:
+        raise DatasetError(f"task {c.task.name!r} has no training problems")
+    budget = sample_budget(cfg) if c.sft.source == "samples" else 0
+    run = RunDir(sft_output_dir(cfg), overwrite=overwrite)
+    run.write_config(dump(cfg))
+    torch.manual_seed(c.seed)
+    model, tokenizer = policy or load_policy(c.model.name, c.model.dtype)
+    pad_id = tokenizer.pad_token_id
+    t0 = time.perf_counter()
+    if c.sft.source == "reference":
+        examples, stats = reference_examples(tokenizer, task, problems, c.sft.reference_field), {}
+    else:
+        stop_ids = sorted({tokenizer.eos_token_id, *([model.config.eos_token_id]
+                                                      if isinstance(model.config.eos_token_id, int) else [])})
+        sampler = make_sampler(c.rollout.backend, model.eval(), tokenizer, stop_ids=stop_ids)
+        with tqdm(total=budget, desc="rlvr sft: sampling", unit="completion", disable=quiet) as bar:
+            examples, stats = collect_correct(sampler, tokenizer, task, reward, problems, budget=budget,
+                                              group_size=c.sft.group_size or c.rollout.group_size,
+                                              rollout=c.rollout, seed=c.seed, progress=bar)
+        del sampler
+    stats.update({"source": c.sft.source, "budget_completions": budget, "examples": len(examples),
+                  "time/collect": time.perf_counter() - t0})
+    run.append(run.path / "kept.jsonl", [{k: v for k, v in e.items() if not k.endswith("_ids")} for e in examples])
+    if c.model.lora.enabled:
+        lc = c.model.lora
+        model = add_lora(model, r=lc.r, alpha=lc.alpha, dropout=lc.dropout, target_modules=lc.target_modules)
+    t1 = time.perf_counter()
+    steps = 0
+    if examples:
+        steps = fine_tune(model, examples, sft=c.sft, train=c.train, pad_id=pad_id, seed=c.seed, run=run, quiet=quiet)
+    elif not quiet:
+        print("rlvr sft: no verifier-correct completions were sampled; the final model is the starting model")
+    stats.update({"steps": steps, "time/train": time.perf_counter() - t1})
+    import json
+
+    atomic_write_text(run.path / "sft_data.json", json.dumps(stats, indent=2) + "\n")
+    save_policy(model, tokenizer, run.path / "final")
+    return run.path
+
+
+__all__ = ["sft", "collect_correct", "reference_examples", "completion_nll", "sample_budget", "sft_output_dir"]

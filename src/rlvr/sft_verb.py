@@ -1,0 +1,33 @@
+"""`rlvr sft CONFIG [--set ...]`: the supervised baseline from the same config file as `rlvr train`.
+
+    rlvr sft default --set sft.match_run=runs/train     # as many sampled completions as that RL run
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("sft", help="supervised baseline: fine-tune on verifier-correct samples",
+                              description="Rejection-sampling fine-tuning: sample from the starting model on the "
+                                          "training split, keep the completions the verifier marks correct, and "
+                                          "fine-tune on them (LoRA, as the RL run) with a matched sampling budget. "
+                                          "Settings: the `sft` section of the config.")
+    p.add_argument("config", nargs="?", help="YAML config file or preset name (default: built-in defaults)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one config value, e.g. --set sft.epochs=3 (repeatable)")
+    p.add_argument("--output-dir", help="run directory (same as --set sft.output_dir=...; default OUTPUT_DIR-sft)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    return p
+
+
+def run(args) -> int:
+    from rlvr.config import resolve
+    from rlvr.sft import sft
+
+    sets = list(args.sets) + ([f"sft.output_dir={args.output_dir}"] if args.output_dir else [])
+    path = sft(resolve(args.config, sets), quiet=args.quiet, overwrite=args.overwrite)
+    print(f"run directory: {path}")
+    return 0

@@ -1,0 +1,125 @@
+"""evaluate_model and `rlvr eval` end to end on a tiny random Llama with the real tokenizer: the records and
+the summary agree, a run directory's recorded reward and task are reused, a contaminated split is refused
+before any sampling, and the same seed gives the same completions."""
+
+import json
+
+import pytest
+import yaml
+
+from conftest import make_tiny_llama
+from rlvr.evaluation.hygiene import ContaminationError
+from rlvr.evaluation.records import read_records
+from rlvr.evaluation.run_eval import evaluate_model, limit_problems
+from rlvr.tasks.base import Problem
+
+# First character of the completion in a-m: a random model meets it about half the time.
+FIRST_CHAR = {"terms": [{"name": "first_char", "kind": "regex", "weight": 1.0, "pattern": "^\\s*(\\S)",
+                         "gold_is_pattern": True}], "workers": 0}
+NEVER = {"terms": [{"name": "never", "kind": "regex", "weight": 1.0, "pattern": "(?!x)x"}], "workers": 0}
+
+
+def write_rows(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+def splits(tmp_path, heldout_extra=()):
+    train = [{"id": f"t{i}", "prompt": f"Tell me a story about the number {i}.", "answer": "[a-m]"} for i in range(10)]
+    heldout = [{"id": f"h{i}", "prompt": f"Name a colour, please, for case {i}.", "answer": "[a-m]",
+                "band": ["easy", "hard"][i % 2]} for i in range(6)]
+    return {"train": write_rows(tmp_path / "train.jsonl", train),
+            "heldout": write_rows(tmp_path / "heldout.jsonl", heldout + list(heldout_extra))}
+
+
+def test_records_and_summary_add_up(tmp_path, tokenizer):
+    policy = (make_tiny_llama(len(tokenizer)), tokenizer)
+    records, summary = evaluate_model(policy, "jsonl", task_settings={"splits": splits(tmp_path)}, n=4, ks=(1, 2, 4, 8),
+                                      max_new_tokens=6, reward_cfg=FIRST_CHAR, progress=False, n_boot=200)
+    sampled = [r for r in records if r.mode == "sampled"]
+    greedy = [r for r in records if r.mode == "greedy"]
+    assert len(sampled) == 6 * 4 and len(greedy) == 6
+    assert summary["ks"] == [1, 2, 4]  # k > n dropped instead of failing after sampling
+    assert list(summary["bands"]) == ["easy", "hard"]
+    assert [b["n_problems"] for b in summary["bands"].values()] == [3, 3]
+    overall = summary["overall"]
+    assert overall["n_problems"] == 6 and overall["samples_per_problem"] == 4
+    assert overall["pass@k"]["1"]["value"] == pytest.approx(sum(r.correct for r in sampled) / 24)
+    assert overall["greedy"]["value"] == pytest.approx(sum(r.correct for r in greedy) / 6)
+    assert sum(overall["status"].values()) == pytest.approx(1.0)
+    assert 0 < overall["pass@k"]["1"]["value"] < 1  # the regex reward really ran on real completions
+    assert summary["hygiene"] == {"train_problems": 10, "contaminated": 0, "overlaps": [], "leaks": 0,
+                                  "leak_examples": []}
+    # same seed, same completions
+    again, _ = evaluate_model((policy[0], tokenizer), "jsonl", task_settings={"splits": splits(tmp_path)}, n=4, ks=(1,),
+                              max_new_tokens=6, reward_cfg=FIRST_CHAR, progress=False, n_boot=50)
+    assert [r.completion for r in again] == [r.completion for r in records]
+
+
+def test_contaminated_split_is_refused_before_sampling(tmp_path, tokenizer):
+    copy = {"id": "dup", "prompt": "  TELL me a story   about the number 3 ", "answer": "[a-m]"}
+    task = {"splits": splits(tmp_path, [copy])}
+    with pytest.raises(ContaminationError, match="1 of 7 problems overlap"):
+        evaluate_model(("not a model", tokenizer), "jsonl", task_settings=task, n=2, reward_cfg=FIRST_CHAR,
+                       progress=False)
+    _, summary = evaluate_model((make_tiny_llama(len(tokenizer)), tokenizer), "jsonl", task_settings=task, n=2,
+                                ks=(1,), max_new_tokens=4, reward_cfg=FIRST_CHAR, allow_contaminated=True,
+                                progress=False, n_boot=50)
+    assert summary["hygiene"]["contaminated"] == 1
+    assert summary["hygiene"]["overlaps"][0]["eval_id"] == "dup"
+
+
+def make_run_dir(tmp_path, tokenizer):
+    """A finished run as training leaves it: config.yaml with its task and reward, final/merged."""
+    from rlvr.config import resolve
+    from rlvr.models import save_policy
+
+    run = tmp_path / "run"
+    cfg = resolve(None, ["task.name=jsonl"])
+    cfg["task"]["settings"] = {"splits": splits(tmp_path)}
+    cfg["reward"] = NEVER
+    run.mkdir()
+    (run / "config.yaml").write_text(yaml.safe_dump(cfg))
+    save_policy(make_tiny_llama(len(tokenizer)), tokenizer, run / "final")
+    return run
+
+
+def test_run_dir_reuses_its_reward_and_task(tmp_path, tokenizer):
+    run = make_run_dir(tmp_path, tokenizer)
+    records, summary = evaluate_model(run, n=2, ks=(1,), max_new_tokens=4, greedy=False, progress=False, n_boot=50)
+    assert summary["setup"]["reward"] == NEVER and summary["setup"]["task"] == "jsonl"
+    assert len(records) == 12 and {r.status for r in records} == {"no_answer"}  # the run's reward, not ours
+    assert summary["overall"]["status"]["no_answer"] == 1.0
+
+
+def test_eval_verb_writes_its_files(tmp_path, tokenizer, capsys):
+    import argparse
+
+    from rlvr.evaluation import eval_verb
+
+    run = make_run_dir(tmp_path, tokenizer)
+    parser = argparse.ArgumentParser()
+    eval_verb.add_parser(parser.add_subparsers(dest="verb"))
+    args = parser.parse_args(["eval", "--model", str(run), "--n", "2", "--k", "1,2", "--max-new-tokens", "4",
+                              "--limit", "4", "--quiet", "--set", "reward.workers=0"])
+    assert eval_verb.run(args) == 0
+    out = run / "eval" / "heldout"
+    records = read_records(out / "records.jsonl")
+    summary = json.loads((out / "summary.json").read_text())
+    assert len(records) == 4 * 2 + 4 and summary["overall"]["n_problems"] == 4
+    assert [b["n_problems"] for b in summary["bands"].values()] == [2, 2]  # --limit takes bands evenly
+    assert "| **all** | 4 | 2 |" in (out / "summary.md").read_text()
+    assert "pass@1" in capsys.readouterr().out
+    bad = parser.parse_args(["eval", "--model", str(run), "--set", "model.name=x"])
+    assert eval_verb.run(bad) == 2
+
+
+@pytest.mark.parametrize("limit, expected", [
+    (None, ["a0", "a1", "a2", "b0", "c0", "c1"]),
+    (3, ["a0", "b0", "c0"]),
+    (4, ["a0", "a1", "b0", "c0"]),
+    (5, ["a0", "a1", "b0", "c0", "c1"]),  # b is exhausted, the others keep taking turns
+])
+def test_limit_takes_bands_evenly_in_original_order(limit, expected):
+    problems = [Problem(pid, "q", "1", band=pid[0]) for pid in ["a0", "a1", "a2", "b0", "c0", "c1"]]
+    assert [p.id for p in limit_problems(problems, limit)] == expected
