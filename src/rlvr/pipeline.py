@@ -72,9 +72,9 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
     if not (rl_dir / "final" / "merged").exists():
         resume = (rl_dir / "checkpoints").exists()
         timed("train rlvr", train, _phase_cfg(cfg, rl_dir), resume=resume, overwrite=not resume, quiet=quiet)
-    sft_cfg = _phase_cfg(cfg, root / "sft")
-    sft_cfg["sft"]["match_run"] = str(rl_dir)
     sft_dir = root / "sft"
+    sft_cfg = _phase_cfg(cfg, sft_dir)
+    sft_cfg["sft"].update(match_run=str(rl_dir), output_dir=str(sft_dir))
     if not (sft_dir / "final" / "merged").exists():
         timed("train sft", sft, sft_cfg, quiet=quiet, overwrite=True)
     evals = {"start": start_eval[0]}
