@@ -19,7 +19,9 @@ from typing import Sequence
 
 from rlvr.tasks.base import Problem
 
-_NON_WORD = re.compile(r"[^\w]+")
+# Operators and relations carry meaning in math text ("3 + 4" is not "3 - 4"), so they survive as words.
+_OPERATOR = re.compile(r"[+\-*/=^<>×÷√]")
+_NON_WORD = re.compile(r"[^\w+\-*/=^<>×÷√]+")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
 
 
@@ -48,9 +50,10 @@ class Leak:
 
 
 def normalize_text(text: str) -> str:
-    """Case, width, spacing and punctuation folded away: 'What  is 2+2?' -> 'what is 2 2'."""
+    """Case, width, spacing and punctuation folded away, operators kept: 'What  is 2+2?' -> 'what is 2 + 2'."""
     text = unicodedata.normalize("NFKC", text).casefold()
     text = _THOUSANDS.sub("", text)  # 1,000 and 1000 are the same number
+    text = _OPERATOR.sub(lambda m: f" {m.group()} ", text)
     return " ".join(_NON_WORD.sub(" ", text).replace("_", " ").split())
 
 
@@ -64,7 +67,13 @@ def word_ngrams(text: str, n: int) -> set[tuple[str, ...]]:
     return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
 
 
-def find_contamination(train: Sequence[Problem], evaluation: Sequence[Problem], n: int = 8,
+# 13-word windows, the usual decontamination length: shorter windows flag template siblings of short
+# problems ("Ana has 7 pens and gives away 3" vs "... has 8 pens and gives away 3"), which ask different
+# questions; exact copies of short problems are still caught by the normalised-text hash.
+NGRAM_N = 13
+
+
+def find_contamination(train: Sequence[Problem], evaluation: Sequence[Problem], n: int = NGRAM_N,
                        threshold: float = 0.5) -> list[Overlap]:
     """Every (train, eval) pair that is an exact normalised copy, or shares at least `threshold` of the
     evaluation problem's word n-grams. An eval problem with an exact copy is not also reported as ngram.
@@ -96,7 +105,7 @@ def find_contamination(train: Sequence[Problem], evaluation: Sequence[Problem], 
 
 
 def check_contamination(train: Sequence[Problem], evaluation: Sequence[Problem], name: str = "evaluation set",
-                        allow_contaminated: bool = False, n: int = 8, threshold: float = 0.5) -> list[Overlap]:
+                        allow_contaminated: bool = False, n: int = NGRAM_N, threshold: float = 0.5) -> list[Overlap]:
     """find_contamination, refusing (ContaminationError) when anything is found unless allow_contaminated.
 
     Returns the overlaps either way, so a caller that allows them can still report them.
