@@ -93,17 +93,7 @@ def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_con
     c, algo, reward, task = prepare(cfg)
     run = RunDir(c.output_dir, resume=resume, overwrite=overwrite)
     _check_config(run, cfg, resume, allow_config_change)
-    torch.manual_seed(c.seed)
-    model, tokenizer = policy or load_policy(c.model.name, c.model.dtype)
-    if c.model.lora.enabled:
-        lc = c.model.lora
-        model = add_lora(model, r=lc.r, alpha=lc.alpha, dropout=lc.dropout, target_modules=lc.target_modules)
-    ref_model = _frozen_copy(model) if algo.beta > 0 and not c.model.lora.enabled else None
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(trainable, lr=c.train.lr, weight_decay=c.train.weight_decay)
-    scheduler = make_scheduler(optimizer, c.train)
-    stop_ids = sorted({tokenizer.eos_token_id, *([model.config.eos_token_id] if isinstance(model.config.eos_token_id, int) else [])})
-    sampler = make_sampler(c.rollout.backend, model, tokenizer, stop_ids=stop_ids)
+    model, tokenizer, ref_model, optimizer, scheduler, sampler = _setup_policy(c, algo, policy)
     stream = make_stream(cfg["curriculum"], task.problems("train"), c.seed)
     start = _resume(run, model, optimizer, scheduler, stream) if resume else 0
     prompt_cache: dict[str, list[int]] = {}
@@ -149,10 +139,7 @@ def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_con
             run.append(run.metrics_path, [row])
             if c.log.samples_every and step % c.log.samples_every == 0:
                 run.append(run.samples_path, _sample_rows(step, generated))
-            bar.set_postfix({"reward": f"{row['reward/mean']:.3f}", "nzv": f"{row['groups/nonzero_var_frac']:.2f}",
-                             "correct": f"{row['verdict/correct_frac']:.2f}",
-                             "no_ans": f"{row['verdict/no_answer_frac']:.2f}", "s/step": f"{t2 - t0:.1f}",
-                             **({"val": f"{val['val/accuracy']:.2f}"} if val else {})})
+            bar.set_postfix(_progress(row))
             bad_steps = bad_steps + 1 if upd.get("skipped") and len(batch) else 0
             # reliability: read the flag once, so a signal landing between the save and the exit below cannot
             # exit without a checkpoint (it is then handled after the next step instead).
@@ -176,6 +163,33 @@ def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_con
                 break
     save_policy(model, tokenizer, run.path / "final")
     return run.path
+
+
+def _setup_policy(c, algo, policy):
+    """Model (with LoRA), reference for KL when needed, AdamW over the trainable weights, LR schedule, sampler."""
+    torch.manual_seed(c.seed)
+    model, tokenizer = policy or load_policy(c.model.name, c.model.dtype)
+    if c.model.lora.enabled:
+        lc = c.model.lora
+        model = add_lora(model, r=lc.r, alpha=lc.alpha, dropout=lc.dropout, target_modules=lc.target_modules)
+    # With LoRA the reference is the base model with the adapter switched off: no second copy in memory.
+    ref_model = _frozen_copy(model) if algo.beta > 0 and not c.model.lora.enabled else None
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=c.train.lr, weight_decay=c.train.weight_decay)
+    eos = model.config.eos_token_id
+    stop_ids = sorted({tokenizer.eos_token_id, *([eos] if isinstance(eos, int) else eos or [])})
+    sampler = make_sampler(c.rollout.backend, model, tokenizer, stop_ids=stop_ids)
+    return model, tokenizer, ref_model, optimizer, make_scheduler(optimizer, c.train), sampler
+
+
+def _progress(row: dict) -> dict:
+    """The progress bar's figures: reward, informative groups, verdicts, step time, validation accuracy."""
+    out = {"reward": f"{row['reward/mean']:.3f}", "nzv": f"{row['groups/nonzero_var_frac']:.2f}",
+           "correct": f"{row['verdict/correct_frac']:.2f}", "no_ans": f"{row['verdict/no_answer_frac']:.2f}",
+           "s/step": f"{row['time/step']:.1f}"}
+    if "val/accuracy" in row:
+        out["val"] = f"{row['val/accuracy']:.2f}"
+    return out
 
 
 def _metrics_row(step, batch, upd, lr, t_rollout, t_train) -> dict:
