@@ -79,7 +79,7 @@ def test_fast_forward_matches_hf_float32_and_bf16(model):
         w = llama.load_weights(model, dtype)
         L = 30
         pk = torch.zeros(len(w.layers), w.n_kv, L, w.head_dim, dtype=dtype)
-        attend = llama.causal_attend_into(pk, torch.zeros_like(pk), llama.softmax_scale(w))
+        attend = llama.causal_attend_into(pk, torch.zeros_like(pk))
         got = llama.logits(w, llama.forward(w, torch.tensor(ids), torch.arange(len(ids)), attend))
         err = (got - ref).abs().max().item()
         assert err < tol * max(1.0, ref.abs().max().item()), (dtype, err)
@@ -91,7 +91,7 @@ def test_fast_greedy_equals_hf_greedy_with_matching_logp(model):
     """Greedy decode through the cascade cache (several prompt lengths, rows stopping at different steps)
     reproduces HF's greedy tokens and its log-probs."""
     prompts = [[5, 6, 7, 8, 9], [20], [30, 31, 32], [44, 45]]
-    kw = dict(max_new_tokens=24, temperature=0.0)
+    kw = dict(max_new_tokens=40, temperature=0.0)  # > one cache block of 32
     free = make_sampler("hf", model, CharTok(), stop_ids=[STOP], dtype="float32").generate(prompts, 1, **kw)
     # stop on a token that row 0 emits mid-way, so rows end at different steps and some hit the length
     seen = [set(r[2:]) for r in free.completion_ids.tolist()]

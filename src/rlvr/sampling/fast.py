@@ -65,11 +65,10 @@ def _generate_chunk(w: llama.LlamaWeights, prompts: list[list[int]], G: int, max
     """Generate G samples for each of a few prompts. Returns per-row (tokens, logp, finish) and timings."""
     t0 = time.perf_counter()
     P, B = len(prompts), len(prompts) * G
-    cache = CascadeCache(len(w.layers), P, G, w.n_kv, w.head_dim, [len(p) for p in prompts], max_new, w.dtype,
-                         llama.softmax_scale(w))
+    cache = CascadeCache(len(w.layers), P, G, w.n_kv, w.head_dim, [len(p) for p in prompts], w.dtype)
     first = []
     for p, ids in enumerate(prompts):  # prefill: once per prompt, whatever G is
-        attend = llama.causal_attend_into(cache.pk[:, p], cache.pv[:, p], cache.scale)
+        attend = llama.causal_attend_into(cache.pk[:, p], cache.pv[:, p])
         hidden = llama.forward(w, torch.tensor(ids), torch.arange(len(ids)), attend)
         first.append(llama.logits(w, hidden[-1:]).expand(G, -1))
     tok, lp = sample_tokens(torch.cat(first), **sampling)
@@ -91,7 +90,7 @@ def _generate_chunk(w: llama.LlamaWeights, prompts: list[list[int]], G: int, max
         if bool(done.any()):
             cache.keep(~done)
             tok = tok[~done]
-        cache.step = t
+        cache.begin_step(t)
         hidden = llama.forward(w, tok, prompt_len[cache.rows] + t, cache.attend)
         tok, lp = sample_tokens(llama.logits(w, hidden), **sampling)
     rows_out = [out[b, : lengths[b]].tolist() for b in range(B)]
