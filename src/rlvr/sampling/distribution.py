@@ -39,7 +39,7 @@ def sample_tokens(logits: torch.Tensor, *, temperature: float, top_k: int = 0, t
     truncation (the contract of Rollouts.sampler_logp). temperature == 0 is greedy; its logp is taken at
     temperature 1 (the model's own distribution), the only finite choice that still carries information.
     """
-    scores = logits.float()  # a fresh float32 copy: the in-place ops below never touch the caller's tensor
+    scores = logits.to(torch.float32, copy=True)  # the in-place ops below never touch the caller's tensor
     if temperature == 0:
         tokens = scores.argmax(dim=-1)
         return tokens, scores.gather(-1, tokens[:, None]).squeeze(-1) - torch.logsumexp(scores, dim=-1)

@@ -93,8 +93,8 @@ def load_weights(model, dtype: torch.dtype, batch_hint: int = 32) -> LlamaWeight
     check_supported(config)
     sd = merged_state_dict(model)
     packed = packed_linear(dtype, batch_hint)
-    f32 = lambda k: sd[k].detach().to(torch.float32).contiguous()  # noqa: E731
-    cd = lambda t: t.detach().to(dtype).contiguous()  # noqa: E731
+    f32 = lambda k: sd[k].detach().to(torch.float32, copy=True)  # noqa: E731  (copies: never alias the trainer)
+    cd = lambda t: t.detach().to(dtype, copy=True).contiguous()  # noqa: E731
     mat = (lambda t: packed[0](cd(t))) if packed else cd  # noqa: E731
     Hq, Hkv = config.num_attention_heads, config.num_key_value_heads
     D = getattr(config, "head_dim", None) or config.hidden_size // Hq
