@@ -78,9 +78,12 @@ def test_fast_forward_matches_hf_float32_and_bf16(model):
     for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 0.15)]:
         w = llama.load_weights(model, dtype)
         L = 30
-        pk = torch.zeros(len(w.layers), w.n_kv, L, w.head_dim, dtype=dtype)
-        attend = llama.causal_attend_into(pk, torch.zeros_like(pk))
-        got = llama.logits(w, llama.forward(w, torch.tensor(ids), torch.arange(len(ids)), attend))
+        # two prompts packed into one prefill pass: each must see only itself
+        other = [7, 7, 1, 60]
+        pk = torch.zeros(len(w.layers), 2, w.n_kv, L, w.head_dim, dtype=dtype)
+        attend = llama.prefill_attend_into(pk, torch.zeros_like(pk), [len(other), len(ids)])
+        pos = torch.cat([torch.arange(len(other)), torch.arange(len(ids))])
+        got = llama.logits(w, llama.forward(w, torch.tensor(other + ids), pos, attend))[len(other):]
         err = (got - ref).abs().max().item()
         assert err < tol * max(1.0, ref.abs().max().item()), (dtype, err)
         lp_err = (got.log_softmax(-1) - ref.log_softmax(-1)).abs().max().item()

@@ -91,9 +91,8 @@ class CascadeCache:
         o_pr, lse_pr = attention_lse(self._from_rows(q), self.pk[i], self.pv[i], self.prompt_mask)
         o_pr, lse_pr = self._to_rows(o_pr), self._to_rows(lse_pr[..., None])
         # softmax over prompt + generated keys = the two partial softmaxes weighted by their total mass
-        w_pr = torch.sigmoid(lse_pr - lse_gen[..., None])
-        out = o_gen.float().add_(w_pr * (o_pr.float() - o_gen.float()))
-        return out.to(self.dtype).view(n, Hkv * rep * D)
+        w_pr = torch.sigmoid(lse_pr - lse_gen[..., None]).to(self.dtype)
+        return torch.lerp(o_gen, o_pr, w_pr).view(n, Hkv * rep * D)
 
     def _from_rows(self, x: torch.Tensor) -> torch.Tensor:
         """(n, Hkv, rep, X) for active rows -> (P, Hkv, G * rep, X), zeros for finished rows."""

@@ -66,12 +66,13 @@ def _generate_chunk(w: llama.LlamaWeights, prompts: list[list[int]], G: int, max
     t0 = time.perf_counter()
     P, B = len(prompts), len(prompts) * G
     cache = CascadeCache(len(w.layers), P, G, w.n_kv, w.head_dim, [len(p) for p in prompts], w.dtype)
-    first = []
-    for p, ids in enumerate(prompts):  # prefill: once per prompt, whatever G is
-        attend = llama.causal_attend_into(cache.pk[:, p], cache.pv[:, p])
-        hidden = llama.forward(w, torch.tensor(ids), torch.arange(len(ids)), attend)
-        first.append(llama.logits(w, hidden[-1:]).expand(G, -1))
-    tok, lp = sample_tokens(torch.cat(first), **sampling)
+    # prefill: every prompt once, whatever G is, all prompts through the weights in one pass
+    lens = [len(p) for p in prompts]
+    attend = llama.prefill_attend_into(cache.pk, cache.pv, lens)
+    positions = torch.cat([torch.arange(L) for L in lens])
+    hidden = llama.forward(w, torch.tensor([t for p in prompts for t in p]), positions, attend)
+    last = torch.tensor(lens).cumsum(0) - 1
+    tok, lp = sample_tokens(llama.logits(w, hidden[last]).repeat_interleave(G, dim=0), **sampling)
     t1 = time.perf_counter()
     out = torch.zeros(B, max(max_new, 1), dtype=torch.long)
     out_lp = torch.zeros(B, max(max_new, 1), dtype=torch.float32)

@@ -178,19 +178,24 @@ def logits(w: LlamaWeights, hidden: torch.Tensor) -> torch.Tensor:
     return w.linear(hidden, w.lm_head).float()
 
 
-def causal_attend_into(cache_k: torch.Tensor, cache_v: torch.Tensor) -> Attend:
-    """Attention for one prompt's prefill (causal, no padding) that also fills a per-layer cache.
+def prefill_attend_into(cache_k: torch.Tensor, cache_v: torch.Tensor, lengths: list[int]) -> Attend:
+    """Attention for several prompts packed into one token sequence (each causal within itself), filling
+    the prompt cache. Packing lets the weight matmuls of a prefill run once for all prompts.
 
-    cache_k/cache_v: (layers, Hkv, >= N, D) views for this prompt.
+    cache_k/cache_v: (layers, P, Hkv, >= max(lengths), D); tokens are the prompts concatenated in order.
     """
+    offsets = [sum(lengths[:p]) for p in range(len(lengths))]
+
     def attend(i: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         N, Hkv, rep, D = q.shape
-        cache_k[i, :, :N] = k.transpose(0, 1)
-        cache_v[i, :, :N] = v.transpose(0, 1)
-        qh = q.reshape(N, Hkv * rep, D).transpose(0, 1)[None]  # (1, Hq, N, D)
-        kh = k.transpose(0, 1).repeat_interleave(rep, dim=0)[None]
-        vh = v.transpose(0, 1).repeat_interleave(rep, dim=0)[None]
-        out = F.scaled_dot_product_attention(qh, kh, vh, is_causal=True, scale=1.0)  # q is pre-scaled
-        return out[0].transpose(0, 1).reshape(N, Hkv * rep * D)
+        out = torch.empty(N, Hkv * rep, D, dtype=q.dtype)
+        for p, (o, L) in enumerate(zip(offsets, lengths)):
+            kp, vp = k[o: o + L].transpose(0, 1), v[o: o + L].transpose(0, 1)  # (Hkv, L, D)
+            cache_k[i, p, :, :L], cache_v[i, p, :, :L] = kp, vp
+            qh = q[o: o + L].reshape(L, Hkv * rep, D).transpose(0, 1)[None]  # (1, Hq, L, D)
+            kh, vh = kp.repeat_interleave(rep, dim=0)[None], vp.repeat_interleave(rep, dim=0)[None]
+            # q is pre-scaled, hence scale=1
+            out[o: o + L] = F.scaled_dot_product_attention(qh, kh, vh, is_causal=True, scale=1.0)[0].transpose(0, 1)
+        return out.view(N, Hkv * rep * D)
 
     return attend
