@@ -265,3 +265,18 @@ def test_unsupported_architecture_falls_back_to_hf():
 def test_unknown_backend_names_choices(model):
     with pytest.raises(ValueError, match="'hf', 'fast'"):
         make_sampler("vllm-cpu", model, CharTok(), stop_ids=[STOP])
+
+
+@pytest.mark.parametrize("sharpness,top_p", [(6.0, 0.9), (6.0, 0.5), (0.1, 0.9)])
+def test_nucleus_shortcut_equals_hf_top_p(sharpness, top_p):
+    """The partial top-k path (peaked rows) and the full-sort fallback (flat rows) keep exactly the
+    tokens HF's TopPLogitsWarper keeps."""
+    from transformers.generation.logits_process import TopPLogitsWarper
+
+    from rlvr.sampling.distribution import _nucleus
+
+    scores = torch.randn(8, 200, generator=torch.Generator().manual_seed(5)) * sharpness
+    want = TopPLogitsWarper(top_p)(None, scores.clone()).isinf()
+    assert _nucleus(scores, top_p, candidates=16).isinf().equal(want)
+    assert _nucleus(scores, top_p, candidates=200).isinf().equal(want)
+    assert 0 < int((~want).sum()) < want.numel()

@@ -22,13 +22,27 @@ def truncate(scores: torch.Tensor, top_k: int = 0, top_p: float = 1.0) -> torch.
         kth = torch.topk(out, top_k, dim=-1).values[..., -1:]
         out = out.masked_fill(out < kth, float("-inf"))
     if top_p < 1.0:
-        sorted_scores, order = torch.sort(out, dim=-1, descending=False)
-        cum = sorted_scores.softmax(dim=-1).cumsum(dim=-1)
-        drop_sorted = cum <= (1.0 - top_p)
-        drop_sorted[..., -1:] = False
-        drop = drop_sorted.scatter(-1, order, drop_sorted)
-        out = out.masked_fill(drop, float("-inf"))
+        out = _nucleus(out, top_p)
     return out
+
+
+def _nucleus(scores: torch.Tensor, top_p: float, candidates: int = 512) -> torch.Tensor:
+    """Top-p masking. A token goes when the mass strictly above it is >= top_p. When the `candidates`
+    most likely tokens already hold top_p of the mass in every row, the nucleus lies inside them and a
+    partial top-k replaces a full-vocabulary sort (about 10x cheaper at V = 49,152); otherwise sort."""
+    V = scores.shape[-1]
+    probs = scores.softmax(dim=-1)
+    if candidates < V:
+        top, idx = probs.topk(candidates, dim=-1)  # descending
+        if bool((top.sum(dim=-1) >= top_p).all()):
+            keep = (top.cumsum(dim=-1) - top) < top_p
+            keep[..., 0] = True
+            drop = torch.ones_like(scores, dtype=torch.bool).scatter_(-1, idx, ~keep)
+            return scores.masked_fill(drop, float("-inf"))
+    sorted_probs, order = torch.sort(probs, dim=-1, descending=False)
+    drop_sorted = sorted_probs.cumsum(dim=-1) <= (1.0 - top_p)  # HF's rule, read from the small end
+    drop_sorted[..., -1:] = False
+    return scores.masked_fill(drop_sorted.scatter(-1, order, drop_sorted), float("-inf"))
 
 
 def sample_tokens(logits: torch.Tensor, *, temperature: float, top_k: int = 0, top_p: float = 1.0,
@@ -51,16 +65,18 @@ def sample_tokens(logits: torch.Tensor, *, temperature: float, top_k: int = 0, t
     else:
         weights = (scores - top).exp_()
         lse = None
-    tokens = inverse_cdf(weights, generator)
-    if lse is None:
-        lse = top.squeeze(-1) + weights.sum(dim=-1).log()
+    tokens, total = inverse_cdf(weights, generator)
+    if lse is None:  # untruncated weights: their total is the partition function (relative to `top`)
+        lse = top.squeeze(-1) + total.log()
     return tokens, scores.gather(-1, tokens[:, None]).squeeze(-1) - lse
 
 
-def inverse_cdf(weights: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+def inverse_cdf(weights: torch.Tensor, generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
     """One draw per row from unnormalised non-negative weights (N, V): the first index whose running sum
     exceeds u * total, u ~ U[0, 1). Same distribution as torch.multinomial, which on CPU draws V
-    exponentials per row and costs ~20x more at V = 49,152. Zero-weight tokens can never be chosen."""
+    exponentials per row and cost ~7x more here at V = 49,152. Zero-weight tokens can never be chosen.
+    Returns (tokens (N,) long, total weight (N,))."""
     cdf = weights.cumsum(dim=-1)
-    u = torch.rand(weights.shape[0], 1, generator=generator) * cdf[:, -1:]
-    return torch.searchsorted(cdf, u, right=True).squeeze(-1).clamp_(max=weights.shape[-1] - 1)
+    total = cdf[:, -1]
+    u = torch.rand(weights.shape[0], 1, generator=generator) * total[:, None]
+    return torch.searchsorted(cdf, u, right=True).squeeze(-1).clamp_(max=weights.shape[-1] - 1), total
