@@ -185,7 +185,8 @@ def test_greedy_logp_is_model_distribution():
 
 @pytest.mark.parametrize("backend", ["hf", "fast"])
 def test_deterministic_given_generator_and_samples_differ(model, backend):
-    s = make_sampler(backend, model, CharTok(), stop_ids=[STOP], dtype="bfloat16")
+    threads = torch.get_num_threads()
+    s = make_sampler(backend, model, CharTok(), stop_ids=[STOP], dtype="bfloat16", threads=1)
     kw = dict(max_new_tokens=10, temperature=1.0)
     a = s.generate(PROMPTS, 4, generator=torch.Generator().manual_seed(3), **kw)
     b = s.generate(PROMPTS, 4, generator=torch.Generator().manual_seed(3), **kw)
@@ -193,6 +194,7 @@ def test_deterministic_given_generator_and_samples_differ(model, backend):
     assert torch.equal(a.completion_ids, b.completion_ids) and torch.equal(a.sampler_logp, b.sampler_logp)
     assert not torch.equal(a.completion_ids, c.completion_ids)
     assert len({tuple(r) for r in a.completion_ids[:4].tolist()}) > 1  # the G samples of a prompt differ
+    assert torch.get_num_threads() == threads  # the sampler's thread setting does not leak out
 
 
 def test_fast_group_samples_share_prompt_like_separate_calls(model):
