@@ -90,6 +90,35 @@ def test_fast_forward_matches_hf_float32_and_bf16(model):
         assert lp_err < (1e-4 if dtype == torch.float32 else 0.1), (dtype, lp_err)
 
 
+def _variant(kind):
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    if kind == "qwen2":  # q/k/v biases
+        torch.manual_seed(0)
+        return AutoModelForCausalLM.from_config(Qwen2Config(
+            vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=256, tie_word_embeddings=False)).eval()
+    rope = {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0, "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+    return tiny_llama(rope_parameters=rope, tie_word_embeddings=False, head_dim=32)  # head_dim != H / heads
+
+
+@pytest.mark.parametrize("kind", ["qwen2", "llama3_rope"])
+def test_fast_forward_matches_hf_on_variants(kind):
+    from rlvr.sampling import llama
+
+    m = _variant(kind)
+    if kind == "qwen2":
+        with torch.no_grad():
+            m.model.layers[0].self_attn.q_proj.bias.normal_(0, 1.0)
+    ids = list(range(4, 44))  # past original_max_position_embeddings, where llama3 scaling bites
+    w = llama.load_weights(m, torch.float32)
+    pk = torch.zeros(len(w.layers), 1, w.n_kv, len(ids), w.head_dim)
+    attend = llama.prefill_attend_into(pk, torch.zeros_like(pk), [len(ids)])
+    got = llama.logits(w, llama.forward(w, torch.tensor(ids), torch.arange(len(ids)), attend))
+    assert (got - hf_logits(m, ids)).abs().max().item() < 1e-4
+
+
 def test_fast_greedy_equals_hf_greedy_with_matching_logp(model):
     """Greedy decode through the cascade cache (several prompt lengths, rows stopping at different steps)
     reproduces HF's greedy tokens and its log-probs."""
