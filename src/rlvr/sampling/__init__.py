@@ -11,15 +11,18 @@ from .rollouts import Rollouts, Sampler
 BACKENDS = ("hf", "fast")
 
 
-def make_sampler(backend: str, model, tokenizer, *, stop_ids: list[int], dtype: str = "bfloat16") -> Sampler:
+def make_sampler(backend: str, model, tokenizer, *, stop_ids: list[int], dtype: str = "bfloat16",
+                 threads: int | None = None) -> Sampler:
+    """dtype: the sampler's compute dtype ("bfloat16", "float32", "float16"); threads: torch threads
+    while generating (None leaves the process setting alone)."""
     if backend == "hf":
         from .hf import HFSampler
 
-        return HFSampler(model, tokenizer, stop_ids=stop_ids, dtype=dtype)
+        return HFSampler(model, tokenizer, stop_ids=stop_ids, dtype=dtype, threads=threads)
     if backend == "fast":
         from .fast import make_fast_sampler
 
-        return make_fast_sampler(model, tokenizer, stop_ids=stop_ids, dtype=dtype)
+        return make_fast_sampler(model, tokenizer, stop_ids=stop_ids, dtype=dtype, threads=threads)
     raise ValueError(f"unknown sampler backend {backend!r}; choose one of {BACKENDS}")
 
 

@@ -14,22 +14,23 @@ from . import llama
 from .cascade import CascadeCache
 from .distribution import sample_tokens
 from .hf import DTYPES, HFSampler
-from .rollouts import Rollouts, pack_rollouts
+from .rollouts import Rollouts, pack_rollouts, torch_threads
 
 MAX_ROWS = 64  # decode-batch rows per chunk of prompts: bounds cache memory for large evaluations
 
 
-def make_fast_sampler(model, tokenizer, *, stop_ids: list[int], dtype: str = "bfloat16"):
+def make_fast_sampler(model, tokenizer, *, stop_ids: list[int], dtype: str = "bfloat16", threads: int | None = None):
     try:
         llama.check_supported(llama.plain_config(model))
     except llama.Unsupported as why:
         warnings.warn(f"fast sampler does not support this model ({why}); using the 'hf' backend", stacklevel=3)
-        return HFSampler(model, tokenizer, stop_ids=stop_ids, dtype=dtype)
-    return FastSampler(model, tokenizer, stop_ids=stop_ids, dtype=dtype)
+        return HFSampler(model, tokenizer, stop_ids=stop_ids, dtype=dtype, threads=threads)
+    return FastSampler(model, tokenizer, stop_ids=stop_ids, dtype=dtype, threads=threads)
 
 
 class FastSampler:
-    def __init__(self, model, tokenizer, *, stop_ids: list[int], dtype: str = "bfloat16"):
+    def __init__(self, model, tokenizer, *, stop_ids: list[int], dtype: str = "bfloat16", threads: int | None = None):
+        self.threads = threads
         self.tokenizer = tokenizer
         self.stop_ids = list(stop_ids)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_ids[0]
@@ -39,9 +40,12 @@ class FastSampler:
     def sync(self, model) -> None:
         self.w = llama.load_weights(model, self.dtype)
 
-    @torch.inference_mode()
     def generate(self, prompt_ids: list[list[int]], n: int, *, max_new_tokens: int, temperature: float = 1.0,
                  top_p: float = 1.0, top_k: int = 0, generator: torch.Generator | None = None) -> Rollouts:
+        with torch_threads(self.threads), torch.inference_mode():
+            return self._generate(prompt_ids, n, max_new_tokens, temperature, top_p, top_k, generator)
+
+    def _generate(self, prompt_ids, n, max_new_tokens, temperature, top_p, top_k, generator) -> Rollouts:
         t0 = time.perf_counter()
         per = max(1, MAX_ROWS // n)
         rows, logps, finish, timings = [], [], [], {"prefill": 0.0, "decode": 0.0}
@@ -65,14 +69,14 @@ def _generate_chunk(w: llama.LlamaWeights, prompts: list[list[int]], G: int, max
     """Generate G samples for each of a few prompts. Returns per-row (tokens, logp, finish) and timings."""
     t0 = time.perf_counter()
     P, B = len(prompts), len(prompts) * G
-    cache = CascadeCache(len(w.layers), P, G, w.n_kv, w.head_dim, [len(p) for p in prompts], max_new, w.dtype,
-                         llama.softmax_scale(w))
-    first = []
-    for p, ids in enumerate(prompts):  # prefill: once per prompt, whatever G is
-        attend = llama.causal_attend_into(cache.pk[:, p], cache.pv[:, p], cache.scale)
-        hidden = llama.forward(w, torch.tensor(ids), torch.arange(len(ids)), attend)
-        first.append(llama.logits(w, hidden[-1:]).expand(G, -1))
-    tok, lp = sample_tokens(torch.cat(first), **sampling)
+    cache = CascadeCache(len(w.layers), P, G, w.n_kv, w.head_dim, [len(p) for p in prompts], w.dtype)
+    # prefill: every prompt once, whatever G is, all prompts through the weights in one pass
+    lens = [len(p) for p in prompts]
+    attend = llama.prefill_attend_into(cache.pk, cache.pv, lens)
+    positions = torch.cat([torch.arange(L) for L in lens])
+    hidden = llama.forward(w, torch.tensor([t for p in prompts for t in p]), positions, attend)
+    last = torch.tensor(lens).cumsum(0) - 1
+    tok, lp = sample_tokens(llama.logits(w, hidden[last]).repeat_interleave(G, dim=0), **sampling)
     t1 = time.perf_counter()
     out = torch.zeros(B, max(max_new, 1), dtype=torch.long)
     out_lp = torch.zeros(B, max(max_new, 1), dtype=torch.float32)
@@ -91,7 +95,7 @@ def _generate_chunk(w: llama.LlamaWeights, prompts: list[list[int]], G: int, max
         if bool(done.any()):
             cache.keep(~done)
             tok = tok[~done]
-        cache.step = t
+        cache.begin_step(t)
         hidden = llama.forward(w, tok, prompt_len[cache.rows] + t, cache.attend)
         tok, lp = sample_tokens(llama.logits(w, hidden), **sampling)
     rows_out = [out[b, : lengths[b]].tolist() for b in range(B)]

@@ -27,7 +27,7 @@ class Unsupported(ValueError):
 @dataclass
 class Layer:
     ln1: torch.Tensor  # (H,) float32
-    wqkv: torch.Tensor  # ((Hq + 2 Hkv) D, H)
+    wqkv: torch.Tensor  # ((Hq + 2 Hkv) D, H); q and k rows interleaved per head for complex RoPE
     bqkv: torch.Tensor | None
     wo: torch.Tensor  # (H, Hq D)
     ln2: torch.Tensor  # (H,) float32
@@ -46,8 +46,9 @@ class LlamaWeights:
     head_dim: int
     eps: float
     inv_freq: torch.Tensor  # (D/2,) float32
-    rope_scale: float  # attention_scaling of the rope type (1.0 for default)
+    head_gain: torch.Tensor  # (Hq + Hkv, 1) float32: rope attention_scaling, times 1/sqrt(D) on q heads
     dtype: torch.dtype
+    linear: Callable = F.linear  # (x, weight, bias) -> x @ weight.T + bias, for weights as stored here
 
 
 def check_supported(config) -> None:
@@ -64,13 +65,39 @@ def check_supported(config) -> None:
         raise Unsupported("Qwen2 with use_sliding_window=True")
 
 
-def load_weights(model, dtype: torch.dtype) -> LlamaWeights:
+def packed_linear(dtype: torch.dtype, batch_hint: int) -> tuple[Callable, Callable] | None:
+    """(pack, linear) using oneDNN's pre-packed bf16 weights, or None where unavailable.
+
+    F.linear in bf16 re-lays out the weight on every call; with decode batches of a few dozen rows the
+    step is bound by streaming the weights, and pre-packing them once made the weight matmuls about
+    1.5x faster here (results bit-identical to F.linear).
+    """
+    if dtype != torch.bfloat16 or not torch.backends.mkldnn.is_available():
+        return None
+    try:
+        ops = torch.ops.mkldnn
+        pack = lambda w: ops._reorder_linear_weight(w.contiguous(), batch_hint)  # noqa: E731
+        linear = lambda x, w, b=None: ops._linear_pointwise(x, w, b, "none", [], "")  # noqa: E731
+        probe = torch.randn(3, 8, dtype=dtype)
+        weight = torch.randn(4, 8, dtype=dtype)
+        if not torch.equal(linear(probe, pack(weight)), F.linear(probe, weight)):
+            return None
+        return pack, linear
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def load_weights(model, dtype: torch.dtype, batch_hint: int = 32) -> LlamaWeights:
     """Pull (LoRA-merged) weights from a transformers or peft model into the fused layout above."""
     config = plain_config(model)
     check_supported(config)
     sd = merged_state_dict(model)
-    f32 = lambda k: sd[k].detach().to(torch.float32).contiguous()  # noqa: E731
-    cd = lambda t: t.detach().to(dtype).contiguous()  # noqa: E731
+    packed = packed_linear(dtype, batch_hint)
+    f32 = lambda k: sd[k].detach().to(torch.float32, copy=True)  # noqa: E731  (copies: never alias the trainer)
+    cd = lambda t: t.detach().to(dtype, copy=True).contiguous()  # noqa: E731
+    mat = (lambda t: packed[0](cd(t))) if packed else cd  # noqa: E731
+    Hq, Hkv = config.num_attention_heads, config.num_key_value_heads
+    D = getattr(config, "head_dim", None) or config.hidden_size // Hq
     layers = []
     for i in range(config.num_hidden_layers):
         p = f"model.layers.{i}."
@@ -78,21 +105,33 @@ def load_weights(model, dtype: torch.dtype) -> LlamaWeights:
         biases = [sd.get(f"{p}self_attn.{x}_proj.bias") for x in "qkv"]
         if any(sd.get(f"{p}{n}.bias") is not None for n in ("self_attn.o_proj", "mlp.gate_proj", "mlp.down_proj")):
             raise Unsupported("biases on o_proj or the MLP")
+        qkv[0], qkv[1] = _interleave(qkv[0], D), _interleave(qkv[1], D)
+        if biases[0] is not None:
+            biases[0], biases[1] = _interleave(biases[0], D), _interleave(biases[1], D)
         layers.append(Layer(
             ln1=f32(f"{p}input_layernorm.weight"), ln2=f32(f"{p}post_attention_layernorm.weight"),
-            wqkv=cd(torch.cat(qkv)), bqkv=cd(torch.cat(biases)) if biases[0] is not None else None,
-            wo=cd(sd[f"{p}self_attn.o_proj.weight"]),
-            wgu=cd(torch.cat([sd[f"{p}mlp.gate_proj.weight"], sd[f"{p}mlp.up_proj.weight"]])),
-            wd=cd(sd[f"{p}mlp.down_proj.weight"]),
+            wqkv=mat(torch.cat(qkv)), bqkv=cd(torch.cat(biases)) if biases[0] is not None else None,
+            wo=mat(sd[f"{p}self_attn.o_proj.weight"]),
+            wgu=mat(torch.cat([sd[f"{p}mlp.gate_proj.weight"], sd[f"{p}mlp.up_proj.weight"]])),
+            wd=mat(sd[f"{p}mlp.down_proj.weight"]),
         ))
     head = sd.get("lm_head.weight", sd["model.embed_tokens.weight"])  # tied embeddings have no own head
-    inv_freq, scale = rope_tables(model)
+    inv_freq, scale = rope_tables(model)  # scale: the rope type's attention_scaling, on both q and k
     return LlamaWeights(
-        embed=f32("model.embed_tokens.weight"), layers=layers, norm=f32("model.norm.weight"), lm_head=cd(head),
-        n_heads=config.num_attention_heads, n_kv=config.num_key_value_heads,
-        head_dim=getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads,
-        eps=config.rms_norm_eps, inv_freq=inv_freq, rope_scale=scale, dtype=dtype,
+        embed=f32("model.embed_tokens.weight"), layers=layers, norm=f32("model.norm.weight"), lm_head=mat(head),
+        n_heads=Hq, n_kv=Hkv, head_dim=D, eps=config.rms_norm_eps, inv_freq=inv_freq,
+        head_gain=torch.tensor([scale / math.sqrt(D)] * Hq + [scale] * Hkv)[:, None], dtype=dtype,
+        linear=packed[1] if packed else F.linear,
     )
+
+
+def _interleave(w: torch.Tensor, D: int) -> torch.Tensor:
+    """Reorder each head's D rows from HF's halves layout (x1 | x2) to pairs (x1[j], x2[j]), so RoPE
+    becomes one complex multiply. q and k get the same order, so every q.k dot product is unchanged."""
+    half = torch.arange(D // 2)
+    order = torch.stack([half, half + D // 2], dim=-1).flatten()  # (D,)
+    heads = w.shape[0] // D
+    return w.reshape(heads, D, *w.shape[1:])[:, order].reshape(w.shape)
 
 
 def rope_tables(model) -> tuple[torch.Tensor, float]:
@@ -103,26 +142,14 @@ def rope_tables(model) -> tuple[torch.Tensor, float]:
     return rotary.inv_freq.detach().float().clone(), float(rotary.attention_scaling)
 
 
-def rope_cos_sin(w: LlamaWeights, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos, sin: (N, D) float32 for integer positions (N,)."""
-    freqs = positions.float()[:, None] * w.inv_freq[None, :]
-    emb = torch.cat((freqs, freqs), dim=-1)
-    return emb.cos() * w.rope_scale, emb.sin() * w.rope_scale
+def rope_rotation(w: LlamaWeights, positions: torch.Tensor) -> torch.Tensor:
+    """(N, Hq + Hkv, D/2) complex64: e^(i pos theta_j) times each head's gain (q heads carry 1/sqrt(D))."""
+    angle = positions.float()[:, None, None] * w.inv_freq[None, None, :]
+    return torch.polar(w.head_gain[None].expand(1, -1, angle.shape[-1]), angle)
 
 
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x: (N, heads, D) float32; cos/sin: (N, D). HF's rotate-half convention."""
-    half = x.shape[-1] // 2
-    rot = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-    return x * cos[:, None, :] + rot * sin[:, None, :]
-
-
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, dtype: torch.dtype) -> torch.Tensor:
-    """x: (N, H) float32 -> (N, H) in the compute dtype."""
-    return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight).to(dtype)
-
-
-# attend(layer index, q (N, Hkv, rep, D), k (N, Hkv, D), v (N, Hkv, D)) -> (N, Hq * D), compute dtype
+# attend(layer index, q (N, Hkv, rep, D), k (N, Hkv, D), v (N, Hkv, D)) -> (N, Hq * D), compute dtype.
+# q arrives already multiplied by the softmax scale 1/sqrt(D); q and k are in the interleaved order.
 Attend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
@@ -130,41 +157,45 @@ def forward(w: LlamaWeights, tokens: torch.Tensor, positions: torch.Tensor, atte
     """Run N tokens through the decoder; the caller's `attend` owns the KV cache. Returns the final
     normed hidden states (N, H) in the compute dtype (feed to `logits`)."""
     x = w.embed[tokens]  # (N, H) float32 residual stream
-    cos, sin = rope_cos_sin(w, positions)
-    D, Hq, Hkv = w.head_dim, w.n_heads, w.n_kv
+    N, H = x.shape
+    D, Hq, Hkv, dt = w.head_dim, w.n_heads, w.n_kv, w.dtype
+    rot = rope_rotation(w, positions)
+    nqk = (Hq + Hkv) * D
+    linear = w.linear
     for i, L in enumerate(w.layers):
-        qkv = F.linear(rms_norm(x, L.ln1, w.eps, w.dtype), L.wqkv, L.bqkv).float()
-        q, k, v = qkv.split([Hq * D, Hkv * D, Hkv * D], dim=-1)
-        q = apply_rope(q.view(-1, Hq, D), cos, sin).to(w.dtype).view(-1, Hkv, Hq // Hkv, D)
-        k = apply_rope(k.view(-1, Hkv, D), cos, sin).to(w.dtype)
-        x = x + F.linear(attend(i, q, k, v.reshape(-1, Hkv, D).to(w.dtype)), L.wo).float()
-        gate, up = F.linear(rms_norm(x, L.ln2, w.eps, w.dtype), L.wgu).chunk(2, dim=-1)
-        x = x + F.linear(F.silu(gate) * up, L.wd).float()
-    return rms_norm(x, w.norm, w.eps, w.dtype)
+        qkv = linear(F.rms_norm(x, (H,), L.ln1, w.eps).to(dt), L.wqkv, L.bqkv)
+        qk = torch.view_as_complex(qkv[:, :nqk].float().view(N, Hq + Hkv, D // 2, 2)) * rot
+        qk = torch.view_as_real(qk).to(dt).view(N, Hq + Hkv, D)
+        q, k, v = qk[:, :Hq].view(N, Hkv, Hq // Hkv, D), qk[:, Hq:], qkv[:, nqk:].view(N, Hkv, D)
+        x += linear(attend(i, q, k, v), L.wo)
+        gate, up = linear(F.rms_norm(x, (H,), L.ln2, w.eps).to(dt), L.wgu).chunk(2, dim=-1)
+        x += linear(F.silu(gate) * up, L.wd)
+    return F.rms_norm(x, (H,), w.norm, w.eps).to(dt)
 
 
 def logits(w: LlamaWeights, hidden: torch.Tensor) -> torch.Tensor:
     """hidden (N, H) -> logits (N, V) float32."""
-    return F.linear(hidden, w.lm_head).float()
+    return w.linear(hidden, w.lm_head).float()
 
 
-def causal_attend_into(cache_k: torch.Tensor, cache_v: torch.Tensor, scale: float) -> Attend:
-    """Attention for one prompt's prefill (causal, no padding) that also fills a per-layer cache.
+def prefill_attend_into(cache_k: torch.Tensor, cache_v: torch.Tensor, lengths: list[int]) -> Attend:
+    """Attention for several prompts packed into one token sequence (each causal within itself), filling
+    the prompt cache. Packing lets the weight matmuls of a prefill run once for all prompts.
 
-    cache_k/cache_v: (layers, Hkv, >= N, D) views for this prompt.
+    cache_k/cache_v: (layers, P, Hkv, >= max(lengths), D); tokens are the prompts concatenated in order.
     """
+    offsets = [sum(lengths[:p]) for p in range(len(lengths))]
+
     def attend(i: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         N, Hkv, rep, D = q.shape
-        cache_k[i, :, :N] = k.transpose(0, 1)
-        cache_v[i, :, :N] = v.transpose(0, 1)
-        qh = q.reshape(N, Hkv * rep, D).transpose(0, 1)[None]  # (1, Hq, N, D)
-        kh = k.transpose(0, 1).repeat_interleave(rep, dim=0)[None]
-        vh = v.transpose(0, 1).repeat_interleave(rep, dim=0)[None]
-        out = F.scaled_dot_product_attention(qh, kh, vh, is_causal=True, scale=scale)
-        return out[0].transpose(0, 1).reshape(N, Hkv * rep * D)
+        out = torch.empty(N, Hkv * rep, D, dtype=q.dtype)
+        for p, (o, L) in enumerate(zip(offsets, lengths)):
+            kp, vp = k[o: o + L].transpose(0, 1), v[o: o + L].transpose(0, 1)  # (Hkv, L, D)
+            cache_k[i, p, :, :L], cache_v[i, p, :, :L] = kp, vp
+            qh = q[o: o + L].reshape(L, Hkv * rep, D).transpose(0, 1)[None]  # (1, Hq, L, D)
+            kh, vh = kp.repeat_interleave(rep, dim=0)[None], vp.repeat_interleave(rep, dim=0)[None]
+            # q is pre-scaled, hence scale=1
+            out[o: o + L] = F.scaled_dot_product_attention(qh, kh, vh, is_causal=True, scale=1.0)[0].transpose(0, 1)
+        return out.view(N, Hkv * rep * D)
 
     return attend
-
-
-def softmax_scale(w: LlamaWeights) -> float:
-    return 1.0 / math.sqrt(w.head_dim)

@@ -5,8 +5,9 @@ positions (the longest completion in the batch, at most max_new_tokens).
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Iterator, Protocol
 
 import torch
 
@@ -69,3 +70,20 @@ def pack_rollouts(prompt_ids: list[list[int]], n: int, rows: list[list[int]], lo
         group_ids=torch.arange(len(prompt_ids)).repeat_interleave(n), finish=list(finish), texts=texts,
         num_generated_tokens=int(mask.sum().item()),
     )
+
+
+@contextlib.contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """Run the block with n torch threads (None: leave the setting alone), restoring it afterwards.
+
+    On this 2-core machine shared with other jobs, 1 thread was far faster than 2 for decode-sized ops
+    (each 2-thread op waited ~5 ms for its descheduled partner); on an idle machine 2 threads win.
+    """
+    old = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if n:
+            torch.set_num_threads(old)
