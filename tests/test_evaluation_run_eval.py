@@ -123,3 +123,15 @@ def test_eval_verb_writes_its_files(tmp_path, tokenizer, capsys):
 def test_limit_takes_bands_evenly_in_original_order(limit, expected):
     problems = [Problem(pid, "q", "1", band=pid[0]) for pid in ["a0", "a1", "a2", "b0", "c0", "c1"]]
     assert [p.id for p in limit_problems(problems, limit)] == expected
+
+
+@pytest.mark.slow
+def test_real_default_model_reports_every_band(request):
+    # pyproject has no `-m "not slow"` default yet, so the real model (1-2 minutes here) waits for -m slow
+    if "slow" not in (request.config.getoption("markexpr") or ""):
+        pytest.skip("uses the real default model; run with -m slow")
+    records, summary = evaluate_model("smollm2-135m-instruct", "arithmetic", n=2, ks=(1, 2), max_new_tokens=24,
+                                      limit=3, allow_contaminated=True, progress=False, n_boot=100)
+    assert list(summary["bands"]) == ["1-digit", "2-digit", "3-digit"]
+    assert len(records) == 3 * 2 + 3 and summary["setup"]["reward"]["terms"][0]["kind"] == "math"
+    assert sum(summary["overall"]["status"].values()) == pytest.approx(1.0)
