@@ -48,10 +48,14 @@ def reference_logprobs(model, ref_model, batch, rows, pad_id, temperature, autoc
 
 
 def update_policy(model, optimizer, batch, algo, *, pad_id: int, temperature: float, micro_batch_size: int,
-                  max_grad_norm: float, autocast: str, norm_len: int, mu: int = 1, ref_model=None) -> dict:
-    """One pass (or mu passes) of gradient steps over the batch; returns floats for the metrics line."""
+                  max_grad_norm: float, autocast: str, norm_len: int, mu: int = 1, ref_model=None, comm=None) -> dict:
+    """One pass (or mu passes) of gradient steps over the batch; returns floats for the metrics line.
+    With `comm` (a rlvr.distributed.Comm) this rank's batch is its share of a global batch; the returned
+    stats are those of the global batch."""
     b = len(batch)
     num_tokens, num_seqs = batch_counts(batch.mask)
+    if comm is not None:  # data parallel: normalise by the global batch's counts
+        num_tokens, num_seqs = comm.all_sum(num_tokens, num_seqs)
     active = [r for r in range(b) if batch.mask[r].sum() > 0 and (batch.advantages[r] != 0 or algo.beta > 0)]
     chunks = micro_batches(active, batch.lengths.tolist(), micro_batch_size)
     trainable = [p for p in model.parameters() if p.requires_grad]
@@ -62,6 +66,7 @@ def update_policy(model, optimizer, batch, algo, *, pad_id: int, temperature: fl
     grad_norm = 0.0
     for _pass in range(mu):
         optimizer.zero_grad(set_to_none=True)
+        pass_loss = 0.0
         for rows in chunks:
             logp, t = _forward(model, batch, rows, pad_id, temperature, autocast)
             mask = batch.mask[rows, :t]
@@ -71,18 +76,28 @@ def update_policy(model, optimizer, batch, algo, *, pad_id: int, temperature: fl
                                       **algo.loss_kwargs())
             loss.backward()
             tokens = float(mask.sum())
-            totals["loss"] += float(loss.detach())
+            pass_loss += float(loss.detach())
             totals["train_tokens"] += int(tokens)
             for k in ("clip/low_frac", "clip/high_frac", "kl"):
                 totals[k] += float(stats.get(k, 0.0)) * tokens
+        n_chunks = len(chunks)
+        if comm is not None:  # data parallel: global loss; the sum of the ranks' gradients is the global one
+            pass_loss, n_chunks = comm.all_sum(pass_loss, n_chunks)
+            comm.sum_grads(trainable)
+        totals["loss"] += pass_loss
         grad_norm = float(torch.nn.utils.clip_grad_norm_(trainable, max_grad_norm)) if trainable else 0.0
         if not torch.isfinite(torch.tensor([totals["loss"], grad_norm])).all():
             optimizer.zero_grad(set_to_none=True)
             return {**totals, "grad_norm": grad_norm, "skipped": 1}
-        if chunks:
+        if n_chunks:
             optimizer.step()
+    n_active = len(active)
+    if comm is not None:  # data parallel: token-weighted stats of the global batch
+        keys = ("clip/low_frac", "clip/high_frac", "kl", "train_tokens")
+        *sums, n_active = comm.all_sum(*(totals[k] for k in keys), n_active)
+        totals.update(zip(keys, sums))
     out = {"loss": totals["loss"] / mu, "grad_norm": grad_norm, "skipped": 0,
-           "train_tokens": totals["train_tokens"], "active_rows": len(active)}
+           "train_tokens": totals["train_tokens"], "active_rows": n_active}
     for k in ("clip/low_frac", "clip/high_frac", "kl"):
         out[k] = totals[k] / max(totals["train_tokens"], 1)
     if algo.beta == 0:

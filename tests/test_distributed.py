@@ -1,0 +1,131 @@
+"""Data parallel on 2 gloo ranks changes nothing but speed: one update on 2 ranks with half the groups each gives
+the loss and the weights of 1 rank with every group (same fixed rollouts), for every aggregation mode; and a
+short training run on 2 ranks logs the metrics of the 1-rank run."""
+
+import copy
+import dataclasses
+import os
+import socket
+
+import pytest
+import torch
+import torch.multiprocessing as tmp
+
+from conftest import make_tiny_llama
+from rlvr import distributed
+from rlvr.algorithms import get_preset
+from rlvr.batch import StepBatch, select_rows
+from rlvr.tasks.base import Problem
+from rlvr.update import update_policy
+from rlvr.verifiers.base import Verdict
+
+WORLD = 2
+G, GROUPS, T = 2, 6, 6  # 6 groups of 2 rows: 3 groups (6 rows) per rank
+
+# (name, preset, overrides of the preset, update kwargs, advantages (12,) or None for the default pattern)
+CASES = [
+    ("grpo", "grpo", {}, {}, None),                                  # seq-mean-token-mean, token ratio
+    ("dapo", "dapo", {}, {}, None),                                  # token-mean, asymmetric clip
+    ("dr_grpo", "dr_grpo", {}, {}, None),                            # seq-mean-token-sum-norm
+    ("gspo", "gspo", {}, {}, None),                                  # sequence-level ratio
+    ("grpo_kl", "grpo", {"beta": 0.04}, {}, None),                   # k3 KL to a frozen reference
+    ("dapo_clipped", "dapo", {}, {"max_grad_norm": 0.05}, None),     # clipping must see the global norm
+    ("grpo_mu2", "grpo", {}, {"mu": 2}, None),                       # two passes: old log-probs, clipping
+    # rank 1's three groups are constant (advantage 0): it trains on nothing, yet must take the same step
+    ("idle_rank", "dapo", {}, {}, [1.0, -1.0, 0.5, -0.5, 2.0, -2.0] + [0.0] * 6),
+]
+DEFAULT_ADV = [1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 0.3, -0.3, -1.5, 1.5, 0.8, -0.8]
+
+
+def make_batch(advantages, seed=0) -> StepBatch:
+    """12 rows in 6 groups of 2 (prompt-major), random lengths 1..T, fixed token ids."""
+    g = torch.Generator().manual_seed(seed)
+    b = len(advantages)
+    lengths = torch.randint(1, T + 1, (b,), generator=g)
+    mask = (torch.arange(T)[None, :] < lengths[:, None]).float()
+    prompts = [torch.randint(4, 60, (int(n),), generator=g).tolist() for n in torch.randint(2, 6, (b,), generator=g)]
+    return StepBatch(
+        problems=[Problem(id=str(i // G), prompt="q", answer="1") for i in range(b)], prompt_ids=prompts,
+        completion_ids=torch.randint(4, 60, (b, T), generator=g) * mask.long(), mask=mask,
+        sampler_logp=torch.zeros(b, T), group_ids=torch.arange(b) // G, lengths=lengths, finish=["stop"] * b,
+        texts=[""] * b, verdicts=[Verdict("wrong", 0.0)] * b, rewards=torch.zeros(b), terms={},
+        advantages=torch.tensor(advantages, dtype=torch.float32))
+
+
+def run_case(case, comm=None):
+    """The update of `case` on this rank's block of the batch (the whole batch without comm)."""
+    _, preset, over, kwargs, adv = case
+    algo = dataclasses.replace(get_preset(preset), **over)
+    batch = make_batch(adv or DEFAULT_ADV)
+    if comm is not None:
+        rows = [r for r in range(len(batch)) if int(batch.group_ids[r]) in comm.shard(range(GROUPS))]
+        batch = select_rows(batch, rows)
+        batch.advantages = make_batch(adv or DEFAULT_ADV).advantages[rows]
+    model = make_tiny_llama(64, seed=3)
+    ref = copy.deepcopy(model).eval().requires_grad_(False) if algo.beta > 0 else None
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    args = dict(pad_id=0, temperature=1.0, micro_batch_size=3, max_grad_norm=1e9, autocast="none", norm_len=T)
+    stats = update_policy(model, opt, batch, algo, **{**args, **kwargs}, ref_model=ref, comm=comm)
+    return stats, {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(fn, port, *args):
+    """Run fn(rank, *args) on WORLD spawned processes with the environment torchrun would set."""
+    tmp.spawn(_entry, args=(fn, port, args), nprocs=WORLD, join=True)
+
+
+def _entry(rank, fn, port, args):
+    os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(WORLD),
+                       "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+    torch.set_num_threads(1)  # two ranks share two cores
+    fn(rank, *args)
+
+
+def _update_cases(rank, out_dir):
+    comm = distributed.setup()
+    assert (comm.rank, comm.world) == (rank, WORLD)
+    results = {case[0]: run_case(case, comm) for case in CASES}
+    torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
+    comm.close()
+
+
+@pytest.fixture(scope="module")
+def two_rank_updates(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dp")
+    launch(_update_cases, free_port(), str(out))
+    return [torch.load(out / f"rank{r}.pt") for r in range(WORLD)]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_two_ranks_take_the_one_rank_step(case, two_rank_updates):
+    torch.set_num_threads(1)
+    ref_stats, ref_weights = run_case(case)
+    for rank_results in two_rank_updates:
+        stats, weights = rank_results[case[0]]
+        assert stats["loss"] == pytest.approx(ref_stats["loss"], abs=1e-6)
+        assert stats["grad_norm"] == pytest.approx(ref_stats["grad_norm"], rel=1e-5)
+        for key in ("clip/low_frac", "clip/high_frac", "train_tokens", "active_rows", "skipped"):
+            assert stats[key] == pytest.approx(ref_stats[key], abs=1e-6), key
+        for name, w in ref_weights.items():
+            torch.testing.assert_close(weights[name], w, atol=1e-6, rtol=1e-5, msg=name)
+    # the step moved the weights (a no-op update would match trivially)
+    assert any(not torch.equal(w, make_tiny_llama(64, seed=3).state_dict()[n]) for n, w in ref_weights.items())
+
+
+def test_shard_is_contiguous_and_covers_everything():
+    comms = [distributed.Comm(r, 3) for r in range(3)]
+    assert [c.shard(range(7)) for c in comms] == [[0, 1], [2, 3], [4, 5, 6]]
+    assert [c.shard(range(6)) for c in comms] == [[0, 1], [2, 3], [4, 5]]
+
+
+def test_one_rank_comm_is_a_no_op():
+    comm = distributed.setup()
+    assert (comm.rank, comm.world, comm.is_main, comm.seed_offset) == (0, 1, True, 0)
+    assert comm.all_sum(3, torch.tensor(2.0)) == [3, torch.tensor(2.0)]
+    assert comm.any(False) is False and comm.all_gather("x") == ["x"]
