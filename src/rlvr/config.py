@@ -49,6 +49,10 @@ DEFAULTS: dict = {
         "temperature": 1.0,
         "top_p": 1.0,
         "top_k": 0,
+        # backend "remote" only (rlvr.sampling.remote, docs/scaling.md): vLLM server addresses, and a folder
+        # every server can read the pushed LoRA adapters from ("" = a temporary folder on this machine)
+        "urls": [],
+        "adapter_dir": "",
     },
     "train": {
         "steps": 20,
@@ -76,7 +80,7 @@ CHOICES = {
     "model.dtype": ("float32", "bfloat16", "float16"),
     "train.lr_schedule": ("constant", "cosine"),
     "train.autocast": ("none", "bfloat16"),
-    "rollout.backend": ("hf", "fast"),
+    "rollout.backend": ("hf", "fast", "remote"),
 }
 
 

@@ -109,7 +109,8 @@ def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_con
     scheduler = make_scheduler(optimizer, c.train)
     stop_ids = sorted({tokenizer.eos_token_id, *([model.config.eos_token_id] if isinstance(model.config.eos_token_id, int) else [])})
     sampler = make_sampler(c.rollout.backend, model, tokenizer, stop_ids=stop_ids,
-                           **({"urls": c.rollout.urls} if c.rollout.backend == "remote" else {}))
+                           **({"urls": c.rollout.urls, "adapter_dir": c.rollout.adapter_dir or None}
+                              if c.rollout.backend == "remote" else {}))
     stream = make_stream(cfg["curriculum"], task.problems("train"), c.seed)
     start = _resume(run_path, run, comm, model, optimizer, scheduler, stream) if resume else 0
     prompt_cache: dict[str, list[int]] = {}

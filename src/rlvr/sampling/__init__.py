@@ -2,16 +2,22 @@
 `sync(model)` and `generate(prompt_ids, n, ...) -> Rollouts`.
 
 Backends: "hf" (transformers generate; any architecture) and "fast" (hand-written CPU decoder for the
-Llama family; falls back to "hf", with a warning, for architectures it does not support).
+Llama family; falls back to "hf", with a warning, for architectures it does not support) and "remote"
+(vLLM servers over HTTP; settings `urls`, `adapter_dir`; see rlvr.sampling.remote).
 """
 from __future__ import annotations
 
 from .rollouts import Rollouts, Sampler
 
-BACKENDS = ("hf", "fast")
+BACKENDS = ("hf", "fast", "remote")
 
 
-def make_sampler(backend: str, model, tokenizer, *, stop_ids: list[int], dtype: str = "bfloat16") -> Sampler:
+def make_sampler(backend: str, model, tokenizer, *, stop_ids: list[int], dtype: str = "bfloat16", **settings) -> Sampler:
+    """`settings` go to the remote backend (urls, adapter_dir, timeout_s); the local ones take none."""
+    if backend == "remote":
+        from .remote import RemoteSampler
+
+        return RemoteSampler(model, tokenizer, stop_ids=stop_ids, **settings)
     if backend == "hf":
         from .hf import HFSampler
 
