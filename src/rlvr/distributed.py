@@ -209,6 +209,8 @@ def _dynamic_sampling(comm: Comm, draw, want: int, max_rounds: int, pad_id: int)
     batch.stats.update({k: sum(r.stats[k] for r in rounds) for k in ("time/generate", "time/verify", "gen_tokens")})
     batch.stats.update({"dynamic_sampling/generated_groups": generated, "dynamic_sampling/kept_groups": kept,
                         "dynamic_sampling/rounds": len(rounds), "generated": concat(rounds, pad_id)})
+    if comm.world > 1:  # gather_batch merges round by round, to list rows in the single-process order
+        batch.stats["_rounds"] = rounds
     return batch
 
 
@@ -234,12 +236,13 @@ def gather_batch(comm: Comm, batch: StepBatch, pad_id: int) -> StepBatch:
     On one rank, the batch itself."""
     if comm.world == 1:
         return batch
-    stats = {k: v for k, v in batch.stats.items() if k != "generated"}
+    stats = {k: v for k, v in batch.stats.items() if k not in ("generated", "_rounds")}
     local = StepBatch(**{**vars(batch), "stats": stats})
-    parts = comm.all_gather((local, batch.stats.get("generated")))
+    parts = comm.all_gather((local, batch.stats.get("_rounds")))
     merged = _merge([p[0] for p in parts], pad_id)
-    if parts[0][1] is not None:
-        merged.stats["generated"] = _merge([p[1] for p in parts], pad_id)
+    if parts[0][1] is not None:  # dynamic sampling: round k of every rank, then round k + 1, ...
+        rounds = [[p[1][k] for p in parts] for k in range(len(parts[0][1]))]
+        merged.stats["generated"] = concat([_merge(r, pad_id) for r in rounds], pad_id)
     return merged
 
 
