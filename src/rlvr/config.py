@@ -36,6 +36,7 @@ DEFAULTS: dict = {
         "allow_dominant_shaping": False,
         "workers": 2,
         "timeout_s": 5.0,
+        "engine": "local",  # where verification runs when workers > 0: local processes, or "ray" (optional extra)
     },
     "algorithm": {"preset": "grpo"},
     # Prompt selection by difficulty band: {} draws uniformly from the train split; otherwise
@@ -81,6 +82,7 @@ CHOICES = {
     "train.lr_schedule": ("constant", "cosine"),
     "train.autocast": ("none", "bfloat16"),
     "rollout.backend": ("hf", "fast", "remote"),
+    "reward.engine": ("local", "ray"),
 }
 
 
