@@ -206,3 +206,44 @@ def test_resume_on_another_rank_count_is_refused():
     distributed.check_resume(distributed.Comm(), {"step": 3})  # saved before scale-out: one rank
     with pytest.raises(ConfigError, match="saved on 2 rank"):
         distributed.check_resume(distributed.Comm(), {"step": 3, "world_size": 2})
+
+
+TORCHRUN_SCRIPT = """
+import os, sys, pathlib
+sys.path.insert(0, {tests!r})
+import torch
+torch.set_num_threads(1)
+from transformers import AutoTokenizer
+from conftest import make_tiny_llama
+from test_distributed import train_config
+from rlvr.trainer import train
+out, url = pathlib.Path(sys.argv[1]), sys.argv[2]
+tok = AutoTokenizer.from_pretrained(out / "tok")
+for name, first in (("full", 3), ("resumed", 2)):
+    cfg = train_config(out / name, out / "data.jsonl", url)
+    cfg["train"]["steps"] = first
+    train(cfg, policy=(make_tiny_llama(len(tok)), tok), quiet=True)
+cfg["train"]["steps"] = 3
+train(cfg, resume=True, allow_config_change=True, policy=(make_tiny_llama(len(tok)), tok), quiet=True)
+"""
+
+
+@pytest.mark.slow
+def test_torchrun_two_ranks_resume_continues_exactly(two_ranks, server, tmp_path):
+    """Under a real `torchrun` (the trainer joins the group from its environment): a 2-rank run stopped after 2
+    steps and resumed to 3 logs what the uninterrupted 2-rank run logs."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    shutil.copytree(two_ranks / "tok", tmp_path / "tok")
+    shutil.copy(two_ranks / "data.jsonl", tmp_path / "data.jsonl")
+    script = tmp_path / "run.py"
+    script.write_text(TORCHRUN_SCRIPT.format(tests=os.path.dirname(__file__)))
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(WORLD),
+                    str(script), str(tmp_path), server.url], check=True, timeout=600, capture_output=True)
+    drop = lambda r: {k: v for k, v in r.items() if not k.startswith(("time/", "throughput/"))}  # noqa: E731
+    a, b = ([drop(json.loads(x)) for x in (tmp_path / n / "metrics.jsonl").read_text().splitlines()]
+            for n in ("full", "resumed"))
+    assert [r["step"] for r in b] == [0, 1, 2] and a == b

@@ -20,6 +20,7 @@ Shapes: B rows on this rank, T completion positions; counts are 0-d tensors.
 
 from __future__ import annotations
 
+import atexit
 import os
 from types import SimpleNamespace
 
@@ -142,7 +143,15 @@ def setup() -> Comm:
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group(backend)
+    # Torn down at exit, not after train(): a second train() in the same process (rlvr run) reuses the group,
+    # where re-initialising one under torchrun's shared store fails.
+    atexit.register(_destroy)
     return Comm(dist.get_rank(), dist.get_world_size(), owns_group=True)
+
+
+def _destroy() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def check_resume(comm: Comm, loop_state: dict) -> None:

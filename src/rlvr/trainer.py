@@ -184,14 +184,12 @@ def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_con
                 code = 130 if stop.signum == signal.SIGINT else 143
                 if comm.is_main:
                     print(f"stopped by signal at step {step + 1}; checkpoint saved; resume with --resume {run_path}")
-                comm.close()
                 raise SystemExit(code)
             if last:
                 break
     if comm.is_main:
         save_policy(model, tokenizer, run.path / "final")
     comm.barrier()
-    comm.close()
     return run_path
 
 

@@ -25,6 +25,7 @@ import threading
 import urllib.error
 import urllib.request
 import warnings
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -122,8 +123,9 @@ class RemoteSampler:
         self.tokenizer, self.stop_ids, self.timeout_s = tokenizer, list(stop_ids), timeout_s
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_ids[0]
         self.urls, self.lost = list(urls), []  # lost: [(url, reason)] in the order they were lost
-        self._own_dir = adapter_dir is None  # a temporary folder works when the servers share this machine
         self.adapter_dir = Path(adapter_dir or tempfile.mkdtemp(prefix="rlvr-adapters-"))
+        if adapter_dir is None:  # a temporary folder works when the servers share this machine; removed with us
+            weakref.finalize(self, shutil.rmtree, str(self.adapter_dir), True)
         self.version, self._lock = 0, threading.Lock()
 
     @property
@@ -201,10 +203,6 @@ class RemoteSampler:
         ro.num_prompt_tokens = sum(len(p) for p in prompt_ids)  # the server prefills each prompt once
         ro.seconds = time.perf_counter() - t0
         return ro
-
-    def close(self) -> None:
-        if self._own_dir:
-            shutil.rmtree(self.adapter_dir, ignore_errors=True)
 
 
 __all__ = ["RemoteSampler", "RemoteError", "ServerLost", "completion_body", "parse_choices"]
