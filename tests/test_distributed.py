@@ -52,8 +52,9 @@ def make_batch(advantages, seed=0) -> StepBatch:
         advantages=torch.tensor(advantages, dtype=torch.float32))
 
 
-def run_case(case, comm=None):
-    """The update of `case` on this rank's block of the batch (the whole batch without comm)."""
+def run_case(case, comm=None, fsdp=False):
+    """The update of `case` on this rank's block of the batch (the whole batch without comm); with fsdp, the
+    model sharded over the ranks by FSDP2."""
     _, preset, over, kwargs, adv = case
     algo = dataclasses.replace(get_preset(preset), **over)
     batch = make_batch(adv or DEFAULT_ADV)
@@ -63,10 +64,13 @@ def run_case(case, comm=None):
         batch.advantages = make_batch(adv or DEFAULT_ADV).advantages[rows]
     model = make_tiny_llama(64, seed=3)
     ref = copy.deepcopy(model).eval().requires_grad_(False) if algo.beta > 0 else None
+    if fsdp:
+        distributed.shard_model(model, comm)
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
     args = dict(pad_id=0, temperature=1.0, micro_batch_size=3, max_grad_norm=1e9, autocast="none", norm_len=T)
     stats = update_policy(model, opt, batch, algo, **{**args, **kwargs}, ref_model=ref, comm=comm)
-    return stats, {k: v.detach().clone() for k, v in model.state_dict().items()}
+    full = {k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in model.state_dict().items()}
+    return stats, {k: v.detach().clone() for k, v in full.items()}
 
 
 def free_port() -> int:
@@ -95,7 +99,10 @@ def _rank_main(rank, out_dir, train_cfg, tokenizer_dir):
 
     comm = distributed.setup()
     assert (comm.rank, comm.world) == (rank, WORLD)
-    torch.save({case[0]: run_case(case, comm) for case in CASES}, os.path.join(out_dir, f"rank{rank}.pt"))
+    results = {case[0]: run_case(case, comm) for case in CASES}
+    for case in CASES:  # FSDP2 on gloo: a fresh Comm, since shard_model marks its Comm as sharded
+        results["fsdp/" + case[0]] = run_case(case, distributed.Comm(comm.rank, comm.world), fsdp=True)
+    torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     train(train_cfg, policy=(make_tiny_llama(len(tok)), tok), quiet=True)
     comm.close()
@@ -127,12 +134,14 @@ def two_rank_updates(two_ranks):
     return [torch.load(two_ranks / f"rank{r}.pt") for r in range(WORLD)]
 
 
+@pytest.mark.parametrize("mode", ["dp", "fsdp"])
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_two_ranks_take_the_one_rank_step(case, two_rank_updates):
+def test_two_ranks_take_the_one_rank_step(case, mode, two_rank_updates):
+    """dp: full replicas, gradients summed; fsdp: the model sharded by FSDP2 (idle ranks pad micro-batches)."""
     torch.set_num_threads(1)
     ref_stats, ref_weights = run_case(case)
     for rank_results in two_rank_updates:
-        stats, weights = rank_results[case[0]]
+        stats, weights = rank_results[case[0] if mode == "dp" else "fsdp/" + case[0]]
         assert stats["loss"] == pytest.approx(ref_stats["loss"], abs=1e-6)
         assert stats["grad_norm"] == pytest.approx(ref_stats["grad_norm"], rel=1e-5)
         for key in ("clip/low_frac", "clip/high_frac", "train_tokens", "active_rows", "skipped"):

@@ -44,6 +44,7 @@ class Comm:
 
     def __init__(self, rank: int = 0, world: int = 1, owns_group: bool = False):
         self.rank, self.world, self.owns_group = rank, world, owns_group
+        self.sharded = False  # FSDP2 holds the model (shard_model): it reduces gradients itself
         backend = dist.get_backend() if world > 1 and dist.is_initialized() else "none"
         # NCCL moves only CUDA tensors; gloo (CPU) moves CPU tensors.
         self.device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
@@ -89,6 +90,11 @@ class Comm:
         if self.world == 1:
             return
         params = [p for p in params if p.requires_grad]
+        if self.sharded:  # FSDP reduce-scattered the gradients as a mean over ranks: times W is the sum
+            for p in params:
+                if p.grad is not None:
+                    p.grad.mul_(self.world)
+            return
         for p in params:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
@@ -110,6 +116,11 @@ class Comm:
             n = p.numel()
             p.grad.copy_(flat[offset:offset + n].view_as(p.grad))
             offset += n
+
+    def idle_micro_batches(self, n: int) -> int:
+        """Under FSDP every forward and backward is a collective, so every rank must run as many micro-batches
+        as the busiest one: how many zero-weight ones this rank adds to its n. 0 without FSDP."""
+        return max(self.all_gather(n)) - n if self.sharded else 0
 
     def broadcast_params(self, params) -> None:
         """Give every rank rank 0's values (the start of a run must be identical everywhere)."""
@@ -152,6 +163,26 @@ def setup() -> Comm:
 def _destroy() -> None:
     if dist.is_initialized():
         dist.destroy_process_group()
+
+
+def shard_model(model, comm: Comm):
+    """FSDP2 (torch's `fully_shard`) over the ranks: each decoder layer, then the root, for models whose weights,
+    gradients and optimizer state do not fit one device. Gradients end up summed over ranks (our losses are
+    per-rank shares of the global loss; see Comm.sum_grads), so the update is that of data parallel. See docs/scaling.md for what
+    the trainer still lacks around it."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh(comm.device.type, (comm.world,))
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    names = set(getattr(base, "_no_split_modules", None) or ())  # transformers names its decoder layer class here
+    for layer in [m for m in model.modules() if type(m).__name__ in names]:
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    # FSDP's default mean over ranks is kept (its sum options need PREMUL_SUM or are ignored on gloo);
+    # Comm.sum_grads turns the mean into the sum
+    comm.sharded = True
+    return model
 
 
 def check_resume(comm: Comm, loop_state: dict) -> None:
@@ -265,4 +296,4 @@ def _merge(batches: list[StepBatch], pad_id: int) -> StepBatch:
     return merged
 
 
-__all__ = ["Comm", "setup", "check_resume", "sync_sampler", "collect", "gather_batch"]
+__all__ = ["Comm", "setup", "shard_model", "check_resume", "sync_sampler", "collect", "gather_batch"]
