@@ -22,6 +22,7 @@ import json
 import shutil
 import tempfile
 import threading
+import time
 import urllib.error
 import urllib.request
 import warnings
@@ -179,8 +180,6 @@ class RemoteSampler:
 
     def generate(self, prompt_ids: list[list[int]], n: int, *, max_new_tokens: int, temperature: float = 1.0,
                  top_p: float = 1.0, top_k: int = 0, generator: torch.Generator | None = None) -> Rollouts:
-        import time
-
         t0 = time.perf_counter()
         if self.version == 0:
             raise RemoteError("call sync(model) before generate: the servers do not hold the policy yet")
