@@ -36,6 +36,7 @@ DEFAULTS: dict = {
         "allow_dominant_shaping": False,
         "workers": 2,
         "timeout_s": 5.0,
+        "engine": "local",  # where verification runs when workers > 0: local processes, or "ray" (optional extra)
     },
     "algorithm": {"preset": "grpo"},  # a preset name plus any field overrides, checked by rlvr.algorithms
     # Prompt selection by difficulty band: {} draws uniformly from the train split; otherwise
@@ -49,6 +50,10 @@ DEFAULTS: dict = {
         "temperature": 1.0,
         "top_p": 1.0,
         "top_k": 0,
+        # backend "remote" only (rlvr.sampling.remote, docs/scaling.md): vLLM server addresses, and a folder
+        # every server can read the pushed LoRA adapters from ("" = a temporary folder on this machine)
+        "urls": [],
+        "adapter_dir": "",
     },
     "train": {
         "steps": 20,
@@ -92,7 +97,8 @@ CHOICES = {
     "model.dtype": ("float32", "bfloat16", "float16"),
     "train.lr_schedule": ("constant", "cosine"),
     "train.autocast": ("none", "bfloat16"),
-    "rollout.backend": ("hf", "fast"),
+    "rollout.backend": ("hf", "fast", "remote"),
+    "reward.engine": ("local", "ray"),
     "sft.source": ("samples", "reference"),
 }
 

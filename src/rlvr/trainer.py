@@ -7,6 +7,9 @@ Read it top to bottom. Simplifications, and why:
   current one, so the ratio is 1 and no second forward is run.
 - The sampler holds its own copy of the weights (merged, possibly bf16) and is synced after each update.
 - Rewards, verdicts and lengths are logged over every generated row; the loss sees only the kept rows.
+- Launched by torchrun on W ranks, each rank samples and trains on its block of the step's prompts and
+  the gradients are summed (rlvr.distributed); rank 0 alone writes the run directory. On one rank every
+  `comm` call is a no-op.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ import torch
 from tqdm.auto import tqdm
 
 from rlvr import checkpoint as ckpt
+from rlvr import distributed
 from rlvr.algorithms import algorithm_from_config
-from rlvr.batch import collect, encode_prompt
+from rlvr.batch import encode_prompt
 from rlvr.config import ConfigError, as_namespace, dump
 from rlvr.metrics import rollout_metrics
 from rlvr.models import add_lora, load_policy, save_policy
@@ -91,11 +95,16 @@ def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_con
     """Run RLVR training as configured; returns the run directory. `policy` = (model, tokenizer) overrides
     loading by name (tests use a tiny random model)."""
     c, algo, reward, task = prepare(cfg)
-    run = RunDir(c.output_dir, resume=resume, overwrite=overwrite)
-    _check_config(run, cfg, resume, allow_config_change)
-    model, tokenizer, ref_model, optimizer, scheduler, sampler = _setup_policy(c, algo, policy)
+    comm = distributed.setup()  # scale-out: W ranks under torchrun, else one
+    run = None  # data parallel: rank 0 alone owns the run directory; the others wait until it is ready
+    if comm.is_main:
+        run = RunDir(c.output_dir, resume=resume, overwrite=overwrite)
+        _check_config(run, cfg, resume, allow_config_change)
+    comm.barrier()
+    run_path = Path(c.output_dir)
+    model, tokenizer, ref_model, optimizer, scheduler, sampler = _setup_policy(c, algo, policy, comm)
     stream = make_stream(cfg["curriculum"], task.problems("train"), c.seed)
-    start = _resume(run, model, optimizer, scheduler, stream) if resume else 0
+    start = _resume(run_path, run, comm, model, optimizer, scheduler, stream) if resume else 0
     prompt_cache: dict[str, list[int]] = {}
 
     def encode(problem):
@@ -112,60 +121,73 @@ def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_con
         return problems, [encode(p) for p in problems]
 
     bad_steps, started = 0, time.perf_counter()
-    bar = tqdm(range(start, c.train.steps), initial=start, total=c.train.steps, desc="rlvr train", disable=quiet)
+    bar = tqdm(range(start, c.train.steps), initial=start, total=c.train.steps, desc="rlvr train",
+               disable=quiet or not comm.is_main)
     with StopFlag() as stop:
         for step in bar:
             t0, round_ = time.perf_counter(), 0
             model.eval()
-            sampler.sync(model)
-            last = step + 1 == c.train.steps or (c.train.time_budget_min and
-                                                 time.perf_counter() - started > 60 * c.train.time_budget_min)
+            distributed.sync_sampler(comm, sampler, model)
+            # data parallel: ranks decide together (their clocks differ)
+            last = comm.any(step + 1 == c.train.steps or (c.train.time_budget_min and
+                                                          time.perf_counter() - started > 60 * c.train.time_budget_min))
             val = (validate(sampler, val_problems, [encode(p) for p in val_problems], reward, c.rollout.max_new_tokens)
-                   if val_problems and (step % c.log.eval_every == 0 or last) else {})
-            generator = torch.Generator().manual_seed(c.seed * 1_000_003 + step)
-            batch = collect(sampler, next_prompts, reward, algo, c.rollout, generator, pad_id=tokenizer.pad_token_id)
-            generated = batch.stats.get("generated", batch)
+                   if comm.is_main and val_problems and (step % c.log.eval_every == 0 or last) else {})
+            generator = torch.Generator().manual_seed(c.seed * 1_000_003 + step + comm.seed_offset)
+            # data parallel: `batch` is this rank's block; `seen` the global batch (metrics, curriculum)
+            batch = distributed.collect(comm, sampler, next_prompts, reward, algo, c.rollout, generator,
+                                        pad_id=tokenizer.pad_token_id)
+            seen = distributed.gather_batch(comm, batch, pad_id=tokenizer.pad_token_id)
+            generated = seen.stats.get("generated", seen)
             stream.observe(step, generated)
             model.train()
             t1 = time.perf_counter()
             upd = update_policy(model, optimizer, batch, algo, pad_id=tokenizer.pad_token_id,
                                 temperature=c.rollout.temperature, micro_batch_size=c.train.micro_batch_size,
                                 max_grad_norm=c.train.max_grad_norm, autocast=c.train.autocast, mu=c.train.updates_per_batch,
-                                norm_len=c.rollout.max_new_tokens, ref_model=ref_model) if len(batch) else {"skipped": 1}
+                                norm_len=c.rollout.max_new_tokens, ref_model=ref_model,
+                                comm=comm if comm.world > 1 else None) if len(seen) else {"skipped": 1}
             t2 = time.perf_counter()
-            row = {**_metrics_row(step, batch, upd, scheduler.get_last_lr()[0], t1 - t0, t2 - t1),
+            row = {**_metrics_row(step, seen, upd, scheduler.get_last_lr()[0], t1 - t0, t2 - t1),
                    **step_band_metrics(generated), **val}
             scheduler.step()
-            run.append(run.metrics_path, [row])
-            if c.log.samples_every and step % c.log.samples_every == 0:
+            stopping = comm.any(stop.signum is not None)
+            if comm.is_main:
+                run.append(run.metrics_path, [row])
+            if comm.is_main and c.log.samples_every and step % c.log.samples_every == 0:
                 run.append(run.samples_path, _sample_rows(step, generated))
             bar.set_postfix(_progress(row))
-            bad_steps = bad_steps + 1 if upd.get("skipped") and len(batch) else 0
-            # reliability: read the flag once, so a signal landing between the save and the exit below cannot
-            # exit without a checkpoint (it is then handled after the next step instead).
-            signum = stop.signum
-            if (c.log.checkpoint_every and (step + 1) % c.log.checkpoint_every == 0) or last or signum:
+            bad_steps = bad_steps + 1 if upd.get("skipped") and len(seen) else 0
+            # `stopping` is read once per step (and agreed by all ranks), so a signal landing between the save
+            # and the exit below cannot exit without a checkpoint: it is then handled after the next step.
+            due = (c.log.checkpoint_every and (step + 1) % c.log.checkpoint_every == 0) or last or stopping
+            if due and comm.is_main:
                 ckpt.save_checkpoint(run.path / "checkpoints", step + 1, model=model, optimizer=optimizer,
-                                     scheduler=scheduler, loop_state={"step": step + 1, "prompts": stream.state_dict()},
+                                     scheduler=scheduler, loop_state={"step": step + 1, "prompts": stream.state_dict(),
+                                                                      "world_size": comm.world},
                                      keep=c.log.keep_checkpoints)
             if bad_steps >= MAX_BAD_STEPS:
                 bar.close()
-                kept = ckpt.latest_complete(run.path / "checkpoints")
+                kept = ckpt.latest_complete(run_path / "checkpoints")
                 raise TrainingAborted(f"step {step}: non-finite loss or gradient {bad_steps} steps in a row; "
                                       f"the update was skipped each time; lower train.lr or check the data; "
                                       f"last checkpoint: {kept or 'none'}")
-            if signum:
+            if stopping:
                 bar.close()
-                code = 130 if signum == signal.SIGINT else 143
-                print(f"stopped by signal at step {step + 1}; checkpoint saved; resume with --resume {run.path}")
+                comm.barrier()
+                code = 130 if stop.signum == signal.SIGINT else 143
+                if comm.is_main:
+                    print(f"stopped by signal at step {step + 1}; checkpoint saved; resume with --resume {run_path}")
                 raise SystemExit(code)
             if last:
                 break
-    save_policy(model, tokenizer, run.path / "final")
-    return run.path
+    if comm.is_main:
+        save_policy(model, tokenizer, run.path / "final")
+    comm.barrier()
+    return run_path
 
 
-def _setup_policy(c, algo, policy):
+def _setup_policy(c, algo, policy, comm):
     """Model (with LoRA), reference for KL when needed, AdamW over the trainable weights, LR schedule, sampler."""
     torch.manual_seed(c.seed)
     model, tokenizer = policy or load_policy(c.model.name, c.model.dtype)
@@ -175,10 +197,12 @@ def _setup_policy(c, algo, policy):
     # With LoRA the reference is the base model with the adapter switched off: no second copy in memory.
     ref_model = _frozen_copy(model) if algo.beta > 0 and not c.model.lora.enabled else None
     trainable = [p for p in model.parameters() if p.requires_grad]
+    comm.broadcast_params(trainable)  # data parallel: every rank starts from rank 0's weights
     optimizer = torch.optim.AdamW(trainable, lr=c.train.lr, weight_decay=c.train.weight_decay)
     eos = model.config.eos_token_id
     stop_ids = sorted({tokenizer.eos_token_id, *([eos] if isinstance(eos, int) else eos or [])})
-    sampler = make_sampler(c.rollout.backend, model, tokenizer, stop_ids=stop_ids)
+    remote = {"urls": c.rollout.urls, "adapter_dir": c.rollout.adapter_dir or None} if c.rollout.backend == "remote" else {}
+    sampler = make_sampler(c.rollout.backend, model, tokenizer, stop_ids=stop_ids, **remote)
     return model, tokenizer, ref_model, optimizer, make_scheduler(optimizer, c.train), sampler
 
 
@@ -235,14 +259,18 @@ def _diff(a, b, prefix=""):
         yield prefix[:-1]
 
 
-def _resume(run: RunDir, model, optimizer, scheduler, stream) -> int:
-    path = ckpt.latest_complete(run.path / "checkpoints")
+def _resume(run_path: Path, run: RunDir | None, comm, model, optimizer, scheduler, stream) -> int:
+    """Every rank loads the same checkpoint; rank 0 (the one holding `run`) trims the logs."""
+    path = ckpt.latest_complete(run_path / "checkpoints")
     if path is None:
-        run.truncate_after(-1)
+        if run is not None:
+            run.truncate_after(-1)
         return 0
     state = ckpt.load_checkpoint(path, model=model, optimizer=optimizer, scheduler=scheduler)
+    distributed.check_resume(comm, state)
     stream.load_state_dict(state["prompts"])
-    run.truncate_after(state["step"] - 1)
+    if run is not None:
+        run.truncate_after(state["step"] - 1)
     return state["step"]
 
 

@@ -10,6 +10,7 @@ term their forward is skipped; they still count in the denominators, so the loss
 from __future__ import annotations
 
 import contextlib
+from types import SimpleNamespace
 
 import torch
 
@@ -75,24 +76,44 @@ def reference_logprobs(model, ref_model, batch, rows, pad_id, temperature, autoc
     return logp
 
 
+def _as_float(norm) -> float:
+    """The clipped total norm; under FSDP a replicated DTensor, whose full value every rank holds."""
+    return float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+
+
+def _idle_batch(pad_id: int):
+    """One 1-token row, for the zero-weight micro-batches a rank runs under FSDP when it has fewer than others."""
+    return SimpleNamespace(prompt_ids=[[pad_id]], completion_ids=torch.full((1, 1), pad_id), mask=torch.ones(1, 1),
+                           lengths=torch.ones(1, dtype=torch.long))
+
+
 def update_policy(model, optimizer, batch, algo, *, pad_id: int, temperature: float, micro_batch_size: int,
-                  max_grad_norm: float, autocast: str, norm_len: int, mu: int = 1, ref_model=None) -> dict:
-    """One pass (or mu passes) of gradient steps over the batch; returns floats for the metrics line."""
+                  max_grad_norm: float, autocast: str, norm_len: int, mu: int = 1, ref_model=None, comm=None) -> dict:
+    """One pass (or mu passes) of gradient steps over the batch; returns floats for the metrics line.
+    With `comm` (a rlvr.distributed.Comm) this rank's batch is its share of a global batch; the returned
+    stats are those of the global batch."""
     b = len(batch)
     num_tokens, num_seqs = batch_counts(batch.mask)
+    if comm is not None:  # data parallel: normalise by the global batch's counts
+        num_tokens, num_seqs = comm.all_sum(num_tokens, num_seqs)
     active = [r for r in range(b) if batch.mask[r].sum() > 0 and (batch.advantages[r] != 0 or algo.beta > 0)]
     chunks = micro_batches(active, batch.lengths.tolist(), micro_batch_size)
     trainable = [p for p in model.parameters() if p.requires_grad]
+    # FSDP: every forward/backward is a collective; a rank with fewer micro-batches adds zero-weight ones
+    idle, n_idle = _idle_batch(pad_id), comm.idle_micro_batches(len(chunks)) if comm is not None else 0
     old = None
     if mu > 1:  # several passes: the ratio is against the policy that sampled, fixed before the first pass
         old = {}
         for c in chunks:
             with oom_report(batch, c, micro_batch_size):  # reliability: name the shape that ran out of memory
                 old[tuple(c)] = _forward(model, batch, c, pad_id, temperature, autocast)[0].detach()
+        for _ in range(n_idle):
+            _forward(model, idle, [0], pad_id, temperature, autocast)
     totals = {"loss": 0.0, "clip/low_frac": 0.0, "clip/high_frac": 0.0, "kl": 0.0, "train_tokens": 0}
     grad_norm = 0.0
     for _pass in range(mu):
         optimizer.zero_grad(set_to_none=True)
+        pass_loss = 0.0
         for rows in chunks:
             with oom_report(batch, rows, micro_batch_size):  # reliability: name the shape that ran out of memory
                 logp, t = _forward(model, batch, rows, pad_id, temperature, autocast)
@@ -103,18 +124,33 @@ def update_policy(model, optimizer, batch, algo, *, pad_id: int, temperature: fl
                                           **algo.loss_kwargs())
                 loss.backward()
             tokens = float(mask.sum())
-            totals["loss"] += float(loss.detach())
+            pass_loss += float(loss.detach())
             totals["train_tokens"] += int(tokens)
             for k in ("clip/low_frac", "clip/high_frac", "kl"):
                 totals[k] += float(stats.get(k, 0.0)) * tokens
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(trainable, max_grad_norm)) if trainable else 0.0
+        for _ in range(n_idle):  # same collectives in the same order as a real micro-batch, zero gradient
+            logp, _ = _forward(model, idle, [0], pad_id, temperature, autocast)
+            if algo.beta > 0:
+                reference_logprobs(model, ref_model, idle, [0], pad_id, temperature, autocast)
+            (logp.sum() * 0.0).backward()
+        n_chunks = len(chunks)
+        if comm is not None:  # data parallel: global loss; the sum of the ranks' gradients is the global one
+            pass_loss, n_chunks = comm.all_sum(pass_loss, n_chunks)
+            comm.sum_grads(trainable)
+        totals["loss"] += pass_loss
+        grad_norm = _as_float(torch.nn.utils.clip_grad_norm_(trainable, max_grad_norm)) if trainable else 0.0
         if not torch.isfinite(torch.tensor([totals["loss"], grad_norm])).all():
             optimizer.zero_grad(set_to_none=True)
             return {**totals, "grad_norm": grad_norm, "skipped": 1}
-        if chunks:
+        if n_chunks:
             optimizer.step()
+    n_active = len(active)
+    if comm is not None:  # data parallel: token-weighted stats of the global batch
+        keys = ("clip/low_frac", "clip/high_frac", "kl", "train_tokens")
+        *sums, n_active = comm.all_sum(*(totals[k] for k in keys), n_active)
+        totals.update(zip(keys, sums))
     out = {"loss": totals["loss"] / mu, "grad_norm": grad_norm, "skipped": 0,
-           "train_tokens": totals["train_tokens"], "active_rows": len(active)}
+           "train_tokens": totals["train_tokens"], "active_rows": n_active}
     for k in ("clip/low_frac", "clip/high_frac", "kl"):
         out[k] = totals[k] / max(totals["train_tokens"], 1)
     if algo.beta == 0:

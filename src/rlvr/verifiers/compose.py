@@ -4,7 +4,9 @@ Config shape (from YAML):
 
     {"terms": [{"name": "correct", "kind": "math", "weight": 1.0, "hedging": "last"},
                {"name": "format", "kind": "boxed_format", "weight": 0.1}],
-     "allow_dominant_shaping": false, "workers": 2, "timeout_s": 5.0}
+     "allow_dominant_shaping": false, "workers": 2, "timeout_s": 5.0, "engine": "local"}
+
+`engine: ray` scores on a Ray cluster (rlvr.verifiers.ray_pool) instead of local processes.
 
 The first term is the correctness term; the others are shaping. A shaping term whose maximum
 (|weight| x its kind's max reward) exceeds 10% of the correctness term's maximum is refused unless
@@ -21,11 +23,11 @@ from dataclasses import dataclass, field
 from rlvr.config import ConfigError
 from rlvr.verifiers.base import STATUSES, Verdict
 from rlvr.verifiers.format import completion_text
-from rlvr.verifiers.pool import score_batch
+from rlvr.verifiers.pool import ENGINES, score_batch
 from rlvr.verifiers.registry import KINDS, build_verifier
 
 DOMINANCE_RATIO = 0.10
-TOP_KEYS = ("terms", "allow_dominant_shaping", "workers", "timeout_s")
+TOP_KEYS = ("terms", "allow_dominant_shaping", "workers", "timeout_s", "engine")
 TERM_KEYS = ("name", "kind", "weight")
 # Dataset columns TRL may pass that hold the gold answer, in the order we look for them.
 GOLD_COLUMNS = ("answer", "gold", "solution")
@@ -44,10 +46,11 @@ class RewardResult:
 class Term:
     """One weighted reward term; callable with TRL's signature `(completions, **columns) -> list[float]`."""
 
-    def __init__(self, name: str, kind: str, weight: float, verifier, workers: int, timeout_s: float):
+    def __init__(self, name: str, kind: str, weight: float, verifier, workers: int, timeout_s: float,
+                 engine: str = "local"):
         self.name, self.kind, self.weight, self.verifier = name, kind, float(weight), verifier
         self.workers = 0 if KINDS[kind].cheap else workers
-        self.timeout_s = timeout_s
+        self.timeout_s, self.engine = timeout_s, engine
         self.__name__ = name  # TRL logs a reward function under its __name__
 
     @property
@@ -56,7 +59,8 @@ class Term:
 
     def verdicts(self, completions: list, problems: list) -> list[Verdict]:
         texts = [completion_text(c) for c in completions]
-        return score_batch(self.verifier, texts, problems, workers=self.workers, timeout_s=self.timeout_s)
+        return score_batch(self.verifier, texts, problems, workers=self.workers, timeout_s=self.timeout_s,
+                           engine=self.engine)
 
     def __call__(self, completions: list, **columns) -> list[float]:
         """TRL reward-function form: unweighted rewards (TRL applies `reward_weights` itself)."""
@@ -118,7 +122,10 @@ def build_reward(cfg: dict) -> Reward:
     if not isinstance(specs, list) or not specs:
         raise ConfigError("reward.terms: need a non-empty list of terms (the first is the correctness term)")
     workers, timeout_s = int(cfg.get("workers", 2)), float(cfg.get("timeout_s", 5.0))
-    terms = [_build_term(spec, i, workers, timeout_s) for i, spec in enumerate(specs)]
+    engine = cfg.get("engine", "local")
+    if engine not in ENGINES:
+        raise ConfigError(f"reward.engine={engine!r}; choose from {', '.join(ENGINES)}")
+    terms = [_build_term(spec, i, workers, timeout_s, engine) for i, spec in enumerate(specs)]
     names = [t.name for t in terms]
     if len(set(names)) != len(names):
         raise ConfigError(f"reward.terms: term names must be unique, got {names}")
@@ -127,7 +134,7 @@ def build_reward(cfg: dict) -> Reward:
     return Reward(terms)
 
 
-def _build_term(spec, i: int, workers: int, timeout_s: float) -> Term:
+def _build_term(spec, i: int, workers: int, timeout_s: float, engine: str = "local") -> Term:
     where = f"reward.terms[{i}]"
     if not isinstance(spec, dict):
         raise ConfigError(f"{where}: expected a mapping with name, kind, weight and kind settings")
@@ -140,7 +147,7 @@ def _build_term(spec, i: int, workers: int, timeout_s: float) -> Term:
         weight = float(spec.get("weight", 1.0))
     except (TypeError, ValueError):
         raise ConfigError(f"{where}.weight: {spec.get('weight')!r} is not a number") from None
-    return Term(str(spec.get("name", kind)), kind, weight, verifier, workers, timeout_s)
+    return Term(str(spec.get("name", kind)), kind, weight, verifier, workers, timeout_s, engine)
 
 
 def check_dominance(terms: list[Term]) -> None:

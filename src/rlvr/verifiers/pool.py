@@ -155,8 +155,13 @@ class VerifierPool:
         self.close()
 
 
-def score_batch(verifier, completions: list, problems: list, workers: int = 2, timeout_s: float = 5.0) -> list[Verdict]:
-    """Score a batch: in a pool of `workers` processes, or in this process when workers=0.
+ENGINES = ("local", "ray")
+
+
+def score_batch(verifier, completions: list, problems: list, workers: int = 2, timeout_s: float = 5.0,
+                engine: str = "local") -> list[Verdict]:
+    """Score a batch: in a pool of `workers` processes, or in this process when workers=0; with engine "ray"
+    (and workers > 0) as tasks on a Ray cluster instead of local processes (rlvr.verifiers.ray_pool).
 
     Shapes: completions and problems are lists of equal length B; returns B Verdicts in order.
     """
@@ -164,5 +169,11 @@ def score_batch(verifier, completions: list, problems: list, workers: int = 2, t
         raise ValueError(f"{len(completions)} completions but {len(problems)} problems")
     if workers <= 0 or len(completions) == 0:
         return [score_one(verifier, c, p, timeout_s) for c, p in zip(completions, problems)]
+    if engine == "ray":
+        from rlvr.verifiers.ray_pool import score_batch_ray  # lazy: Ray is an optional extra
+
+        return score_batch_ray(verifier, completions, problems, timeout_s)
+    if engine != "local":
+        raise ValueError(f"unknown verification engine {engine!r}; choose from {', '.join(ENGINES)}")
     with VerifierPool(verifier, workers=min(workers, len(completions)), timeout_s=timeout_s) as pool:
         return pool.map(completions, problems)

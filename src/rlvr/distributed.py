@@ -1,0 +1,299 @@
+"""Data-parallel training on torch.distributed: the same loop on W ranks, changing nothing but speed.
+
+Launched by `torchrun` (or `accelerate launch`), which sets RANK / WORLD_SIZE / MASTER_ADDR; without them
+the run is one rank and every method here is a no-op, so the single-process loop is untouched.
+
+What each rank does in a step (P prompts per step, W ranks):
+- every rank draws the same P prompts from the same seeded stream and keeps its contiguous block of
+  P/W (`Comm.shard`): a group never straddles ranks, so group advantages stay local, and the rank-order
+  concatenation of the blocks is the single-process batch, row for row;
+- dynamic sampling runs the same number of rounds on every rank and keeps informative groups in that
+  global order, so the kept groups are exactly those a single process would keep from the same rollouts;
+- the loss is normalised by the token / sequence counts of the global batch (all-reduced), so each rank's
+  loss is its share of the global loss and the sum of the ranks' gradients is the global gradient;
+  gradients are summed after backward (one flat all-reduce; exact, and cheap for a LoRA adapter);
+- the global batch is all-gathered for the metrics line, the samples file and the curriculum, which
+  therefore see what a single process would see; rank 0 alone writes files and checkpoints.
+
+Shapes: B rows on this rank, T completion positions; counts are 0-d tensors.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+from types import SimpleNamespace
+
+import torch
+import torch.distributed as dist
+
+from rlvr.advantages import group_advantages, group_stats, select_informative_groups
+from rlvr.batch import StepBatch, concat, rollout_round, select_rows
+
+# Gradients are summed in flat buckets of this many elements: one collective per bucket, bounded memory.
+_BUCKET = 1 << 25
+# Rank r's sampling seed is the single-process seed plus r * this: far from any (seed, step) of rank 0.
+_RANK_SEED_STRIDE = 1 << 40
+# Stats where the global value is the max over ranks: wall times (the step waits for the slowest rank), and
+# the round count (every rank runs the same rounds).
+_MAX_STATS = ("time/generate", "time/verify", "dynamic_sampling/rounds")
+
+
+class Comm:
+    """This process's place among the ranks, and the few collectives the loop needs."""
+
+    def __init__(self, rank: int = 0, world: int = 1, owns_group: bool = False):
+        self.rank, self.world, self.owns_group = rank, world, owns_group
+        self.sharded = False  # FSDP2 holds the model (shard_model): it reduces gradients itself
+        backend = dist.get_backend() if world > 1 and dist.is_initialized() else "none"
+        # NCCL moves only CUDA tensors; gloo (CPU) moves CPU tensors.
+        self.device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def seed_offset(self) -> int:
+        return self.rank * _RANK_SEED_STRIDE
+
+    def shard(self, items):
+        """This rank's contiguous block of a list (sizes differ by at most one, earlier ranks larger)."""
+        items = list(items)
+        n, w, r = len(items), self.world, self.rank
+        return items[r * n // w:(r + 1) * n // w]
+
+    def all_sum(self, *values) -> list:
+        """Sum numbers or 0-d tensors over ranks (in float64, exact for counts); same types back."""
+        if self.world == 1:
+            return list(values)
+        buf = torch.tensor([float(v) for v in values], dtype=torch.float64, device=self.device)
+        dist.all_reduce(buf)
+        out = buf.cpu().tolist()
+        return [torch.tensor(s, dtype=v.dtype) if torch.is_tensor(v) else type(v)(s) for s, v in zip(out, values)]
+
+    def any(self, flag: bool) -> bool:
+        """True on every rank when it is True on any: for decisions all ranks must take together."""
+        return bool(flag) if self.world == 1 else self.all_sum(int(bool(flag)))[0] > 0
+
+    def all_gather(self, obj) -> list:
+        """Every rank's object, in rank order (pickled; for per-row data, not for weights)."""
+        if self.world == 1:
+            return [obj]
+        out = [None] * self.world
+        dist.all_gather_object(out, obj)
+        return out
+
+    def sum_grads(self, params) -> None:
+        """Replace each parameter's gradient by its sum over ranks; a missing gradient counts as zero
+        (a rank with no trainable rows this step still takes part, and still steps)."""
+        if self.world == 1:
+            return
+        params = [p for p in params if p.requires_grad]
+        if self.sharded:  # FSDP reduce-scattered the gradients as a mean over ranks: times W is the sum
+            for p in params:
+                if p.grad is not None:
+                    p.grad.mul_(self.world)
+            return
+        for p in params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        bucket, size = [], 0
+        for p in params:
+            if bucket and size + p.numel() > _BUCKET:
+                self._sum_bucket(bucket)
+                bucket, size = [], 0
+            bucket.append(p)
+            size += p.numel()
+        if bucket:
+            self._sum_bucket(bucket)
+
+    def _sum_bucket(self, params) -> None:
+        flat = torch.cat([p.grad.reshape(-1).to(self.device) for p in params])
+        dist.all_reduce(flat)
+        offset = 0
+        for p in params:
+            n = p.numel()
+            p.grad.copy_(flat[offset:offset + n].view_as(p.grad))
+            offset += n
+
+    def idle_micro_batches(self, n: int) -> int:
+        """Under FSDP every forward and backward is a collective, so every rank must run as many micro-batches
+        as the busiest one: how many zero-weight ones this rank adds to its n. 0 without FSDP."""
+        return max(self.all_gather(n)) - n if self.sharded else 0
+
+    def broadcast_params(self, params) -> None:
+        """Give every rank rank 0's values (the start of a run must be identical everywhere)."""
+        if self.world == 1:
+            return
+        with torch.no_grad():
+            for p in params:
+                buf = p.detach().to(self.device)
+                dist.broadcast(buf, src=0)
+                p.copy_(buf)
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            dist.barrier()
+
+    def close(self) -> None:
+        """Tear the process group down if `setup` made it."""
+        if self.owns_group and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def setup() -> Comm:
+    """The Comm of this process: joins the group that torchrun describes in the environment (gloo on CPU,
+    nccl on GPU), or reuses one already initialised; a world of one when there is neither."""
+    if dist.is_available() and dist.is_initialized():
+        return Comm(dist.get_rank(), dist.get_world_size())
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return Comm()
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if backend == "nccl":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group(backend)
+    # Torn down at exit, not after train(): a second train() in the same process (rlvr run) reuses the group,
+    # where re-initialising one under torchrun's shared store fails.
+    atexit.register(_destroy)
+    return Comm(dist.get_rank(), dist.get_world_size(), owns_group=True)
+
+
+def _destroy() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def shard_model(model, comm: Comm):
+    """FSDP2 (torch's `fully_shard`) over the ranks: each decoder layer, then the root, for models whose weights,
+    gradients and optimizer state do not fit one device. Gradients end up summed over ranks (our losses are
+    per-rank shares of the global loss; see Comm.sum_grads), so the update is that of data parallel. See docs/scaling.md for what
+    the trainer still lacks around it."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh(comm.device.type, (comm.world,))
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    names = set(getattr(base, "_no_split_modules", None) or ())  # transformers names its decoder layer class here
+    for layer in [m for m in model.modules() if type(m).__name__ in names]:
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    # FSDP's default mean over ranks is kept (its sum options need PREMUL_SUM or are ignored on gloo);
+    # Comm.sum_grads turns the mean into the sum
+    comm.sharded = True
+    return model
+
+
+def check_resume(comm: Comm, loop_state: dict) -> None:
+    """A run resumes on the number of ranks it was saved with: the rank count decides which prompts each
+    rank samples (and with which seed), so another count could not redo the same steps."""
+    saved = int(loop_state.get("world_size", 1))
+    if saved != comm.world:
+        from rlvr.config import ConfigError
+
+        raise ConfigError(f"--resume: the run was saved on {saved} rank(s); relaunch it on {saved}, not {comm.world}")
+
+
+def sync_sampler(comm: Comm, sampler, model) -> None:
+    """A local sampler holds its own copy of the weights: every rank syncs its own. Remote servers are shared
+    by every rank (`sampler.shared`): rank 0 pushes the new weights once, and no rank samples before they
+    are served."""
+    if getattr(sampler, "shared", False):
+        sampler.sync(model, push=comm.is_main)
+        comm.barrier()
+    else:
+        sampler.sync(model)
+
+
+def collect(comm: Comm, sampler, next_prompts, reward, algo, rollout, generator, pad_id: int) -> StepBatch:
+    """This rank's part of the step's batch (see `rlvr.batch.collect`, which it equals on one rank).
+
+    next_prompts() -> (problems (P,), prompt_ids (P,)) is the same call on every rank; each keeps its block.
+    """
+    want = rollout.prompts_per_step
+    if want < comm.world:
+        raise ValueError(f"rollout.prompts_per_step={want} is less than the {comm.world} ranks: a rank would idle")
+    local = SimpleNamespace(**{**vars(rollout), "prompts_per_step": len(comm.shard(range(want)))})
+
+    def draw():
+        problems, ids = next_prompts()
+        return rollout_round(sampler, comm.shard(problems), comm.shard(ids), reward, algo, local, generator)
+
+    if not algo.dynamic_sampling:
+        batch = draw()
+        batch.stats.update({"dynamic_sampling/generated_groups": local.prompts_per_step,
+                            "dynamic_sampling/kept_groups": local.prompts_per_step})
+    else:
+        batch = _dynamic_sampling(comm, draw, want, algo.max_sampling_rounds, pad_id)
+    batch.advantages = _advantages(comm, batch, algo)
+    return batch
+
+
+def _dynamic_sampling(comm: Comm, draw, want: int, max_rounds: int, pad_id: int) -> StepBatch:
+    """DAPO's refill, with the round count and the kept groups decided globally (rank order = prompt order)."""
+    rounds, parts, have, generated = [], [], 0, 0
+    while have < want and len(rounds) < max_rounds:
+        rb = draw()
+        rounds.append(rb)
+        informative = select_informative_groups(rb.rewards, rb.group_ids)
+        counts = comm.all_gather(len(set(rb.group_ids[informative].tolist())))
+        budget = max(0, want - have - sum(counts[:comm.rank]))  # earlier ranks' groups come first
+        rows = torch.nonzero(select_informative_groups(rb.rewards, rb.group_ids, max_groups=budget)).flatten()
+        if len(rows):
+            parts.append(select_rows(rb, rows.tolist()))
+        generated += len(set(rb.group_ids.tolist()))
+        have += min(sum(counts), want - have)
+    kept = sum(len(set(p.group_ids.tolist())) for p in parts)
+    batch = concat(parts, pad_id) if parts else select_rows(rounds[-1], [])
+    batch.stats.update({k: sum(r.stats[k] for r in rounds) for k in ("time/generate", "time/verify", "gen_tokens")})
+    batch.stats.update({"dynamic_sampling/generated_groups": generated, "dynamic_sampling/kept_groups": kept,
+                        "dynamic_sampling/rounds": len(rounds), "generated": concat(rounds, pad_id)})
+    if comm.world > 1:  # gather_batch merges round by round, to list rows in the single-process order
+        batch.stats["_rounds"] = rounds
+    return batch
+
+
+def _advantages(comm: Comm, batch: StepBatch, algo) -> torch.Tensor:
+    """Group advantages (local: a group lives on one rank); scale "batch" divides by the std of the global
+    batch's rewards, gathered in rank order so the float sums run as in a single process."""
+    if algo.adv_scale != "batch" or comm.world == 1:
+        return group_advantages(batch.rewards, batch.group_ids, scale=algo.adv_scale, eps=algo.adv_eps) \
+            if len(batch) else torch.zeros(0)
+    rewards = torch.cat([torch.as_tensor(r, dtype=torch.float32) for r in comm.all_gather(batch.rewards.tolist())])
+    if not len(batch):
+        return torch.zeros(0)
+    std_b = rewards.std() if rewards.numel() > 1 else rewards.new_zeros(())
+    mean, _, constant = group_stats(batch.rewards, batch.group_ids)
+    # A = (r - mean_g) / (std_B + eps), 0 on constant groups: advantages.group_advantages(scale="batch")
+    adv = (batch.rewards - mean) / (std_b + algo.adv_eps)
+    return torch.where(constant, torch.zeros_like(adv), adv)
+
+
+def gather_batch(comm: Comm, batch: StepBatch, pad_id: int) -> StepBatch:
+    """The step's global batch on every rank, as one process would have built it: rows in rank order,
+    groups renumbered, counts summed, wall times maxed; stats["generated"] merged the same way.
+    On one rank, the batch itself."""
+    if comm.world == 1:
+        return batch
+    stats = {k: v for k, v in batch.stats.items() if k not in ("generated", "_rounds")}
+    local = StepBatch(**{**vars(batch), "stats": stats})
+    parts = comm.all_gather((local, batch.stats.get("_rounds")))
+    merged = _merge([p[0] for p in parts], pad_id)
+    if parts[0][1] is not None:  # dynamic sampling: round k of every rank, then round k + 1, ...
+        rounds = [[p[1][k] for p in parts] for k in range(len(parts[0][1]))]
+        merged.stats["generated"] = concat([_merge(r, pad_id) for r in rounds], pad_id)
+    return merged
+
+
+def _merge(batches: list[StepBatch], pad_id: int) -> StepBatch:
+    merged = concat(batches, pad_id)
+    advantages = [b.advantages for b in batches if b.advantages is not None]
+    merged.advantages = torch.cat(advantages) if len(advantages) == len(batches) else None
+    for key in _MAX_STATS:
+        if key in merged.stats:
+            merged.stats[key] = max(b.stats.get(key, 0.0) for b in batches)
+    return merged
+
+
+__all__ = ["Comm", "setup", "shard_model", "check_resume", "sync_sampler", "collect", "gather_batch"]

@@ -1,0 +1,207 @@
+"""Backend "remote": rollouts from N vLLM servers over their OpenAI-compatible HTTP API (standard library only).
+
+Each prompt is one `POST /v1/completions` request with the prompt as token ids, `n` samples and `logprobs`;
+prompts go round-robin over the live servers, several in flight at once. A server that refuses, drops the
+connection, times out or answers 5xx/404 is reported (a warning, and `sampler.lost`) and its prompts are
+retried on the next live one; the batch fails only when no server is left. Rows come back in the same
+`Rollouts` layout as the local backends.
+
+Weights: after each update the trainer calls `sync`, which saves the LoRA adapter to `adapter_dir` (a folder
+every server can read) and loads it on every server under a new name (`POST /v1/load_lora_adapter`), then
+unloads the previous one; requests name the newest adapter. Full fine-tuning would need vLLM's weight-update
+path (weights sent over NCCL from the trainer), which this backend does not implement: it refuses a model
+without a LoRA adapter. Launch recipe and caveats: docs/scaling.md.
+
+Contract gaps to know (docs/scaling.md): the servers' log-probs must be taken after temperature (vLLM
+`--logprobs-mode processed_logprobs`) to match `Rollouts.sampler_logp`; with one update per batch they only
+feed the entropy metric. Seeds are sent per request, but a server's samples are not bit-identical to ours.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+import warnings
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import torch
+
+from .rollouts import Rollouts, cut_at_stop, pack_rollouts
+
+# In-flight requests per live server: vLLM batches concurrent requests itself, so a few keep it busy.
+REQUESTS_PER_SERVER = 8
+ADAPTER_PREFIX = "rlvr-policy"
+
+
+class RemoteError(RuntimeError):
+    """Rollouts cannot be had: every server is lost, or a server rejected the request itself (HTTP 400)."""
+
+
+class ServerLost(ConnectionError):
+    """One server did not answer usefully; its work can go elsewhere."""
+
+
+def post_json(url: str, path: str, body: dict, timeout_s: float) -> dict:
+    """POST JSON, return the decoded reply. Connection trouble, timeouts, 5xx and 404 (a server that lacks
+    the model or adapter asked for) raise ServerLost; 400/422 (our request is wrong) raise RemoteError."""
+    req = urllib.request.Request(url.rstrip("/") + path, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    return _send(req, timeout_s)
+
+
+def get_json(url: str, path: str, timeout_s: float) -> dict:
+    return _send(urllib.request.Request(url.rstrip("/") + path, method="GET"), timeout_s)
+
+
+def _send(req, timeout_s: float) -> dict:
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+            raw = resp.read()
+    except urllib.error.HTTPError as e:
+        detail = e.read()[:300].decode(errors="replace")
+        if e.code in (400, 422):
+            raise RemoteError(f"{req.full_url}: HTTP {e.code}: {detail}") from None
+        raise ServerLost(f"HTTP {e.code}: {detail}") from None
+    except (urllib.error.URLError, OSError) as e:  # refused, reset, timed out, closed mid-reply
+        raise ServerLost(f"{type(e).__name__}: {getattr(e, 'reason', e)}") from None
+    try:
+        return json.loads(raw) if raw else {}
+    except ValueError:
+        raise ServerLost(f"reply is not JSON: {raw[:100]!r}") from None
+
+
+def completion_body(model: str, prompt: list[int], n: int, *, max_new_tokens: int, temperature: float,
+                    top_p: float, top_k: int, seed: int, stop_ids: list[int]) -> dict:
+    """One vLLM /v1/completions request: token-id prompt, n samples, the sampled token's log-prob."""
+    return {"model": model, "prompt": list(prompt), "n": n, "max_tokens": max_new_tokens,
+            "temperature": temperature, "top_p": top_p, "top_k": top_k if top_k > 0 else -1, "seed": seed,
+            "logprobs": 0, "stop_token_ids": list(stop_ids), "return_tokens_as_token_ids": True,
+            "skip_special_tokens": False}
+
+
+def parse_choices(reply: dict, n: int) -> list[tuple[list[int], list[float], str]]:
+    """(token ids, log-probs, finish) for each of the n choices, in index order."""
+    choices = sorted(reply.get("choices", []), key=lambda c: c.get("index", 0))
+    if len(choices) != n:
+        raise ServerLost(f"expected {n} choices, got {len(choices)}")
+    out = []
+    for c in choices:
+        lp = c.get("logprobs") or {}
+        tokens = [_token_id(t) for t in lp.get("tokens", [])]
+        logps = [float(x) if x is not None else 0.0 for x in lp.get("token_logprobs", [])]
+        if len(tokens) != len(logps):
+            raise ServerLost("token and log-prob lists differ in length")
+        out.append((tokens, logps, c.get("finish_reason") or "length"))
+    return out
+
+
+def _token_id(token: str) -> int:
+    # vLLM spells tokens as "token_id:123" when asked for return_tokens_as_token_ids
+    if not isinstance(token, str) or not token.startswith("token_id:"):
+        raise RemoteError(f"server returned token {token!r}, not an id: start vLLM with --return-tokens-as-token-ids")
+    return int(token.split(":", 1)[1])
+
+
+class RemoteSampler:
+    """`Sampler` over vLLM servers. `shared = True`: the servers serve every rank, so only one pushes."""
+
+    shared = True
+
+    def __init__(self, model, tokenizer, *, stop_ids: list[int], urls: list[str], adapter_dir: str | None = None,
+                 timeout_s: float = 600.0, **_local_only):
+        if not urls or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls):
+            raise ValueError(f"rollout.urls = {urls!r}: need one or more server addresses like http://host:8000")
+        if not (hasattr(model, "peft_config") and hasattr(model, "save_pretrained")):
+            raise ValueError("the remote backend pushes LoRA adapters after each step; a full fine-tune would need "
+                             "vLLM's weight-update API (weights over NCCL), which rlvr does not implement: "
+                             "enable model.lora or use a local backend")
+        self.tokenizer, self.stop_ids, self.timeout_s = tokenizer, list(stop_ids), timeout_s
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_ids[0]
+        self.urls, self.lost = list(urls), []  # lost: [(url, reason)] in the order they were lost
+        self.adapter_dir = Path(adapter_dir or tempfile.mkdtemp(prefix="rlvr-adapters-"))
+        if adapter_dir is None:  # a temporary folder works when the servers share this machine; removed with us
+            weakref.finalize(self, shutil.rmtree, str(self.adapter_dir), True)
+        self.version, self._lock = 0, threading.Lock()
+
+    @property
+    def live(self) -> list[str]:
+        gone = {u for u, _ in self.lost}
+        return [u for u in self.urls if u not in gone]
+
+    @property
+    def adapter_name(self) -> str:
+        return f"{ADAPTER_PREFIX}-{self.version}"
+
+    def _lose(self, url: str, why: str) -> None:
+        with self._lock:
+            if url in self.live:
+                self.lost.append((url, why))
+                warnings.warn(f"rollout server {url} lost ({why}); its prompts go to the {len(self.live)} "
+                              f"server(s) left", RuntimeWarning, stacklevel=2)
+        if not self.live:
+            raise RemoteError(f"every rollout server is lost: {self.lost}")
+
+    def sync(self, model, push: bool = True) -> None:
+        """Serve the current adapter under a new name; with push=False (other ranks) only follow the name."""
+        old = self.adapter_name
+        self.version += 1
+        if not push:
+            return
+        path = self.adapter_dir / self.adapter_name
+        model.save_pretrained(path)
+        for url in self.live:
+            try:
+                post_json(url, "/v1/load_lora_adapter", {"lora_name": self.adapter_name, "lora_path": str(path)},
+                          self.timeout_s)
+            except ServerLost as e:
+                self._lose(url, f"while loading the adapter: {e}")
+        for url in self.live if self.version > 1 else []:
+            try:  # free the server's adapter slot; a failure here costs nothing but memory
+                post_json(url, "/v1/unload_lora_adapter", {"lora_name": old}, self.timeout_s)
+            except (ServerLost, RemoteError):
+                pass
+        shutil.rmtree(self.adapter_dir / old, ignore_errors=True)
+
+    def _complete(self, i: int, body: dict):
+        """Prompt i on server i mod live, then on the next live server each time one is lost."""
+        while True:
+            live = self.live
+            url = live[i % len(live)]
+            try:
+                return parse_choices(post_json(url, "/v1/completions", body, self.timeout_s), body["n"])
+            except ServerLost as e:
+                self._lose(url, str(e))
+
+    def generate(self, prompt_ids: list[list[int]], n: int, *, max_new_tokens: int, temperature: float = 1.0,
+                 top_p: float = 1.0, top_k: int = 0, generator: torch.Generator | None = None) -> Rollouts:
+        t0 = time.perf_counter()
+        if self.version == 0:
+            raise RemoteError("call sync(model) before generate: the servers do not hold the policy yet")
+        base = int(torch.randint(0, 2**31 - len(prompt_ids), (1,), generator=generator))
+        bodies = [completion_body(self.adapter_name, p, n, max_new_tokens=max_new_tokens, temperature=temperature,
+                                  top_p=top_p, top_k=top_k, seed=base + i, stop_ids=self.stop_ids)
+                  for i, p in enumerate(prompt_ids)]
+        workers = max(1, min(len(bodies), REQUESTS_PER_SERVER * len(self.live)))
+        with ThreadPoolExecutor(workers) as pool:
+            replies = list(pool.map(self._complete, range(len(bodies)), bodies))
+        rows, logps, finish = [], [], []
+        stops = set(self.stop_ids)
+        for choices in replies:
+            for tokens, lps, why in choices:
+                kept, cut = cut_at_stop(tokens[:max_new_tokens], stops)
+                rows.append(kept)
+                logps.append(lps[:len(kept)])
+                finish.append("stop" if cut == "stop" or why == "stop" else "length")
+        ro = pack_rollouts(prompt_ids, n, rows, logps, finish, self.pad_id, self.tokenizer)
+        ro.num_prompt_tokens = sum(len(p) for p in prompt_ids)  # the server prefills each prompt once
+        ro.seconds = time.perf_counter() - t0
+        return ro
+
+
+__all__ = ["RemoteSampler", "RemoteError", "ServerLost", "completion_body", "parse_choices"]

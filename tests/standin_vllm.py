@@ -1,0 +1,110 @@
+"""A stand-in for a vLLM server on 127.0.0.1: a real HTTP server (http.server in a thread) that speaks the
+subset of vLLM's OpenAI-compatible protocol the remote backend uses, and answers deterministically.
+
+- POST /v1/completions: token-id prompt, n samples; sample j of prompt p is `fixed_completion(p, j, ...)`,
+  a function of the prompt and j only (the seed is ignored), so any split of prompts over servers or ranks
+  sees the same rollouts. Tokens come back as "token_id:N" strings with their log-probs, as vLLM does.
+- POST /v1/load_lora_adapter, /v1/unload_lora_adapter: records the adapter (its folder must hold
+  adapter_config.json); a completion naming an adapter that is not loaded gets 404, as in vLLM.
+- `die_after=k`: after k completion requests the server drops the connection of the next one without a
+  reply and stops listening: a server lost mid-batch.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+BASE_MODEL = "standin-base"
+
+
+def fixed_completion(prompt: list[int], j: int, max_tokens: int, stop_ids: list[int]):
+    """(token ids, log-probs, finish_reason): about 60% end on a stop id, the rest run to max_tokens."""
+    rng = random.Random(f"{prompt}|{j}")
+    if stop_ids and rng.random() < 0.6:
+        length = rng.randint(1, max_tokens)
+        tokens = [rng.randrange(300, 2000) for _ in range(length - 1)] + [stop_ids[0]]
+        finish = "stop"
+    else:
+        tokens = [rng.randrange(300, 2000) for _ in range(max_tokens)]
+        finish = "length"
+    return tokens, [-0.05 * (1 + t % 13) for t in tokens], finish
+
+
+class StandinServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, die_after: int | None = None):
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.die_after, self.completions, self.served, self.adapters, self.log = die_after, 0, 0, {}, []
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):  # keep pytest output clean
+        pass
+
+    def _reply(self, code: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        if self.path == "/v1/models":
+            return self._reply(200, {"data": [{"id": BASE_MODEL}, *({"id": a} for a in self.server.adapters)]})
+        self._reply(404, {"error": "not found"})
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        server = self.server
+        server.log.append((self.path, body))
+        if self.path == "/v1/load_lora_adapter":
+            if not (Path(body["lora_path"]) / "adapter_config.json").exists():
+                return self._reply(400, {"error": f"no adapter at {body['lora_path']}"})
+            server.adapters[body["lora_name"]] = body["lora_path"]
+            return self._reply(200, {})
+        if self.path == "/v1/unload_lora_adapter":
+            server.adapters.pop(body["lora_name"], None)
+            return self._reply(200, {})
+        if self.path != "/v1/completions":
+            return self._reply(404, {"error": "not found"})
+        with server.lock:
+            server.completions += 1
+            dying = server.die_after is not None and server.completions > server.die_after
+        if dying:  # crash: no reply on this connection, and nobody listening from now on
+            self.close_connection = True
+            threading.Thread(target=server.stop, daemon=True).start()
+            self.connection.close()
+            return
+        if body["model"] not in server.adapters and body["model"] != BASE_MODEL:
+            return self._reply(404, {"error": f"The model `{body['model']}` does not exist."})
+        choices = []
+        for j in range(body["n"]):
+            tokens, logps, finish = fixed_completion(body["prompt"], j, body["max_tokens"], body["stop_token_ids"])
+            choices.append({"index": j, "text": "", "finish_reason": finish,
+                            "logprobs": {"tokens": [f"token_id:{t}" for t in tokens], "token_logprobs": logps}})
+        self._reply(200, {"object": "text_completion", "model": body["model"], "choices": choices})
+        with server.lock:
+            server.served += 1

@@ -1,0 +1,94 @@
+"""The remote backend against real HTTP stand-ins of vLLM on loopback: the Rollouts contract, adapter pushes,
+a server that dies mid-batch (its prompts retried elsewhere, the loss reported), and clear refusals."""
+
+import pytest
+import torch
+
+from conftest import make_tiny_llama
+from rlvr.models import add_lora
+from rlvr.sampling import make_sampler
+from rlvr.sampling.remote import RemoteError
+from standin_vllm import StandinServer, fixed_completion
+
+STOP = [2]
+PROMPTS = [[5, 6, 7], [8, 9], [10, 11, 12, 13], [14], [15, 16], [17, 18, 19], [20], [21, 22]]
+
+
+@pytest.fixture
+def lora_model():
+    return add_lora(make_tiny_llama(64), r=2, alpha=4)
+
+
+def sampler_for(servers, model, tokenizer, **kw):
+    s = make_sampler("remote", model, tokenizer, stop_ids=STOP, urls=[x.url for x in servers], timeout_s=10, **kw)
+    s.sync(model)
+    return s
+
+
+def expected(prompts, n, max_new):
+    rows = [fixed_completion(p, j, max_new, STOP) for p in prompts for j in range(n)]
+    return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
+
+
+def test_rollouts_contract(lora_model, tokenizer):
+    with StandinServer() as server:
+        s = sampler_for([server], lora_model, tokenizer)
+        ro = s.generate(PROMPTS[:3], 4, max_new_tokens=8, temperature=1.0, generator=torch.Generator().manual_seed(0))
+    rows, logps, finish = expected(PROMPTS[:3], 4, 8)
+    width = max(len(r) for r in rows)
+    assert ro.completion_ids.shape == ro.mask.shape == ro.sampler_logp.shape == (12, width)
+    assert ro.group_ids.tolist() == [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]
+    assert ro.finish == finish and "stop" in finish and "length" in finish
+    for b, (r, lp) in enumerate(zip(rows, logps)):
+        assert ro.completion_ids[b, :len(r)].tolist() == r and ro.mask[b].sum() == len(r)
+        torch.testing.assert_close(ro.sampler_logp[b, :len(r)], torch.tensor(lp))
+        assert (ro.completion_ids[b, len(r):] == s.pad_id).all() and (ro.sampler_logp[b, len(r):] == 0).all()
+    assert ro.texts == tokenizer.batch_decode(rows, skip_special_tokens=True)
+    assert ro.num_generated_tokens == sum(len(r) for r in rows) and ro.prompt_ids == PROMPTS[:3]
+
+
+def test_sync_pushes_a_new_adapter_and_requests_name_it(lora_model, tokenizer):
+    with StandinServer() as server:
+        s = sampler_for([server], lora_model, tokenizer)
+        s.sync(lora_model)
+        s.generate(PROMPTS[:1], 2, max_new_tokens=4)
+        calls = [(path, body.get("lora_name") or body.get("model")) for path, body in server.log]
+        assert calls == [("/v1/load_lora_adapter", "rlvr-policy-1"), ("/v1/load_lora_adapter", "rlvr-policy-2"),
+                         ("/v1/unload_lora_adapter", "rlvr-policy-1"), ("/v1/completions", "rlvr-policy-2")]
+        assert list(server.adapters) == ["rlvr-policy-2"]
+        # another rank follows the name without pushing anything
+        follower = make_sampler("remote", lora_model, tokenizer, stop_ids=STOP, urls=[server.url])
+        follower.sync(lora_model, push=False)
+        follower.sync(lora_model, push=False)
+        assert follower.adapter_name == "rlvr-policy-2" and len(server.log) == 4
+
+
+def test_a_server_dying_mid_batch_is_reported_and_its_prompts_retried(lora_model, tokenizer):
+    with StandinServer(die_after=2) as dying, StandinServer() as healthy:
+        s = sampler_for([dying, healthy], lora_model, tokenizer)
+        with pytest.warns(RuntimeWarning, match="lost"):
+            ro = s.generate(PROMPTS, 3, max_new_tokens=6)
+        assert [u for u, _ in s.lost] == [dying.url] and s.live == [healthy.url]
+        assert dying.served == 2 and dying.completions > 2  # later requests were dropped without a reply
+        assert healthy.served == len(PROMPTS) - dying.served
+    rows, logps, finish = expected(PROMPTS, 3, 6)
+    assert ro.finish == finish
+    for b, r in enumerate(rows):
+        assert ro.completion_ids[b, :len(r)].tolist() == r
+
+
+def test_no_server_left_is_an_error(lora_model, tokenizer):
+    with StandinServer() as server:
+        s = sampler_for([server], lora_model, tokenizer)
+    with pytest.warns(RuntimeWarning), pytest.raises(RemoteError, match="every rollout server is lost"):
+        s.generate(PROMPTS[:2], 2, max_new_tokens=4)
+
+
+def test_refusals_are_clear(lora_model, tokenizer):
+    with pytest.raises(ValueError, match="weight-update API"):
+        make_sampler("remote", make_tiny_llama(64), tokenizer, stop_ids=STOP, urls=["http://127.0.0.1:1"])
+    with pytest.raises(ValueError, match="rollout.urls"):
+        make_sampler("remote", lora_model, tokenizer, stop_ids=STOP, urls=[])
+    s = make_sampler("remote", lora_model, tokenizer, stop_ids=STOP, urls=["http://127.0.0.1:1"])
+    with pytest.raises(RemoteError, match="call sync"):
+        s.generate(PROMPTS[:1], 1, max_new_tokens=2)
