@@ -37,7 +37,12 @@ def _benchmark(loader_name):
     return make
 
 
-TASKS = {"arithmetic": _arithmetic, "jsonl": _jsonl, "humaneval": _humaneval, "code_procedural": _code_procedural,
+def _hub(**kw):
+    from rlvr.tasks.hub import load_hub_task
+    return load_hub_task(**kw)
+
+
+TASKS = {"arithmetic": _arithmetic, "hub": _hub, "jsonl": _jsonl, "humaneval": _humaneval, "code_procedural": _code_procedural,
          "math500": _benchmark("load_math500"), "champ": _benchmark("load_champ")}
 
 

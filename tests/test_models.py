@@ -1,0 +1,54 @@
+"""Model loading: the embedded GGUF default converts once into a plain safetensors cache that plain
+transformers loads; hub ids and paths pass through; LoRA saves as an adapter and a merged model."""
+
+import pytest
+import torch
+
+from conftest import make_tiny_llama
+from rlvr.models import DEFAULT_MODEL, add_lora, resolve_model_path, save_policy
+
+
+def test_paths_and_hub_ids_pass_through():
+    assert resolve_model_path("HuggingFaceTB/SmolLM2-135M-Instruct") == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert resolve_model_path("/some/local/folder") == "/some/local/folder"
+
+
+def test_lora_saves_adapter_and_a_merged_model_with_the_same_outputs(tmp_path, tokenizer):
+    from transformers import AutoModelForCausalLM
+
+    model = add_lora(make_tiny_llama(len(tokenizer)), r=4, alpha=8)
+    with torch.no_grad():  # a nonzero adapter, so merging matters
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.1)
+    save_policy(model, tokenizer, tmp_path)
+    assert (tmp_path / "adapter" / "adapter_config.json").exists()
+    merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged").eval()
+    ids = torch.tensor([[5, 6, 7, 8]])
+    with torch.no_grad():
+        torch.testing.assert_close(merged(ids).logits, model.eval()(ids).logits, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.slow
+def test_embedded_default_converts_once_and_loads_plainly(tmp_path, monkeypatch):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rlvr.models import load_policy
+
+    monkeypatch.setenv("RLVR_CACHE", str(tmp_path))
+    model, tokenizer = load_policy(DEFAULT_MODEL)
+    folder = tmp_path / "models" / DEFAULT_MODEL
+    assert (folder / "model.safetensors").exists() and not list(folder.parent.glob("*.tmp-*"))
+    assert sum(p.numel() for p in model.parameters()) == pytest.approx(134.5e6, rel=0.01)
+    assert model.config.num_hidden_layers == 30 and model.config.vocab_size == 49152
+    assert not hasattr(model.config, "quantization_config")
+    plain = AutoModelForCausalLM.from_pretrained(folder)  # no gguf, no rlvr: an ordinary checkpoint
+    assert plain.config.hidden_size == 576
+    tok = AutoTokenizer.from_pretrained(folder)
+    text = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
+    assert text.endswith("<|im_start|>assistant\n") and tok.eos_token == "<|im_end|>"
+    # greedy decoding of a simple question is sensible: the model is really the instruct model
+    ids = tok(tok.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
+                                      tokenize=False, add_generation_prompt=True), return_tensors="pt")
+    out = model.generate(**ids, max_new_tokens=12, do_sample=False)
+    assert "Paris" in tok.decode(out[0, ids["input_ids"].shape[1]:])
