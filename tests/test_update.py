@@ -1,6 +1,5 @@
 """The policy update: micro-batch size and skipping zero-advantage rows change nothing but speed."""
 
-import copy
 
 import pytest
 import torch

@@ -3,7 +3,6 @@
 import argparse
 import json
 
-import pytest
 
 from rlvr.verifiers.commands import add_audit_parser, add_verify_parser, run_audit, run_verify
 

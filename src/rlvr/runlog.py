@@ -15,20 +15,23 @@ class RunDirError(RuntimeError):
     """The output directory cannot be used as asked (exists, unwritable, full)."""
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write to a temporary file in the same folder, fsync, then rename over the target."""
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write to a temporary file in the same folder, fsync, then rename over the target: a crash never leaves
+    half a file. The file is world-readable like any ordinary output (mkstemp alone would make it 0600)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+    return path
 
 
 def _clean(value):

@@ -7,12 +7,11 @@ evaluation, and the summary keeps the two sets apart.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from rlvr.runlog import atomic_write_text  # noqa: F401  (re-exported: summary and compare use it)
 from rlvr.verifiers.base import STATUSES
 
 MODES = ("sampled", "greedy")
@@ -62,21 +61,6 @@ def by_problem(records: Iterable[EvalRecord], mode: str = "sampled") -> dict[str
             raise ValueError(f"problem {r.problem_id!r} has sample {r.sample_idx} twice ({mode})")
         samples[r.sample_idx] = r.correct
     return {pid: (band, [s[i] for i in sorted(s)]) for pid, (band, s) in seen.items()}
-
-
-def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write to a temp file in the same folder, then rename: a crash never leaves half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def write_records(records: Sequence[EvalRecord], path: str | Path) -> Path:
