@@ -47,3 +47,26 @@ def test_temperature_divides_logits():
     torch.testing.assert_close(logp[0], expected, atol=1e-5, rtol=1e-5)
     p = torch.softmax(out / 0.5, -1)
     torch.testing.assert_close(ent[0], -(p * p.log()).sum(-1), atol=1e-4, rtol=1e-4)
+
+
+def test_shared_prompt_forward_matches_rows_and_their_gradients():
+    from rlvr.logprobs import shared_prompt_logprobs
+
+    prompts = [[5, 6, 7, 8, 9]] * 3 + [[10, 11]] * 2  # two groups, prompts of different lengths
+    completions = [[20, 21, 22], [23], [24, 25], [26, 27, 28], [29]]
+    ids = torch.zeros(5, 3, dtype=torch.long)
+    mask = torch.zeros(5, 3)
+    for i, c in enumerate(completions):
+        ids[i, :len(c)] = torch.tensor(c)
+        mask[i, :len(c)] = 1
+    grads = []
+    for fn in (completion_logprobs, shared_prompt_logprobs):
+        model = make_tiny_llama(64, seed=4)
+        out = fn(model, prompts, ids, mask, pad_id=PAD, temperature=0.7)
+        logp = out[0] if isinstance(out, tuple) else out
+        (logp * mask).sum().backward()
+        grads.append((logp.detach(), [p.grad.clone() for p in model.parameters()]))
+    (a, ga), (b, gb) = grads
+    torch.testing.assert_close(a * mask, b * mask, atol=1e-5, rtol=1e-5)
+    for x, y in zip(ga, gb):
+        torch.testing.assert_close(x, y, atol=1e-5, rtol=1e-4)

@@ -68,3 +68,9 @@ def test_zero_advantage_rows_are_skipped_but_still_counted():
 
 def test_micro_batches_sort_by_length():
     assert micro_batches([0, 1, 2, 3, 4], [3, 9, 1, 7, 5], 2) == [[1, 3], [4, 0], [2]]
+
+
+def test_micro_batches_keep_groups_together():
+    # groups 0: rows 0,1 (len 3, 9); 1: rows 2,3 (1, 7); 2: row 4 (5). Groups by longest row: 0, 1, 2.
+    assert micro_batches([0, 1, 2, 3, 4], [3, 9, 1, 7, 5], 2, groups=[0, 0, 1, 1, 2]) == [[1, 0], [3, 2], [4]]
+    assert micro_batches([0, 1, 2, 3, 4], [3, 9, 1, 7, 5], 3, groups=[0, 0, 1, 1, 2]) == [[1, 0, 3], [2, 4]]

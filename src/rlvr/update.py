@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import torch
 
-from rlvr.logprobs import completion_logprobs
+from rlvr.logprobs import shared_prompt_logprobs
 from rlvr.losses import batch_counts, policy_loss
 
 
@@ -46,10 +46,25 @@ def oom_report(batch, rows: list[int], micro_batch_size: int):
             f"{str(e)[:200]})") from e
 
 
-def micro_batches(rows: list[int], lengths: list[int], size: int) -> list[list[int]]:
-    """Rows sorted by length (longest first), in chunks of `size`."""
-    order = sorted(rows, key=lambda r: -lengths[r])
-    return [order[i:i + size] for i in range(0, len(order), size)]
+def micro_batches(rows: list[int], lengths: list[int], size: int, groups: list[int] | None = None) -> list[list[int]]:
+    """Rows in chunks of at most `size`, longest first. With `groups`, the rows of a group stay together
+    where they fit (they share one prompt forward), groups ordered by their longest row."""
+    if groups is None:
+        order = sorted(rows, key=lambda r: -lengths[r])
+        return [order[i:i + size] for i in range(0, len(order), size)]
+    by_group: dict[int, list[int]] = {}
+    for r in rows:
+        by_group.setdefault(groups[r], []).append(r)
+    chunks: list[list[int]] = []
+    for members in sorted(by_group.values(), key=lambda m: -max(lengths[r] for r in m)):
+        members = sorted(members, key=lambda r: -lengths[r])
+        while members:
+            if not chunks or len(chunks[-1]) == size:
+                chunks.append([])
+            room = size - len(chunks[-1])
+            chunks[-1] += members[:room]
+            members = members[room:]
+    return chunks
 
 
 def _autocast(kind: str):
@@ -62,7 +77,8 @@ def _forward(model, batch, rows, pad_id, temperature, autocast):
     """(logp (b, t) float32, t) for the given rows, trimmed to their longest completion t."""
     t = max(int(batch.lengths[rows].max()), 1)
     with _autocast(autocast):
-        logp, _ = completion_logprobs(model, [batch.prompt_ids[r] for r in rows], batch.completion_ids[rows, :t],
+        # The rows of a group share their prompt: its forward runs once per micro-batch, not once per row.
+        logp = shared_prompt_logprobs(model, [batch.prompt_ids[r] for r in rows], batch.completion_ids[rows, :t],
                                       batch.mask[rows, :t], pad_id=pad_id, temperature=temperature)
     return logp, t
 
@@ -97,7 +113,7 @@ def update_policy(model, optimizer, batch, algo, *, pad_id: int, temperature: fl
     if comm is not None:  # data parallel: normalise by the global batch's counts
         num_tokens, num_seqs = comm.all_sum(num_tokens, num_seqs)
     active = [r for r in range(b) if batch.mask[r].sum() > 0 and (batch.advantages[r] != 0 or algo.beta > 0)]
-    chunks = micro_batches(active, batch.lengths.tolist(), micro_batch_size)
+    chunks = micro_batches(active, batch.lengths.tolist(), micro_batch_size, batch.group_ids.tolist())
     trainable = [p for p in model.parameters() if p.requires_grad]
     # FSDP: every forward/backward is a collective; a rank with fewer micro-batches adds zero-weight ones
     idle, n_idle = _idle_batch(pad_id), comm.idle_micro_batches(len(chunks)) if comm is not None else 0
