@@ -79,6 +79,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.fixture(autouse=True)
+def _restore_threads():
+    """The 1-rank references here run on one thread; give later tests back the process's thread count
+    (an exact-resume test elsewhere compares this process with a child that has the default count)."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
 def launch(fn, port, *args):
     """Run fn(rank, *args) on WORLD spawned processes with the environment torchrun would set."""
     tmp.spawn(_entry, args=(fn, port, args), nprocs=WORLD, join=True)
