@@ -56,8 +56,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads in every process")
     p.add_argument("--frameworks", default="rlvr,trl", help="comma-separated subset of rlvr,trl")
-    p.add_argument("--trl-python", default=sys.executable,
-                   help="interpreter of a venv with trl (and math-verify) installed; default: this one")
+    p.add_argument("--trl-python", default=os.environ.get("RLVR_TRL_PYTHON", sys.executable),
+                   help="interpreter of a venv with trl and math-verify installed (default: $RLVR_TRL_PYTHON, "
+                        "else this one)")
     p.add_argument("--trl-gradient-checkpointing", action="store_true",
                    help="leave TRL's default gradient checkpointing on (off by default: see docs/performance.md)")
     p.add_argument("--probe-size", type=int, default=2048, help="matrix size of the FLOP-ceiling probe")
@@ -246,7 +247,9 @@ def format_report(result: dict) -> str:
             f"{'LoRA r=16' if spec['lora'] else 'full fine-tune'}, {'bf16' if spec['bf16'] else 'float32'}, "
             f"{spec['threads']} threads, seed {spec['seed']}; model {spec['model']}",
             f"ceiling probe ({result.get('probe_size', '')} matmul): float32 {c['float32']:.0f} GFLOP/s, "
-            f"bf16 {c['bfloat16']:.0f} GFLOP/s; step(s) {', '.join(str(i) for i in range(warm)) or 'none'} = warm-up"]
+            f"bf16 {c['bfloat16']:.0f} GFLOP/s; step(s) {', '.join(str(i) for i in range(warm)) or 'none'} = warm-up (*)",
+            "torch threads seen in each child: " + ", ".join(
+                f"{n} {sorted({r.get('threads') for r in f['steps']})}" for n, f in fw.items())]
     rows = []
     for name, f in fw.items():
         for r in f["steps"]:

@@ -68,6 +68,7 @@ def _trainer_class():
 
 
 def _callback():
+    import torch
     from transformers import TrainerCallback
 
     class StepGate(TrainerCallback):
@@ -90,7 +91,7 @@ def _callback():
                  train=wall - b["rollout"], other=b["rollout"] - b["generate"] - b["verify"],
                  gen_tokens=b["gen_tokens"], prompt_tokens=b["prompt_tokens"], fwd_tokens=b["fwd_tokens"],
                  rows=b["rows"], active_rows=b["rows"], reward=b["reward"],
-                 rss=peak_rss_bytes())
+                 rss=peak_rss_bytes(), threads=torch.get_num_threads())
             if self.stopped:
                 control.should_training_stop = True
 

@@ -126,7 +126,7 @@ def run_rlvr(spec: dict) -> None:
              gen_tokens=int(batch.lengths.sum()), prompt_tokens=sum(len(p) for p in prompt_ids),
              fwd_tokens=sum(len(batch.prompt_ids[r]) + int(batch.lengths[r]) for r in active),
              rows=len(batch), reward=float(batch.rewards.mean()), active_rows=upd.get("active_rows", 0),
-             rss=peak_rss_bytes())
+             rss=peak_rss_bytes(), threads=torch.get_num_threads())
 
 
 def _versions() -> dict:
