@@ -134,12 +134,11 @@ def _versions() -> dict:
     import transformers
 
     out = {"torch": torch.__version__, "transformers": transformers.__version__}
-    try:
-        import trl
-
-        out["trl"] = trl.__version__
-    except ImportError:
-        pass
+    for name in ("peft", "trl"):
+        try:
+            out[name] = __import__(name).__version__
+        except ImportError:
+            pass
     return out
 
 
