@@ -92,7 +92,7 @@ def test_rlvr_side_runs_one_step_and_prints_the_table(tokenizer, tmp_path, capsy
     assert [c.strip() for c in header.strip("|").split("|")] == list(bench.COLUMNS)
     rows = [line for line in out.splitlines() if line.startswith("| rlvr")]
     assert [r.split("|")[2].strip() for r in rows] == ["0*", "1", "mean"]  # warm-up, measured step, mean
-    assert "2 prompts x 2 completions, max 6 new tokens, LoRA r=16, bf16, 1 threads" in out
+    assert "2 prompts x 2 completions, max 6 new tokens, LoRA r=16, update in bf16, 1 threads" in out
 
 
 @pytest.mark.skipif(importlib.util.find_spec("trl") is None, reason="TRL is not installed in this venv")

@@ -49,7 +49,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--full", action="store_true", help="full fine-tune instead of LoRA r=16 on all linear layers")
     p.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16",
-                   help="compute dtype: bf16 autocast for both updates (and rlvr's sampler), or float32 throughout")
+                   help="the updates' compute: bf16 autocast (rlvr's preset; TRL's bf16=True) or float32; rlvr's "
+                        "sampler computes in bf16 either way, TRL's generate follows this setting")
     p.add_argument("--sampler", choices=("fast", "hf"), default="fast", help="rlvr's rollout backend")
     p.add_argument("--steps", type=int, default=3, help="measured steps per framework")
     p.add_argument("--warmup", type=int, default=1, help="steps run first and left out of the means")
@@ -244,7 +245,7 @@ def format_report(result: dict) -> str:
     spec, fw, warm = result["spec"], result["frameworks"], result["warmup"]
     c = result["ceilings_gflops"]
     head = [f"shape: {spec['prompts']} prompts x {spec['group']} completions, max {spec['max_new_tokens']} new tokens, "
-            f"{'LoRA r=16' if spec['lora'] else 'full fine-tune'}, {'bf16' if spec['bf16'] else 'float32'}, "
+            f"{'LoRA r=16' if spec['lora'] else 'full fine-tune'}, update in {'bf16' if spec['bf16'] else 'float32'}, "
             f"{spec['threads']} threads, seed {spec['seed']}; model {spec['model']}",
             f"ceiling probe ({result.get('probe_size', '')} matmul): float32 {c['float32']:.0f} GFLOP/s, "
             f"bf16 {c['bfloat16']:.0f} GFLOP/s; step(s) {', '.join(str(i) for i in range(warm)) or 'none'} = warm-up (*)",
