@@ -172,6 +172,9 @@ def bench(args, frameworks: list[str]) -> dict:
         for _ in range(spec["steps"]):
             for f, w in workers.items():  # alternate: one step of each in turn
                 steps[f].append(w.step())
+                s = steps[f][-1]
+                print(f"{f} step {s['step']}: {s['wall']:.1f} s (generate {s['generate']:.1f}, train {s['train']:.1f})",
+                      file=sys.stderr, flush=True)
         done = {f: w.close() for f, w in workers.items()}
     finally:
         for w in workers.values():
