@@ -1,0 +1,270 @@
+"""`rlvr bench`: rlvr's training step against TRL's `GRPOTrainer`, side by side on this machine.
+
+Both frameworks train the same model on the same task prompts (rlvr's seeded stream, same chat messages),
+with the same reward (rlvr's default reward terms, passed to TRL as its reward functions), seed, shape
+(P prompts x G completions, max new tokens, LoRA or full) and thread count. Each runs in its own child
+process (TRL's in its own venv: `--trl-python`), and the parent alternates them one step at a time, so
+machine noise lands on both alike. The first `--warmup` steps of each are shown but left out of the means.
+
+Printed per step and as means: wall time and its phases (generate, verify, train, other), generation
+tokens/s (completion tokens / sampling seconds), training tokens/s (the same completion tokens / update
+seconds), each phase as a fraction of the FLOP ceiling that a matmul probe measures at start, the mean
+reward and each child's peak RSS; then the ratios rlvr / TRL.
+
+FLOP counts are nominal, per token through the model: 2 N for a forward (N = base parameters), so
+generation does 2 N per generated token; an update does 6 N per token (forward, backward to activations,
+backward to weights) for a full fine-tune and 4 N with LoRA (the frozen base needs no weight gradients),
+over the prompt and completion tokens of the rows the update ran through the model (rlvr skips rows with
+zero advantage, which carry no gradient; TRL runs them all), padding not counted. The ceiling is the probe's rate in the compute dtype
+(bf16 when `--dtype bfloat16`, else float32).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rlvr.bench_workers import PREFIX
+
+FRAMEWORKS = ("rlvr", "trl")
+PHASES = ("generate", "verify", "train", "other")
+
+
+class BenchError(RuntimeError):
+    """A child process failed; the message carries the tail of its log."""
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("bench", help="speed of a training step: rlvr vs TRL's GRPOTrainer, side by side",
+                              description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default="smollm2-135m-instruct", help="embedded model name or a transformers folder")
+    p.add_argument("-P", "--prompts", type=int, default=4, help="prompts per step")
+    p.add_argument("-G", "--group", type=int, default=8, help="completions per prompt")
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--full", action="store_true", help="full fine-tune instead of LoRA r=16 on all linear layers")
+    p.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16",
+                   help="the updates' compute: bf16 autocast (rlvr's preset; TRL's bf16=True) or float32; rlvr's "
+                        "sampler computes in bf16 either way, TRL's generate follows this setting")
+    p.add_argument("--sampler", choices=("fast", "hf"), default="fast", help="rlvr's rollout backend")
+    p.add_argument("--steps", type=int, default=3, help="measured steps per framework")
+    p.add_argument("--warmup", type=int, default=1, help="steps run first and left out of the means")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads in every process")
+    p.add_argument("--frameworks", default="rlvr,trl", help="comma-separated subset of rlvr,trl")
+    p.add_argument("--trl-python", default=os.environ.get("RLVR_TRL_PYTHON", sys.executable),
+                   help="interpreter of a venv with trl and math-verify installed (default: $RLVR_TRL_PYTHON, "
+                        "else this one)")
+    p.add_argument("--trl-gradient-checkpointing", action="store_true",
+                   help="leave TRL's default gradient checkpointing on (off by default: see docs/performance.md)")
+    p.add_argument("--probe-size", type=int, default=2048, help="matrix size of the FLOP-ceiling probe")
+    p.add_argument("--json", help="also write every figure to this file")
+    p.add_argument("--verbose", action="store_true", help="show the children's logs")
+    return p
+
+
+def run(args) -> int:
+    frameworks = [f.strip() for f in args.frameworks.split(",") if f.strip()]
+    bad = [f for f in frameworks if f not in FRAMEWORKS]
+    if bad or not frameworks:
+        print(f"--frameworks: {','.join(bad) or 'empty'}; choose from {','.join(FRAMEWORKS)}", file=sys.stderr)
+        return 2
+    try:
+        result = bench(args, frameworks)
+    except BenchError as e:
+        print(f"rlvr bench: {e}", file=sys.stderr)
+        return 1
+    print(format_report(result))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    return 0
+
+
+def matmul_gflops(size: int, dtype: str, threads: int, reps: int = 3) -> float:
+    """Best-of-reps rate of a size^3 matmul in GFLOP/s (2 size^3 floating-point operations each)."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        a = torch.randn(size, size).to(getattr(torch, dtype))
+        b = torch.randn(size, size).to(getattr(torch, dtype))
+        a @ b  # first call pays for allocation and kernel selection
+        best = float("inf")
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            a @ b
+            best = min(best, time.perf_counter() - t0)
+    finally:
+        torch.set_num_threads(old)
+    return 2 * size ** 3 / best / 1e9
+
+
+class Worker:
+    """One child process speaking the rlvr.bench_workers protocol; its stderr goes to a temporary log."""
+
+    def __init__(self, name: str, python: str, spec: dict, verbose: bool):
+        src = str(Path(__file__).resolve().parent.parent)  # the folder holding the rlvr package
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+               "OMP_NUM_THREADS": str(spec["threads"]), "MKL_NUM_THREADS": str(spec["threads"]),
+               "TOKENIZERS_PARALLELISM": "false", "TQDM_DISABLE": "1"}
+        self.name = name
+        self.log = None if verbose else tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen([python, "-m", "rlvr.bench_workers", json.dumps({**spec, "framework": name})],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log or None,
+                                     text=True, env=env)
+
+    def read(self, event: str) -> dict:
+        """The next protocol line, which must be `event`; other stdout lines are library chatter."""
+        for line in self.proc.stdout:
+            if line.startswith(PREFIX):
+                msg = json.loads(line[len(PREFIX):])
+                if msg["event"] != event:
+                    raise self.error(f"expected {event!r}, got {msg['event']!r}")
+                return msg
+        raise self.error(f"exited (code {self.proc.wait()}) before {event!r}")
+
+    def step(self) -> dict:
+        try:
+            self.proc.stdin.write("step\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            raise self.error("exited before a step") from None
+        return self.read("step")
+
+    def close(self) -> dict:
+        self.proc.stdin.close()
+        done = self.read("done")
+        self.proc.wait(timeout=120)
+        return done
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def error(self, what: str) -> BenchError:
+        tail = ""
+        if self.log is not None:
+            self.log.seek(0)
+            tail = "\n" + "".join(self.log.readlines()[-25:])
+        return BenchError(f"{self.name} worker {what}{tail}")
+
+
+def bench(args, frameworks: list[str]) -> dict:
+    """Probe the ceiling, start the children, alternate their steps; returns every figure as plain data."""
+    from rlvr.models import resolve_model_path
+
+    spec = {"model": resolve_model_path(args.model), "prompts": args.prompts, "group": args.group,
+            "max_new_tokens": args.max_new_tokens, "lora": not args.full, "bf16": args.dtype == "bfloat16",
+            "sampler": args.sampler, "seed": args.seed, "threads": args.threads, "steps": args.warmup + args.steps,
+            "trl_gradient_checkpointing": args.trl_gradient_checkpointing}
+    ceilings = {d: matmul_gflops(args.probe_size, d, args.threads) for d in ("float32", "bfloat16")}
+    workers = {f: Worker(f, args.trl_python if f == "trl" else sys.executable, spec, args.verbose) for f in frameworks}
+    try:
+        ready = {f: w.read("ready") for f, w in workers.items()}
+        steps: dict[str, list[dict]] = {f: [] for f in frameworks}
+        for _ in range(spec["steps"]):
+            for f, w in workers.items():  # alternate: one step of each in turn
+                steps[f].append(w.step())
+                s = steps[f][-1]
+                print(f"{f} step {s['step']}: {s['wall']:.1f} s (generate {s['generate']:.1f}, train {s['train']:.1f})",
+                      file=sys.stderr, flush=True)
+        done = {f: w.close() for f, w in workers.items()}
+    finally:
+        for w in workers.values():
+            w.kill()
+    result = {"spec": spec, "ceilings_gflops": ceilings, "probe_size": args.probe_size, "warmup": args.warmup, "command": " ".join(sys.argv),
+              "frameworks": {}}
+    for f in frameworks:
+        params = ready[f]["params"]
+        rows = [{**s, **fractions(s, params, ceilings[args.dtype], spec)} for s in steps[f]]
+        result["frameworks"][f] = {"params": params, "load_s": ready[f]["load_s"], "versions": ready[f]["versions"],
+                                   "steps": rows, "peak_rss": done[f]["rss"],
+                                   "mean": summarize(rows[args.warmup:], params, ceilings[args.dtype], spec)}
+    fw = result["frameworks"]
+    if len(fw) == 2 and fw["rlvr"]["mean"] and fw["trl"]["mean"]:
+        result["ratios"] = ratios(fw["rlvr"]["mean"], fw["trl"]["mean"], fw["rlvr"]["peak_rss"], fw["trl"]["peak_rss"])
+    return result
+
+
+def train_flops_per_token(params: int, lora: bool) -> int:
+    """Nominal update cost per token: 2N forward + 2N backward to activations (+ 2N to weights when full)."""
+    return (4 if lora else 6) * params
+
+
+def fractions(s: dict, params: int, ceiling_gflops: float, spec: dict) -> dict:
+    """Token rates and fractions of the FLOP ceiling for one step record (or a summed one)."""
+    gen_tok_s = s["gen_tokens"] / s["generate"] if s["generate"] > 0 else 0.0
+    train_tok_s = s["gen_tokens"] / s["train"] if s["train"] > 0 else 0.0
+    # the work the update actually did: prompt + completion tokens of the rows it ran through the model
+    train_flops = train_flops_per_token(params, spec["lora"]) * s["fwd_tokens"]
+    ceiling = ceiling_gflops * 1e9
+    return {"gen_tok_s": gen_tok_s, "train_tok_s": train_tok_s,
+            "gen_ceiling_frac": 2 * params * gen_tok_s / ceiling,
+            "train_ceiling_frac": train_flops / s["train"] / ceiling if s["train"] > 0 else 0.0}
+
+
+def summarize(rows: list[dict], params: int, ceiling_gflops: float, spec: dict) -> dict:
+    """Means over the measured steps; the rates are totals over totals (tokens / seconds), not means of rates."""
+    if not rows:
+        return {}
+    keys = ("wall", *PHASES, "gen_tokens", "prompt_tokens", "fwd_tokens", "active_rows", "reward")
+    total = {k: sum(r[k] for r in rows) for k in keys}
+    out = {k: total[k] / len(rows) for k in keys}
+    out.update(fractions(total, params, ceiling_gflops, spec))
+    return out
+
+
+COLUMNS = ("framework", "step", "wall s", "generate s", "verify s", "train s", "other s", "gen tok/s", "train tok/s",
+           "gen % ceil", "train % ceil", "rows trained", "reward", "peak RSS GB")
+
+
+def _row(name: str, step: str, r: dict, rss: float | None) -> list[str]:
+    return [name, step, f"{r['wall']:.2f}", *(f"{r[p]:.2f}" for p in PHASES), f"{r['gen_tok_s']:.0f}",
+            f"{r['train_tok_s']:.0f}", f"{100 * r['gen_ceiling_frac']:.1f}", f"{100 * r['train_ceiling_frac']:.1f}",
+            f"{r['active_rows']:g}", f"{r['reward']:.3f}", "" if rss is None else f"{rss / 1e9:.2f}"]
+
+
+def _table(header, rows) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def ratios(a: dict, b: dict, rss_a: float, rss_b: float) -> dict:
+    """a / b for step time, phase rates and peak RSS (below 1 for times and RSS, above 1 for rates, is a's win)."""
+    return {"wall": a["wall"] / b["wall"], "generate": a["generate"] / b["generate"], "train": a["train"] / b["train"],
+            "gen_tok_s": a["gen_tok_s"] / b["gen_tok_s"], "train_tok_s": a["train_tok_s"] / b["train_tok_s"],
+            "peak_rss": rss_a / rss_b}
+
+
+def format_report(result: dict) -> str:
+    """The per-step table, the means, and the rlvr / TRL ratios, as markdown."""
+    spec, fw, warm = result["spec"], result["frameworks"], result["warmup"]
+    c = result["ceilings_gflops"]
+    head = [f"shape: {spec['prompts']} prompts x {spec['group']} completions, max {spec['max_new_tokens']} new tokens, "
+            f"{'LoRA r=16' if spec['lora'] else 'full fine-tune'}, update in {'bf16' if spec['bf16'] else 'float32'}, "
+            f"{spec['threads']} threads, seed {spec['seed']}; model {spec['model']}",
+            f"ceiling probe ({result.get('probe_size', '')} matmul): float32 {c['float32']:.0f} GFLOP/s, "
+            f"bf16 {c['bfloat16']:.0f} GFLOP/s; step(s) {', '.join(str(i) for i in range(warm)) or 'none'} = warm-up (*)",
+            "torch threads seen in each child: " + ", ".join(
+                f"{n} {sorted({r.get('threads') for r in f['steps']})}" for n, f in fw.items())]
+    rows = []
+    for name, f in fw.items():
+        for r in f["steps"]:
+            rows.append(_row(name, f"{r['step']}{'*' if r['step'] < warm else ''}", r, r["rss"]))
+    for name, f in fw.items():
+        if f["mean"]:
+            rows.append(_row(name, "mean", f["mean"], f["peak_rss"]))
+    out = "\n".join(head) + "\n\n" + _table(COLUMNS, rows)
+    if "ratios" in result:
+        q = result["ratios"]
+        out += ("\n\nrlvr / TRL: step time {wall:.3f}, generate time {generate:.3f}, train time {train:.3f}, "
+                "gen tok/s {gen_tok_s:.2f}x, train tok/s {train_tok_s:.2f}x, peak RSS {peak_rss:.2f}").format(**q)
+        out += f"\nspeed-up of a step (TRL time / rlvr time): {1 / q['wall']:.1f}x"
+    return out

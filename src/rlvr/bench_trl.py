@@ -1,0 +1,145 @@
+"""The TRL side of `rlvr bench`: TRL's `GRPOTrainer` on rlvr's task, prompts and reward, stepped by the parent.
+
+Runs under TRL's interpreter (its own venv, with math-verify installed; rlvr itself is put on PYTHONPATH by
+the parent), so rlvr never depends on TRL. Settings chosen to make TRL do the same work as rlvr's default
+preset: P prompts x G completions per optimizer step (one generation batch per step, micro-batches of 16),
+the same LoRA (r, alpha, all linear layers), bf16 autocast, learning rate, temperature, max new tokens,
+`loss_type="grpo"` (each sequence's token mean, as rlvr's GRPO preset), `beta=0` (no reference pass, as
+rlvr), and the prompt order of rlvr's seeded stream (`shuffle_dataset=False`). Gradient checkpointing, on
+by default in TRL, is off unless asked for: neither side needs it for memory at this size, and leaving it on
+would make TRL recompute every forward.
+
+Timing hooks wrap TRL's own methods (no change to what they do): `_generate_single_turn` (sampling),
+`_calculate_rewards` (scoring) and `_generate_and_score_completions` (the whole rollout phase); a callback
+blocks at the start of each optimizer step until the parent says "step", and reports at its end.
+"""
+
+from __future__ import annotations
+
+import time
+
+from rlvr.bench_workers import bench_config, emit, load_model, peak_rss_bytes, step_problems, wait_for_step, _versions
+
+
+def _dataset(task, steps):
+    from datasets import Dataset
+
+    rows = [{"prompt": task.messages(p), "answer": p.answer} for problems in steps for p in problems]
+    return Dataset.from_list(rows)
+
+
+def _trainer_class():
+    from trl import GRPOTrainer
+
+    class TimedGRPOTrainer(GRPOTrainer):
+        """GRPOTrainer with phase timers around three of its methods."""
+
+        def _reset_timers(self):
+            self.bench = {"generate": 0.0, "verify": 0.0, "rollout": 0.0, "gen_tokens": 0, "prompt_tokens": 0, "fwd_tokens": 0,
+                          "rows": 0, "reward": 0.0}
+
+        def _generate_single_turn(self, *args, **kwargs):
+            t0 = time.perf_counter()
+            out = super()._generate_single_turn(*args, **kwargs)
+            self.bench["generate"] += time.perf_counter() - t0
+            return out
+
+        def _calculate_rewards(self, *args, **kwargs):
+            t0 = time.perf_counter()
+            rewards = super()._calculate_rewards(*args, **kwargs)
+            self.bench["verify"] += time.perf_counter() - t0
+            weights = self.reward_weights.to(rewards.device)
+            self.bench["reward"] = float((rewards.nan_to_num(0.0) * weights).sum(1).mean())
+            return rewards
+
+        def _generate_and_score_completions(self, inputs):
+            t0 = time.perf_counter()
+            out = super()._generate_and_score_completions(inputs)
+            self.bench["rollout"] += time.perf_counter() - t0
+            self.bench["gen_tokens"] += int(out["completion_mask"].sum())
+            # prompts arrive repeated G times; count each once, as rlvr's prefill does
+            self.bench["prompt_tokens"] += int(out["prompt_mask"].sum()) // self.num_generations
+            self.bench["rows"] += int(out["completion_mask"].shape[0])
+            # TRL's update runs every row through the model, zero advantage or not
+            self.bench["fwd_tokens"] += int(out["prompt_mask"].sum()) + int(out["completion_mask"].sum())
+            return out
+
+    return TimedGRPOTrainer
+
+
+def _callback():
+    import torch
+    from transformers import TrainerCallback
+
+    class StepGate(TrainerCallback):
+        """Waits for the parent before each optimizer step; reports the step's figures after it."""
+
+        def __init__(self):
+            self.trainer, self.t0, self.stopped = None, 0.0, False
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            if not wait_for_step():
+                self.stopped = True
+                control.should_training_stop = True
+            self.trainer._reset_timers()
+            self.t0 = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            wall = time.perf_counter() - self.t0
+            b = self.trainer.bench
+            emit("step", step=state.global_step - 1, wall=wall, generate=b["generate"], verify=b["verify"],
+                 train=wall - b["rollout"], other=b["rollout"] - b["generate"] - b["verify"],
+                 gen_tokens=b["gen_tokens"], prompt_tokens=b["prompt_tokens"], fwd_tokens=b["fwd_tokens"],
+                 rows=b["rows"], active_rows=b["rows"], reward=b["reward"],
+                 rss=peak_rss_bytes(), threads=torch.get_num_threads())
+            if self.stopped:
+                control.should_training_stop = True
+
+    return StepGate()
+
+
+def trl_config(spec: dict, cfg: dict, out_dir: str):
+    from trl import GRPOConfig
+
+    r, t = cfg["rollout"], cfg["train"]
+    micro = min(t["micro_batch_size"], r["prompts_per_step"] * r["group_size"])
+    return GRPOConfig(
+        output_dir=out_dir, use_cpu=True, bf16=spec["bf16"], seed=cfg["seed"], report_to="none",
+        max_steps=spec["steps"], learning_rate=t["lr"], lr_scheduler_type="constant", max_grad_norm=t["max_grad_norm"],
+        weight_decay=t["weight_decay"], per_device_train_batch_size=micro,
+        gradient_accumulation_steps=r["prompts_per_step"] * r["group_size"] // micro,
+        num_generations=r["group_size"], max_completion_length=r["max_new_tokens"], temperature=r["temperature"],
+        top_p=r["top_p"], top_k=r["top_k"], loss_type="grpo", beta=0.0, shuffle_dataset=False,
+        gradient_checkpointing=spec.get("trl_gradient_checkpointing", False), save_strategy="no",
+        logging_steps=1, disable_tqdm=True, dataloader_num_workers=0,
+    )
+
+
+def run_trl(spec: dict) -> None:
+    import tempfile
+
+    from rlvr.verifiers.compose import build_reward
+
+    t0 = time.perf_counter()
+    cfg = bench_config(spec)
+    task, steps = step_problems(cfg, spec["steps"])
+    reward = build_reward(cfg["reward"])
+    model, tokenizer = load_model(spec["model"])
+    n_params = sum(p.numel() for p in model.parameters())
+    peft_config = None
+    if spec["lora"]:
+        from peft import LoraConfig
+
+        lc = cfg["model"]["lora"]
+        peft_config = LoraConfig(r=lc["r"], lora_alpha=lc["alpha"], lora_dropout=lc["dropout"],
+                                 target_modules=lc["target_modules"], task_type="CAUSAL_LM", bias="none")
+    with tempfile.TemporaryDirectory(prefix="rlvr-bench-trl-") as out_dir:
+        args = trl_config(spec, cfg, out_dir)
+        args.reward_weights = reward.weights
+        gate = _callback()
+        trainer = _trainer_class()(model=model, processing_class=tokenizer, reward_funcs=reward.as_trl(), args=args,
+                                   train_dataset=_dataset(task, steps), peft_config=peft_config, callbacks=[gate])
+        trainer._reset_timers()
+        gate.trainer = trainer
+        emit("ready", load_s=time.perf_counter() - t0, params=n_params, rss=peak_rss_bytes(), versions=_versions())
+        trainer.train()

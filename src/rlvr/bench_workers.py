@@ -1,0 +1,159 @@
+"""The child side of `rlvr bench`: one process per framework, stepped by the parent over stdin/stdout.
+
+Run as `python -m rlvr.bench_workers SPEC_JSON`, where SPEC says the framework ("rlvr" or "trl"), the model
+folder, the shape (P, G, max new tokens, LoRA), seed, threads and the step count. The child loads
+everything, prints one `BENCH {"event": "ready", ...}` line, then for each line "step" on stdin runs exactly
+one training step and prints one `BENCH {"event": "step", ...}` line with its timings and token counts. So
+the parent can alternate the two frameworks step by step while the waiting one sits blocked on a read (no
+CPU), and both see the same machine noise.
+
+The TRL worker runs under TRL's own interpreter (a separate venv); it imports only rlvr's task and reward
+(pure Python plus math-verify), never rlvr's trainer. Both workers build the same problems in the same order
+from the same seeded prompt stream, score with the same reward (`Reward.as_trl()` on the TRL side), and
+use the same thread count.
+
+Token counts per step: `gen_tokens` (completion tokens sampled), `prompt_tokens` (the P prompts, each once),
+`fwd_tokens` (prompt + completion tokens of the rows the update ran through the model).
+
+Phases reported per step (seconds): `generate` (the sampler only), `verify` (scoring), `train` (log-probs,
+loss, backward, optimizer step), `other` (the rest: weight sync to the sampler, advantages, bookkeeping).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+
+PREFIX = "BENCH "
+
+
+def emit(event: str, **fields) -> None:
+    """One protocol line on the real stdout (libraries print there too; the parent keeps only these)."""
+    sys.__stdout__.write(PREFIX + json.dumps({"event": event, **fields}) + "\n")
+    sys.__stdout__.flush()
+
+
+def wait_for_step() -> bool:
+    """Block until the parent asks for a step; False when it says stop (or closed the pipe)."""
+    line = sys.stdin.readline()
+    return line.strip() == "step"
+
+
+def peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+
+
+def set_threads(n: int) -> None:
+    import torch
+
+    torch.set_num_threads(n)
+
+
+def bench_config(spec: dict) -> dict:
+    """rlvr's default preset reshaped to the benchmark: the config both workers read their settings from."""
+    from rlvr.config import resolve
+
+    return resolve("default", [
+        f"seed={spec['seed']}", f"rollout.prompts_per_step={spec['prompts']}", f"rollout.group_size={spec['group']}",
+        f"rollout.max_new_tokens={spec['max_new_tokens']}", f"model.lora.enabled={str(spec['lora']).lower()}",
+        f"train.autocast={'bfloat16' if spec['bf16'] else 'none'}", f"rollout.backend={spec['sampler']}",
+    ])
+
+
+def step_problems(cfg: dict, n_steps: int):
+    """The task and the problems of each step, as rlvr's seeded prompt stream draws them: n_steps lists of P."""
+    from rlvr.prompts import make_stream
+    from rlvr.tasks import load_task
+
+    task = load_task(cfg["task"]["name"], **cfg["task"]["settings"])
+    stream = make_stream({}, task.problems("train"), cfg["seed"])
+    return task, [stream.take(cfg["rollout"]["prompts_per_step"], s, 0) for s in range(n_steps)]
+
+
+def load_model(path: str):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    return model, tokenizer
+
+
+def run_rlvr(spec: dict) -> None:
+    """rlvr's trainer, one step at a time: the same calls, in the same order, as the loop in rlvr.trainer."""
+    import torch
+
+    from rlvr import distributed
+    from rlvr.batch import collect, encode_prompt
+    from rlvr.trainer import _setup_policy, prepare
+    from rlvr.update import update_policy
+
+    t0 = time.perf_counter()
+    cfg = bench_config(spec)
+    c, algo, reward, _ = prepare(cfg)
+    task, steps = step_problems(cfg, spec["steps"])
+    comm = distributed.setup()
+    model, tokenizer, ref_model, optimizer, scheduler, sampler = _setup_policy(c, algo, load_model(spec["model"]), comm)
+    n_params = sum(p.numel() for n, p in model.named_parameters() if "lora_" not in n)
+    emit("ready", load_s=time.perf_counter() - t0, params=n_params, rss=peak_rss_bytes(), versions=_versions())
+    for step, problems in enumerate(steps):
+        if not wait_for_step():
+            return
+        prompt_ids = [encode_prompt(tokenizer, task.messages(p)) for p in problems]
+        t0 = time.perf_counter()
+        model.eval()
+        distributed.sync_sampler(comm, sampler, model)
+        generator = torch.Generator().manual_seed(c.seed * 1_000_003 + step)
+        batch = collect(sampler, lambda: (problems, prompt_ids), reward, algo, c.rollout, generator,
+                        pad_id=tokenizer.pad_token_id)
+        model.train()
+        t1 = time.perf_counter()
+        upd = update_policy(model, optimizer, batch, algo, pad_id=tokenizer.pad_token_id,
+                            temperature=c.rollout.temperature, micro_batch_size=c.train.micro_batch_size,
+                            max_grad_norm=c.train.max_grad_norm, autocast=c.train.autocast,
+                            mu=c.train.updates_per_batch, norm_len=c.rollout.max_new_tokens, ref_model=ref_model)
+        scheduler.step()
+        t2 = time.perf_counter()
+        gen, ver = batch.stats["time/generate"], batch.stats["time/verify"]
+        # rows the update ran a forward on (zero-advantage rows carry no gradient and are skipped; see rlvr.update)
+        active = [r for r in range(len(batch)) if batch.mask[r].sum() > 0 and (batch.advantages[r] != 0 or algo.beta > 0)]
+        emit("step", step=step, wall=t2 - t0, generate=gen, verify=ver, train=t2 - t1, other=(t1 - t0) - gen - ver,
+             gen_tokens=int(batch.lengths.sum()), prompt_tokens=sum(len(p) for p in prompt_ids),
+             fwd_tokens=sum(len(batch.prompt_ids[r]) + int(batch.lengths[r]) for r in active),
+             rows=len(batch), reward=float(batch.rewards.mean()), active_rows=upd.get("active_rows", 0),
+             rss=peak_rss_bytes(), threads=torch.get_num_threads())
+
+
+def _versions() -> dict:
+    import torch
+    import transformers
+
+    out = {"torch": torch.__version__, "transformers": transformers.__version__}
+    for name in ("peft", "trl"):
+        try:
+            out[name] = __import__(name).__version__
+        except ImportError:
+            pass
+    return out
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(argv[0])
+    set_threads(spec["threads"])
+    if spec["framework"] == "rlvr":
+        run_rlvr(spec)
+    else:
+        from rlvr.bench_trl import run_trl
+
+        run_trl(spec)
+    emit("done", rss=peak_rss_bytes())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,102 @@
+"""`rlvr bench`: the verb parses, the FLOP and rate arithmetic is right by hand, and the rlvr side runs one
+real step on the tiny random model and prints the table (the TRL side too, where TRL is importable)."""
+
+import argparse
+import importlib.util
+
+import pytest
+
+from conftest import make_tiny_llama
+from rlvr import bench
+
+
+def save_tiny(tokenizer, folder):
+    """The tiny random Llama and the real tokenizer (chat template included) as a transformers folder."""
+    make_tiny_llama(len(tokenizer)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser()
+    bench.add_parser(parser.add_subparsers(dest="verb"))
+    return parser.parse_args(["bench", *argv])
+
+
+def test_defaults_are_the_reference_shape():
+    a = parse([])
+    assert (a.prompts, a.group, a.max_new_tokens, a.full, a.dtype) == (4, 8, 128, False, "bfloat16")
+    assert (a.steps, a.warmup, a.frameworks, a.sampler) == (3, 1, "rlvr,trl", "fast")
+
+
+def test_flags_parse():
+    a = parse(["-P", "2", "-G", "4", "--max-new-tokens", "16", "--full", "--dtype", "float32", "--threads", "1",
+               "--frameworks", "rlvr", "--trl-python", "/x/python"])
+    assert (a.prompts, a.group, a.max_new_tokens, a.full, a.dtype, a.threads) == (2, 4, 16, True, "float32", 1)
+    assert (a.frameworks, a.trl_python) == ("rlvr", "/x/python")
+
+
+def test_unknown_framework_is_refused(capsys):
+    assert bench.run(parse(["--frameworks", "rlvr,vllm"])) == 2
+    assert "vllm" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("lora, per_token", [(True, 4 * 100), (False, 6 * 100)])
+def test_train_flops_per_token(lora, per_token):
+    assert bench.train_flops_per_token(100, lora) == per_token
+
+
+def test_fractions_by_hand():
+    # N = 1e6 params, ceiling 1 GFLOP/s. Generation: 500 tokens in 2 s = 250 tok/s -> 2 * 1e6 * 250 = 5e8 FLOP/s
+    # = 50% of 1e9. Update (LoRA, 4N): 1000 forwarded tokens in 8 s -> 4e6 * 1000 / 8 = 5e8 -> 50%; train tok/s
+    # counts the 500 completion tokens over the 8 update seconds = 62.5.
+    step = {"gen_tokens": 500, "generate": 2.0, "train": 8.0, "prompt_tokens": 30, "fwd_tokens": 1000}
+    f = bench.fractions(step, 1_000_000, 1.0, {"lora": True, "group": 8})
+    assert f["gen_tok_s"] == pytest.approx(250.0)
+    assert f["train_tok_s"] == pytest.approx(62.5)
+    assert f["gen_ceiling_frac"] == pytest.approx(0.5)
+    assert f["train_ceiling_frac"] == pytest.approx(0.5)
+
+
+def test_summarize_takes_rates_as_totals_over_totals():
+    # 100 tokens in 1 s and 300 in 3 s: 400 / 4 = 100 tok/s (a mean of the two rates would also be 100; make
+    # them differ: 100 in 1 s and 100 in 3 s -> 200 / 4 = 50, while the mean of rates is (100 + 33.3) / 2).
+    rows = [{"wall": w, "generate": g, "verify": 0.0, "train": 1.0, "other": 0.0, "gen_tokens": 100,
+             "prompt_tokens": 10, "fwd_tokens": 200, "active_rows": 4, "reward": r}
+            for w, g, r in ((2.0, 1.0, 0.0), (4.0, 3.0, 1.0))]
+    m = bench.summarize(rows, 1000, 1.0, {"lora": False, "group": 2})
+    assert m["wall"] == pytest.approx(3.0)
+    assert m["gen_tok_s"] == pytest.approx(50.0)
+    assert m["reward"] == pytest.approx(0.5)
+    assert bench.summarize([], 1000, 1.0, {"lora": False, "group": 2}) == {}
+
+
+def test_ratios():
+    a = {"wall": 10.0, "generate": 4.0, "train": 5.0, "gen_tok_s": 400.0, "train_tok_s": 200.0}
+    b = {"wall": 50.0, "generate": 40.0, "train": 8.0, "gen_tok_s": 40.0, "train_tok_s": 100.0}
+    q = bench.ratios(a, b, 1.0, 4.0)
+    assert q == pytest.approx({"wall": 0.2, "generate": 0.1, "train": 0.625, "gen_tok_s": 10.0, "train_tok_s": 2.0,
+                               "peak_rss": 0.25})
+
+
+def _run_tiny(folder, frameworks, capsys, extra=()):
+    args = parse(["--model", str(folder), "--frameworks", frameworks, "-P", "2", "-G", "2", "--max-new-tokens", "6",
+                  "--steps", "1", "--warmup", "1", "--probe-size", "64", "--threads", "1", *extra])
+    assert bench.run(args) == 0
+    return capsys.readouterr().out
+
+
+def test_rlvr_side_runs_one_step_and_prints_the_table(tokenizer, tmp_path, capsys):
+    out = _run_tiny(save_tiny(tokenizer, tmp_path), "rlvr", capsys)
+    header = next(line for line in out.splitlines() if line.startswith("| framework"))
+    assert [c.strip() for c in header.strip("|").split("|")] == list(bench.COLUMNS)
+    rows = [line for line in out.splitlines() if line.startswith("| rlvr")]
+    assert [r.split("|")[2].strip() for r in rows] == ["0*", "1", "mean"]  # warm-up, measured step, mean
+    assert "2 prompts x 2 completions, max 6 new tokens, LoRA r=16, update in bf16, 1 threads" in out
+
+
+@pytest.mark.skipif(importlib.util.find_spec("trl") is None, reason="TRL is not installed in this venv")
+def test_trl_side_runs_one_step(tokenizer, tmp_path, capsys):
+    out = _run_tiny(save_tiny(tokenizer, tmp_path), "rlvr,trl", capsys)
+    assert len([line for line in out.splitlines() if line.startswith("| trl")]) == 3
+    assert "rlvr / TRL: step time" in out
