@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=float, help="minutes of RLVR training (trades time for quality)")
     p.set_defaults(func=cmd_run)
 
-    from rlvr import sft_verb
+    from rlvr import bench, sft_verb
     from rlvr.evaluation import eval_verb
     from rlvr.evaluation import verbs as compare_verb
     from rlvr.verifiers import commands
@@ -92,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare_verb.add_parser(sub).set_defaults(func=compare_verb.run)
     commands.add_verify_parser(sub).set_defaults(func=cmd_verify)
     commands.add_audit_parser(sub).set_defaults(func=cmd_audit)
+    bench.add_parser(sub).set_defaults(func=bench.run)
     return parser
 
 
