@@ -148,7 +148,7 @@ def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_con
                                 norm_len=c.rollout.max_new_tokens, ref_model=ref_model,
                                 comm=comm if comm.world > 1 else None) if len(seen) else {"skipped": 1}
             t2 = time.perf_counter()
-            row = {**_metrics_row(step, seen, upd, scheduler.get_last_lr()[0], t1 - t0, t2 - t1),
+            row = {**_metrics_row(step, seen, generated, upd, scheduler.get_last_lr()[0], t1 - t0, t2 - t1),
                    **step_band_metrics(generated), **val}
             scheduler.step()
             stopping = comm.any(stop.signum is not None)
@@ -216,8 +216,8 @@ def _progress(row: dict) -> dict:
     return out
 
 
-def _metrics_row(step, batch, upd, lr, t_rollout, t_train) -> dict:
-    generated = batch.stats.get("generated", batch)
+def _metrics_row(step, batch, generated, upd, lr, t_rollout, t_train) -> dict:
+    """The step's line: rollout figures over every generated row, update figures over the kept batch."""
     row = {"step": step, **rollout_metrics(generated)}
     row.update({k: v for k, v in upd.items() if k not in ("train_tokens",)})
     gen_time = batch.stats["time/generate"]
