@@ -13,8 +13,8 @@ import torch
 from . import llama
 from .cascade import CascadeCache
 from .distribution import sample_tokens
-from .hf import DTYPES, HFSampler
-from .rollouts import Rollouts, pack_rollouts, torch_threads
+from .hf import HFSampler
+from .rollouts import LocalSampler, Rollouts, pack_rollouts
 
 MAX_ROWS = 64  # decode-batch rows per chunk of prompts: bounds cache memory for large evaluations
 
@@ -28,22 +28,13 @@ def make_fast_sampler(model, tokenizer, *, stop_ids: list[int], dtype: str = "bf
     return FastSampler(model, tokenizer, stop_ids=stop_ids, dtype=dtype, threads=threads)
 
 
-class FastSampler:
+class FastSampler(LocalSampler):
     def __init__(self, model, tokenizer, *, stop_ids: list[int], dtype: str = "bfloat16", threads: int | None = None):
-        self.threads = threads
-        self.tokenizer = tokenizer
-        self.stop_ids = list(stop_ids)
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_ids[0]
-        self.dtype = DTYPES[dtype]
+        super().__init__(tokenizer, stop_ids=stop_ids, dtype=dtype, threads=threads)
         self.sync(model)
 
     def sync(self, model) -> None:
         self.w = llama.load_weights(model, self.dtype)
-
-    def generate(self, prompt_ids: list[list[int]], n: int, *, max_new_tokens: int, temperature: float = 1.0,
-                 top_p: float = 1.0, top_k: int = 0, generator: torch.Generator | None = None) -> Rollouts:
-        with torch_threads(self.threads), torch.inference_mode():
-            return self._generate(prompt_ids, n, max_new_tokens, temperature, top_p, top_k, generator)
 
     def _generate(self, prompt_ids, n, max_new_tokens, temperature, top_p, top_k, generator) -> Rollouts:
         t0 = time.perf_counter()

@@ -10,10 +10,8 @@ import time
 
 import torch
 
-from .rollouts import Rollouts, cut_at_stop, pack_rollouts, torch_threads
+from .rollouts import LocalSampler, Rollouts, cut_at_stop, pack_rollouts
 from .weights import merged_state_dict, plain_config
-
-DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}
 
 
 def build_copy(model, dtype: torch.dtype):
@@ -25,13 +23,9 @@ def build_copy(model, dtype: torch.dtype):
     return copy
 
 
-class HFSampler:
+class HFSampler(LocalSampler):
     def __init__(self, model, tokenizer, *, stop_ids: list[int], dtype: str = "bfloat16", threads: int | None = None):
-        self.threads = threads
-        self.tokenizer = tokenizer
-        self.stop_ids = list(stop_ids)
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_ids[0]
-        self.dtype = DTYPES[dtype]
+        super().__init__(tokenizer, stop_ids=stop_ids, dtype=dtype, threads=threads)
         self.model = build_copy(model, self.dtype)
         self.sync(model)
 
@@ -42,11 +36,6 @@ class HFSampler:
         if missing or unexpected:
             raise ValueError(f"sampler copy does not match the policy: missing={missing[:5]} unexpected={unexpected[:5]}")
         self.model.to(self.dtype)
-
-    def generate(self, prompt_ids: list[list[int]], n: int, *, max_new_tokens: int, temperature: float = 1.0,
-                 top_p: float = 1.0, top_k: int = 0, generator: torch.Generator | None = None) -> Rollouts:
-        with torch_threads(self.threads), torch.inference_mode():
-            return self._generate(prompt_ids, n, max_new_tokens, temperature, top_p, top_k, generator)
 
     def _generate(self, prompt_ids, n, max_new_tokens, temperature, top_p, top_k, generator) -> Rollouts:
         t0 = time.perf_counter()

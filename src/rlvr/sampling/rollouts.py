@@ -31,6 +31,9 @@ class Rollouts:
         return self.num_generated_tokens / self.seconds if self.seconds > 0 else 0.0
 
 
+DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}
+
+
 class Sampler(Protocol):
     def sync(self, model) -> None:
         """Take the current policy weights (a transformers model or a peft model; LoRA merged)."""
@@ -87,3 +90,21 @@ def torch_threads(n: int | None) -> Iterator[None]:
     finally:
         if n:
             torch.set_num_threads(old)
+
+
+class LocalSampler:
+    """What the in-process backends share: settings, pad id, and generate() running the backend's
+    `_generate(prompt_ids, n, max_new_tokens, temperature, top_p, top_k, generator)` with the sampler's
+    thread count and without autograd."""
+
+    def __init__(self, tokenizer, *, stop_ids: list[int], dtype: str = "bfloat16", threads: int | None = None):
+        self.threads = threads
+        self.tokenizer = tokenizer
+        self.stop_ids = list(stop_ids)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_ids[0]
+        self.dtype = DTYPES[dtype]
+
+    def generate(self, prompt_ids: list[list[int]], n: int, *, max_new_tokens: int, temperature: float = 1.0,
+                 top_p: float = 1.0, top_k: int = 0, generator: torch.Generator | None = None) -> Rollouts:
+        with torch_threads(self.threads), torch.inference_mode():
+            return self._generate(prompt_ids, n, max_new_tokens, temperature, top_p, top_k, generator)
