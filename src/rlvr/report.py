@@ -144,8 +144,8 @@ def write_report(root: Path, *, meta: dict, compare_md: str, summaries_md: dict[
     for title, path in plots.items():
         lines += [f"### {title}", "", f"![{title}]({Path(path).relative_to(root)})", ""]
     lines += ["## Evaluations per model", ""]
-    for name, md in summaries_md.items():
-        lines += [f"### {name}", "", md, ""]
+    for name, md in summaries_md.items():  # an evaluation summary carries its own heading when it has a label
+        lines += ([] if md.lstrip().startswith("#") else [f"### {name}", ""]) + [md.strip(), ""]
     lines += ["## Ten held-out examples, before and after", "", examples_md]
     path = root / "report.md"
     atomic_write_text(path, "\n".join(lines) + "\n")
