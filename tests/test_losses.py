@@ -255,3 +255,25 @@ def test_token_entropy_hand_values():
     # uniform over 4: ln 4 = 1.3862944 ; one-hot: 0
     entropy = token_entropy_from_logits(logits, chunk_rows=1)
     assert entropy.tolist() == pytest.approx([1.3862944, 0.0], abs=1e-6)
+
+
+def test_selective_log_softmax_mask_scores_only_sampled_positions():
+    """Masked-out positions come back 0 with zero gradient; the others equal the full log-softmax, in
+    value and gradient, for every chunk size (the hand-written backward is g * (onehot - softmax))."""
+    gen = torch.Generator().manual_seed(5)
+    logits = (torch.randn(2, 6, 11, generator=gen) * 2).requires_grad_()
+    ids = torch.randint(0, 11, (2, 6), generator=gen)
+    mask = torch.tensor([[1, 1, 1, 0, 0, 0], [1, 1, 1, 1, 1, 0]])
+    weights = torch.arange(1.0, 13.0).view(2, 6)
+    full = torch.log_softmax(logits.detach().double(), -1).gather(-1, ids[..., None])[..., 0]
+    softmax = torch.softmax(logits.detach().double(), -1)
+    # d/dz_v of sum_t w_t logp_t = w_t (onehot(y_t)_v - softmax_v), on kept positions only
+    want_grad = (torch.nn.functional.one_hot(ids, 11).double() - softmax) * (weights * mask)[..., None]
+    for chunk in (1, 4, 100):
+        logits.grad = None
+        got = selective_log_softmax(logits, ids, chunk_rows=chunk, mask=mask)
+        assert torch.allclose(got.double(), full * mask, atol=1e-6)
+        assert got[0, 3:].tolist() == [0.0, 0.0, 0.0] and got[1, 5].item() == 0.0
+        (got * weights).sum().backward()
+        assert torch.allclose(logits.grad.double(), want_grad, atol=1e-6)
+        assert logits.grad[0, 3:].abs().sum().item() == 0.0

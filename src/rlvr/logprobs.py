@@ -38,7 +38,7 @@ def completion_logprobs(model, prompts, completion_ids, completion_mask, *, pad_
     """Per-token log-probs of the completions under `model`, at the sampling temperature.
 
     prompts: b lists of ids; completion_ids, completion_mask: (b, T).
-    Returns (logp (b, T) float32, entropy (b, T) float32 or None). Padding positions hold garbage: mask them.
+    Returns (logp (b, T) float32, entropy (b, T) float32 or None). Padding positions hold 0 (logp) or garbage.
     """
     input_ids, attention, position_ids = pack_rows(prompts, completion_ids, completion_mask, pad_id)
     t = completion_ids.shape[1]
@@ -49,7 +49,7 @@ def completion_logprobs(model, prompts, completion_ids, completion_mask, *, pad_
     logits = out.logits[:, :-1]
     if temperature not in (0.0, 1.0):
         logits = logits / temperature
-    logp = selective_log_softmax(logits, completion_ids)
+    logp = selective_log_softmax(logits, completion_ids, mask=completion_mask)
     entropy = token_entropy_from_logits(logits.detach()) if with_entropy else None
     return logp, entropy
 
@@ -66,7 +66,7 @@ def shared_prompt_logprobs(model, prompts, completion_ids, completion_mask, *, p
     The G samples of a group share their prompt, so the prompt's keys and values are computed once (with
     gradient: LoRA changes them too) and repeated for every row that uses it; only the completions run per
     row. With prompts about twice as long as completions, that is about a third of the tokens.
-    prompts: b lists of ids; completion_ids, completion_mask: (b, T). Returns logp (b, T) float32.
+    prompts: b lists of ids; completion_ids, completion_mask: (b, T). Returns logp (b, T) float32, 0 on padding.
     """
     from transformers import DynamicCache
 
@@ -91,13 +91,22 @@ def shared_prompt_logprobs(model, prompts, completion_ids, completion_mask, *, p
     for layer in cache.layers:  # each row gets its prompt's keys and values
         layer.keys, layer.values = _repeat_rows(layer.keys, counts), _repeat_rows(layer.values, counts)
     # Pass 2: the completions of every row (in prompt order), attending to their prompt through the cache.
+    # The last sampled token predicts nothing that is scored, so it is never fed in.
     ids, mask = completion_ids[order], (completion_mask[order] > 0).long()
+    logp_first = selective_log_softmax(_repeat_rows(first, counts) / _temp(temperature), ids[:, 0], mask=mask[:, 0])
+    if ids.shape[1] == 1:
+        return logp_first[:, None][inverse]
     prompt_rows = _repeat_rows(prompt_att, counts)
-    att = torch.cat([prompt_rows, mask], dim=1)
-    positions = (prompt_rows.sum(-1, keepdim=True) + mask.cumsum(-1) - 1).clamp(min=0)
-    rest = model(input_ids=ids, attention_mask=att, position_ids=positions, past_key_values=cache,
-                 use_cache=True).logits[:, :-1]
-    logits = torch.cat([_repeat_rows(first, counts).unsqueeze(1), rest], dim=1)
+    att = torch.cat([prompt_rows, mask[:, :-1]], dim=1)
+    positions = (prompt_rows.sum(-1, keepdim=True) + mask[:, :-1].cumsum(-1) - 1).clamp(min=0)
+    rest = model(input_ids=ids[:, :-1], attention_mask=att, position_ids=positions, past_key_values=cache,
+                 use_cache=True).logits
     if temperature not in (0.0, 1.0):
-        logits = logits / temperature
-    return selective_log_softmax(logits, ids)[inverse]
+        rest = rest / temperature
+    # scored only where a token was sampled: padding costs no vocabulary work
+    logp_rest = selective_log_softmax(rest, ids[:, 1:], mask=mask[:, 1:])
+    return torch.cat([logp_first[:, None], logp_rest], dim=1)[inverse]
+
+
+def _temp(temperature: float) -> float:
+    return temperature if temperature not in (0.0, 1.0) else 1.0

@@ -180,12 +180,6 @@ def _rowwise(fn, logits: torch.Tensor, ids: torch.Tensor | None, chunk_rows: int
     return out.reshape(logits.shape[:-1])
 
 
-def _chosen_logp(chunk: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    z = chunk.float()
-    # log softmax(z)_y = z_y - logsumexp(z), in float32 whatever the logits' dtype
-    return z.gather(-1, ids.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(z, dim=-1)
-
-
 def _entropy(chunk: torch.Tensor) -> torch.Tensor:
     z = chunk.float()
     logp = torch.log_softmax(z, dim=-1)
@@ -193,17 +187,56 @@ def _entropy(chunk: torch.Tensor) -> torch.Tensor:
     return -(logp.exp() * logp).sum(-1)
 
 
-def selective_log_softmax(
-    logits: torch.Tensor, ids: torch.Tensor, chunk_rows: int | None = None
-) -> torch.Tensor:
+class _ChosenLogp(torch.autograd.Function):
+    """log softmax(z)_y over row chunks, float32 inside whatever the logits' dtype, with a hand-written
+    backward: d/dz = g * (onehot(y) - softmax(z)), rebuilt chunk by chunk from the saved logits and the
+    saved log-sum-exps. Nothing of size (N, V) in float32 is kept between forward and backward, and each
+    chunk stays small enough to be reused from the allocator (large tensors are fresh pages every time).
+    """
+
+    @staticmethod
+    def forward(ctx, flat: torch.Tensor, ids: torch.Tensor, rows: torch.Tensor, step: int) -> torch.Tensor:
+        lse = torch.empty(rows.numel(), dtype=torch.float32)
+        out = torch.empty(rows.numel(), dtype=torch.float32)
+        for s in range(0, rows.numel(), step):
+            z = flat[rows[s:s + step]].float()
+            lse[s:s + step] = torch.logsumexp(z, dim=-1)
+            out[s:s + step] = z.gather(-1, ids[s:s + step, None])[:, 0] - lse[s:s + step]
+        ctx.save_for_backward(flat, ids, rows, lse)
+        ctx.step = step
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out: torch.Tensor):
+        flat, ids, rows, lse = ctx.saved_tensors
+        grad = torch.zeros_like(flat)
+        for s in range(0, rows.numel(), ctx.step):
+            g = grad_out[s:s + ctx.step, None].float()
+            z = flat[rows[s:s + ctx.step]].float()
+            z.sub_(lse[s:s + ctx.step, None]).exp_().mul_(-g)  # -g * softmax(z)
+            z.scatter_add_(-1, ids[s:s + ctx.step, None], g)  # + g at the chosen token
+            grad[rows[s:s + ctx.step]] = z.to(flat.dtype)
+        return grad, None, None, None
+
+
+def selective_log_softmax(logits: torch.Tensor, ids: torch.Tensor, chunk_rows: int | None = None,
+                          mask: torch.Tensor | None = None) -> torch.Tensor:
     """Log-probability of the chosen ids: logits (..., V) any float dtype, ids (...) long -> (...) float32.
 
     Equal to log_softmax(logits.float(), -1).gather(-1, ids), without ever holding the float32
-    log-softmax of the whole batch: rows are processed `chunk_rows` at a time (default: ~64 MiB).
+    log-softmax of the whole batch: rows are processed `chunk_rows` at a time (default: ~4 MiB of float32).
+    With `mask` (...) only the positions where it is nonzero are computed (padding costs nothing); the others
+    are 0 with zero gradient.
     """
     if logits.shape[:-1] != ids.shape:
         raise ValueError(f"logits {tuple(logits.shape)} must be ids {tuple(ids.shape)} plus a vocab axis")
-    return _rowwise(_chosen_logp, logits, ids, chunk_rows)
+    flat = logits.reshape(-1, logits.shape[-1])
+    keep = mask.reshape(-1) != 0 if mask is not None else torch.ones(flat.shape[0], dtype=torch.bool)
+    rows = keep.nonzero()[:, 0]
+    step = chunk_rows or max(1, 2**20 // max(1, flat.shape[-1]))
+    chosen = _ChosenLogp.apply(flat, ids.reshape(-1)[rows], rows, step)
+    out = torch.zeros(flat.shape[0], dtype=torch.float32).index_put((rows,), chosen)
+    return out.reshape(ids.shape)
 
 
 def token_entropy_from_logits(logits: torch.Tensor, chunk_rows: int | None = None) -> torch.Tensor:
