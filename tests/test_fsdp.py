@@ -74,6 +74,14 @@ def _rank_main(rank, out_dir, cfg, tokenizer_dir):
     comm.close()
 
 
+def _task_files(out, tokenizer):
+    """The task data (40 prompts, reward 1 when the answer starts with a-d) and the tokenizer, for the ranks."""
+    (out / "data.jsonl").write_text("".join(json.dumps({"id": f"q{i}", "prompt": f"Say something about {i}.",
+                                                        "answer": "[a-d]"}) + "\n" for i in range(40)))
+    tokenizer.save_pretrained(out / "tok")
+    return out
+
+
 @pytest.fixture(scope="module")
 def server():
     from standin_vllm import StandinServer
@@ -88,10 +96,7 @@ def runs(tmp_path_factory, tokenizer, server):
     ("one") and each rank's merged weights (merged{r}.pt)."""
     from rlvr.trainer import train
 
-    out = tmp_path_factory.mktemp("fsdp")
-    (out / "data.jsonl").write_text("".join(json.dumps({"id": f"q{i}", "prompt": f"Say something about {i}.",
-                                                        "answer": "[a-d]"}) + "\n" for i in range(40)))
-    tokenizer.save_pretrained(out / "tok")
+    out = _task_files(tmp_path_factory.mktemp("fsdp"), tokenizer)
     cfg = train_config(out / "fsdp", out / "data.jsonl", server.url)
     cfg["train"]["fsdp"] = True
     launch(_rank_main, free_port(), str(out), cfg, str(out / "tok"))
@@ -191,3 +196,45 @@ def test_fsdp_key_is_a_bool(value, ok):
     else:
         with pytest.raises(ConfigError, match="train.fsdp"):
             resolve(None, [f"train.fsdp={value}"])
+
+
+def _train_each(rank, cfgs, tokenizer_dir):
+    from transformers import AutoTokenizer
+
+    from rlvr.trainer import train
+
+    comm = distributed.setup()
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    for cfg in cfgs:
+        train(cfg, policy=(make_tiny_llama(len(tok)), tok), quiet=True)
+    comm.close()
+
+
+@pytest.mark.slow
+def test_fsdp_full_fine_tune_with_local_sampler_and_kl_matches_data_parallel(tmp_path, tokenizer):
+    """A full fine-tune (no LoRA) with a KL reference and the local `hf` sampler, on 2 ranks: sharded and
+    data-parallel runs sample the same completions (each rank's sampler loads the gathered merged weights) and
+    take the same step. One step: later steps sample with bf16-rounded weights, where 1e-7 apart can flip a token."""
+    from safetensors.torch import load_file
+
+    out = _task_files(tmp_path, tokenizer)
+    cfgs = []
+    for name in ("dp", "fsdp"):  # the task and reward of train_config; its rollout server is not used
+        cfg = train_config(out / name, out / "data.jsonl", "http://127.0.0.1:1")
+        cfg["algorithm"] = {"preset": "grpo", "beta": 0.04}
+        cfg["model"]["lora"]["enabled"] = False
+        cfg["rollout"].update(backend="hf", urls=[], max_new_tokens=6)
+        cfg["train"].update(steps=1, lr=1e-3, fsdp=name == "fsdp")
+        cfgs.append(cfg)
+    launch(_train_each, free_port(), cfgs, str(out / "tok"))
+    assert (out / "dp" / "samples.jsonl").read_text() == (out / "fsdp" / "samples.jsonl").read_text()
+    for a, b in zip(_metrics(out / "dp"), _metrics(out / "fsdp")):
+        assert a.keys() == b.keys() and a["kl"] >= 0
+        for key in a:
+            assert b[key] == pytest.approx(a[key], rel=1e-5, abs=1e-6), key
+    merged = load_file(out / "fsdp/final/merged/model.safetensors")
+    _close(load_file(out / "dp/final/merged/model.safetensors"), merged, 1e-4)
+    start = make_tiny_llama(len(tokenizer)).state_dict()["model.layers.0.mlp.up_proj.weight"]
+    assert (merged["model.layers.0.mlp.up_proj.weight"] - start).abs().max() > 1e-4  # the step moved the weights
+    _close(load_file(out / "dp/checkpoints/step-1/trainable.safetensors"),
+           load_file(out / "fsdp/checkpoints/step-1/trainable.safetensors"), 1e-4)
