@@ -42,6 +42,17 @@ def _merged_pairs(comm) -> dict:
     return out
 
 
+def _before_any_step(comm) -> dict:
+    """An optimizer that has not stepped, saved and loaded back under FSDP (a checkpoint after a skipped step)."""
+    model = make_tiny_llama(64, seed=3)
+    distributed.shard_model(model, distributed.Comm(comm.rank, comm.world))
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+    saved = fsdp.gather_optimizer(model, opt)
+    fresh = torch.optim.AdamW(model.parameters(), lr=0.5)
+    fsdp.load_full(model, fresh, {}, comm.all_gather(saved)[0])  # every rank loads what rank 0 wrote
+    return {"saved": saved, "states": (len(opt.state), len(fresh.state)), "lr": fresh.param_groups[0]["lr"]}
+
+
 def _rank_main(rank, out_dir, cfg, tokenizer_dir):
     """One spawn (process start and imports dominate): the merged-weights check, a 2-step FSDP run, then the
     same run resumed from its step-1 checkpoint."""
@@ -54,6 +65,7 @@ def _rank_main(rank, out_dir, cfg, tokenizer_dir):
     out = Path(out_dir)
     comm = distributed.setup()
     torch.save(_merged_pairs(comm), out / f"merged{rank}.pt")
+    torch.save(_before_any_step(comm), out / f"empty{rank}.pt")
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     shard, sharded = distributed.shard_model, []
 
@@ -131,6 +143,18 @@ def test_merged_weights_of_a_sharded_model_equal_the_unsharded_ones(runs, kind):
     if kind == "lora":  # the adapter was merged in: q_proj moved off the base weight by B A * alpha / r
         base = make_tiny_llama(64, seed=3).state_dict()["model.layers.0.self_attn.q_proj.weight"]
         assert (plain["model.layers.0.self_attn.q_proj.weight"] - base).abs().max() > 1e-3
+
+
+def test_optimizer_state_before_any_step_round_trips(runs):
+    """Nothing to gather: saved as torch saves it, without the zero-lr step torch's sharded API would take."""
+    for rank in range(2):
+        r = torch.load(runs / f"empty{rank}.pt", weights_only=False)
+        assert r["states"] == (0, 0) and r["lr"] == 0.1
+        if rank == 0:
+            assert r["saved"]["state"] == {} and r["saved"]["param_groups"][0]["lr"] == 0.1
+            assert r["saved"]["param_groups"][0]["params"] == list(range(len(r["saved"]["param_groups"][0]["params"])))
+        else:
+            assert r["saved"] == {}
 
 
 def test_fsdp_run_logs_the_one_rank_metrics(runs):

@@ -63,6 +63,8 @@ def gather_optimizer(model, optimizer) -> dict:
     ({} on the others)."""
     from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 
+    if not optimizer.state:  # no step taken yet (same on every rank): nothing is sharded, and torch's call
+        return optimizer.state_dict() if torch.distributed.get_rank() == 0 else {}  # would take a zero-lr step
     state = get_optimizer_state_dict(model, optimizer, options=_options(cpu_offload=True))
     if not state:
         return {}
@@ -82,6 +84,9 @@ def load_full(model, optimizer, weights: dict, optim_state: dict) -> None:
     from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_optimizer_state_dict
 
     set_model_state_dict(model, dict(weights), options=_options(strict=False))  # frozen weights stay as loaded
+    if not optim_state["state"]:  # saved before any step: hyper-parameters only, as gather_optimizer wrote them
+        optimizer.load_state_dict(optim_state)
+        return
     names = _param_names(model, optimizer)
     by_name = {"state": {names[i]: s for i, s in optim_state["state"].items()},
                "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in optim_state["param_groups"]]}
