@@ -50,7 +50,10 @@ def set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
 
 
-def save_checkpoint(ckpt_root: Path, step: int, *, model, optimizer, scheduler, loop_state: dict, keep: int = 2) -> Path:
+def save_checkpoint(ckpt_root: Path, step: int, *, model, optimizer, scheduler, loop_state: dict, keep: int = 2,
+                    full: tuple[dict, dict] | None = None) -> Path:
+    """full: (trainable weights, optimizer state) gathered beforehand by every rank when FSDP shards the model
+    (rlvr.fsdp.gather_checkpoint); by default both are read from `model` and `optimizer`."""
     from safetensors.torch import save_file
 
     ckpt_root = Path(ckpt_root)
@@ -58,9 +61,9 @@ def save_checkpoint(ckpt_root: Path, step: int, *, model, optimizer, scheduler, 
     tmp = ckpt_root / f".tmp-step-{step}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    save_file({k: v.contiguous() for k, v in trainable_state(model).items()}, tmp / "trainable.safetensors")
-    torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_state()},
-               tmp / "optim.pt")
+    weights, optim = full if full is not None else (trainable_state(model), optimizer.state_dict())
+    save_file({k: v.contiguous() for k, v in weights.items()}, tmp / "trainable.safetensors")
+    torch.save({"optimizer": optim, "scheduler": scheduler.state_dict(), "rng": rng_state()}, tmp / "optim.pt")
     (tmp / "loop_state.json").write_text(json.dumps(loop_state))
     files = {p.name: _sha256(p) for p in sorted(tmp.iterdir())}
     (tmp / MANIFEST).write_text(json.dumps({"step": step, "files": files}))
@@ -117,8 +120,11 @@ def latest_complete(ckpt_root: Path) -> Path | None:
 
 
 def load_checkpoint(path: Path, *, model, optimizer, scheduler) -> dict:
-    """Restore weights, optimizer, scheduler and RNGs in place; return the loop state."""
+    """Restore weights, optimizer, scheduler and RNGs in place; return the loop state. A model sharded by FSDP
+    takes its shards of the whole tensors: then every rank calls this together."""
     from safetensors.torch import load_file
+
+    from rlvr.fsdp import is_sharded, load_full
 
     path = Path(path)
     weights = load_file(path / "trainable.safetensors")
@@ -127,11 +133,14 @@ def load_checkpoint(path: Path, *, model, optimizer, scheduler) -> dict:
     if missing:
         raise RuntimeError(f"checkpoint {path} lacks {len(missing)} trainable tensors (e.g. {missing[0]}); "
                            f"was it made with another model or LoRA setting?")
-    with torch.no_grad():
-        for name, value in weights.items():
-            params[name].copy_(value)
     state = torch.load(path / "optim.pt", weights_only=False)
-    optimizer.load_state_dict(state["optimizer"])
+    if is_sharded(model):
+        load_full(model, optimizer, weights, state["optimizer"])
+    else:
+        with torch.no_grad():
+            for name, value in weights.items():
+                params[name].copy_(value)
+        optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
     set_rng_state(state["rng"])
     return json.loads((path / "loop_state.json").read_text())

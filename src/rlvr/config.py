@@ -66,6 +66,9 @@ DEFAULTS: dict = {
         "updates_per_batch": 1,  # mu: optimisation passes over each rollout batch
         "autocast": "none",
         "time_budget_min": 0.0,  # stop (and save) after this many minutes of training; 0 = no limit
+        # shard the policy over the ranks with torch's FSDP2 (models that do not fit one device); a no-op on one
+        # rank. Pair it with rollout.backend: remote (a local sampler holds the whole model). docs/scaling.md
+        "fsdp": False,
     },
     # Held-out evaluation in the main job (rlvr run): the same split, samples per problem and verifier for
     # every model compared. limit = problems per split (spread over bands); 0 = all.

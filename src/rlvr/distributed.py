@@ -168,8 +168,8 @@ def _destroy() -> None:
 def shard_model(model, comm: Comm):
     """FSDP2 (torch's `fully_shard`) over the ranks: each decoder layer, then the root, for models whose weights,
     gradients and optimizer state do not fit one device. Gradients end up summed over ranks (our losses are
-    per-rank shares of the global loss; see Comm.sum_grads), so the update is that of data parallel. See docs/scaling.md for what
-    the trainer still lacks around it."""
+    per-rank shares of the global loss; see Comm.sum_grads), so the update is that of data parallel. Whole-weight
+    reads and writes of the sharded model: rlvr.fsdp. The trainer calls this under `train.fsdp: true`."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
@@ -198,9 +198,15 @@ def check_resume(comm: Comm, loop_state: dict) -> None:
 def sync_sampler(comm: Comm, sampler, model) -> None:
     """A local sampler holds its own copy of the weights: every rank syncs its own. Remote servers are shared
     by every rank (`sampler.shared`): rank 0 pushes the new weights once, and no rank samples before they
-    are served."""
+    are served. Under FSDP every rank gathers the whole weights together: the adapter that rank 0 pushes, or
+    (local samplers) the merged weights in `merged_state_dict`."""
     if getattr(sampler, "shared", False):
-        sampler.sync(model, push=comm.is_main)
+        if comm.sharded:
+            from rlvr.fsdp import gather_trainable
+
+            sampler.sync(model, push=comm.is_main, state_dict=gather_trainable(model))
+        else:
+            sampler.sync(model, push=comm.is_main)
         comm.barrier()
     else:
         sampler.sync(model)

@@ -9,7 +9,8 @@ Read it top to bottom. Simplifications, and why:
 - Rewards, verdicts and lengths are logged over every generated row; the loss sees only the kept rows.
 - Launched by torchrun on W ranks, each rank samples and trains on its block of the step's prompts and
   the gradients are summed (rlvr.distributed); rank 0 alone writes the run directory. On one rank every
-  `comm` call is a no-op.
+  `comm` call is a no-op. With train.fsdp the policy is sharded over the ranks (FSDP2): saving it then
+  gathers the whole weights, with every rank taking part (rlvr.fsdp).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import torch
 from tqdm.auto import tqdm
 
 from rlvr import checkpoint as ckpt
-from rlvr import distributed
+from rlvr import distributed, fsdp
 from rlvr.algorithms import algorithm_from_config
 from rlvr.batch import encode_prompt
 from rlvr.config import ConfigError, as_namespace, dump
@@ -161,11 +162,12 @@ def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_con
             # `stopping` is read once per step (and agreed by all ranks), so a signal landing between the save
             # and the exit below cannot exit without a checkpoint: it is then handled after the next step.
             due = (c.log.checkpoint_every and (step + 1) % c.log.checkpoint_every == 0) or last or stopping
+            full = fsdp.gather_checkpoint(model, optimizer) if due and comm.sharded else None  # all ranks at once
             if due and comm.is_main:
                 ckpt.save_checkpoint(run.path / "checkpoints", step + 1, model=model, optimizer=optimizer,
                                      scheduler=scheduler, loop_state={"step": step + 1, "prompts": stream.state_dict(),
                                                                       "world_size": comm.world},
-                                     keep=c.log.keep_checkpoints)
+                                     keep=c.log.keep_checkpoints, full=full)
             if bad_steps >= MAX_BAD_STEPS:
                 bar.close()
                 kept = ckpt.latest_complete(run_path / "checkpoints")
@@ -181,14 +183,17 @@ def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_con
                 raise SystemExit(code)
             if last:
                 break
-    if comm.is_main:
+    if comm.sharded:  # every rank gathers, rank 0 writes
+        fsdp.save_policy(model, tokenizer, run.path / "final" if run else None, is_main=comm.is_main)
+    elif comm.is_main:
         save_policy(model, tokenizer, run.path / "final")
     comm.barrier()
     return run_path
 
 
 def _setup_policy(c, algo, policy, comm):
-    """Model (with LoRA), reference for KL when needed, AdamW over the trainable weights, LR schedule, sampler."""
+    """Model (with LoRA), reference for KL when needed, AdamW over the trainable weights, LR schedule, sampler.
+    With train.fsdp on several ranks the model is sharded (the reference, when there is one, is not)."""
     torch.manual_seed(c.seed)
     model, tokenizer = policy or load_policy(c.model.name, c.model.dtype)
     if c.model.lora.enabled:
@@ -196,8 +201,10 @@ def _setup_policy(c, algo, policy, comm):
         model = add_lora(model, r=lc.r, alpha=lc.alpha, dropout=lc.dropout, target_modules=lc.target_modules)
     # With LoRA the reference is the base model with the adapter switched off: no second copy in memory.
     ref_model = _frozen_copy(model) if algo.beta > 0 and not c.model.lora.enabled else None
+    comm.broadcast_params([p for p in model.parameters() if p.requires_grad])  # every rank starts from rank 0's
+    if c.train.fsdp and comm.world > 1:  # the shards replace the parameters: the optimizer is made after
+        distributed.shard_model(model, comm)
     trainable = [p for p in model.parameters() if p.requires_grad]
-    comm.broadcast_params(trainable)  # data parallel: every rank starts from rank 0's weights
     optimizer = torch.optim.AdamW(trainable, lr=c.train.lr, weight_decay=c.train.weight_decay)
     eos = model.config.eos_token_id
     stop_ids = sorted({tokenizer.eos_token_id, *([eos] if isinstance(eos, int) else eos or [])})

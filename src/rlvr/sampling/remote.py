@@ -147,14 +147,15 @@ class RemoteSampler:
         if not self.live:
             raise RemoteError(f"every rollout server is lost: {self.lost}")
 
-    def sync(self, model, push: bool = True) -> None:
-        """Serve the current adapter under a new name; with push=False (other ranks) only follow the name."""
+    def sync(self, model, push: bool = True, state_dict: dict | None = None) -> None:
+        """Serve the current adapter under a new name; with push=False (other ranks) only follow the name.
+        state_dict: the adapter's whole tensors when the model is sharded (FSDP), gathered by the caller."""
         old = self.adapter_name
         self.version += 1
         if not push:
             return
         path = self.adapter_dir / self.adapter_name
-        model.save_pretrained(path)
+        model.save_pretrained(path, **({} if state_dict is None else {"state_dict": state_dict}))
         for url in self.live:
             try:
                 post_json(url, "/v1/load_lora_adapter", {"lora_name": self.adapter_name, "lora_path": str(path)},

@@ -19,11 +19,13 @@ def merged_state_dict(model) -> dict[str, torch.Tensor]:
 
     Works on a plain model (returns detached tensors) and on a peft PeftModel with LoRA adapters
     (DoRA and other variants are refused with a clear message rather than merged wrongly).
+    Under FSDP2 (the model's tensors are DTensor shards) every rank must call it together: the merge runs on
+    the shards and each result is gathered whole, to the CPU (see `_gathered`).
     """
     base, is_peft = _unwrap_peft(model)
     out: dict[str, torch.Tensor] = {}
     if not is_peft:
-        return {k: v.detach() for k, v in base.state_dict().items()}
+        return _gathered({k: v.detach() for k, v in base.state_dict().items()})
     for name, module in base.named_modules():
         if hasattr(module, "base_layer") and hasattr(module, "get_delta_weight"):
             weight = module.base_layer.weight.detach()
@@ -45,7 +47,21 @@ def merged_state_dict(model) -> dict[str, torch.Tensor]:
             head, _, tail = clean.partition(".modules_to_save.")
             clean = f"{head}.{tail.partition('.')[2]}"
         out[clean] = value.detach()
-    return out
+    return _gathered(out)
+
+
+def _gathered(state: dict) -> dict:
+    """The state itself, unless it holds DTensors (a model sharded by FSDP2): those are all-gathered one at a
+    time, in key order, and moved to the CPU, so a rank never holds the whole model on its device. A
+    collective: every rank calls it with the same keys."""
+    if not torch.distributed.is_available():
+        return state
+    from torch.distributed.tensor import DTensor
+
+    if not any(isinstance(v, DTensor) for v in state.values()):
+        return state
+    with torch.no_grad():
+        return {k: v.full_tensor().cpu() if isinstance(v, DTensor) else v for k, v in state.items()}
 
 
 def plain_config(model):
