@@ -91,20 +91,20 @@ def shared_prompt_logprobs(model, prompts, completion_ids, completion_mask, *, p
     for layer in cache.layers:  # each row gets its prompt's keys and values
         layer.keys, layer.values = _repeat_rows(layer.keys, counts), _repeat_rows(layer.values, counts)
     # Pass 2: the completions of every row (in prompt order), attending to their prompt through the cache.
-    # The last sampled token predicts nothing that is scored, so it is never fed in.
+    # It runs even for 1-token rows (FSDP: every rank must make the same forward calls); the last position
+    # predicts nothing that is scored and is given a zero mask.
     ids, mask = completion_ids[order], (completion_mask[order] > 0).long()
     logp_first = selective_log_softmax(_repeat_rows(first, counts) / _temp(temperature), ids[:, 0], mask=mask[:, 0])
-    if ids.shape[1] == 1:
-        return logp_first[:, None][inverse]
     prompt_rows = _repeat_rows(prompt_att, counts)
-    att = torch.cat([prompt_rows, mask[:, :-1]], dim=1)
-    positions = (prompt_rows.sum(-1, keepdim=True) + mask[:, :-1].cumsum(-1) - 1).clamp(min=0)
-    rest = model(input_ids=ids[:, :-1], attention_mask=att, position_ids=positions, past_key_values=cache,
+    att = torch.cat([prompt_rows, mask], dim=1)
+    positions = (prompt_rows.sum(-1, keepdim=True) + mask.cumsum(-1) - 1).clamp(min=0)
+    rest = model(input_ids=ids, attention_mask=att, position_ids=positions, past_key_values=cache,
                  use_cache=True).logits
     if temperature not in (0.0, 1.0):
         rest = rest / temperature
-    # scored only where a token was sampled: padding costs no vocabulary work
-    logp_rest = selective_log_softmax(rest, ids[:, 1:], mask=mask[:, 1:])
+    # position j scores token j + 1, and only where it was sampled: padding costs no vocabulary work
+    shift = lambda x: torch.cat([x[:, 1:], torch.zeros_like(x[:, :1])], dim=1)  # noqa: E731
+    logp_rest = selective_log_softmax(rest, shift(ids), mask=shift(mask))[:, :-1]
     return torch.cat([logp_first[:, None], logp_rest], dim=1)[inverse]
 
 
