@@ -158,6 +158,7 @@ def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_con
             if comm.is_main and c.log.samples_every and step % c.log.samples_every == 0:
                 run.append(run.samples_path, _sample_rows(step, generated))
             bar.set_postfix(_progress(row))
+            _budget_eta(bar, c.train, step + 1 - start, time.perf_counter() - started)
             bad_steps = bad_steps + 1 if upd.get("skipped") and len(seen) else 0
             # `stopping` is read once per step (and agreed by all ranks), so a signal landing between the save
             # and the exit below cannot exit without a checkpoint: it is then handled after the next step.
@@ -211,6 +212,19 @@ def _setup_policy(c, algo, policy, comm):
     remote = {"urls": c.rollout.urls, "adapter_dir": c.rollout.adapter_dir or None} if c.rollout.backend == "remote" else {}
     sampler = make_sampler(c.rollout.backend, model, tokenizer, stop_ids=stop_ids, **remote)
     return model, tokenizer, ref_model, optimizer, make_scheduler(optimizer, c.train), sampler
+
+
+def _budget_eta(bar, train, steps_done: int, elapsed_s: float) -> None:
+    """With a time budget the run ends on the clock, not at train.steps: size the bar to the steps the
+    budget leaves room for at the mean step time so far, so its ETA is the budget's."""
+    if bar.disable or not train.time_budget_min or steps_done <= 0:
+        return
+    left = max(0.0, 60 * train.time_budget_min - elapsed_s)
+    # steps that start inside the budget, then the one that starts past it (it runs, then the loop ends)
+    expected = bar.n + 1 + math.ceil(left / (elapsed_s / steps_done)) + 1
+    if expected < bar.total:
+        bar.total = expected
+        bar.refresh()
 
 
 def _progress(row: dict) -> dict:
