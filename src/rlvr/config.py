@@ -50,6 +50,7 @@ DEFAULTS: dict = {
         "temperature": 1.0,
         "top_p": 1.0,
         "top_k": 0,
+        "dtype": "bfloat16",     # local samplers' compute dtype; "float32" is the reference path (docs/performance.md)
         # backend "remote" only (rlvr.sampling.remote, docs/scaling.md): vLLM server addresses, and a folder
         # every server can read the pushed LoRA adapters from ("" = a temporary folder on this machine)
         "urls": [],
@@ -101,6 +102,7 @@ CHOICES = {
     "train.lr_schedule": ("constant", "cosine"),
     "train.autocast": ("none", "bfloat16"),
     "rollout.backend": ("hf", "fast", "remote"),
+    "rollout.dtype": ("bfloat16", "float32"),
     "reward.engine": ("local", "ray"),
     "sft.source": ("samples", "reference"),
 }

@@ -213,7 +213,7 @@ def sft(cfg: dict, policy=None, quiet: bool = False, overwrite: bool = False) ->
     else:
         stop_ids = sorted({tokenizer.eos_token_id, *([model.config.eos_token_id]
                                                       if isinstance(model.config.eos_token_id, int) else [])})
-        sampler = make_sampler(c.rollout.backend, model.eval(), tokenizer, stop_ids=stop_ids)
+        sampler = make_sampler(c.rollout.backend, model.eval(), tokenizer, stop_ids=stop_ids, dtype=c.rollout.dtype)
         with tqdm(total=budget, desc="rlvr sft: sampling", unit="completion", disable=quiet) as bar:
             examples, stats = collect_correct(sampler, tokenizer, task, reward, problems, budget=budget,
                                               group_size=c.sft.group_size or c.rollout.group_size,

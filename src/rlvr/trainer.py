@@ -210,7 +210,7 @@ def _setup_policy(c, algo, policy, comm):
     eos = model.config.eos_token_id
     stop_ids = sorted({tokenizer.eos_token_id, *([eos] if isinstance(eos, int) else eos or [])})
     remote = {"urls": c.rollout.urls, "adapter_dir": c.rollout.adapter_dir or None} if c.rollout.backend == "remote" else {}
-    sampler = make_sampler(c.rollout.backend, model, tokenizer, stop_ids=stop_ids, **remote)
+    sampler = make_sampler(c.rollout.backend, model, tokenizer, stop_ids=stop_ids, dtype=c.rollout.dtype, **remote)
     return model, tokenizer, ref_model, optimizer, make_scheduler(optimizer, c.train), sampler
 
 
