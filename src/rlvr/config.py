@@ -55,6 +55,12 @@ DEFAULTS: dict = {
         # every server can read the pushed LoRA adapters from ("" = a temporary folder on this machine)
         "urls": [],
         "adapter_dir": "",
+        # backend "vllm" only (rlvr.sampling.vllm, docs/performance.md): vLLM's engine on the trainer's GPU.
+        # gpu_memory_utilization: the fraction of the GPU vLLM takes (the trainer needs the rest); dtype: the
+        # engine's weights; max_model_len 0 = the model's own; weight_sync: "full" (merged weights each step)
+        # or "lora" (the adapter, applied by vLLM)
+        "vllm": {"gpu_memory_utilization": 0.3, "dtype": "bfloat16", "enforce_eager": False, "max_model_len": 0,
+                 "weight_sync": "full"},
     },
     "train": {
         "steps": 20,
@@ -101,8 +107,10 @@ CHOICES = {
     "model.dtype": ("float32", "bfloat16", "float16"),
     "train.lr_schedule": ("constant", "cosine"),
     "train.autocast": ("none", "bfloat16"),
-    "rollout.backend": ("hf", "fast", "remote"),
+    "rollout.backend": ("hf", "fast", "remote", "vllm"),
     "rollout.dtype": ("bfloat16", "float32"),
+    "rollout.vllm.dtype": ("bfloat16", "float16", "float32", "auto"),
+    "rollout.vllm.weight_sync": ("full", "lora"),
     "reward.engine": ("local", "ray"),
     "sft.source": ("samples", "reference"),
 }

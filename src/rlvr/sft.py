@@ -191,7 +191,7 @@ def sft(cfg: dict, policy=None, quiet: bool = False, overwrite: bool = False) ->
     """Run the supervised baseline as configured (rlvr.config.resolve, with its `sft` section); returns the
     run directory. `policy` = (model, tokenizer) overrides loading by name (tests use a tiny model)."""
     from rlvr.models import add_lora, load_policy, save_policy
-    from rlvr.sampling import make_sampler
+    from rlvr.sampling import backend_settings, make_sampler
     from rlvr.tasks import load_task
     from rlvr.verifiers.compose import build_reward
 
@@ -213,7 +213,8 @@ def sft(cfg: dict, policy=None, quiet: bool = False, overwrite: bool = False) ->
     else:
         stop_ids = sorted({tokenizer.eos_token_id, *([model.config.eos_token_id]
                                                       if isinstance(model.config.eos_token_id, int) else [])})
-        sampler = make_sampler(c.rollout.backend, model.eval(), tokenizer, stop_ids=stop_ids, dtype=c.rollout.dtype)
+        sampler = make_sampler(c.rollout.backend, model.eval(), tokenizer, stop_ids=stop_ids, dtype=c.rollout.dtype,
+                               **backend_settings(c.rollout))
         with tqdm(total=budget, desc="rlvr sft: sampling", unit="completion", disable=quiet) as bar:
             examples, stats = collect_correct(sampler, tokenizer, task, reward, problems, budget=budget,
                                               group_size=c.sft.group_size or c.rollout.group_size,

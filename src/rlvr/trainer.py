@@ -32,7 +32,7 @@ from rlvr.metrics import rollout_metrics
 from rlvr.models import add_lora, load_policy, save_policy
 from rlvr.prompts import make_stream, spread_over_bands, step_band_metrics
 from rlvr.runlog import RunDir, RunDirError
-from rlvr.sampling import make_sampler
+from rlvr.sampling import backend_settings, make_sampler
 from rlvr.tasks import DatasetError, load_task
 from rlvr.update import update_policy
 from rlvr.validation import validate
@@ -209,8 +209,8 @@ def _setup_policy(c, algo, policy, comm):
     optimizer = torch.optim.AdamW(trainable, lr=c.train.lr, weight_decay=c.train.weight_decay)
     eos = model.config.eos_token_id
     stop_ids = sorted({tokenizer.eos_token_id, *([eos] if isinstance(eos, int) else eos or [])})
-    remote = {"urls": c.rollout.urls, "adapter_dir": c.rollout.adapter_dir or None} if c.rollout.backend == "remote" else {}
-    sampler = make_sampler(c.rollout.backend, model, tokenizer, stop_ids=stop_ids, dtype=c.rollout.dtype, **remote)
+    sampler = make_sampler(c.rollout.backend, model, tokenizer, stop_ids=stop_ids, dtype=c.rollout.dtype,
+                           **backend_settings(c.rollout))
     return model, tokenizer, ref_model, optimizer, make_scheduler(optimizer, c.train), sampler
 
 

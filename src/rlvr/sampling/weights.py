@@ -14,13 +14,14 @@ def _unwrap_peft(model):
     return model, False
 
 
-def merged_state_dict(model) -> dict[str, torch.Tensor]:
+def merged_state_dict(model, merge_lora: bool = True) -> dict[str, torch.Tensor]:
     """State dict under the plain transformers names, with every active LoRA delta added to its base weight.
 
     Works on a plain model (returns detached tensors) and on a peft PeftModel with LoRA adapters
     (DoRA and other variants are refused with a clear message rather than merged wrongly).
     Under FSDP2 (the model's tensors are DTensor shards) every rank must call it together: the merge runs on
     the shards and each result is gathered whole, to the CPU (see `_gathered`).
+    merge_lora=False gives the frozen base weights instead (for an engine that applies the adapter itself).
     """
     base, is_peft = _unwrap_peft(model)
     out: dict[str, torch.Tensor] = {}
@@ -29,7 +30,7 @@ def merged_state_dict(model) -> dict[str, torch.Tensor]:
     for name, module in base.named_modules():
         if hasattr(module, "base_layer") and hasattr(module, "get_delta_weight"):
             weight = module.base_layer.weight.detach()
-            if not getattr(module, "merged", False):
+            if merge_lora and not getattr(module, "merged", False):
                 for adapter in module.active_adapters:
                     if adapter not in getattr(module, "lora_A", {}):
                         continue
