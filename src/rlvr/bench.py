@@ -87,14 +87,20 @@ def run(args) -> int:
     if bad or not frameworks:
         print(f"--frameworks: {','.join(bad) or 'empty'}; choose from {','.join(FRAMEWORKS)}", file=sys.stderr)
         return 2
+    return measure_and_print("rlvr bench", lambda: bench(args, frameworks), format_report, args.json)
+
+
+def measure_and_print(label: str, measure, fmt, json_path: str | None) -> int:
+    """Run a benchmark, print its table (and write its figures as JSON when asked); exit code 1 when a
+    child process failed, with the tail of its log."""
     try:
-        result = bench(args, frameworks)
+        result = measure()
     except BenchError as e:
-        print(f"rlvr bench: {e}", file=sys.stderr)
+        print(f"{label}: {e}", file=sys.stderr)
         return 1
-    print(format_report(result))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1))
+    print(fmt(result))
+    if json_path:
+        Path(json_path).write_text(json.dumps(result, indent=1))
     return 0
 
 

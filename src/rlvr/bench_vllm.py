@@ -19,7 +19,6 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from rlvr.bench_workers import emit, wait_for_step
 
@@ -191,7 +190,7 @@ def format_vs_vllm(result: dict) -> str:
 
 def run_vs_vllm(args) -> int:
     """The `--vs vllm` branch of `rlvr bench`: exit 2 on a usage error, 1 when the comparison cannot run."""
-    from rlvr.bench import BenchError
+    from rlvr.bench import measure_and_print
 
     if not args.vllm_python:
         print("rlvr bench --vs vllm: give --vllm-python (or $RLVR_VLLM_PYTHON), the interpreter of a venv with "
@@ -202,15 +201,7 @@ def run_vs_vllm(args) -> int:
         print(f"rlvr bench --vs vllm: {why}", file=sys.stderr)
         return 1
     print(f"vLLM {version} under {args.vllm_python}", file=sys.stderr, flush=True)
-    try:
-        result = bench_vs_vllm(args)
-    except BenchError as e:
-        print(f"rlvr bench --vs vllm: {e}", file=sys.stderr)
-        return 1
-    print(format_vs_vllm(result))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1))
-    return 0
+    return measure_and_print("rlvr bench --vs vllm", lambda: bench_vs_vllm(args), format_vs_vllm, args.json)
 
 
 WORKERS = {"rlvr-sampler": run_rlvr_sampler, "vllm": run_vllm_sampler}
