@@ -33,7 +33,9 @@ from rlvr.logprobs import completion_logprobs
 from rlvr.runlog import RunDir, atomic_write_text, read_jsonl
 from rlvr.tasks.base import DatasetError
 
-ROWS_PER_CALL = 32  # sequences per sampler call: the HF sampler holds (rows, T, vocab) logits
+# Sequences per sampler call: at most the RL step's P x G (the shape the run is sized for), and at most 32 for
+# the HF sampler, which holds (rows, T, vocab) logits; the fast sampler decodes 64 rows ~30% faster than 32.
+ROWS_PER_CALL = {"hf": 32}
 
 
 def sample_budget(cfg: dict) -> int:
@@ -60,7 +62,8 @@ def collect_correct(sampler, tokenizer, task, reward, problems, *, budget: int, 
     {problem_id, band, prompt, prompt_ids, completion_ids, completion, extracted}."""
     order = list(range(len(problems)))
     random.Random(f"{seed}-sft").shuffle(order)
-    per_call = max(1, ROWS_PER_CALL // group_size)
+    rows = rollout.prompts_per_step * rollout.group_size
+    per_call = max(1, min(rows, ROWS_PER_CALL.get(rollout.backend, rows)) // group_size)
     kept, seen = [], set()
     stats = {"generated": 0, "correct": 0, "correct_truncated": 0, "duplicates": 0, "prompts": 0}
     position, n_round = 0, 0
