@@ -24,7 +24,24 @@ def test_main_job_writes_a_consistent_report(tmp_path, tiny_model_dir):
                                    "train.steps": 2, "log.eval_every": 1, "log.eval_problems": 4,
                                    "eval.n": 2, "eval.ks": "[1, 2]", "eval.limit": 6, "sft.epochs": 1})
     out = run_main(cfg, quiet=True)
-    root = tmp_path / "main"
+    _check_report(tmp_path / "main", out)
+
+
+@pytest.mark.slow
+def test_main_job_on_the_default_model_with_a_tiny_budget(tmp_path):
+    """`rlvr run`'s own preset (the real SmolLM2-135M-Instruct, fast sampler, bf16) shrunk to two RL steps:
+    the same artefacts, the same agreement between the report and its files."""
+    from rlvr.config import resolve
+    from rlvr.pipeline import run_main
+
+    sets = ["train.steps=2", "train.time_budget_min=0", "log.eval_every=1", "log.eval_problems=3",
+            "rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=32", "eval.n=2",
+            "eval.ks=[1, 2]", "eval.limit=6", "sft.epochs=1", f"output_dir={tmp_path / 'main'}"]
+    out = run_main(resolve("default", sets), quiet=True)
+    _check_report(tmp_path / "main", out)
+
+
+def _check_report(root, out) -> None:
     for rel in ("report.md", "compare.json", "compare.md", "compare.png", "plots/training.png", "config.yaml",
                 "eval/start/records.jsonl", "eval/sft/summary.json", "eval/rlvr/summary.json",
                 "rlvr/metrics.jsonl", "rlvr/final/merged/config.json", "sft/final/merged/config.json"):
