@@ -93,6 +93,9 @@ def run_rlvr_sampler(spec: dict) -> None:
 
 def run_vllm_sampler(spec: dict) -> None:
     """Child, under the vLLM venv's interpreter: vLLM's offline engine on each step's prompts."""
+    # the engine in this process, as in a bare `LLM.generate` (measured at 346 tok/s here); a separate engine
+    # process next to this worker is the first suspect for the 5 tok/s the bench saw (docs/performance.md)
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     try:
         import vllm
     except ImportError as e:
