@@ -32,3 +32,12 @@ def make_tiny_llama(vocab_size: int, seed: int = 0, layers: int = 2):
 def tiny_policy(tokenizer):
     """(model, tokenizer): a 2-layer random Llama over the real 49,152-token vocabulary."""
     return make_tiny_llama(len(tokenizer)), tokenizer
+
+
+@pytest.fixture(scope="module")
+def server():
+    """A stand-in vLLM server on loopback (tests/standin_vllm.py), for runs whose rollouts come from it."""
+    from standin_vllm import StandinServer
+
+    with StandinServer() as s:
+        yield s

@@ -118,14 +118,6 @@ def _rank_main(rank, out_dir, train_cfg, tokenizer_dir):
 
 
 @pytest.fixture(scope="module")
-def server():
-    from standin_vllm import StandinServer
-
-    with StandinServer() as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory, tokenizer, server):
     """The folder holding each rank's update results (rank{r}.pt), the task data and the 2-rank run ("two")."""
     import json

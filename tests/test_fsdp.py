@@ -95,14 +95,6 @@ def _task_files(out, tokenizer):
 
 
 @pytest.fixture(scope="module")
-def server():
-    from standin_vllm import StandinServer
-
-    with StandinServer() as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
 def runs(tmp_path_factory, tokenizer, server):
     """The folder of the 2-rank FSDP run ("fsdp"), its resumed copy ("resumed"), the 1-rank unsharded run
     ("one") and each rank's merged weights (merged{r}.pt)."""

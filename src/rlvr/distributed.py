@@ -201,12 +201,9 @@ def sync_sampler(comm: Comm, sampler, model) -> None:
     are served. Under FSDP every rank gathers the whole weights together: the adapter that rank 0 pushes, or
     (local samplers) the merged weights in `merged_state_dict`."""
     if getattr(sampler, "shared", False):
-        if comm.sharded:
-            from rlvr.fsdp import gather_trainable
+        from rlvr.fsdp import gather_trainable
 
-            sampler.sync(model, push=comm.is_main, state_dict=gather_trainable(model))
-        else:
-            sampler.sync(model, push=comm.is_main)
+        sampler.sync(model, push=comm.is_main, state_dict=gather_trainable(model) if comm.sharded else None)
         comm.barrier()
     else:
         sampler.sync(model)

@@ -46,9 +46,7 @@ def completion_logprobs(model, prompts, completion_ids, completion_mask, *, pad_
     # nothing we sampled and is dropped.
     out = model(input_ids=input_ids, attention_mask=attention, position_ids=position_ids, logits_to_keep=t + 1,
                 use_cache=False)
-    logits = out.logits[:, :-1]
-    if temperature not in (0.0, 1.0):
-        logits = logits / temperature
+    logits = _tempered(out.logits[:, :-1], temperature)
     logp = selective_log_softmax(logits, completion_ids, mask=completion_mask)
     entropy = token_entropy_from_logits(logits.detach()) if with_entropy else None
     return logp, entropy
@@ -94,19 +92,18 @@ def shared_prompt_logprobs(model, prompts, completion_ids, completion_mask, *, p
     # It runs even for 1-token rows (FSDP: every rank must make the same forward calls); the last position
     # predicts nothing that is scored and is given a zero mask.
     ids, mask = completion_ids[order], (completion_mask[order] > 0).long()
-    logp_first = selective_log_softmax(_repeat_rows(first, counts) / _temp(temperature), ids[:, 0], mask=mask[:, 0])
+    logp_first = selective_log_softmax(_tempered(_repeat_rows(first, counts), temperature), ids[:, 0], mask=mask[:, 0])
     prompt_rows = _repeat_rows(prompt_att, counts)
     att = torch.cat([prompt_rows, mask], dim=1)
     positions = (prompt_rows.sum(-1, keepdim=True) + mask.cumsum(-1) - 1).clamp(min=0)
-    rest = model(input_ids=ids, attention_mask=att, position_ids=positions, past_key_values=cache,
-                 use_cache=True).logits
-    if temperature not in (0.0, 1.0):
-        rest = rest / temperature
+    rest = _tempered(model(input_ids=ids, attention_mask=att, position_ids=positions, past_key_values=cache,
+                           use_cache=True).logits, temperature)
     # position j scores token j + 1, and only where it was sampled: padding costs no vocabulary work
     shift = lambda x: torch.cat([x[:, 1:], torch.zeros_like(x[:, :1])], dim=1)  # noqa: E731
     logp_rest = selective_log_softmax(rest, shift(ids), mask=shift(mask))[:, :-1]
     return torch.cat([logp_first[:, None], logp_rest], dim=1)[inverse]
 
 
-def _temp(temperature: float) -> float:
-    return temperature if temperature not in (0.0, 1.0) else 1.0
+def _tempered(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """logits / temperature; unchanged at 1 and at 0 (greedy: scored under the model's own distribution)."""
+    return logits if temperature in (0.0, 1.0) else logits / temperature

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from .rollouts import Rollouts, cut_at_stop, pack_rollouts
+from .rollouts import Rollouts, cut_at_stop, pack_rollouts, pad_id_for
 
 # In-flight requests per live server: vLLM batches concurrent requests itself, so a few keep it busy.
 REQUESTS_PER_SERVER = 8
@@ -122,7 +122,7 @@ class RemoteSampler:
                              "vLLM's weight-update API (weights over NCCL), which rlvr does not implement: "
                              "enable model.lora or use a local backend")
         self.tokenizer, self.stop_ids, self.timeout_s = tokenizer, list(stop_ids), timeout_s
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_ids[0]
+        self.pad_id = pad_id_for(tokenizer, self.stop_ids)
         self.urls, self.lost = list(urls), []  # lost: [(url, reason)] in the order they were lost
         self.adapter_dir = Path(adapter_dir or tempfile.mkdtemp(prefix="rlvr-adapters-"))
         if adapter_dir is None:  # a temporary folder works when the servers share this machine; removed with us

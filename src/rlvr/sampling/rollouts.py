@@ -43,6 +43,11 @@ class Sampler(Protocol):
         """Sample n completions per prompt; temperature 0 means greedy."""
 
 
+def pad_id_for(tokenizer, stop_ids: list[int]) -> int:
+    """The id completions are right-padded with: the tokenizer's pad token, else the first stop id."""
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stop_ids[0]
+
+
 def cut_at_stop(tokens: list[int], stop_ids: set[int]) -> tuple[list[int], str]:
     """Keep tokens up to and including the first stop id; finish is "stop" if one was found, else "length"."""
     for i, tok in enumerate(tokens):
@@ -101,7 +106,7 @@ class LocalSampler:
         self.threads = threads
         self.tokenizer = tokenizer
         self.stop_ids = list(stop_ids)
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_ids[0]
+        self.pad_id = pad_id_for(tokenizer, self.stop_ids)
         self.dtype = DTYPES[dtype]
 
     def generate(self, prompt_ids: list[list[int]], n: int, *, max_new_tokens: int, temperature: float = 1.0,

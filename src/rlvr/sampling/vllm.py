@@ -44,7 +44,7 @@ from pathlib import Path
 
 import torch
 
-from .rollouts import Rollouts, cut_at_stop, pack_rollouts
+from .rollouts import Rollouts, cut_at_stop, pack_rollouts, pad_id_for
 from .weights import merged_state_dict, plain_config
 
 INSTALL_HINT = 'pip install "rlvr[vllm]"'
@@ -212,7 +212,7 @@ class VLLMSampler:
 
         self._lora_request_cls = LoRARequest
         self.tokenizer, self.stop_ids, self.weight_sync = tokenizer, list(stop_ids), weight_sync
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_ids[0]
+        self.pad_id = pad_id_for(tokenizer, self.stop_ids)
         self.scratch = Path(tempfile.mkdtemp(prefix="rlvr-vllm-"))
         weakref.finalize(self, shutil.rmtree, str(self.scratch), True)
         folder = own_folder(model) or str(write_engine_folder(model, tokenizer, self.scratch / "engine"))
