@@ -72,6 +72,9 @@ DEFAULTS: dict = {
         "micro_batch_size": 8,
         "updates_per_batch": 1,  # mu: optimisation passes over each rollout batch
         "autocast": "none",
+        # attention in the update: "auto" = rlvr's CPU kernel on the CPU (rlvr.attention), the model's own on a
+        # GPU; "rlvr"; "model" = whatever the model was loaded with (sdpa)
+        "attention": "auto",
         "time_budget_min": 0.0,  # stop (and save) after this many minutes of training; 0 = no limit
         # shard the policy over the ranks with torch's FSDP2 (models that do not fit one device); a no-op on one
         # rank. Pair it with rollout.backend: remote (a local sampler holds the whole model). docs/scaling.md
@@ -107,6 +110,7 @@ CHOICES = {
     "model.dtype": ("float32", "bfloat16", "float16"),
     "train.lr_schedule": ("constant", "cosine"),
     "train.autocast": ("none", "bfloat16"),
+    "train.attention": ("auto", "rlvr", "model"),
     "rollout.backend": ("hf", "fast", "remote", "vllm"),
     "rollout.dtype": ("bfloat16", "float32"),
     "rollout.vllm.dtype": ("bfloat16", "float16", "float32", "auto"),

@@ -193,6 +193,7 @@ def sft_output_dir(cfg: dict) -> str:
 def sft(cfg: dict, policy=None, quiet: bool = False, overwrite: bool = False) -> Path:
     """Run the supervised baseline as configured (rlvr.config.resolve, with its `sft` section); returns the
     run directory. `policy` = (model, tokenizer) overrides loading by name (tests use a tiny model)."""
+    from rlvr.fastpath import prepare_for_update
     from rlvr.models import add_lora, load_policy, save_policy
     from rlvr.sampling import backend_settings, make_sampler
     from rlvr.tasks import load_task
@@ -229,6 +230,7 @@ def sft(cfg: dict, policy=None, quiet: bool = False, overwrite: bool = False) ->
     if c.model.lora.enabled:
         lc = c.model.lora
         model = add_lora(model, r=lc.r, alpha=lc.alpha, dropout=lc.dropout, target_modules=lc.target_modules)
+    prepare_for_update(model, c.train)
     t1 = time.perf_counter()
     steps = 0
     if examples:

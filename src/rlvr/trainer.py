@@ -28,6 +28,7 @@ from rlvr import distributed, fsdp
 from rlvr.algorithms import algorithm_from_config
 from rlvr.batch import encode_prompt
 from rlvr.config import ConfigError, as_namespace, dump
+from rlvr.fastpath import prepare_for_update
 from rlvr.metrics import rollout_metrics
 from rlvr.models import add_lora, load_policy, save_policy
 from rlvr.prompts import make_stream, spread_over_bands, step_band_metrics
@@ -200,6 +201,7 @@ def _setup_policy(c, algo, policy, comm):
     if c.model.lora.enabled:
         lc = c.model.lora
         model = add_lora(model, r=lc.r, alpha=lc.alpha, dropout=lc.dropout, target_modules=lc.target_modules)
+    prepare_for_update(model, c.train)
     # With LoRA the reference is the base model with the adapter switched off: no second copy in memory.
     ref_model = _frozen_copy(model) if algo.beta > 0 and not c.model.lora.enabled else None
     comm.broadcast_params([p for p in model.parameters() if p.requires_grad])  # every rank starts from rank 0's

@@ -36,7 +36,10 @@ def merged_state_dict(model, merge_lora: bool = True) -> dict[str, torch.Tensor]
                         continue
                     if getattr(module, "use_dora", {}).get(adapter, False):
                         raise NotImplementedError(f"{name}: DoRA adapters are not supported by the sampler merge")
-                    weight = weight + module.get_delta_weight(adapter).to(weight.dtype)
+                    delta = module.get_delta_weight(adapter)
+                    # in the wider of the two dtypes: a base stored in bf16 (models.cast_frozen_base) would
+                    # round much of a small delta away
+                    weight = weight.to(torch.promote_types(weight.dtype, delta.dtype)) + delta
             out[f"{name}.weight"] = weight
             if getattr(module.base_layer, "bias", None) is not None:
                 out[f"{name}.bias"] = module.base_layer.bias.detach()

@@ -1,0 +1,128 @@
+"""rlvr.fastpath: under bf16 autocast the fast path computes the plain autocast forward (to bf16 rounding),
+stores the frozen base in bf16 without losing the adapter's precision in merges, and steps aside where it
+does not apply (no autocast, adapters off, dropout, FSDP)."""
+
+import copy
+from types import SimpleNamespace
+
+import pytest
+import torch
+from conftest import make_tiny_llama
+
+from rlvr.fastpath import cast_norm_outputs, fuse_lora_forward, prepare_for_update
+from rlvr.models import add_lora, cast_frozen_base, save_policy
+from rlvr.sampling.weights import merged_state_dict
+
+VOCAB = 300
+
+
+def lora_model(seed=0, dropout=0.0):
+    model = add_lora(make_tiny_llama(VOCAB, seed=seed), r=4, alpha=8, dropout=dropout)
+    g = torch.Generator().manual_seed(seed + 1)
+    for name, p in model.named_parameters():
+        if "lora_B" in name:  # peft starts B at zero; a trained adapter is not
+            p.data = torch.randn(p.shape, generator=g) * 0.05
+    return model
+
+
+def settings(autocast="bfloat16", attention="auto", fsdp=False):
+    return SimpleNamespace(autocast=autocast, attention=attention, fsdp=fsdp)
+
+
+def batch():
+    ids = torch.randint(3, VOCAB, (3, 11), generator=torch.Generator().manual_seed(7))
+    att = torch.ones(3, 11, dtype=torch.long)
+    att[1, :4] = 0
+    return dict(input_ids=ids, attention_mask=att, position_ids=(att.cumsum(-1) - 1).clamp(min=0))
+
+
+def loss_and_grads(model, autocast=True):
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        logits = model(**batch()).logits
+    real = batch()["attention_mask"].bool()
+    loss = logits[real].float().logsumexp(-1).mean()
+    loss.backward()
+    return logits[real].float().detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def test_bf16_fast_path_matches_plain_autocast():
+    plain, fast = lora_model(), lora_model()
+    applied = prepare_for_update(fast, settings())
+    assert applied == {"attention": "rlvr_cpu", "bf16_frozen_linears": 14, "bf16_norm_outputs": 5, "fused_lora": 14}
+    want_logits, want_grads = loss_and_grads(plain)
+    got_logits, got_grads = loss_and_grads(fast)
+    scale = float(want_logits.abs().max())
+    assert (got_logits - want_logits).abs().max() < 2e-2 * scale
+    for name, g in want_grads.items():
+        assert (got_grads[name] - g).abs().max() < 5e-2 * float(g.abs().max()) + 1e-6, name
+
+
+def test_no_autocast_changes_only_the_attention():
+    model = lora_model()
+    applied = prepare_for_update(model, settings(autocast="none"))
+    assert applied == {"attention": "rlvr_cpu"}
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    want, _ = loss_and_grads(lora_model(), autocast=False)
+    got, _ = loss_and_grads(model, autocast=False)
+    assert (got - want).abs().max() < 1e-4
+
+
+def test_fsdp_keeps_one_dtype():
+    model = lora_model()
+    applied = prepare_for_update(model, settings(fsdp=True, attention="model"))
+    assert "bf16_frozen_linears" not in applied
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+
+
+def test_frozen_base_in_bf16_keeps_the_adapter_trainable_in_float32():
+    model = lora_model()
+    assert cast_frozen_base(model, torch.bfloat16) == 14
+    for name, p in model.named_parameters():
+        if "base_layer" in name:
+            assert p.dtype == torch.bfloat16 and not p.requires_grad
+        if "lora_" in name:
+            assert p.dtype == torch.float32 and p.requires_grad
+    assert model.get_input_embeddings().weight.dtype == torch.float32
+
+
+def test_merges_add_the_delta_in_float32_to_the_bf16_base(tmp_path, tokenizer):
+    """A small delta added in bf16 would be mostly rounded away: the merge upcasts the stored base first,
+    in the sampler's weights and in the saved model alike."""
+    model = lora_model()
+    cast_frozen_base(model, torch.bfloat16)
+    layer = model.base_model.model.model.layers[0].self_attn.q_proj
+    delta = layer.get_delta_weight("default")
+    want = layer.base_layer.weight.float() + delta
+    merged = merged_state_dict(model)["model.layers.0.self_attn.q_proj.weight"]
+    assert merged.dtype == torch.float32 and torch.equal(merged, want)
+    assert not torch.equal((layer.base_layer.weight + delta.bfloat16()).float(), want)  # what a bf16 merge gives
+    save_policy(model, tokenizer, tmp_path)
+    from safetensors.torch import load_file
+
+    saved = load_file(tmp_path / "merged" / "model.safetensors")["model.layers.0.self_attn.q_proj.weight"]
+    assert saved.dtype == torch.float32 and torch.equal(saved, want)
+    assert layer.base_layer.weight.dtype == torch.bfloat16  # the trainer's model is untouched by the save
+
+
+def test_norm_outputs_are_bf16_only_under_autocast():
+    model = make_tiny_llama(VOCAB)
+    assert cast_norm_outputs(model, torch.bfloat16) == 5  # 2 per layer + the final norm
+    norm = model.model.norm
+    x = torch.randn(2, 32)
+    assert norm(x).dtype == torch.float32
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert norm(x).dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("case", ["disabled", "dropout"])
+def test_fused_forward_steps_aside(case):
+    """Adapters switched off (the KL reference) or dropout on: peft's own forward, exactly."""
+    model = lora_model(dropout=0.1 if case == "dropout" else 0.0)
+    reference = copy.deepcopy(model)
+    assert fuse_lora_forward(model) == 14
+    model.eval(), reference.eval()  # dropout off in eval: the two must agree exactly
+    if case == "disabled":
+        with model.disable_adapter(), reference.disable_adapter():
+            assert torch.equal(model(**batch()).logits, reference(**batch()).logits)
+    else:
+        assert torch.equal(model(**batch()).logits, reference(**batch()).logits)
