@@ -205,6 +205,30 @@ def test_sampling_matches_hf_distribution(temperature, top_k, top_p):
     assert torch.allclose(logp, full[tokens], atol=1e-5)
 
 
+@pytest.mark.parametrize("V", [1000, 768, 100])  # whole blocks plus a tail; whole blocks only; tail only
+def test_inverse_cdf_two_levels_equals_one_running_sum(V):
+    """With integer weights every sum is exact, so the two-level draw (block totals, then one block) must
+    pick exactly the token the single full-row running sum picks for the same u; zero-weight tokens, whole
+    zero blocks included, are never drawn."""
+    from rlvr.sampling.distribution import inverse_cdf
+
+    g = torch.Generator().manual_seed(11)
+    weights = torch.randint(0, 4, (2000, V), generator=g).float()
+    weights[:, 256:512] = 0.0  # a whole zero block (where V reaches it)
+    weights[0] = 0.0
+    weights[0, V - 1] = 2.0  # only the tail's last token
+    weights[1] = 0.0
+    weights[1, 0] = 5.0  # only the first token
+    tokens, total = inverse_cdf(weights, torch.Generator().manual_seed(3), block=256)
+    cdf = weights.cumsum(dim=-1)
+    u = torch.rand(weights.shape[0], 1, generator=torch.Generator().manual_seed(3)) * cdf[:, -1:]
+    want = torch.searchsorted(cdf, u, right=True).squeeze(-1)
+    assert torch.equal(total, cdf[:, -1])
+    assert torch.equal(tokens, want)
+    assert tokens[0] == V - 1 and tokens[1] == 0
+    assert (weights.gather(-1, tokens[:, None]) > 0).all()
+
+
 def test_greedy_logp_is_model_distribution():
     logits = torch.tensor([[2.0, 1.0, 0.0], [0.0, 3.0, 1.0]])
     tok, lp = sample_tokens(logits, temperature=0.0)

@@ -67,7 +67,7 @@ def _generate_chunk(w: llama.LlamaWeights, prompts: list[list[int]], G: int, max
     positions = torch.cat([torch.arange(L) for L in lens])
     hidden = llama.forward(w, torch.tensor([t for p in prompts for t in p]), positions, attend)
     last = torch.tensor(lens).cumsum(0) - 1
-    tok, lp = sample_tokens(llama.logits(w, hidden[last]).repeat_interleave(G, dim=0), **sampling)
+    tok, lp = sample_tokens(llama.logits(w, hidden[last], upcast=False).repeat_interleave(G, dim=0), **sampling)
     t1 = time.perf_counter()
     out = torch.zeros(B, max(max_new, 1), dtype=torch.long)
     out_lp = torch.zeros(B, max(max_new, 1), dtype=torch.float32)
@@ -88,7 +88,7 @@ def _generate_chunk(w: llama.LlamaWeights, prompts: list[list[int]], G: int, max
             tok = tok[~done]
         cache.begin_step(t)
         hidden = llama.forward(w, tok, prompt_len[cache.rows] + t, cache.attend)
-        tok, lp = sample_tokens(llama.logits(w, hidden), **sampling)
+        tok, lp = sample_tokens(llama.logits(w, hidden, upcast=False), **sampling)
     rows_out = [out[b, : lengths[b]].tolist() for b in range(B)]
     logps_out = [out_lp[b, : lengths[b]] for b in range(B)]
     finish = ["stop" if bool(s) else "length" for s in stopped]

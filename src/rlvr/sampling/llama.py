@@ -173,9 +173,11 @@ def forward(w: LlamaWeights, tokens: torch.Tensor, positions: torch.Tensor, atte
     return F.rms_norm(x, (H,), w.norm, w.eps).to(dt)
 
 
-def logits(w: LlamaWeights, hidden: torch.Tensor) -> torch.Tensor:
-    """hidden (N, H) -> logits (N, V) float32."""
-    return w.linear(hidden, w.lm_head).float()
+def logits(w: LlamaWeights, hidden: torch.Tensor, upcast: bool = True) -> torch.Tensor:
+    """hidden (N, H) -> logits (N, V) float32, or in the compute dtype with upcast=False (for
+    sample_tokens, which makes its own float32 copy: one conversion of (N, V) instead of two)."""
+    out = w.linear(hidden, w.lm_head)
+    return out.float() if upcast else out
 
 
 def prefill_attend_into(cache_k: torch.Tensor, cache_v: torch.Tensor, lengths: list[int]) -> Attend:
