@@ -7,7 +7,7 @@ from rlvr.config import DEFAULTS, ConfigError, parse_set, resolve
 
 
 @pytest.mark.parametrize("sets, message", [
-    (["train.lrr=1"], "unknown config key 'train.lrr'; allowed keys in 'train': attention, autocast, fsdp, lr, lr_schedule"),
+    (["train.lrr=1"], "unknown config key 'train.lrr'; allowed keys in 'train': attention, autocast, fsdp, gradient_checkpointing, lr, lr_schedule"),
     (["bogus=1"], "unknown config key 'bogus'; allowed keys at the top level: algorithm, curriculum, eval, log, model, output_dir, reward, rollout, seed, sft"),
     (["train.lr=fast"], "config key 'train.lr' must be float, got 'fast'"),
     (["train.steps=1.5"], "config key 'train.steps' must be int, got 1.5"),

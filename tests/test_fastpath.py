@@ -126,3 +126,17 @@ def test_fused_forward_steps_aside(case):
             assert torch.equal(model(**batch()).logits, reference(**batch()).logits)
     else:
         assert torch.equal(model(**batch()).logits, reference(**batch()).logits)
+
+
+def test_gradient_checkpointing_gives_the_same_gradients():
+    """Recomputing the layers in the backward changes memory, not the result (float32, exact to 1e-6)."""
+    plain, ckpt = lora_model(), lora_model()
+    prepare_for_update(plain, settings(autocast="none"))
+    applied = prepare_for_update(ckpt, SimpleNamespace(autocast="none", attention="auto", fsdp=False,
+                                                      gradient_checkpointing=True))
+    assert applied["gradient_checkpointing"] is True
+    plain.train(), ckpt.train()
+    _, want = loss_and_grads(plain, autocast=False)
+    _, got = loss_and_grads(ckpt, autocast=False)
+    for name, g in want.items():
+        assert (got[name] - g).abs().max() <= 1e-6 * max(1.0, float(g.abs().max())), name

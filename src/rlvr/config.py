@@ -75,6 +75,9 @@ DEFAULTS: dict = {
         # attention in the update: "auto" = rlvr's CPU kernel on the CPU (rlvr.attention), the model's own on a
         # GPU; "rlvr"; "model" = whatever the model was loaded with (sdpa)
         "attention": "auto",
+        # recompute each decoder layer's activations in the backward instead of keeping them: about a third
+        # more update time for a fraction of its memory (docs/performance.md has both)
+        "gradient_checkpointing": False,
         "time_budget_min": 0.0,  # stop (and save) after this many minutes of training; 0 = no limit
         # shard the policy over the ranks with torch's FSDP2 (models that do not fit one device); a no-op on one
         # rank. Pair it with rollout.backend: remote (a local sampler holds the whole model). docs/scaling.md

@@ -19,9 +19,14 @@ from rlvr.models import cast_frozen_base
 
 
 def prepare_for_update(model, train) -> dict:
-    """Apply the fast path that `train` (train.autocast, train.attention, train.fsdp) allows; returns what
-    was applied, for the log."""
+    """Apply the fast path that `train` (train.autocast, train.attention, train.fsdp) allows, and
+    train.gradient_checkpointing; returns what was applied, for the log."""
     done = {"attention": attention.configure(model, train.attention)}
+    if getattr(train, "gradient_checkpointing", False):
+        # memory for time: each decoder layer keeps only its input and recomputes the rest in the backward
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        done["gradient_checkpointing"] = True
     if train.autocast != "bfloat16":
         return done
     if not train.fsdp:  # FSDP2 wants one dtype in a sharded group

@@ -34,6 +34,7 @@ class FastSampler(LocalSampler):
         self.sync(model)
 
     def sync(self, model) -> None:
+        self.w = None  # memory: the old weights go before the new ones are built
         self.w = llama.load_weights(model, self.dtype)
 
     def _generate(self, prompt_ids, n, max_new_tokens, temperature, top_p, top_k, generator) -> Rollouts:

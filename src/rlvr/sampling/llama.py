@@ -14,7 +14,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from .weights import merged_state_dict, plain_config
+from .weights import merged_weights_lazily, plain_config
 
 SUPPORTED = ("llama", "mistral", "qwen2")
 STATIC_ROPE = ("default", "linear", "llama3", "yarn")  # position-independent tables; "dynamic" rescales with length
@@ -91,7 +91,7 @@ def load_weights(model, dtype: torch.dtype, batch_hint: int = 32) -> LlamaWeight
     """Pull (LoRA-merged) weights from a transformers or peft model into the fused layout above."""
     config = plain_config(model)
     check_supported(config)
-    sd = merged_state_dict(model)
+    sd = merged_weights_lazily(model)  # one merged float weight at a time, converted, then dropped
     packed = packed_linear(dtype, batch_hint)
     f32 = lambda k: sd[k].detach().to(torch.float32, copy=True)  # noqa: E731  (copies: never alias the trainer)
     cd = lambda t: t.detach().to(dtype, copy=True).contiguous()  # noqa: E731

@@ -3,6 +3,8 @@ touching the trainer's model (no in-place merge/unmerge, which would perturb its
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
+from typing import Callable
 
 import torch
 
@@ -23,26 +25,22 @@ def merged_state_dict(model, merge_lora: bool = True) -> dict[str, torch.Tensor]
     the shards and each result is gathered whole, to the CPU (see `_gathered`).
     merge_lora=False gives the frozen base weights instead (for an engine that applies the adapter itself).
     """
+    return _gathered({k: make() for k, make in merged_weights(model, merge_lora).items()})
+
+
+def merged_weights(model, merge_lora: bool = True) -> dict[str, Callable[[], torch.Tensor]]:
+    """The same names as `merged_state_dict`, each with a function that builds its tensor on demand, so a
+    reader that converts one weight at a time (the fast sampler) never holds a whole merged float copy.
+    Not for FSDP-sharded models (use `merged_state_dict`, which gathers)."""
     base, is_peft = _unwrap_peft(model)
-    out: dict[str, torch.Tensor] = {}
     if not is_peft:
-        return _gathered({k: v.detach() for k, v in base.state_dict().items()})
+        return {k: (lambda v=v: v.detach()) for k, v in base.state_dict().items()}
+    out: dict[str, Callable[[], torch.Tensor]] = {}
     for name, module in base.named_modules():
         if hasattr(module, "base_layer") and hasattr(module, "get_delta_weight"):
-            weight = module.base_layer.weight.detach()
-            if merge_lora and not getattr(module, "merged", False):
-                for adapter in module.active_adapters:
-                    if adapter not in getattr(module, "lora_A", {}):
-                        continue
-                    if getattr(module, "use_dora", {}).get(adapter, False):
-                        raise NotImplementedError(f"{name}: DoRA adapters are not supported by the sampler merge")
-                    delta = module.get_delta_weight(adapter)
-                    # in the wider of the two dtypes: a base stored in bf16 (models.cast_frozen_base) would
-                    # round much of a small delta away
-                    weight = weight.to(torch.promote_types(weight.dtype, delta.dtype)) + delta
-            out[f"{name}.weight"] = weight
+            out[f"{name}.weight"] = lambda name=name, module=module: _merged(name, module, merge_lora)
             if getattr(module.base_layer, "bias", None) is not None:
-                out[f"{name}.bias"] = module.base_layer.bias.detach()
+                out[f"{name}.bias"] = lambda module=module: module.base_layer.bias.detach()
     for key, value in base.state_dict().items():
         clean = key.replace(".base_layer.", ".")
         if "lora_" in key or "original_module" in key or clean in out:
@@ -50,8 +48,50 @@ def merged_state_dict(model, merge_lora: bool = True) -> dict[str, torch.Tensor]
         if ".modules_to_save." in clean:  # trained copy of a whole module: it replaces the original
             head, _, tail = clean.partition(".modules_to_save.")
             clean = f"{head}.{tail.partition('.')[2]}"
-        out[clean] = value.detach()
-    return _gathered(out)
+        out[clean] = lambda value=value: value.detach()
+    return out
+
+
+class LazyWeights(Mapping):
+    """A read-only name -> tensor mapping that builds each tensor when it is read (and keeps none)."""
+
+    def __init__(self, makers: dict[str, Callable[[], torch.Tensor]]):
+        self._makers = makers
+
+    def __getitem__(self, key: str) -> torch.Tensor:
+        return self._makers[key]()
+
+    def __iter__(self):
+        return iter(self._makers)
+
+    def __len__(self) -> int:
+        return len(self._makers)
+
+
+def merged_weights_lazily(model, merge_lora: bool = True) -> Mapping[str, torch.Tensor]:
+    """`merged_state_dict` as a LazyWeights for a model on one process; the gathered dict under FSDP."""
+    if torch.distributed.is_available():
+        from torch.distributed.tensor import DTensor
+
+        if any(isinstance(p, DTensor) for p in model.parameters()):
+            return merged_state_dict(model, merge_lora)
+    return LazyWeights(merged_weights(model, merge_lora))
+
+
+def _merged(name: str, module, merge_lora: bool) -> torch.Tensor:
+    weight = module.base_layer.weight.detach()
+    if not merge_lora or getattr(module, "merged", False):
+        return weight
+    for adapter in module.active_adapters:
+        if adapter not in getattr(module, "lora_A", {}):
+            continue
+        if getattr(module, "use_dora", {}).get(adapter, False):
+            raise NotImplementedError(f"{name}: DoRA adapters are not supported by the sampler merge")
+        delta = module.get_delta_weight(adapter)
+        # in the wider of the two dtypes: a base stored in bf16 (models.cast_frozen_base) would round much of
+        # a small delta away
+        weight = weight.to(torch.promote_types(weight.dtype, delta.dtype)) + delta
+    return weight
 
 
 def _gathered(state: dict) -> dict:
