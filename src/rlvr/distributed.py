@@ -29,7 +29,6 @@ import torch.distributed as dist
 
 from rlvr.advantages import group_advantages, group_stats, select_informative_groups
 from rlvr.batch import StepBatch, concat, rollout_round, select_rows
-from rlvr.update import return_freed_memory
 
 # Gradients are summed in flat buckets of this many elements: one collective per bucket, bounded memory.
 _BUCKET = 1 << 25
@@ -208,7 +207,6 @@ def sync_sampler(comm: Comm, sampler, model) -> None:
         comm.barrier()
     else:
         sampler.sync(model)
-        return_freed_memory()  # the merged copy the sync built, and the sampler's previous weights
 
 
 def collect(comm: Comm, sampler, next_prompts, reward, algo, rollout, generator, pad_id: int) -> StepBatch:

@@ -46,32 +46,6 @@ def oom_report(batch, rows: list[int], micro_batch_size: int):
             f"{str(e)[:200]})") from e
 
 
-def return_freed_memory() -> None:
-    """Hand the heap's free pages back to the OS (glibc's malloc_trim; a no-op elsewhere).
-
-    Why: glibc raises its mmap threshold as large tensors are freed, after which the update's activations
-    and the sampler's weight rebuild come from the heap, and their freed pages stay counted in the process's
-    memory: here 2.6 GB after setting up the default model where 1.6 GB was live. Called when a phase has
-    freed its working memory (end of an update, after a sampler sync). Costs a few milliseconds.
-    """
-    if _LIBC is not None:
-        _LIBC.malloc_trim(0)
-
-
-def _load_libc():
-    import ctypes
-    import ctypes.util
-
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return libc if hasattr(libc, "malloc_trim") else None
-    except OSError:
-        return None
-
-
-_LIBC = _load_libc()
-
-
 def micro_batches(rows: list[int], lengths: list[int], size: int, groups: list[int] | None = None) -> list[list[int]]:
     """Rows in chunks of at most `size`, longest first. With `groups`, the rows of a group stay together
     where they fit (they share one prompt forward), groups ordered by their longest row."""
@@ -186,7 +160,6 @@ def update_policy(model, optimizer, batch, algo, *, pad_id: int, temperature: fl
             return {**totals, "grad_norm": grad_norm, "skipped": 1}
         if n_chunks:
             optimizer.step()
-    return_freed_memory()
     n_active = len(active)
     if comm is not None:  # data parallel: token-weighted stats of the global batch
         keys = ("clip/low_frac", "clip/high_frac", "kl", "train_tokens")
