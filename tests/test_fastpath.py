@@ -140,3 +140,17 @@ def test_gradient_checkpointing_gives_the_same_gradients():
     _, got = loss_and_grads(ckpt, autocast=False)
     for name, g in want.items():
         assert (got[name] - g).abs().max() <= 1e-6 * max(1.0, float(g.abs().max())), name
+
+
+def test_applying_twice_changes_nothing():
+    """A second prepare (e.g. a caller that prepares again) must not stack hooks or wrap the fused forward in
+    itself: the counts say nothing new was done, and the forward still matches a once-prepared model."""
+    once, twice = lora_model(), lora_model()
+    prepare_for_update(once, settings())
+    prepare_for_update(twice, settings())
+    again = prepare_for_update(twice, settings())
+    assert again["bf16_norm_outputs"] == 0 and again["fused_lora"] == 0
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.equal(once(**batch()).logits, twice(**batch()).logits)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16), twice.disable_adapter():
+        assert torch.isfinite(twice(**batch()).logits).all()  # the fallback still reaches peft's own forward

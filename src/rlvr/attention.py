@@ -5,8 +5,12 @@ call for 16 rows x 9 heads x 128 x 226 (about 18 GFLOP/s, where a bf16 batched m
 at ~300); the math backend was no faster, and with a padding mask both paths first copy each key/value head
 once per query head it serves. Here the R = Hq / Hkv query heads that share a key/value head are stacked
 into one matmul of R * Lq rows, so no key or value is copied, and the backward is the four matmuls of the
-textbook gradient. The probabilities are kept for the backward in the compute dtype (about 8 MB a layer at
-the size above), where flash keeps only the log-sum-exps: a little memory for about 4x less time.
+textbook gradient: 43 ms where flash took 91 (one layer, forward + backward, 1 thread). The probabilities
+are kept for the backward in the compute dtype (about 8 MB a layer at the size above), where flash keeps only
+the log-sum-exps. Precision: under bf16 the scores come out of the bf16 matmul rounded to bf16 (as in
+transformers' eager attention; flash keeps them in float32); softmax and its backward run in float32. On a
+real 16-row batch the update's log-probs differ from the sampler's by 0.032 on average (|difference|, mean
+difference +0.0001), against 0.031 with flash.
 
 Registered with transformers as ATTENTION ("rlvr_cpu"), with sdpa's boolean masks: `configure(model,
 train.attention)` switches a loaded model to it (by default on the CPU; the trainer and SFT call it).

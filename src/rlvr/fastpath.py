@@ -4,7 +4,8 @@ A profile of one update (4 x 8 rollouts of the default model, micro-batches of 1
 time outside the big matmuls: float32 activations cast to bf16 again by every linear layer that reads them,
 peft casting bf16 activations back to float32 for each LoRA A matrix (which autocast then casts to bf16
 once more), and LoRA's `result + B(A(x)) * scaling` as three passes over the layer's whole output. Each
-change below keeps the arithmetic of the plain autocast forward: the same roundings, done once.
+change below keeps the arithmetic of the plain autocast forward: the same roundings done once (the fused
+LoRA sum rounds once where the three passes rounded three times).
 
 `prepare_for_update(model, train)` applies them per `train` settings; rlvr.attention is the other part.
 """
@@ -20,7 +21,7 @@ from rlvr.models import cast_frozen_base
 
 def prepare_for_update(model, train) -> dict:
     """Apply the fast path that `train` (train.autocast, train.attention, train.fsdp) allows, and
-    train.gradient_checkpointing; returns what was applied, for the log."""
+    train.gradient_checkpointing; returns what was applied."""
     done = {"attention": attention.configure(model, train.attention)}
     if getattr(train, "gradient_checkpointing", False):
         # memory for time: each decoder layer keeps only its input and recomputes the rest in the backward
@@ -34,6 +35,8 @@ def prepare_for_update(model, train) -> dict:
     done["bf16_norm_outputs"] = cast_norm_outputs(model, torch.bfloat16)
     done["fused_lora"] = fuse_lora_forward(model)
     return done
+
+
 def cast_norm_outputs(model, dtype) -> int:
     """Under autocast to `dtype`, hand each RMSNorm's output to the next layers already in `dtype`; returns
     how many norms. The residual stream and the norm's own arithmetic stay float32.
@@ -42,8 +45,6 @@ def cast_norm_outputs(model, dtype) -> int:
     same float32 normed activations to bf16 itself, and autograd kept each copy for the backward: ten casts
     and ten saved copies per decoder layer where one does. The rounding is the same cast, done once.
     """
-    import torch
-
     def hook(module, args, output):
         device = output.device.type
         if torch.is_autocast_enabled(device) and torch.get_autocast_dtype(device) == dtype:
@@ -52,8 +53,9 @@ def cast_norm_outputs(model, dtype) -> int:
 
     n = 0
     for module in model.modules():
-        if type(module).__name__.endswith("RMSNorm"):
+        if type(module).__name__.endswith("RMSNorm") and not getattr(module, "_rlvr_cast_output", False):
             module.register_forward_hook(hook)
+            module._rlvr_cast_output = True  # once: a second call must not stack hooks
             n += 1
     return n
 
@@ -69,7 +71,8 @@ def fuse_lora_forward(model) -> int:
     """
     n = 0
     for module in model.modules():
-        if hasattr(module, "lora_A") and hasattr(module, "base_layer") and isinstance(module.base_layer, torch.nn.Linear):
+        if (hasattr(module, "lora_A") and isinstance(getattr(module, "base_layer", None), torch.nn.Linear)
+                and not hasattr(module, "_peft_forward")):  # once: the fused forward falls back to peft's
             module._peft_forward = module.forward
             module.forward = types.MethodType(_fused_forward, module)
             n += 1

@@ -116,7 +116,8 @@ def cast_frozen_base(model, dtype) -> int:
     here). A frozen weight is only ever used after that cast, so storing it cast once computes the same
     function, holds half the memory, and is the function the update optimises; merges (the sampler's
     weights, the saved model) add the LoRA delta to it in the adapter's precision, see `save_policy`.
-    Embeddings, norms and the adapter keep the model's dtype.
+    Embeddings, norms and the adapter keep the model's dtype. The model then runs under autocast only (a
+    float32 input meets bf16 weights); the trainer and SFT apply it only when train.autocast is bfloat16.
     """
     import torch
 
