@@ -98,7 +98,7 @@ def save_policy(model, tokenizer, out_dir: Path | None, *, is_main: bool) -> Non
     sharded model. The merged weights are gathered to the CPU of every rank (one tensor at a time on the
     device); rank 0 loads them into a plain model of the same config and saves it."""
     from rlvr.sampling.hf import build_copy
-    from rlvr.sampling.weights import merged_state_dict
+    from rlvr.sampling.weights import merged_state_dict, tied_keys
 
     adapter = gather_trainable(model) if hasattr(model, "peft_config") else None
     merged = merged_state_dict(model)
@@ -109,23 +109,13 @@ def save_policy(model, tokenizer, out_dir: Path | None, *, is_main: bool) -> Non
         model.save_pretrained(out_dir / "adapter", state_dict=adapter)
     plain = build_copy(model, next(v.dtype for v in merged.values() if v.is_floating_point()))
     missing, unexpected = plain.load_state_dict(merged, strict=False)
-    missing = [k for k in missing if k not in _tied_keys(plain)]
+    missing = [k for k in missing if k not in tied_keys(plain)]
     if missing or unexpected:
         raise ValueError(f"merged weights do not fit the model: missing={missing[:5]} unexpected={unexpected[:5]}")
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     plain.generation_config = copy.deepcopy(base.generation_config)  # merge_and_unload keeps the policy's
     plain.save_pretrained(out_dir / "merged", safe_serialization=True)
     tokenizer.save_pretrained(out_dir / "merged")
-
-
-def _tied_keys(model) -> set[str]:
-    """Names that share a tensor with another one (an output head tied to the embedding): a state dict may omit them."""
-    seen, tied = {}, set()
-    for name, p in model.named_parameters(remove_duplicate=False):
-        if id(p) in seen:
-            tied.add(name)
-        seen.setdefault(id(p), name)
-    return tied
 
 
 __all__ = ["is_sharded", "gather_trainable", "gather_optimizer", "gather_checkpoint", "load_full", "save_policy"]

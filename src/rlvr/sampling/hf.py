@@ -11,7 +11,7 @@ import time
 import torch
 
 from .rollouts import LocalSampler, Rollouts, cut_at_stop, pack_rollouts
-from .weights import merged_state_dict, plain_config
+from .weights import merged_state_dict, plain_config, tied_keys
 
 
 def build_copy(model, dtype: torch.dtype):
@@ -32,7 +32,7 @@ class HFSampler(LocalSampler):
     def sync(self, model) -> None:
         state = merged_state_dict(model)
         missing, unexpected = self.model.load_state_dict(state, strict=False)
-        missing = [k for k in missing if k != "lm_head.weight"]  # tied to the embedding when absent
+        missing = [k for k in missing if k not in tied_keys(self.model)]  # e.g. a head tied to the embedding
         if missing or unexpected:
             raise ValueError(f"sampler copy does not match the policy: missing={missing[:5]} unexpected={unexpected[:5]}")
         self.model.to(self.dtype)

@@ -108,6 +108,16 @@ def _gathered(state: dict) -> dict:
         return {k: v.full_tensor().cpu() if isinstance(v, DTensor) else v for k, v in state.items()}
 
 
+def tied_keys(model) -> set[str]:
+    """Names that share a tensor with another one (an output head tied to the embedding): a state dict may omit them."""
+    seen, tied = {}, set()
+    for name, p in model.named_parameters(remove_duplicate=False):
+        if id(p) in seen:
+            tied.add(name)
+        seen.setdefault(id(p), name)
+    return tied
+
+
 def plain_config(model):
     """The model's config with any quantization marker removed (a GGUF-loaded model carries one)."""
     base, _ = _unwrap_peft(model)
