@@ -25,8 +25,9 @@ def lora_model(seed=0, dropout=0.0):
     return model
 
 
-def settings(autocast="bfloat16", attention="auto", fsdp=False):
-    return SimpleNamespace(autocast=autocast, attention=attention, fsdp=fsdp)
+def settings(autocast="bfloat16", attention="auto", fsdp=False, gradient_checkpointing=False):
+    return SimpleNamespace(autocast=autocast, attention=attention, fsdp=fsdp,
+                           gradient_checkpointing=gradient_checkpointing)
 
 
 def batch():
@@ -132,8 +133,7 @@ def test_gradient_checkpointing_gives_the_same_gradients():
     """Recomputing the layers in the backward changes memory, not the result (float32, exact to 1e-6)."""
     plain, ckpt = lora_model(), lora_model()
     prepare_for_update(plain, settings(autocast="none"))
-    applied = prepare_for_update(ckpt, SimpleNamespace(autocast="none", attention="auto", fsdp=False,
-                                                      gradient_checkpointing=True))
+    applied = prepare_for_update(ckpt, settings(autocast="none", gradient_checkpointing=True))
     assert applied["gradient_checkpointing"] is True
     plain.train(), ckpt.train()
     _, want = loss_and_grads(plain, autocast=False)

@@ -42,9 +42,9 @@ class _GroupedAttention(torch.autograd.Function):
     def forward(ctx, q, k, v, blocked, scale):
         p = q.new_empty(q.shape[:-1] + (k.shape[2],))
         out = torch.empty_like(q)
+        Lq = blocked.shape[-2]
         for s in _chunks(q.shape[0], p[0].numel()):
             scores = torch.matmul(q[s], k[s].transpose(-1, -2)).float().mul_(scale)
-            Lq = blocked.shape[-2]
             scores.view(scores.shape[0], scores.shape[1], -1, Lq, scores.shape[-1]).masked_fill_(
                 blocked[s] if blocked.shape[0] > 1 else blocked, torch.finfo(torch.float32).min)
             p[s] = torch.softmax(scores, dim=-1)
@@ -113,19 +113,12 @@ def register() -> None:
     AttentionMaskInterface.register(ATTENTION, sdpa_mask)
 
 
-def use_fast_attention(model) -> None:
-    """Switch a loaded transformers (or peft-wrapped) model to ATTENTION."""
-    register()
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    base.set_attn_implementation(ATTENTION)
-
-
 def configure(model, choice: str) -> str:
-    """Apply `train.attention`: "rlvr" (this module), "model" (the attention the model was loaded with), or
-    "auto" (this module for a model on the CPU, the model's own elsewhere, e.g. flash kernels on a GPU).
-    Returns the implementation in use."""
-    on_cpu = next(model.parameters()).device.type == "cpu"
-    if choice == "rlvr" or (choice == "auto" and on_cpu):
-        use_fast_attention(model)
+    """Apply `train.attention` to a loaded transformers (or peft-wrapped) model: "rlvr" (this module),
+    "model" (the attention the model was loaded with), or "auto" (this module for a model on the CPU, the
+    model's own elsewhere, e.g. flash kernels on a GPU). Returns the implementation in use."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if choice == "rlvr" or (choice == "auto" and next(model.parameters()).device.type == "cpu"):
+        register()
+        base.set_attn_implementation(ATTENTION)
     return base.config._attn_implementation

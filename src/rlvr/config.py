@@ -75,7 +75,7 @@ DEFAULTS: dict = {
         # attention in the update: "auto" = rlvr's CPU kernel on the CPU (rlvr.attention), the model's own on a
         # GPU; "rlvr"; "model" = whatever the model was loaded with (sdpa)
         "attention": "auto",
-        # recompute each decoder layer's activations in the backward instead of keeping them: about a third
+        # recompute each decoder layer's activations in the backward instead of keeping them: a third to a half
         # more update time for a fraction of its memory (docs/performance.md has both)
         "gradient_checkpointing": False,
         "time_budget_min": 0.0,  # stop (and save) after this many minutes of training; 0 = no limit

@@ -23,7 +23,7 @@ def prepare_for_update(model, train) -> dict:
     """Apply the fast path that `train` (train.autocast, train.attention, train.fsdp) allows, and
     train.gradient_checkpointing; returns what was applied."""
     done = {"attention": attention.configure(model, train.attention)}
-    if getattr(train, "gradient_checkpointing", False):
+    if train.gradient_checkpointing:
         # memory for time: each decoder layer keeps only its input and recomputes the rest in the backward
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
         base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
