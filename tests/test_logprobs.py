@@ -70,3 +70,27 @@ def test_shared_prompt_forward_matches_rows_and_their_gradients():
     torch.testing.assert_close(a * mask, b * mask, atol=1e-5, rtol=1e-5)
     for x, y in zip(ga, gb):
         torch.testing.assert_close(x, y, atol=1e-5, rtol=1e-4)
+
+
+def test_prompt_pass_split_graph_gives_the_one_backward_gradient():
+    """Micro-batches mixing prompts, each backward stopping at the prompt pass, then its own backward once:
+    the same gradient as one backward through completion_logprobs of every row."""
+    from rlvr.logprobs import PromptPass
+
+    prompts = [[5, 6, 7, 8, 9], [10, 11], [5, 6, 7, 8, 9], [12, 13, 14], [10, 11]]
+    ids = torch.tensor([[20, 21, 22], [23, 0, 0], [24, 25, 0], [26, 27, 28], [29, 30, 0]])
+    mask = (ids > 0).float()
+    whole = make_tiny_llama(64, seed=4)
+    logp, _ = completion_logprobs(whole, prompts, ids, mask, pad_id=PAD, temperature=0.7)
+    (logp * mask * torch.arange(1.0, 6.0)[:, None]).sum().backward()
+    split = make_tiny_llama(64, seed=4)
+    pass1 = PromptPass(split, prompts, pad_id=PAD, split_graph=True)
+    for rows in ([0, 3], [1], [4, 2]):  # rows of different prompts together, and one prompt over two chunks
+        part = pass1.logprobs(split, [prompts[r] for r in rows], ids[rows], mask[rows], temperature=0.7)
+        torch.testing.assert_close(part, logp[rows].detach() * mask[rows], atol=1e-5, rtol=1e-5)
+        (part * mask[rows] * (torch.tensor(rows, dtype=torch.float32) + 1)[:, None]).sum().backward()
+    k_proj = lambda m: m.model.layers[0].self_attn.k_proj.weight.grad  # noqa: E731
+    assert not torch.allclose(k_proj(split), k_proj(whole), atol=1e-3)  # the prompts' keys have not backward yet
+    pass1.backward()
+    for a, b in zip(whole.parameters(), split.parameters()):
+        torch.testing.assert_close(a.grad, b.grad, atol=1e-5, rtol=1e-4)

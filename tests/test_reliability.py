@@ -251,7 +251,8 @@ def test_nan_loss_skips_the_update_and_aborts_after_three_in_a_row(tmp_path, mod
 
 
 def oom_batch():
-    """3 rows: completion lengths 5, 3, 2 and prompt lengths 4, 2, 3; micro-batches of 2 -> rows [0, 1], [2]."""
+    """3 rows: completion lengths 5, 3, 2 and prompt lengths 4, 2, 3; micro-batches of 2 -> rows [0], [1, 2]
+    (5 + 2 x 3 padded tokens beat 2 x 5 + 2)."""
     from rlvr.batch import StepBatch
     from rlvr.tasks.base import Problem
     from rlvr.verifiers.base import Verdict
@@ -270,18 +271,25 @@ def oom_batch():
     torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB"),
     MemoryError(),
 ])
-def test_out_of_memory_names_the_micro_batch_shape_and_the_fix(error):
+@pytest.mark.parametrize("forward, message", [
+    (1, r"out of memory in the prompt pass \(3 prompts x 4 tokens\); lower rollout\.prompts_per_step"),
+    (2, r"out of memory in a micro-batch of 1 rows x 9 tokens \(4 prompt \+ 5 completion\); lower "
+        r"train\.micro_batch_size \(now 2\)"),
+])
+def test_out_of_memory_names_the_micro_batch_shape_and_the_fix(error, forward, message):
     from rlvr.algorithms import get_preset
     from rlvr.update import MicroBatchOOM, update_policy
 
     model = make_tiny_llama(64)
+    calls = []
 
-    def hook(module, args, out):
-        raise error
+    def hook(module, args, out):  # forward 1: the prompts, once; forward 2: the first micro-batch
+        calls.append(1)
+        if len(calls) == forward:
+            raise error
     model.lm_head.register_forward_hook(hook)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    with pytest.raises(MicroBatchOOM, match=r"out of memory in a micro-batch of 2 rows x 9 tokens \(4 prompt \+ 5 "
-                                            r"completion\); lower train\.micro_batch_size \(now 2\)") as e:
+    with pytest.raises(MicroBatchOOM, match=message) as e:
         update_policy(model, opt, oom_batch(), get_preset("grpo"), pad_id=0, temperature=1.0, micro_batch_size=2,
                       max_grad_norm=1.0, autocast="none", norm_len=5)
     assert e.value.__cause__ is error

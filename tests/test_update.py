@@ -66,11 +66,29 @@ def test_zero_advantage_rows_are_skipped_but_still_counted():
         torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
 
 
-def test_micro_batches_sort_by_length():
-    assert micro_batches([0, 1, 2, 3, 4], [3, 9, 1, 7, 5], 2) == [[1, 3], [4, 0], [2]]
+def test_micro_batches_cut_the_sorted_rows_where_padding_costs_more_than_a_chunk():
+    # lengths 10, 9, 2, 1 (rows 0..3), overhead 5 a chunk: one chunk 4x10+5 = 45; {10,9}{2,1} 20+5+4+5 = 34;
+    # {10}{9}{2,1} and {10,9}{2}{1} 38 each: the cut goes between the long and the short rows
+    assert micro_batches([0, 1, 2, 3], [10, 9, 2, 1], 4, overhead=5) == [[0, 1], [2, 3]]
+    # free chunks: every row alone, no padding at all; a costly chunk: as few as `size` allows
+    assert micro_batches([0, 1, 2, 3, 4], [3, 9, 1, 7, 5], 8, overhead=0) == [[1], [3], [4], [0], [2]]
+    assert micro_batches([0, 1, 2, 3, 4], [3, 9, 1, 7, 5], 8, overhead=1000) == [[1, 3, 4, 0, 2]]
+    assert [len(c) for c in micro_batches(list(range(5)), [4] * 5, 2, overhead=1)] in ([2, 2, 1], [2, 1, 2], [1, 2, 2])
 
 
-def test_micro_batches_keep_groups_together():
-    # groups 0: rows 0,1 (len 3, 9); 1: rows 2,3 (1, 7); 2: row 4 (5). Groups by longest row: 0, 1, 2.
-    assert micro_batches([0, 1, 2, 3, 4], [3, 9, 1, 7, 5], 2, groups=[0, 0, 1, 1, 2]) == [[1, 0], [3, 2], [4]]
-    assert micro_batches([0, 1, 2, 3, 4], [3, 9, 1, 7, 5], 3, groups=[0, 0, 1, 1, 2]) == [[1, 0, 3], [2, 4]]
+def test_micro_batches_are_the_cheapest_split_of_the_sorted_rows():
+    import itertools
+    import random
+
+    rng = random.Random(0)
+    for _ in range(30):
+        n, size, overhead = rng.randint(1, 7), rng.randint(1, 4), rng.randint(0, 20)
+        lengths = [rng.randint(1, 30) for _ in range(n)]
+        cost = lambda chunks: sum(len(c) * max(lengths[r] for r in c) + overhead for c in chunks)  # noqa: E731
+        order = sorted(range(n), key=lambda r: -lengths[r])
+        best = min(cost([order[a:b] for a, b in zip((0,) + cuts, cuts + (n,))])
+                   for k in range(n) for cuts in itertools.combinations(range(1, n), k)
+                   if all(b - a <= size for a, b in zip((0,) + cuts, cuts + (n,))))
+        chunks = micro_batches(list(range(n)), lengths, size, overhead=overhead)
+        assert sorted(r for c in chunks for r in c) == list(range(n)) and max(map(len, chunks)) <= size
+        assert cost(chunks) == best

@@ -69,6 +69,8 @@ DEFAULTS: dict = {
         "warmup_steps": 0,
         "weight_decay": 0.0,
         "max_grad_norm": 1.0,
+        # at most this many rows a forward/backward (it bounds the update's memory); rows are sorted by length
+        # across groups and cut where padding would cost more than another chunk (rlvr.update.micro_batches)
         "micro_batch_size": 8,
         "updates_per_batch": 1,  # mu: optimisation passes over each rollout batch
         "autocast": "none",

@@ -66,42 +66,84 @@ def shared_prompt_logprobs(model, prompts, completion_ids, completion_mask, *, p
     row. With prompts about twice as long as completions, that is about a third of the tokens.
     prompts: b lists of ids; completion_ids, completion_mask: (b, T). Returns logp (b, T) float32, 0 on padding.
     """
-    from transformers import DynamicCache
+    return PromptPass(model, prompts, pad_id=pad_id).logprobs(model, prompts, completion_ids, completion_mask,
+                                                                temperature=temperature)
 
-    distinct: dict[tuple, int] = {}
-    row_prompt = [distinct.setdefault(tuple(p), len(distinct)) for p in prompts]
-    order = sorted(range(len(prompts)), key=lambda r: row_prompt[r])  # rows of one prompt side by side
-    inverse = torch.empty(len(order), dtype=torch.long)
-    inverse[torch.tensor(order)] = torch.arange(len(order))
-    counts = [row_prompt.count(u) for u in range(len(distinct))]
-    unique = [list(p) for p in distinct]
-    u, lp = len(unique), max(len(p) for p in unique)
-    prompt_ids = torch.full((u, lp), pad_id, dtype=torch.long)
-    prompt_att = torch.zeros((u, lp), dtype=torch.long)
-    for i, p in enumerate(unique):
-        prompt_ids[i, lp - len(p):] = torch.tensor(p, dtype=torch.long)
-        prompt_att[i, lp - len(p):] = 1
-    cache = DynamicCache()
-    # Pass 1: every distinct prompt once; keep the cache and the last position's logits (the first token's).
-    first = model(input_ids=prompt_ids, attention_mask=prompt_att,
-                  position_ids=(prompt_att.cumsum(-1) - 1).clamp(min=0), past_key_values=cache, use_cache=True,
-                  logits_to_keep=1).logits[:, -1]
-    for layer in cache.layers:  # each row gets its prompt's keys and values
-        layer.keys, layer.values = _repeat_rows(layer.keys, counts), _repeat_rows(layer.values, counts)
-    # Pass 2: the completions of every row (in prompt order), attending to their prompt through the cache.
-    # It runs even for 1-token rows (FSDP: every rank must make the same forward calls); the last position
-    # predicts nothing that is scored and is given a zero mask.
-    ids, mask = completion_ids[order], (completion_mask[order] > 0).long()
-    logp_first = selective_log_softmax(_tempered(_repeat_rows(first, counts), temperature), ids[:, 0], mask=mask[:, 0])
-    prompt_rows = _repeat_rows(prompt_att, counts)
-    att = torch.cat([prompt_rows, mask], dim=1)
-    positions = (prompt_rows.sum(-1, keepdim=True) + mask.cumsum(-1) - 1).clamp(min=0)
-    rest = _tempered(model(input_ids=ids, attention_mask=att, position_ids=positions, past_key_values=cache,
-                           use_cache=True).logits, temperature)
-    # position j scores token j + 1, and only where it was sampled: padding costs no vocabulary work
-    shift = lambda x: torch.cat([x[:, 1:], torch.zeros_like(x[:, :1])], dim=1)  # noqa: E731
-    logp_rest = selective_log_softmax(rest, shift(ids), mask=shift(mask))[:, :-1]
-    return torch.cat([logp_first[:, None], logp_rest], dim=1)[inverse]
+
+class PromptPass:
+    """The prompt half of the policy forward: every distinct prompt through the model once, its keys and
+    values (every layer) and its last position's logits (they score a completion's first token) kept for
+    any number of `logprobs` calls on completions of those prompts.
+
+    With split_graph (and gradients on), the kept tensors are detached leaves: each micro-batch's backward
+    stops at them and accumulates their gradients, and `backward()` then runs the prompt forward's backward
+    once. So a micro-batch can hold rows of any prompts, sorted by length rather than kept by group, while
+    every prompt still runs once a step and the gradient is the same as one backward through everything.
+    The prompt forward's activations stay alive until `backward()`: prompts x their length, not completions.
+    """
+
+    def __init__(self, model, prompts: list[list[int]], *, pad_id: int, split_graph: bool = False):
+        from transformers import DynamicCache
+
+        self.index: dict[tuple, int] = {}
+        for p in prompts:
+            self.index.setdefault(tuple(p), len(self.index))
+        unique = list(self.index)
+        lp = max(len(p) for p in unique)
+        ids = torch.full((len(unique), lp), pad_id, dtype=torch.long)
+        self.attention = torch.zeros((len(unique), lp), dtype=torch.long)
+        for i, p in enumerate(unique):
+            ids[i, lp - len(p):] = torch.tensor(p, dtype=torch.long)
+            self.attention[i, lp - len(p):] = 1
+        cache = DynamicCache()
+        first = model(input_ids=ids, attention_mask=self.attention,
+                      position_ids=(self.attention.cumsum(-1) - 1).clamp(min=0), past_key_values=cache,
+                      use_cache=True, logits_to_keep=1).logits[:, -1]
+        outputs = [first] + [t for layer in cache.layers for t in (layer.keys, layer.values)]
+        self._graph: list[tuple[torch.Tensor, torch.Tensor]] = []
+        if split_graph and torch.is_grad_enabled():
+            leaves = [o.detach().requires_grad_() for o in outputs]
+            self._graph = list(zip(outputs, leaves))
+            outputs = leaves
+        self.first, self.kv = outputs[0], list(zip(outputs[1::2], outputs[2::2]))
+        self.config = model.config
+
+    def logprobs(self, model, prompts, completion_ids, completion_mask, *, temperature: float = 1.0) -> torch.Tensor:
+        """Log-probs of b completions of this pass's prompts: prompts b lists of ids (each one of the pass's);
+        completion_ids, completion_mask (b, T). Returns (b, T) float32, 0 on padding."""
+        from transformers import DynamicCache
+
+        row_prompt = [self.index[tuple(p)] for p in prompts]
+        order = sorted(range(len(prompts)), key=lambda r: row_prompt[r])  # rows of one prompt side by side
+        inverse = torch.empty(len(order), dtype=torch.long)
+        inverse[torch.tensor(order)] = torch.arange(len(order))
+        counts = [row_prompt.count(u) for u in range(len(self.index))]
+        cache = DynamicCache(config=self.config)
+        for layer, (k, v) in zip(cache.layers, self.kv):  # each row gets its prompt's keys and values
+            layer.update(_repeat_rows(k, counts), _repeat_rows(v, counts))
+        # The completions of every row (in prompt order), attending to their prompt through the cache.
+        # It runs even for 1-token rows (FSDP: every rank must make the same forward calls); the last position
+        # predicts nothing that is scored and is given a zero mask.
+        ids, mask = completion_ids[order], (completion_mask[order] > 0).long()
+        logp_first = selective_log_softmax(_tempered(_repeat_rows(self.first, counts), temperature), ids[:, 0],
+                                           mask=mask[:, 0])
+        prompt_rows = _repeat_rows(self.attention, counts)
+        att = torch.cat([prompt_rows, mask], dim=1)
+        positions = (prompt_rows.sum(-1, keepdim=True) + mask.cumsum(-1) - 1).clamp(min=0)
+        rest = _tempered(model(input_ids=ids, attention_mask=att, position_ids=positions, past_key_values=cache,
+                               use_cache=True).logits, temperature)
+        # position j scores token j + 1, and only where it was sampled: padding costs no vocabulary work
+        shift = lambda x: torch.cat([x[:, 1:], torch.zeros_like(x[:, :1])], dim=1)  # noqa: E731
+        logp_rest = selective_log_softmax(rest, shift(ids), mask=shift(mask))[:, :-1]
+        return torch.cat([logp_first[:, None], logp_rest], dim=1)[inverse]
+
+    def backward(self) -> None:
+        """With split_graph: the prompt forward's backward, from the gradients the micro-batches left on its
+        keys, values and logits. A no-op otherwise."""
+        pairs = [(out, leaf.grad) for out, leaf in self._graph if leaf.grad is not None]
+        if pairs:
+            torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
+        self._graph = []
 
 
 def _tempered(logits: torch.Tensor, temperature: float) -> torch.Tensor:

@@ -1,8 +1,10 @@
 """The policy update of one step: log-probs of the kept rows, the preset's loss, backward, clip, step.
 
-Rows are sorted by length and cut into micro-batches trimmed to their own longest completion, instead of
-padding everything to the batch's longest. The loss of each micro-batch is normalised by the counts of the
-whole batch (num_tokens, num_seqs), so summing micro-batch gradients gives exactly the full-batch gradient.
+Every distinct prompt runs through the model once a pass (logprobs.PromptPass); the completions, sorted by
+length across groups, are cut into micro-batches trimmed to their own longest row (padding is what sorting
+leaves, not the batch's longest), each attending to its rows' prompts through the shared keys and values.
+The loss of each micro-batch is normalised by the counts of the whole batch (num_tokens, num_seqs), so the
+micro-batch gradients, plus the prompt pass's backward at the end, give exactly the full-batch gradient.
 Rows whose advantage is 0 (zero-variance groups) add nothing to the surrogate's gradient, so without a KL
 term their forward is skipped; they still count in the denominators, so the loss is the same either way.
 """
@@ -10,11 +12,9 @@ term their forward is skipped; they still count in the denominators, so the loss
 from __future__ import annotations
 
 import contextlib
-from types import SimpleNamespace
-
 import torch
 
-from rlvr.logprobs import shared_prompt_logprobs
+from rlvr.logprobs import PromptPass
 from rlvr.losses import batch_counts, policy_loss
 
 
@@ -30,41 +30,48 @@ def _is_oom(e: BaseException) -> bool:
 
 
 @contextlib.contextmanager
-def oom_report(batch, rows: list[int], micro_batch_size: int):
-    """Turn an out-of-memory inside a micro-batch's forward/backward into MicroBatchOOM naming its shape
-    (rows x prompt + completion tokens) and the hint; any other error passes through unchanged."""
+def oom_report(what: str, hint: str):
+    """Turn an out-of-memory inside a forward/backward into MicroBatchOOM naming what ran out (its shape) and
+    the setting that shrinks it; any other error passes through unchanged."""
     try:
         yield
     except (RuntimeError, MemoryError) as e:
         if not _is_oom(e):
             raise
-        lp = max(len(batch.prompt_ids[r]) for r in rows)
-        t = max(int(batch.lengths[rows].max()), 1)
-        raise MicroBatchOOM(
-            f"out of memory in a micro-batch of {len(rows)} rows x {lp + t} tokens ({lp} prompt + {t} completion); "
-            f"lower train.micro_batch_size (now {micro_batch_size}) or rollout.max_new_tokens ({type(e).__name__}: "
-            f"{str(e)[:200]})") from e
+        raise MicroBatchOOM(f"out of memory in {what}; {hint} ({type(e).__name__}: {str(e)[:200]})") from e
 
 
-def micro_batches(rows: list[int], lengths: list[int], size: int, groups: list[int] | None = None) -> list[list[int]]:
-    """Rows in chunks of at most `size`, longest first. With `groups`, the rows of a group stay together
-    where they fit (they share one prompt forward), groups ordered by their longest row."""
-    if groups is None:
-        order = sorted(rows, key=lambda r: -lengths[r])
-        return [order[i:i + size] for i in range(0, len(order), size)]
-    by_group: dict[int, list[int]] = {}
-    for r in rows:
-        by_group.setdefault(groups[r], []).append(r)
-    chunks: list[list[int]] = []
-    for members in sorted(by_group.values(), key=lambda m: -max(lengths[r] for r in m)):
-        members = sorted(members, key=lambda r: -lengths[r])
-        while members:
-            if not chunks or len(chunks[-1]) == size:
-                chunks.append([])
-            room = size - len(chunks[-1])
-            chunks[-1] += members[:room]
-            members = members[room:]
-    return chunks
+def _chunk_oom(batch, rows: list[int], micro_batch_size: int):
+    lp = max(len(batch.prompt_ids[r]) for r in rows)
+    t = max(int(batch.lengths[rows].max()), 1)
+    return oom_report(f"a micro-batch of {len(rows)} rows x {lp + t} tokens ({lp} prompt + {t} completion)",
+                      f"lower train.micro_batch_size (now {micro_batch_size}) or rollout.max_new_tokens")
+
+
+# What one more micro-batch costs beyond its tokens, in tokens: it sets where splitting a sorted batch stops
+# paying. A forward and backward streams every weight matrix three times whatever the rows; on the default
+# model (bf16, 2 cores) a chunk cost 0.44 s + 2.2 ms a token, i.e. ~200 tokens (docs/performance.md).
+CHUNK_OVERHEAD_TOKENS = 200
+
+
+def micro_batches(rows: list[int], lengths: list[int], size: int,
+                  overhead: int = CHUNK_OVERHEAD_TOKENS) -> list[list[int]]:
+    """Rows sorted longest first and cut into chunks of at most `size` rows, where the cuts minimise the padded
+    tokens (rows x the chunk's longest) plus `overhead` tokens a chunk: short rows do not ride along padded
+    to a long one, and a chunk is not split for a few tokens of padding. Exact dynamic programme."""
+    order = sorted(rows, key=lambda r: -lengths[r])
+    n = len(order)
+    best, cut = [0] + [float("inf")] * n, [0] * (n + 1)
+    for j in range(1, n + 1):  # best[j]: cheapest split of order[:j]; a chunk order[i:j] is as long as order[i]
+        for i in range(max(0, j - size), j):
+            cost = best[i] + (j - i) * max(lengths[order[i]], 1) + overhead
+            if cost < best[j]:
+                best[j], cut[j] = cost, i
+    chunks, j = [], n
+    while j:
+        chunks.append(order[cut[j]:j])
+        j = cut[j]
+    return chunks[::-1]
 
 
 def _autocast(kind: str):
@@ -73,34 +80,56 @@ def _autocast(kind: str):
     return contextlib.nullcontext()
 
 
-def _forward(model, batch, rows, pad_id, temperature, autocast):
-    """(logp (b, t) float32, t) for the given rows, trimmed to their longest completion t."""
+_IDLE = None  # a chunk that stands for the one-token zero-weight row of an idle FSDP rank
+
+
+def _prompt_pass(model, batch, chunks, pad_id, autocast, split_graph=False) -> PromptPass | None:
+    """Pass 1 of the forward: the prompts of the chunks' rows, each once (an idle rank runs a 1-token one)."""
+    if not chunks:
+        return None
+    prompts = [batch.prompt_ids[r] for c in chunks if c is not _IDLE for r in c] or [[pad_id]]
+    shape = f"the prompt pass ({len(set(map(tuple, prompts)))} prompts x {max(map(len, prompts))} tokens)"
+    with oom_report(shape, "lower rollout.prompts_per_step"), _autocast(autocast):
+        return PromptPass(model, prompts, pad_id=pad_id, split_graph=split_graph)
+
+
+def _chunk_logprobs(model, prompts: PromptPass, batch, rows, temperature, autocast):
+    """(logp (b, t) float32, t) for the chunk's rows, trimmed to their longest completion t; for _IDLE, one
+    padding token after the pass's first prompt."""
+    if rows is _IDLE:
+        ids = torch.zeros(1, 1, dtype=torch.long)
+        with _autocast(autocast):
+            return prompts.logprobs(model, [next(iter(prompts.index))], ids, torch.ones(1, 1)), 1
     t = max(int(batch.lengths[rows].max()), 1)
     with _autocast(autocast):
-        # The rows of a group share their prompt: its forward runs once per micro-batch, not once per row.
-        logp = shared_prompt_logprobs(model, [batch.prompt_ids[r] for r in rows], batch.completion_ids[rows, :t],
-                                      batch.mask[rows, :t], pad_id=pad_id, temperature=temperature)
+        logp = prompts.logprobs(model, [batch.prompt_ids[r] for r in rows], batch.completion_ids[rows, :t],
+                                batch.mask[rows, :t], temperature=temperature)
     return logp, t
 
 
 @torch.no_grad()
-def reference_logprobs(model, ref_model, batch, rows, pad_id, temperature, autocast):
+def fixed_logprobs(model, batch, chunks, pad_id, temperature, autocast) -> dict:
+    """Log-probs that stay fixed over the step's passes (the sampling policy's for mu > 1, the reference's),
+    by chunk; chunks are tuples or _IDLE (computed for the collectives, not kept)."""
+    prompts = _prompt_pass(model, batch, chunks, pad_id, autocast)
+    out = {}
+    for rows in chunks:
+        logp, _ = _chunk_logprobs(model, prompts, batch, rows, temperature, autocast)
+        if rows is not _IDLE:
+            out[tuple(rows)] = logp
+    return out
+
+
+def reference_logprobs(model, ref_model, batch, chunks, pad_id, temperature, autocast) -> dict:
     """Log-probs under the reference: the base model with the LoRA adapter switched off, or a frozen copy."""
     ctx = model.disable_adapter() if ref_model is None else contextlib.nullcontext()
     with ctx:
-        logp, _ = _forward(ref_model or model, batch, rows, pad_id, temperature, autocast)
-    return logp
+        return fixed_logprobs(ref_model or model, batch, chunks, pad_id, temperature, autocast)
 
 
 def _as_float(norm) -> float:
     """The clipped total norm; under FSDP a replicated DTensor, whose full value every rank holds."""
     return float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
-
-
-def _idle_batch(pad_id: int):
-    """One 1-token row, for the zero-weight micro-batches a rank runs under FSDP when it has fewer than others."""
-    return SimpleNamespace(prompt_ids=[[pad_id]], completion_ids=torch.full((1, 1), pad_id), mask=torch.ones(1, 1),
-                           lengths=torch.ones(1, dtype=torch.long))
 
 
 def update_policy(model, optimizer, batch, algo, *, pad_id: int, temperature: float, micro_batch_size: int,
@@ -113,42 +142,40 @@ def update_policy(model, optimizer, batch, algo, *, pad_id: int, temperature: fl
     if comm is not None:  # data parallel: normalise by the global batch's counts
         num_tokens, num_seqs = comm.all_sum(num_tokens, num_seqs)
     active = [r for r in range(b) if batch.mask[r].sum() > 0 and (batch.advantages[r] != 0 or algo.beta > 0)]
-    chunks = micro_batches(active, batch.lengths.tolist(), micro_batch_size, batch.group_ids.tolist())
+    chunks = micro_batches(active, batch.lengths.tolist(), micro_batch_size)
     trainable = [p for p in model.parameters() if p.requires_grad]
     # FSDP: every forward/backward is a collective; a rank with fewer micro-batches adds zero-weight ones
-    idle, n_idle = _idle_batch(pad_id), comm.idle_micro_batches(len(chunks)) if comm is not None else 0
-    old = None
-    if mu > 1:  # several passes: the ratio is against the policy that sampled, fixed before the first pass
-        old = {}
-        for c in chunks:
-            with oom_report(batch, c, micro_batch_size):  # reliability: name the shape that ran out of memory
-                old[tuple(c)] = _forward(model, batch, c, pad_id, temperature, autocast)[0].detach()
-        for _ in range(n_idle):
-            _forward(model, idle, [0], pad_id, temperature, autocast)
+    runs = chunks + [_IDLE] * (comm.idle_micro_batches(len(chunks)) if comm is not None else 0)
+    fixed = (batch, runs, pad_id, temperature, autocast)
+    # several passes: the ratio is against the policy that sampled, fixed before the first pass
+    old = fixed_logprobs(model, *fixed) if mu > 1 else None
+    ref = reference_logprobs(model, ref_model, *fixed) if algo.beta > 0 else None
     totals = {"loss": 0.0, "clip/low_frac": 0.0, "clip/high_frac": 0.0, "kl": 0.0, "train_tokens": 0}
     grad_norm = 0.0
     for _pass in range(mu):
         optimizer.zero_grad(set_to_none=True)
         pass_loss = 0.0
-        for rows in chunks:
-            with oom_report(batch, rows, micro_batch_size):  # reliability: name the shape that ran out of memory
-                logp, t = _forward(model, batch, rows, pad_id, temperature, autocast)
+        # each prompt once per pass; micro-batches backward into its keys and values, then it backward once
+        prompts = _prompt_pass(model, batch, runs, pad_id, autocast, split_graph=True)
+        for rows in runs:
+            if rows is _IDLE:  # same collectives in the same order as a real micro-batch, zero gradient
+                logp, _ = _chunk_logprobs(model, prompts, batch, rows, temperature, autocast)
+                (logp.sum() * 0.0).backward()
+                continue
+            with _chunk_oom(batch, rows, micro_batch_size):  # reliability: name the shape that ran out of memory
+                logp, t = _chunk_logprobs(model, prompts, batch, rows, temperature, autocast)
                 mask = batch.mask[rows, :t]
-                ref = reference_logprobs(model, ref_model, batch, rows, pad_id, temperature, autocast) if algo.beta > 0 else None
                 loss, stats = policy_loss(logp, old[tuple(rows)] if old else None, batch.advantages[rows], mask,
-                                          ref_logp=ref, norm_len=norm_len, num_tokens=num_tokens, num_seqs=num_seqs,
-                                          **algo.loss_kwargs())
+                                          ref_logp=ref[tuple(rows)] if ref else None, norm_len=norm_len,
+                                          num_tokens=num_tokens, num_seqs=num_seqs, **algo.loss_kwargs())
                 loss.backward()
             tokens = float(mask.sum())
             pass_loss += float(loss.detach())
             totals["train_tokens"] += int(tokens)
             for k in ("clip/low_frac", "clip/high_frac", "kl"):
                 totals[k] += float(stats.get(k, 0.0)) * tokens
-        for _ in range(n_idle):  # same collectives in the same order as a real micro-batch, zero gradient
-            logp, _ = _forward(model, idle, [0], pad_id, temperature, autocast)
-            if algo.beta > 0:
-                reference_logprobs(model, ref_model, idle, [0], pad_id, temperature, autocast)
-            (logp.sum() * 0.0).backward()
+        if prompts is not None:
+            prompts.backward()
         n_chunks = len(chunks)
         if comm is not None:  # data parallel: global loss; the sum of the ranks' gradients is the global one
             pass_loss, n_chunks = comm.all_sum(pass_loss, n_chunks)
