@@ -26,11 +26,11 @@ def make_batch(advantages, seed=0):
         advantages=torch.tensor(advantages, dtype=torch.float32))
 
 
-def run_update(batch, preset, micro, seed=3):
+def run_update(batch, preset, micro, seed=3, tokens=0):
     model = make_tiny_llama(64, seed=seed)
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
     stats = update_policy(model, opt, batch, get_preset(preset), pad_id=0, temperature=1.0, micro_batch_size=micro,
-                          max_grad_norm=1e9, autocast="none", norm_len=6)
+                          max_grad_norm=1e9, autocast="none", norm_len=6, micro_batch_tokens=tokens)
     return model, stats
 
 
@@ -38,8 +38,8 @@ def run_update(batch, preset, micro, seed=3):
 def test_micro_batch_size_does_not_change_the_update(preset):
     batch = make_batch([1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 0.3, -0.3])
     ref, s_ref = run_update(batch, preset, micro=8)
-    for micro in (1, 3):
-        model, s = run_update(batch, preset, micro=micro)
+    for micro, tokens in ((1, 0), (3, 0), (8, 7)):  # 7 tokens: rows of 4+ alone, shorter ones in pairs
+        model, s = run_update(batch, preset, micro=micro, tokens=tokens)
         assert s["loss"] == pytest.approx(s_ref["loss"], abs=1e-6)
         for a, b in zip(ref.parameters(), model.parameters()):
             torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
@@ -74,6 +74,9 @@ def test_micro_batches_cut_the_sorted_rows_where_padding_costs_more_than_a_chunk
     assert micro_batches([0, 1, 2, 3, 4], [3, 9, 1, 7, 5], 8, overhead=0) == [[1], [3], [4], [0], [2]]
     assert micro_batches([0, 1, 2, 3, 4], [3, 9, 1, 7, 5], 8, overhead=1000) == [[1, 3, 4, 0, 2]]
     assert [len(c) for c in micro_batches(list(range(5)), [4] * 5, 2, overhead=1)] in ([2, 2, 1], [2, 1, 2], [1, 2, 2])
+    # a token cap: at most 9 padded tokens a chunk: only the 3 and the 1 can share one; a longer row goes alone
+    assert micro_batches([0, 1, 2, 3, 4], [3, 9, 1, 7, 5], 8, max_tokens=9, overhead=1000) == [[1], [3], [4], [0, 2]]
+    assert micro_batches([0, 1], [30, 2], 8, max_tokens=10, overhead=1000) == [[0], [1]]
 
 
 def test_micro_batches_are_the_cheapest_split_of_the_sorted_rows():
@@ -84,11 +87,14 @@ def test_micro_batches_are_the_cheapest_split_of_the_sorted_rows():
     for _ in range(30):
         n, size, overhead = rng.randint(1, 7), rng.randint(1, 4), rng.randint(0, 20)
         lengths = [rng.randint(1, 30) for _ in range(n)]
+        cap = rng.choice([0, 20, 45])
+        fits = lambda chunk: len(chunk) == 1 or not cap or len(chunk) * max(lengths[r] for r in chunk) <= cap  # noqa: E731
         cost = lambda chunks: sum(len(c) * max(lengths[r] for r in c) + overhead for c in chunks)  # noqa: E731
         order = sorted(range(n), key=lambda r: -lengths[r])
         best = min(cost([order[a:b] for a, b in zip((0,) + cuts, cuts + (n,))])
                    for k in range(n) for cuts in itertools.combinations(range(1, n), k)
-                   if all(b - a <= size for a, b in zip((0,) + cuts, cuts + (n,))))
-        chunks = micro_batches(list(range(n)), lengths, size, overhead=overhead)
-        assert sorted(r for c in chunks for r in c) == list(range(n)) and max(map(len, chunks)) <= size
+                   if all(b - a <= size and fits(order[a:b]) for a, b in zip((0,) + cuts, cuts + (n,))))
+        chunks = micro_batches(list(range(n)), lengths, size, max_tokens=cap, overhead=overhead)
+        assert sorted(r for c in chunks for r in c) == list(range(n))
+        assert max(map(len, chunks)) <= size and all(map(fits, chunks))
         assert cost(chunks) == best

@@ -118,6 +118,7 @@ def run_rlvr(spec: dict) -> None:
         t1 = time.perf_counter()
         upd = update_policy(model, optimizer, batch, algo, pad_id=tokenizer.pad_token_id,
                             temperature=c.rollout.temperature, micro_batch_size=c.train.micro_batch_size,
+                            micro_batch_tokens=c.train.micro_batch_tokens,
                             max_grad_norm=c.train.max_grad_norm, autocast=c.train.autocast,
                             mu=c.train.updates_per_batch, norm_len=c.rollout.max_new_tokens, ref_model=ref_model)
         scheduler.step()

@@ -69,9 +69,11 @@ DEFAULTS: dict = {
         "warmup_steps": 0,
         "weight_decay": 0.0,
         "max_grad_norm": 1.0,
-        # at most this many rows a forward/backward (it bounds the update's memory); rows are sorted by length
-        # across groups and cut where padding would cost more than another chunk (rlvr.update.micro_batches)
+        # at most this many rows, and (if > 0) this many completion tokens counting padding, a forward/backward:
+        # they bound the update's memory. Rows are sorted by length across groups and cut where padding would
+        # cost more than another chunk (rlvr.update.micro_batches); a row longer than the token cap goes alone.
         "micro_batch_size": 8,
+        "micro_batch_tokens": 0,
         "updates_per_batch": 1,  # mu: optimisation passes over each rollout batch
         "autocast": "none",
         # attention in the update: "auto" = rlvr's CPU kernel on the CPU (rlvr.attention), the model's own on a

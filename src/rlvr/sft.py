@@ -166,7 +166,7 @@ def fine_tune(model, examples: list[dict], *, sft, train, pad_id: int, seed: int
                 optimizer.zero_grad(set_to_none=True)
                 loss_sum = 0.0
                 for chunk in micro_batches(list(range(len(rows))), [len(e["completion_ids"]) for e in rows],
-                                           train.micro_batch_size):
+                                           train.micro_batch_size, train.micro_batch_tokens):
                     prompts, ids, mask = pad_examples([rows[i] for i in chunk], pad_id)
                     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=train.autocast == "bfloat16"):
                         loss = completion_nll(model, prompts, ids, mask, pad_id=pad_id, num_tokens=num_tokens)

@@ -146,6 +146,7 @@ def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_con
             t1 = time.perf_counter()
             upd = update_policy(model, optimizer, batch, algo, pad_id=tokenizer.pad_token_id,
                                 temperature=c.rollout.temperature, micro_batch_size=c.train.micro_batch_size,
+                                micro_batch_tokens=c.train.micro_batch_tokens,
                                 max_grad_norm=c.train.max_grad_norm, autocast=c.train.autocast, mu=c.train.updates_per_batch,
                                 norm_len=c.rollout.max_new_tokens, ref_model=ref_model,
                                 comm=comm if comm.world > 1 else None) if len(seen) else {"skipped": 1}

@@ -54,16 +54,19 @@ def _chunk_oom(batch, rows: list[int], micro_batch_size: int):
 CHUNK_OVERHEAD_TOKENS = 200
 
 
-def micro_batches(rows: list[int], lengths: list[int], size: int,
+def micro_batches(rows: list[int], lengths: list[int], size: int, max_tokens: int = 0,
                   overhead: int = CHUNK_OVERHEAD_TOKENS) -> list[list[int]]:
-    """Rows sorted longest first and cut into chunks of at most `size` rows, where the cuts minimise the padded
-    tokens (rows x the chunk's longest) plus `overhead` tokens a chunk: short rows do not ride along padded
-    to a long one, and a chunk is not split for a few tokens of padding. Exact dynamic programme."""
+    """Rows sorted longest first and cut into chunks of at most `size` rows and, with max_tokens > 0, at most
+    max_tokens padded tokens (rows x the chunk's longest; a longer row goes alone), where the cuts minimise the
+    padded tokens plus `overhead` tokens a chunk: short rows do not ride along padded to a long one, and a
+    chunk is not split for a few tokens of padding. Exact dynamic programme."""
     order = sorted(rows, key=lambda r: -lengths[r])
     n = len(order)
     best, cut = [0] + [float("inf")] * n, [0] * (n + 1)
     for j in range(1, n + 1):  # best[j]: cheapest split of order[:j]; a chunk order[i:j] is as long as order[i]
         for i in range(max(0, j - size), j):
+            if max_tokens > 0 and j - i > 1 and (j - i) * lengths[order[i]] > max_tokens:
+                continue
             cost = best[i] + (j - i) * max(lengths[order[i]], 1) + overhead
             if cost < best[j]:
                 best[j], cut[j] = cost, i
@@ -133,7 +136,8 @@ def _as_float(norm) -> float:
 
 
 def update_policy(model, optimizer, batch, algo, *, pad_id: int, temperature: float, micro_batch_size: int,
-                  max_grad_norm: float, autocast: str, norm_len: int, mu: int = 1, ref_model=None, comm=None) -> dict:
+                  max_grad_norm: float, autocast: str, norm_len: int, mu: int = 1, ref_model=None, comm=None,
+                  micro_batch_tokens: int = 0) -> dict:
     """One pass (or mu passes) of gradient steps over the batch; returns floats for the metrics line.
     With `comm` (a rlvr.distributed.Comm) this rank's batch is its share of a global batch; the returned
     stats are those of the global batch."""
@@ -142,7 +146,7 @@ def update_policy(model, optimizer, batch, algo, *, pad_id: int, temperature: fl
     if comm is not None:  # data parallel: normalise by the global batch's counts
         num_tokens, num_seqs = comm.all_sum(num_tokens, num_seqs)
     active = [r for r in range(b) if batch.mask[r].sum() > 0 and (batch.advantages[r] != 0 or algo.beta > 0)]
-    chunks = micro_batches(active, batch.lengths.tolist(), micro_batch_size)
+    chunks = micro_batches(active, batch.lengths.tolist(), micro_batch_size, micro_batch_tokens)
     trainable = [p for p in model.parameters() if p.requires_grad]
     # FSDP: every forward/backward is a collective; a rank with fewer micro-batches adds zero-weight ones
     runs = chunks + [_IDLE] * (comm.idle_micro_batches(len(chunks)) if comm is not None else 0)
