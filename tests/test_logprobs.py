@@ -94,3 +94,26 @@ def test_prompt_pass_split_graph_gives_the_one_backward_gradient():
     pass1.backward()
     for a, b in zip(whole.parameters(), split.parameters()):
         torch.testing.assert_close(a.grad, b.grad, atol=1e-5, rtol=1e-4)
+
+
+def test_the_lm_head_runs_as_one_matmul_on_the_kept_positions():
+    """logits_to_keep as an int makes HF slice a strided view, and matmul then copies the lm_head weight once
+    per row (an expand + bmm over (b, H, V)); the index tensor rlvr passes keeps it one matmul."""
+    from torch.profiler import profile
+
+    from rlvr.logprobs import PromptPass, last_positions
+
+    model = make_tiny_llama(64, seed=4).requires_grad_(False)  # a frozen head, as under LoRA (a trainable one folds)
+    prompts = [[5, 6, 7, 8, 9], [10, 11], [12, 13, 14]]
+    ids, mask = torch.tensor([[20, 21], [22, 0], [23, 24]]), torch.tensor([[1.0, 1.0], [1.0, 0.0], [1.0, 1.0]])
+    with profile(record_shapes=True) as prof:
+        completion_logprobs(model, prompts, ids, mask, pad_id=PAD)
+        PromptPass(model, prompts, pad_id=PAD)
+    expanded = [e.input_shapes for e in prof.events() if e.name == "aten::bmm" and e.input_shapes
+                and len(e.input_shapes[1]) == 3 and e.input_shapes[1][1:] == [32, 64]]
+    assert expanded == []
+    assert last_positions(2, 5).tolist() == [3, 4]
+    # the kept positions' logits are those of the full forward
+    full = model(input_ids=torch.tensor([[5, 6, 7, 8, 9]])).logits
+    kept = model(input_ids=torch.tensor([[5, 6, 7, 8, 9]]), logits_to_keep=last_positions(2, 5)).logits
+    torch.testing.assert_close(kept, full[:, -2:])
