@@ -49,7 +49,8 @@ def loss_and_grads(model, autocast=True):
 def test_bf16_fast_path_matches_plain_autocast():
     plain, fast = lora_model(), lora_model()
     applied = prepare_for_update(fast, settings())
-    assert applied == {"attention": "rlvr_cpu", "bf16_frozen_linears": 14, "bf16_norm_outputs": 5, "fused_lora": 14}
+    assert applied == {"attention": "rlvr_cpu", "bf16_frozen_linears": 14, "bf16_frozen_head": True,
+                       "bf16_norm_outputs": 5, "fused_lora": 14}
     want_logits, want_grads = loss_and_grads(plain)
     got_logits, got_grads = loss_and_grads(fast)
     scale = float(want_logits.abs().max())
@@ -154,3 +155,24 @@ def test_applying_twice_changes_nothing():
         assert torch.equal(once(**batch()).logits, twice(**batch()).logits)
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16), twice.disable_adapter():
         assert torch.isfinite(twice(**batch()).logits).all()  # the fallback still reaches peft's own forward
+
+
+def test_frozen_head_cast_once_is_autocasts_cast_and_follows_the_weight():
+    from rlvr.fastpath import cache_frozen_head_cast
+
+    plain, cached = lora_model(), lora_model()
+    assert cache_frozen_head_cast(cached, torch.bfloat16) and not cache_frozen_head_cast(cached, torch.bfloat16)
+    head = cached.get_output_embeddings()
+    for _ in range(2):  # the copy is made once and reused: bitwise the logits of plain autocast
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            assert torch.equal(cached(**batch()).logits, plain(**batch()).logits)
+    assert head._rlvr_cast[1].dtype == torch.bfloat16
+    with torch.no_grad():  # the weight changed in place (its version moves): a fresh copy, not a stale one
+        for m in (plain, cached):
+            m.get_output_embeddings().weight.mul_(1.5)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.equal(cached(**batch()).logits, plain(**batch()).logits)
+    assert torch.equal(cached(**batch()).logits, plain(**batch()).logits)  # no autocast: the float32 head
+    # a trainable head (full fine-tune) is left to autocast
+    full = make_tiny_llama(VOCAB)
+    assert not cache_frozen_head_cast(full, torch.bfloat16)
