@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import torch
 
+from rlvr.models import base_model
+
 ATTENTION = "rlvr_cpu"
 
 
@@ -117,7 +119,7 @@ def configure(model, choice: str) -> str:
     """Apply `train.attention` to a loaded transformers (or peft-wrapped) model: "rlvr" (this module),
     "model" (the attention the model was loaded with), or "auto" (this module for a model on the CPU, the
     model's own elsewhere, e.g. flash kernels on a GPU). Returns the implementation in use."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = base_model(model)
     if choice == "rlvr" or (choice == "auto" and next(model.parameters()).device.type == "cpu"):
         register()
         base.set_attn_implementation(ATTENTION)

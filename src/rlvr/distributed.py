@@ -29,6 +29,7 @@ import torch.distributed as dist
 
 from rlvr.advantages import group_advantages, group_stats, select_informative_groups
 from rlvr.batch import StepBatch, concat, rollout_round, select_rows
+from rlvr.models import base_model
 
 # Gradients are summed in flat buckets of this many elements: one collective per bucket, bounded memory.
 _BUCKET = 1 << 25
@@ -174,7 +175,7 @@ def shard_model(model, comm: Comm):
     from torch.distributed.fsdp import fully_shard
 
     mesh = init_device_mesh(comm.device.type, (comm.world,))
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = base_model(model)
     names = set(getattr(base, "_no_split_modules", None) or ())  # transformers names its decoder layer class here
     for layer in [m for m in model.modules() if type(m).__name__ in names]:
         fully_shard(layer, mesh=mesh)

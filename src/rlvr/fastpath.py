@@ -16,7 +16,7 @@ import types
 import torch
 
 from rlvr import attention
-from rlvr.models import cast_frozen_base
+from rlvr.models import base_model, cast_frozen_base
 
 
 def prepare_for_update(model, train) -> dict:
@@ -25,7 +25,7 @@ def prepare_for_update(model, train) -> dict:
     done = {"attention": attention.configure(model, train.attention)}
     if train.gradient_checkpointing:
         # memory for time: each decoder layer keeps only its input and recomputes the rest in the backward
-        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        base = base_model(model)
         base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         done["gradient_checkpointing"] = True
     if train.autocast != "bfloat16":

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import torch
 
+from rlvr.models import base_model
+
 
 def is_sharded(model) -> bool:
     """True when FSDP2 holds the model (its parameters are shards)."""
@@ -112,7 +114,7 @@ def save_policy(model, tokenizer, out_dir: Path | None, *, is_main: bool) -> Non
     missing = [k for k in missing if k not in tied_keys(plain)]
     if missing or unexpected:
         raise ValueError(f"merged weights do not fit the model: missing={missing[:5]} unexpected={unexpected[:5]}")
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = base_model(model)
     plain.generation_config = copy.deepcopy(base.generation_config)  # merge_and_unload keeps the policy's
     plain.save_pretrained(out_dir / "merged", safe_serialization=True)
     tokenizer.save_pretrained(out_dir / "merged")

@@ -109,6 +109,11 @@ def add_lora(model, *, r: int = 16, alpha: int = 32, dropout: float = 0.0, targe
     return get_peft_model(model, config)
 
 
+def base_model(model):
+    """The transformers model inside a peft wrapper (its LoRA layers still in place); any other model itself."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
 def cast_frozen_base(model, dtype) -> int:
     """Store the frozen base weights of the LoRA-wrapped linear layers in `dtype`; returns how many.
 

@@ -14,6 +14,8 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from rlvr.models import base_model
+
 from .weights import merged_weights_lazily, plain_config
 
 SUPPORTED = ("llama", "mistral", "qwen2")
@@ -137,7 +139,7 @@ def _interleave(w: torch.Tensor, D: int) -> torch.Tensor:
 def rope_tables(model) -> tuple[torch.Tensor, float]:
     """inv_freq and attention scaling from the model's own rotary module, so every static rope type
     (default, linear, llama3, yarn) comes out exactly as HF computes it."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = base_model(model)
     rotary = base.model.rotary_emb
     return rotary.inv_freq.detach().float().clone(), float(rotary.attention_scaling)
 

@@ -44,6 +44,8 @@ from pathlib import Path
 
 import torch
 
+from rlvr.models import base_model
+
 from .rollouts import Rollouts, cut_at_stop, pack_rollouts, pad_id_for
 from .weights import merged_state_dict, plain_config
 
@@ -178,7 +180,7 @@ def write_engine_folder(model, tokenizer, folder: Path) -> Path:
 
 def own_folder(model) -> str | None:
     """The policy's own transformers folder when vLLM can start from it (config.json and safetensors)."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = base_model(model)
     path = Path(getattr(base, "name_or_path", "") or "")
     if str(path) and (path / "config.json").is_file() and any(path.glob("*.safetensors")):
         return str(path)

@@ -8,12 +8,7 @@ from typing import Callable
 
 import torch
 
-
-def _unwrap_peft(model):
-    """Return (base transformers model with LoRA layers inside, is_peft)."""
-    if hasattr(model, "peft_config") and hasattr(model, "get_base_model"):
-        return model.get_base_model(), True
-    return model, False
+from rlvr.models import base_model
 
 
 def merged_state_dict(model, merge_lora: bool = True) -> dict[str, torch.Tensor]:
@@ -32,7 +27,8 @@ def merged_weights(model, merge_lora: bool = True) -> dict[str, Callable[[], tor
     """The same names as `merged_state_dict`, each with a function that builds its tensor on demand, so a
     reader that converts one weight at a time (the fast sampler) never holds a whole merged float copy.
     Not for FSDP-sharded models (use `merged_state_dict`, which gathers)."""
-    base, is_peft = _unwrap_peft(model)
+    base = base_model(model)
+    is_peft = base is not model
     if not is_peft:
         return {k: (lambda v=v: v.detach()) for k, v in base.state_dict().items()}
     out: dict[str, Callable[[], torch.Tensor]] = {}
@@ -120,7 +116,7 @@ def tied_keys(model) -> set[str]:
 
 def plain_config(model):
     """The model's config with any quantization marker removed (a GGUF-loaded model carries one)."""
-    base, _ = _unwrap_peft(model)
+    base = base_model(model)
     config = copy.deepcopy(base.config)
     if hasattr(config, "quantization_config"):
         delattr(config, "quantization_config")
