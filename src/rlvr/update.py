@@ -49,9 +49,9 @@ def _chunk_oom(batch, rows: list[int], micro_batch_size: int):
 
 
 # What one more micro-batch costs beyond its tokens, in tokens: it sets where splitting a sorted batch stops
-# paying. A forward and backward streams every weight matrix three times whatever the rows; on the default
-# model (bf16, 2 cores) a chunk cost 0.44 s + 2.2 ms a token, i.e. ~200 tokens (docs/performance.md).
-CHUNK_OVERHEAD_TOKENS = 200
+# paying. On the default model (bf16, 2 cores) a chunk's forward + backward took 0.33 s + 2.2 ms a token,
+# i.e. ~150 tokens (benchmarks/bench_chunk_cost.py; docs/performance.md).
+CHUNK_OVERHEAD_TOKENS = 150
 
 
 def micro_batches(rows: list[int], lengths: list[int], size: int, max_tokens: int = 0,
