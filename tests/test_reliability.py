@@ -82,7 +82,13 @@ def jsonl(path):
 
 
 def assert_same_run(a: Path, b: Path):
-    assert stable(jsonl(a / "metrics.jsonl")) == stable(jsonl(b / "metrics.jsonl"))
+    ra, rb = stable(jsonl(a / "metrics.jsonl")), stable(jsonl(b / "metrics.jsonl"))
+    # entropy is the mean of the HF sampler's bf16 log-probs: in about 1 run in 8 (before and after the
+    # 2026-11-29 update changes alike) a resumed process's differed from the uninterrupted one's by ~4e-6
+    # relative, with the same tokens, loss, gradient norm and weights. Bit for bit everything else; this to 1e-5.
+    assert [r.get("entropy") for r in ra] == pytest.approx([r.get("entropy") for r in rb], rel=1e-5)
+    drop = lambda rows: [{k: v for k, v in r.items() if k != "entropy"} for r in rows]  # noqa: E731
+    assert drop(ra) == drop(rb)
     assert jsonl(a / "samples.jsonl") == jsonl(b / "samples.jsonl")
     for rel in (f"checkpoints/step-{STEPS}/trainable.safetensors", "final/adapter/adapter_model.safetensors"):
         wa, wb = load_file(a / rel), load_file(b / rel)
