@@ -88,7 +88,10 @@ def test_micro_batches_are_the_cheapest_split_of_the_sorted_rows():
         n, size, overhead = rng.randint(1, 7), rng.randint(1, 4), rng.randint(0, 20)
         lengths = [rng.randint(1, 30) for _ in range(n)]
         cap = rng.choice([0, 20, 45])
-        fits = lambda chunk: len(chunk) == 1 or not cap or len(chunk) * max(lengths[r] for r in chunk) <= cap  # noqa: E731
+
+        def fits(chunk, cap=cap, lengths=lengths):
+            return len(chunk) == 1 or not cap or len(chunk) * max(lengths[r] for r in chunk) <= cap
+
         cost = lambda chunks: sum(len(c) * max(lengths[r] for r in c) + overhead for c in chunks)  # noqa: E731
         order = sorted(range(n), key=lambda r: -lengths[r])
         best = min(cost([order[a:b] for a, b in zip((0,) + cuts, cuts + (n,))])

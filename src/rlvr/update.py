@@ -41,11 +41,12 @@ def oom_report(what: str, hint: str):
         raise MicroBatchOOM(f"out of memory in {what}; {hint} ({type(e).__name__}: {str(e)[:200]})") from e
 
 
-def _chunk_oom(batch, rows: list[int], micro_batch_size: int):
+def _chunk_oom(batch, rows: list[int], micro_batch_size: int, micro_batch_tokens: int):
     lp = max(len(batch.prompt_ids[r]) for r in rows)
     t = max(int(batch.lengths[rows].max()), 1)
     return oom_report(f"a micro-batch of {len(rows)} rows x {lp + t} tokens ({lp} prompt + {t} completion)",
-                      f"lower train.micro_batch_size (now {micro_batch_size}) or rollout.max_new_tokens")
+                      f"lower train.micro_batch_size (now {micro_batch_size}), train.micro_batch_tokens (now "
+                      f"{micro_batch_tokens}; 0 = no cap) or rollout.max_new_tokens")
 
 
 # What one more micro-batch costs beyond its tokens, in tokens: it sets where splitting a sorted batch stops
@@ -113,7 +114,7 @@ def _chunk_logprobs(model, prompts: PromptPass, batch, rows, temperature, autoca
 @torch.no_grad()
 def fixed_logprobs(model, batch, chunks, pad_id, temperature, autocast) -> dict:
     """Log-probs that stay fixed over the step's passes (the sampling policy's for mu > 1, the reference's),
-    by chunk; chunks are tuples or _IDLE (computed for the collectives, not kept)."""
+    by chunk (keyed by the tuple of its rows); an _IDLE chunk is computed for the collectives, not kept."""
     prompts = _prompt_pass(model, batch, chunks, pad_id, autocast)
     out = {}
     for rows in chunks:
@@ -166,7 +167,7 @@ def update_policy(model, optimizer, batch, algo, *, pad_id: int, temperature: fl
                 logp, _ = _chunk_logprobs(model, prompts, batch, rows, temperature, autocast)
                 (logp.sum() * 0.0).backward()
                 continue
-            with _chunk_oom(batch, rows, micro_batch_size):  # reliability: name the shape that ran out of memory
+            with _chunk_oom(batch, rows, micro_batch_size, micro_batch_tokens):  # name the shape that ran out of memory
                 logp, t = _chunk_logprobs(model, prompts, batch, rows, temperature, autocast)
                 mask = batch.mask[rows, :t]
                 loss, stats = policy_loss(logp, old[tuple(rows)] if old else None, batch.advantages[rows], mask,
