@@ -98,17 +98,11 @@ class PromptPass:
         self.index: dict[tuple, int] = {}
         for p in prompts:
             self.index.setdefault(tuple(p), len(self.index))
-        unique = list(self.index)
-        lp = max(len(p) for p in unique)
-        ids = torch.full((len(unique), lp), pad_id, dtype=torch.long)
-        self.attention = torch.zeros((len(unique), lp), dtype=torch.long)
-        for i, p in enumerate(unique):
-            ids[i, lp - len(p):] = torch.tensor(p, dtype=torch.long)
-            self.attention[i, lp - len(p):] = 1
+        none = torch.zeros(len(self.index), 0, dtype=torch.long)  # prompts alone: no completion columns
+        ids, self.attention, positions = pack_rows([list(p) for p in self.index], none, none, pad_id)
         cache = DynamicCache()
-        first = model(input_ids=ids, attention_mask=self.attention,
-                      position_ids=(self.attention.cumsum(-1) - 1).clamp(min=0), past_key_values=cache,
-                      use_cache=True, logits_to_keep=last_positions(1, lp)).logits[:, -1]
+        first = model(input_ids=ids, attention_mask=self.attention, position_ids=positions, past_key_values=cache,
+                      use_cache=True, logits_to_keep=last_positions(1, ids.shape[1])).logits[:, -1]
         outputs = [first] + [t for layer in cache.layers for t in (layer.keys, layer.values)]
         self._graph: list[tuple[torch.Tensor, torch.Tensor]] = []
         if split_graph and torch.is_grad_enabled():
