@@ -50,7 +50,10 @@ def test_temperature_divides_logits():
 
 
 def test_shared_prompt_forward_matches_rows_and_their_gradients():
-    from rlvr.logprobs import shared_prompt_logprobs
+    from rlvr.logprobs import PromptPass
+
+    def shared_prompt_logprobs(model, prompts, ids, mask, *, pad_id, temperature):  # one pass, one graph
+        return PromptPass(model, prompts, pad_id=pad_id).logprobs(model, prompts, ids, mask, temperature=temperature)
 
     prompts = [[5, 6, 7, 8, 9]] * 3 + [[10, 11]] * 2  # two groups, prompts of different lengths
     completions = [[20, 21, 22], [23], [24, 25], [26, 27, 28], [29]]

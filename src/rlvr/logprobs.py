@@ -68,22 +68,12 @@ def _repeat_rows(t: torch.Tensor, counts: list[int]) -> torch.Tensor:
     return torch.cat([t[i:i + 1].expand(c, *t.shape[1:]) for i, c in enumerate(counts) if c])
 
 
-def shared_prompt_logprobs(model, prompts, completion_ids, completion_mask, *, pad_id: int, temperature: float = 1.0):
-    """The same log-probs as `completion_logprobs`, with each distinct prompt run through the model once.
-
-    The G samples of a group share their prompt, so the prompt's keys and values are computed once (with
-    gradient: LoRA changes them too) and repeated for every row that uses it; only the completions run per
-    row. With prompts about twice as long as completions, that is about a third of the tokens.
-    prompts: b lists of ids; completion_ids, completion_mask: (b, T). Returns logp (b, T) float32, 0 on padding.
-    """
-    return PromptPass(model, prompts, pad_id=pad_id).logprobs(model, prompts, completion_ids, completion_mask,
-                                                                temperature=temperature)
-
-
 class PromptPass:
     """The prompt half of the policy forward: every distinct prompt through the model once, its keys and
     values (every layer) and its last position's logits (they score a completion's first token) kept for
-    any number of `logprobs` calls on completions of those prompts.
+    any number of `logprobs` calls on completions of those prompts. The G samples of a group share their
+    prompt, so only their completions run per row: with prompts about twice as long as completions, about a
+    third of the tokens of `completion_logprobs` on the same rows, for the same log-probs.
 
     With split_graph (and gradients on), the kept tensors are detached leaves: each micro-batch's backward
     stops at them and accumulates their gradients, and `backward()` then runs the prompt forward's backward
