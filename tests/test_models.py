@@ -1,11 +1,13 @@
 """Model loading: the embedded GGUF default converts once into a plain safetensors cache that plain
 transformers loads; hub ids and paths pass through; LoRA saves as an adapter and a merged model."""
 
+import os
+
 import pytest
 import torch
 
 from conftest import make_tiny_llama
-from rlvr.models import DEFAULT_MODEL, add_lora, resolve_model_path, save_policy
+from rlvr.models import DEFAULT_MODEL, add_lora, load_policy, resolve_model_path, save_policy
 
 
 def test_paths_and_hub_ids_pass_through():
@@ -52,3 +54,40 @@ def test_embedded_default_converts_once_and_loads_plainly(tmp_path, monkeypatch)
                                       tokenize=False, add_generation_prompt=True), return_tensors="pt")
     out = model.generate(**ids, max_new_tokens=12, do_sample=False)
     assert "Paris" in tok.decode(out[0, ids["input_ids"].shape[1]:])
+
+
+def _mapped_ranges(path) -> list[tuple[int, int]]:
+    """Address ranges of this process's memory mappings of `path` (from /proc/self/maps)."""
+    out = []
+    for line in open("/proc/self/maps"):
+        fields = line.split()
+        if len(fields) >= 6 and fields[-1] == str(path):
+            lo, hi = fields[0].split("-")
+            out.append((int(lo, 16), int(hi, 16)))
+    return out
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs Linux's /proc")
+def test_load_policy_keeps_no_tensor_in_the_weights_file_mapping(tmp_path, tokenizer):
+    """transformers leaves its tensors as views of the mapped safetensors file, which then stays resident as
+    long as any of them lives; load_policy copies them out, so replacing a weight frees its memory."""
+    from transformers import AutoModelForCausalLM
+
+    make_tiny_llama(len(tokenizer)).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    weights = (tmp_path / "model.safetensors").resolve()
+
+    def in_file(model) -> int:
+        ranges = _mapped_ranges(weights)
+        ptrs = [t.data_ptr() for t in [*model.parameters(), *model.buffers()]]
+        return sum(any(lo <= p < hi for lo, hi in ranges) for p in ptrs)
+
+    plain = AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float32)
+    n_plain = in_file(plain)
+    model, _ = load_policy(str(tmp_path))
+    assert in_file(model) == 0
+    if n_plain == 0:
+        pytest.skip("this transformers no longer maps the weights file (the copy is then a no-op)")
+    assert n_plain == len(list(plain.parameters()))  # what the copy is for: every parameter was in the file
+    for a, b in zip(plain.state_dict().values(), model.state_dict().values()):
+        assert torch.equal(a, b)

@@ -93,6 +93,7 @@ def run_rlvr(spec: dict) -> None:
 
     from rlvr import distributed
     from rlvr.batch import collect, encode_prompt
+    from rlvr.models import load_policy
     from rlvr.trainer import _setup_policy, prepare
     from rlvr.update import update_policy
 
@@ -101,7 +102,7 @@ def run_rlvr(spec: dict) -> None:
     c, algo, reward, _ = prepare(cfg)
     task, steps = step_problems(cfg, spec["steps"])
     comm = distributed.setup()
-    model, tokenizer, ref_model, optimizer, scheduler, sampler = _setup_policy(c, algo, load_model(spec["model"]), comm)
+    model, tokenizer, ref_model, optimizer, scheduler, sampler = _setup_policy(c, algo, load_policy(spec["model"]), comm)
     n_params = sum(p.numel() for n, p in model.named_parameters() if "lora_" not in n)
     emit("ready", load_s=time.perf_counter() - t0, params=n_params, rss=peak_rss_bytes(), versions=_versions())
     for step, problems in enumerate(steps):

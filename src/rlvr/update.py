@@ -12,6 +12,8 @@ term their forward is skipped; they still count in the denominators, so the loss
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import torch
 
 from rlvr.logprobs import PromptPass
@@ -136,6 +138,34 @@ def _as_float(norm) -> float:
     return float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
 
 
+def returns_freed_memory(fn):
+    """Decorator: after `fn`, hand the pages it freed back to the OS (glibc's malloc_trim; elsewhere nothing).
+
+    Why: an update allocates and frees about a gigabyte of activations in tensors of ever-different sizes;
+    glibc kept the freed pages, fragmented, and the process's resident size crept up step after step (peak
+    3.25 GB after 12 replayed updates of the bench shape, 3.11 GB with this; the live set is ~1.75 GB).
+    """
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            libc = _libc()
+            if libc is not None:
+                libc.malloc_trim(0)
+    return wrapper
+
+
+@functools.cache
+def _libc():
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return libc if hasattr(libc, "malloc_trim") else None
+    except OSError:
+        return None
+
+
+@returns_freed_memory
 def update_policy(model, optimizer, batch, algo, *, pad_id: int, temperature: float, micro_batch_size: int,
                   max_grad_norm: float, autocast: str, norm_len: int, mu: int = 1, ref_model=None, comm=None,
                   micro_batch_tokens: int = 0) -> dict:
