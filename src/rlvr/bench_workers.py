@@ -150,6 +150,12 @@ def _versions() -> dict:
 def main(argv: list[str]) -> int:
     spec = json.loads(argv[0])
     set_threads(spec["threads"])
+    import rlvr
+
+    if spec["framework"] != "rlvr" and rlvr.ONEDNN_CACHE_SET_HERE:
+        # a peer runs as its own users run it: oneDNN's default cache, not the cap importing rlvr set
+        # (oneDNN reads it at its first primitive, which has not been made yet in this process)
+        os.environ.pop("ONEDNN_PRIMITIVE_CACHE_CAPACITY")
     if spec["framework"] == "rlvr":
         run_rlvr(spec)
     elif spec["framework"] == "trl":
