@@ -77,6 +77,8 @@ def step_problems(cfg: dict, n_steps: int):
 
 
 def load_model(path: str):
+    """The peers' model (TRL, vLLM workers): plain `from_pretrained`, as their users load it; rlvr's own worker
+    goes through `rlvr.models.load_policy` like the trainer."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -113,12 +113,11 @@ def own_weights(model) -> int:
     import torch
 
     n = 0
-    with torch.no_grad():
-        for module in model.modules():
-            for name, t in [*module.named_parameters(recurse=False), *module.named_buffers(recurse=False)]:
-                if t is not None and t.device.type == "cpu":
-                    t.data = t.data.clone()
-                    n += 1
+    with torch.no_grad():  # parameters() and buffers() give a tied tensor (embedding = head) once
+        for t in [*model.parameters(), *model.buffers()]:
+            if t.device.type == "cpu":
+                t.data = t.data.clone()
+                n += 1
     return n
 
 
