@@ -62,18 +62,15 @@ def main() -> None:
     def floor_step(n: int) -> float:
         """Median seconds of one decode step's weight matmuls for n rows (the sampler's linear, its weights)."""
         x, xi = torch.randn(n, H).to(torch.bfloat16), torch.randn(n, inner).to(torch.bfloat16)
-        times = []
-        for rep in range(args.reps + 2):
-            t = time.perf_counter()
+
+        def step():
             for layer in w.layers:
                 w.linear(x, layer.wqkv, layer.bqkv)
                 w.linear(x, layer.wo)  # its input is Hq x D wide, which is H for this model
                 w.linear(x, layer.wgu)
                 w.linear(xi, layer.wd)
             w.linear(x, w.lm_head)
-            if rep >= 2:
-                times.append(time.perf_counter() - t)
-        return statistics.median(times)
+        return _median_ms(step, args.reps) / 1e3
 
     assert model.config.num_attention_heads * w.head_dim == H, "the floor step feeds o_proj an H-wide input"
     floors = {n: floor_step(n) for n in range(1, 65)}
@@ -97,7 +94,7 @@ def main() -> None:
     problems = task.problems("train")
     stop_ids = sorted({tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>")})
     sampler = make_sampler("fast", model, tokenizer, stop_ids=stop_ids, dtype="bfloat16")
-    print(f"\nreal batches, 4 prompts x 8 completions, at most 128 new tokens, temperature 1 (batch 0 = warm-up):")
+    print("\nreal batches, 4 prompts x 8 completions, at most 128 new tokens, temperature 1 (batch 0 = warm-up):")
     print(f"{'batch':>5} {'tokens':>7} {'steps':>6} {'decode s':>9} {'linear floor s':>15} {'decode/floor':>13} "
           f"{'tok/s':>6} {'linear-floor tok/s':>19} {'read-floor tok/s':>17} {'% of probe':>11}")
     for b in range(args.batches + 1):

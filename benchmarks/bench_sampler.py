@@ -20,18 +20,6 @@ QUESTIONS = ["What is 37 + 48?", "What is 512 + 389?", "What is 6 + 7?", "What i
              "What is 254 + 617?", "What is 19 + 83?", "What is 8 + 5?", "What is 440 + 166?"]
 
 
-def matmul_probe(dtype: torch.dtype, n: int = 2048, reps: int = 5) -> float:
-    """Best-of-reps GFLOP/s of an n^3 matmul in dtype (the machine's compute ceiling for that dtype)."""
-    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
-    a @ b
-    best = float("inf")
-    for _ in range(reps):
-        t = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - t)
-    return 2 * n**3 / best / 1e9
-
-
 def load_default():
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -65,8 +53,12 @@ def main(argv=None) -> int:
     from rlvr.sampler import make_sampler
 
     torch.manual_seed(0)
-    print(f"threads={torch.get_num_threads()} load={os.getloadavg()[0]:.1f}  matmul probe: float32 {matmul_probe(torch.float32):.0f} GFLOP/s, "
-          f"bf16 {(bf16 := matmul_probe(torch.bfloat16)):.0f} GFLOP/s")
+    from rlvr.bench import matmul_gflops
+
+    threads = torch.get_num_threads()
+    print(f"threads={threads} load={os.getloadavg()[0]:.1f}  matmul probe: float32 "
+          f"{matmul_gflops(2048, 'float32', threads, reps=5):.0f} GFLOP/s, "
+          f"bf16 {(bf16 := matmul_gflops(2048, 'bfloat16', threads, reps=5)):.0f} GFLOP/s")
     t = time.perf_counter()
     model, tok = load_default()
     n_params = sum(p.numel() for p in model.parameters())
