@@ -1,6 +1,6 @@
 """What one micro-batch of the update costs on the default model: forward + backward of completion chunks of
 several shapes against one shared prompt pass, and the least-squares line seconds = a + b x tokens through them.
-a / b is the fixed cost of a chunk in tokens, the figure behind rlvr.update.CHUNK_OVERHEAD_TOKENS.
+a / b is the fixed cost of a chunk in tokens, the figure behind rlvr.policy.update.CHUNK_OVERHEAD_TOKENS.
 
 The model is the default preset's: SmolLM2-135M-Instruct with LoRA r=16 on all linear layers, the update's fast
 path under bf16 autocast, `torch.set_num_threads` = the core count. Shapes alternate and each is timed
@@ -24,9 +24,9 @@ def main() -> None:
     import torch
 
     from rlvr.config import as_namespace, resolve
-    from rlvr.fastpath import prepare_for_update
-    from rlvr.logprobs import PromptPass
-    from rlvr.models import add_lora, load_policy
+    from rlvr.policy.fastpath import prepare_for_update
+    from rlvr.policy.logprobs import PromptPass
+    from rlvr.policy.load import add_lora, load_policy
 
     torch.set_num_threads(os.cpu_count() or 1)
     c = as_namespace(resolve("default"))
@@ -62,7 +62,7 @@ def main() -> None:
     slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
     intercept = my - slope * mx
     print(f"fit: {intercept * 1e3:.0f} ms + {slope * 1e3:.2f} ms a token -> a chunk costs ~{intercept / slope:.0f} "
-          f"tokens (rlvr.update.CHUNK_OVERHEAD_TOKENS)")
+          f"tokens (rlvr.policy.update.CHUNK_OVERHEAD_TOKENS)")
 
 
 if __name__ == "__main__":

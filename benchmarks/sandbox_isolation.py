@@ -1,6 +1,6 @@
 """Print what a sandboxed program can and cannot do on this machine, and the cost of one run (docs/sandbox.md)."""
 
-from rlvr.sandbox import run_sandboxed, Limits, isolation
+from rlvr.verifiers.sandbox import run_sandboxed, Limits, isolation
 import time
 print(isolation())  # what the probe found
 code = r'''

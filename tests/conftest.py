@@ -9,7 +9,7 @@ import torch
 def tokenizer(tmp_path_factory):
     from transformers import AutoTokenizer
 
-    from rlvr.models import DEFAULT_MODEL, embedded_gguf
+    from rlvr.policy.load import DEFAULT_MODEL, embedded_gguf
 
     gguf = embedded_gguf(DEFAULT_MODEL)
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)

@@ -6,7 +6,7 @@ import random
 import pytest
 import torch
 
-from rlvr.advantages import (
+from rlvr.algorithms.advantages import (
     dynamic_sampling,
     group_advantages,
     mask_truncated,

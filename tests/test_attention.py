@@ -1,4 +1,4 @@
-"""rlvr.attention against torch's scaled_dot_product_attention: values and gradients, grouped-query heads,
+"""rlvr.policy.attention against torch's scaled_dot_product_attention: values and gradients, grouped-query heads,
 padding masks, no mask, fully masked queries, and the same result whatever the row chunking."""
 
 from types import SimpleNamespace
@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from rlvr import attention
-from rlvr.attention import attention_forward
+from rlvr.policy import attention
+from rlvr.policy.attention import attention_forward
 
 
 def reference(q, k, v, mask, scale):

@@ -7,7 +7,7 @@ import importlib.util
 import pytest
 
 from conftest import make_tiny_llama
-from rlvr import bench
+from rlvr_bench import bench
 
 
 def save_tiny(tokenizer, folder):

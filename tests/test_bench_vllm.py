@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from rlvr import bench, bench_vllm
+from rlvr_bench import bench
+from rlvr_bench import vllm as bench_vllm
 from test_bench import save_tiny
 
 

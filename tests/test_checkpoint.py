@@ -4,7 +4,7 @@ import random
 
 import torch
 
-from rlvr import checkpoint as ckpt
+from rlvr.rundir import checkpoint as ckpt
 
 
 def small_setup(seed=0):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rlvr.config import ConfigError
-from rlvr.curriculum import (
+from rlvr.prompts.curriculum import (
     Adaptive,
     FixedMix,
     ScheduleMix,
@@ -20,7 +20,7 @@ from rlvr.curriculum import (
     build_curriculum,
     plot_curriculum,
 )
-from rlvr.curriculum_sim import DEFAULT_BANDS, DEFAULT_POLICY, logistic_policy, mean_informative, simulate, toy_pool
+from rlvr.prompts.curriculum_sim import DEFAULT_BANDS, DEFAULT_POLICY, logistic_policy, mean_informative, simulate, toy_pool
 
 # ---------------------------------------------------------------- allocation and drawing
 

@@ -12,11 +12,11 @@ import torch
 import torch.multiprocessing as tmp
 
 from conftest import make_tiny_llama
-from rlvr import distributed
+from rlvr.training import distributed
 from rlvr.algorithms import get_preset
-from rlvr.batch import StepBatch, select_rows
+from rlvr.training.batch import StepBatch, select_rows
 from rlvr.tasks.base import Problem
-from rlvr.update import update_policy
+from rlvr.policy.update import update_policy
 from rlvr.verifiers.base import Verdict
 
 WORLD = 2
@@ -104,7 +104,7 @@ def _rank_main(rank, out_dir, train_cfg, tokenizer_dir):
     """One spawn for every 2-rank check (process start and imports dominate): the update cases, then a run."""
     from transformers import AutoTokenizer
 
-    from rlvr.trainer import train
+    from rlvr.training.loop import train
 
     comm = distributed.setup()
     assert (comm.rank, comm.world) == (rank, WORLD)
@@ -185,7 +185,7 @@ def test_two_rank_training_run_logs_the_one_rank_metrics(two_ranks, tokenizer, s
 
     from safetensors.torch import load_file
 
-    from rlvr.trainer import train
+    from rlvr.training.loop import train
 
     torch.set_num_threads(1)
     tmp_path = two_ranks
@@ -226,7 +226,7 @@ torch.set_num_threads(1)
 from transformers import AutoTokenizer
 from conftest import make_tiny_llama
 from test_distributed import train_config
-from rlvr.trainer import train
+from rlvr.training.loop import train
 out, url = pathlib.Path(sys.argv[1]), sys.argv[2]
 tok = AutoTokenizer.from_pretrained(out / "tok")
 for name, first in (("full", 3), ("resumed", 2)):

@@ -144,7 +144,7 @@ def test_compare_verb_on_records_files(tmp_path, capsys):
     import argparse
 
     from rlvr.evaluation.records import write_records
-    from rlvr.evaluation.verbs import add_parser, run
+    from rlvr.cli.compare import add_parser, run
 
     problems = make_problems(20)
     write_records(run_model(lambda i, n: 1, problems), tmp_path / "base.jsonl")

@@ -72,7 +72,7 @@ def test_contaminated_split_is_refused_before_sampling(tmp_path, tokenizer):
 def make_run_dir(tmp_path, tokenizer):
     """A finished run as training leaves it: config.yaml with its task and reward, final/merged."""
     from rlvr.config import resolve
-    from rlvr.models import save_policy
+    from rlvr.policy.load import save_policy
 
     run = tmp_path / "run"
     cfg = resolve(None, ["task.name=jsonl"])
@@ -95,7 +95,7 @@ def test_run_dir_reuses_its_reward_and_task(tmp_path, tokenizer):
 def test_eval_verb_writes_its_files(tmp_path, tokenizer, capsys):
     import argparse
 
-    from rlvr.evaluation import eval_verb
+    from rlvr.cli import eval as eval_verb
 
     run = make_run_dir(tmp_path, tokenizer)
     parser = argparse.ArgumentParser()

@@ -1,4 +1,4 @@
-"""rlvr.fastpath: under bf16 autocast the fast path computes the plain autocast forward (to bf16 rounding),
+"""rlvr.policy.fastpath: under bf16 autocast the fast path computes the plain autocast forward (to bf16 rounding),
 stores the frozen base in bf16 without losing the adapter's precision in merges, and steps aside where it
 does not apply (no autocast, adapters off, dropout, FSDP)."""
 
@@ -9,8 +9,8 @@ import pytest
 import torch
 from conftest import make_tiny_llama
 
-from rlvr.fastpath import cast_norm_outputs, fuse_lora_forward, prepare_for_update
-from rlvr.models import add_lora, cast_frozen_base, save_policy
+from rlvr.policy.fastpath import cast_norm_outputs, fuse_lora_forward, prepare_for_update
+from rlvr.policy.load import add_lora, cast_frozen_base, save_policy
 from rlvr.sampling.weights import merged_state_dict
 
 VOCAB = 300
@@ -158,7 +158,7 @@ def test_applying_twice_changes_nothing():
 
 
 def test_frozen_head_cast_once_is_autocasts_cast_and_follows_the_weight():
-    from rlvr.fastpath import cache_frozen_head_cast
+    from rlvr.policy.fastpath import cache_frozen_head_cast
 
     plain, cached = lora_model(), lora_model()
     assert cache_frozen_head_cast(cached, torch.bfloat16) and not cache_frozen_head_cast(cached, torch.bfloat16)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from conftest import make_tiny_llama
-from rlvr import distributed, fsdp
+from rlvr.training import distributed, fsdp
 from rlvr.sampling.weights import merged_state_dict
 from test_distributed import free_port, launch, train_config
 
@@ -19,7 +19,7 @@ NOT_COMPARED = ("time/", "throughput/")  # wall-clock figures
 
 def _lora_llama():
     """A tiny Llama with a LoRA adapter whose B is non-zero (a fresh B is zero: the merge would be trivial)."""
-    from rlvr.models import add_lora
+    from rlvr.policy.load import add_lora
 
     model = add_lora(make_tiny_llama(64, seed=3), r=4, alpha=8)
     g = torch.Generator().manual_seed(7)
@@ -60,7 +60,7 @@ def _rank_main(rank, out_dir, cfg, tokenizer_dir):
 
     from transformers import AutoTokenizer
 
-    from rlvr.trainer import train
+    from rlvr.training.loop import train
 
     out = Path(out_dir)
     comm = distributed.setup()
@@ -98,7 +98,7 @@ def _task_files(out, tokenizer):
 def runs(tmp_path_factory, tokenizer, server):
     """The folder of the 2-rank FSDP run ("fsdp"), its resumed copy ("resumed"), the 1-rank unsharded run
     ("one") and each rank's merged weights (merged{r}.pt)."""
-    from rlvr.trainer import train
+    from rlvr.training.loop import train
 
     out = _task_files(tmp_path_factory.mktemp("fsdp"), tokenizer)
     cfg = train_config(out / "fsdp", out / "data.jsonl", server.url)
@@ -195,7 +195,7 @@ def test_fsdp_on_one_rank_is_a_no_op(tiny_policy, tmp_path):
     """train.fsdp with a world of one: the model stays whole (nothing to shard over) and trains as usual."""
     from rlvr.algorithms import get_preset
     from rlvr.config import as_namespace, resolve
-    from rlvr.trainer import _setup_policy
+    from rlvr.training.loop import _setup_policy
 
     c = as_namespace(resolve(None, ["train.fsdp=true", "model.lora.r=4", f"output_dir={tmp_path}"]))
     model, *_ = _setup_policy(c, get_preset("grpo"), tiny_policy, distributed.Comm())
@@ -217,7 +217,7 @@ def test_fsdp_key_is_a_bool(value, ok):
 def _train_each(rank, cfgs, tokenizer_dir):
     from transformers import AutoTokenizer
 
-    from rlvr.trainer import train
+    from rlvr.training.loop import train
 
     comm = distributed.setup()
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)

@@ -3,7 +3,7 @@
 import torch
 
 from conftest import make_tiny_llama
-from rlvr.logprobs import completion_logprobs, pack_rows
+from rlvr.policy.logprobs import completion_logprobs, pack_rows
 
 PAD = 0
 
@@ -50,7 +50,7 @@ def test_temperature_divides_logits():
 
 
 def test_shared_prompt_forward_matches_rows_and_their_gradients():
-    from rlvr.logprobs import PromptPass
+    from rlvr.policy.logprobs import PromptPass
 
     def shared_prompt_logprobs(model, prompts, ids, mask, *, pad_id, temperature):  # one pass, one graph
         return PromptPass(model, prompts, pad_id=pad_id).logprobs(model, prompts, ids, mask, temperature=temperature)
@@ -78,7 +78,7 @@ def test_shared_prompt_forward_matches_rows_and_their_gradients():
 def test_prompt_pass_split_graph_gives_the_one_backward_gradient():
     """Micro-batches mixing prompts, each backward stopping at the prompt pass, then its own backward once:
     the same gradient as one backward through completion_logprobs of every row."""
-    from rlvr.logprobs import PromptPass
+    from rlvr.policy.logprobs import PromptPass
 
     prompts = [[5, 6, 7, 8, 9], [10, 11], [5, 6, 7, 8, 9], [12, 13, 14], [10, 11]]
     ids = torch.tensor([[20, 21, 22], [23, 0, 0], [24, 25, 0], [26, 27, 28], [29, 30, 0]])
@@ -104,7 +104,7 @@ def test_the_lm_head_runs_as_one_matmul_on_the_kept_positions():
     per row (an expand + bmm over (b, H, V)); the index tensor rlvr passes keeps it one matmul."""
     from torch.profiler import profile
 
-    from rlvr.logprobs import PromptPass, last_positions
+    from rlvr.policy.logprobs import PromptPass, last_positions
 
     model = make_tiny_llama(64, seed=4).requires_grad_(False)  # a frozen head, as under LoRA (a trainable one folds)
     prompts = [[5, 6, 7, 8, 9], [10, 11], [12, 13, 14]]

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from rlvr.losses import (
+from rlvr.algorithms.losses import (
     AGGS,
     RATIOS,
     aggregate,

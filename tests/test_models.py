@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from conftest import make_tiny_llama
-from rlvr.models import DEFAULT_MODEL, add_lora, load_policy, resolve_model_path, save_policy
+from rlvr.policy.load import DEFAULT_MODEL, add_lora, load_policy, resolve_model_path, save_policy
 
 
 def test_paths_and_hub_ids_pass_through():
@@ -35,7 +35,7 @@ def test_lora_saves_adapter_and_a_merged_model_with_the_same_outputs(tmp_path, t
 def test_embedded_default_converts_once_and_loads_plainly(tmp_path, monkeypatch):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rlvr.models import load_policy
+    from rlvr.policy.load import load_policy
 
     monkeypatch.setenv("RLVR_CACHE", str(tmp_path))
     model, tokenizer = load_policy(DEFAULT_MODEL)

@@ -18,7 +18,7 @@ def tiny_model_dir(tmp_path, tokenizer):
 
 
 def test_main_job_writes_a_consistent_report(tmp_path, tiny_model_dir):
-    from rlvr.pipeline import run_main
+    from rlvr.training.main_job import run_main
 
     cfg = tiny_config(tmp_path, **{"model.name": str(tiny_model_dir), "output_dir": str(tmp_path / "main"),
                                    "train.steps": 2, "log.eval_every": 1, "log.eval_problems": 4,
@@ -32,7 +32,7 @@ def test_main_job_on_the_default_model_with_a_tiny_budget(tmp_path):
     """`rlvr run`'s own preset (the real SmolLM2-135M-Instruct, fast sampler, bf16) shrunk to two RL steps:
     the same artefacts, the same agreement between the report and its files."""
     from rlvr.config import resolve
-    from rlvr.pipeline import run_main
+    from rlvr.training.main_job import run_main
 
     sets = ["train.steps=2", "train.time_budget_min=0", "log.eval_every=1", "log.eval_problems=3",
             "rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=32", "eval.n=2",

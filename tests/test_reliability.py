@@ -21,10 +21,10 @@ from safetensors.torch import load_file
 
 import fault_entry
 from conftest import make_tiny_llama
-from rlvr import checkpoint as ckpt
+from rlvr.rundir import checkpoint as ckpt
 from rlvr.config import ConfigError, dump, resolve
-from rlvr.runlog import RunDir, RunDirError, atomic_write_text
-from rlvr.trainer import TrainingAborted, train
+from rlvr.rundir.files import RunDir, RunDirError, atomic_write_text
+from rlvr.training.loop import TrainingAborted, train
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = 4
@@ -135,7 +135,7 @@ def test_sigterm_then_sigkill_then_resume_equals_uninterrupted(tmp_path, model_d
 
 
 def test_stop_flag_records_the_first_signal_and_a_second_ctrl_c_stops_now():
-    from rlvr.trainer import StopFlag
+    from rlvr.training.loop import StopFlag
 
     before = signal.getsignal(signal.SIGTERM)
     with StopFlag() as stop:
@@ -236,7 +236,7 @@ def nan_logits_on_steps(model, run: Path, steps: set[int]):
 def test_nan_loss_skips_the_update_and_aborts_after_three_in_a_row(tmp_path, model_dir, tokenizer):
     from transformers import AutoModelForCausalLM
 
-    from rlvr.trainer import MAX_BAD_STEPS
+    from rlvr.training.loop import MAX_BAD_STEPS
 
     cfg = fault_config(tmp_path, model_dir, **{"train.steps": 8})
     run = Path(cfg["output_dir"])
@@ -259,7 +259,7 @@ def test_nan_loss_skips_the_update_and_aborts_after_three_in_a_row(tmp_path, mod
 def oom_batch():
     """3 rows: completion lengths 5, 3, 2 and prompt lengths 4, 2, 3; micro-batches of 2 -> rows [0], [1, 2]
     (5 + 2 x 3 padded tokens beat 2 x 5 + 2)."""
-    from rlvr.batch import StepBatch
+    from rlvr.training.batch import StepBatch
     from rlvr.tasks.base import Problem
     from rlvr.verifiers.base import Verdict
 
@@ -284,7 +284,7 @@ def oom_batch():
 ])
 def test_out_of_memory_names_the_micro_batch_shape_and_the_fix(error, forward, message):
     from rlvr.algorithms import get_preset
-    from rlvr.update import MicroBatchOOM, update_policy
+    from rlvr.policy.update import MicroBatchOOM, update_policy
 
     model = make_tiny_llama(64)
     calls = []
@@ -303,7 +303,7 @@ def test_out_of_memory_names_the_micro_batch_shape_and_the_fix(error, forward, m
 
 def test_other_errors_in_the_update_are_not_called_out_of_memory():
     from rlvr.algorithms import get_preset
-    from rlvr.update import update_policy
+    from rlvr.policy.update import update_policy
 
     model = make_tiny_llama(64)
 

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from rlvr.sampler import make_sampler
+from rlvr.sampling import make_sampler
 from rlvr.sampling.distribution import sample_tokens, truncate
 
 STOP = 3

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from conftest import make_tiny_llama
-from rlvr.models import add_lora
+from rlvr.policy.load import add_lora
 from rlvr.sampling import make_sampler
 from rlvr.sampling.remote import RemoteError
 from standin_vllm import StandinServer, fixed_completion

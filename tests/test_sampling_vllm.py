@@ -52,7 +52,7 @@ STOP = 2
 
 def test_importing_the_backend_does_not_import_vllm():
     before = "vllm" in sys.modules
-    import rlvr.bench_vllm  # noqa: F401
+    import rlvr_bench.vllm  # noqa: F401
     import rlvr.sampling.vllm  # noqa: F401
 
     assert ("vllm" in sys.modules) == before
@@ -225,7 +225,7 @@ def _hf_logp(model, prompt, completion_ids, temperature):
 @needs_gpu
 @pytest.mark.parametrize("weight_sync", ["full", "lora"])
 def test_real_engine_matches_the_policy_and_follows_sync(weight_sync):
-    from rlvr.models import add_lora, load_policy
+    from rlvr.policy.load import add_lora, load_policy
 
     model, tok = load_policy("smollm2-135m-instruct", "float32")
     model = model.cuda().eval()

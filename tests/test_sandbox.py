@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from rlvr.sandbox import Limits, isolation, run_sandboxed, sandbox_processes
+from rlvr.verifiers.sandbox import Limits, isolation, run_sandboxed, sandbox_processes
 
 FAST = Limits(cpu_s=2, wall_s=2.0, memory_mb=256, file_mb=1, processes=8, output_bytes=1000)
 ISO = isolation()

@@ -11,7 +11,7 @@ import yaml
 
 from conftest import make_tiny_llama
 from rlvr.config import ConfigError, resolve
-from rlvr.sft import completion_nll, sample_budget, sft
+from rlvr.training.sft import completion_nll, sample_budget, sft
 from rlvr.verifiers.compose import build_reward
 
 EOS = 2  # <|im_end|>: the real tokenizer's eos and the sampler's stop token

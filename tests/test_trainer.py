@@ -8,7 +8,7 @@ import torch
 
 from conftest import make_tiny_llama
 from rlvr.config import resolve
-from rlvr.trainer import train
+from rlvr.training.loop import train
 
 METRIC_KEYS = [
     "reward/mean", "reward/first_char/mean", "groups/nonzero_var_frac", "verdict/correct_frac", "verdict/wrong_frac",
@@ -95,7 +95,7 @@ def test_resume_continues_exactly(tmp_path, tokenizer, extra):
 def test_existing_output_dir_is_refused(tmp_path, tokenizer):
     cfg = tiny_config(tmp_path, **{"train.steps": 1})
     train(cfg, policy=(make_tiny_llama(len(tokenizer)), tokenizer), quiet=True)
-    from rlvr.runlog import RunDirError
+    from rlvr.rundir.files import RunDirError
 
     with pytest.raises(RunDirError, match="exists; pass --resume"):
         train(cfg, policy=(make_tiny_llama(len(tokenizer)), tokenizer), quiet=True)

@@ -6,9 +6,9 @@ import torch
 
 from conftest import make_tiny_llama
 from rlvr.algorithms import get_preset
-from rlvr.batch import StepBatch
+from rlvr.training.batch import StepBatch
 from rlvr.tasks.base import Problem
-from rlvr.update import micro_batches, update_policy
+from rlvr.policy.update import micro_batches, update_policy
 from rlvr.verifiers.base import Verdict
 
 
@@ -52,8 +52,8 @@ def test_zero_advantage_rows_are_skipped_but_still_counted():
     assert stats["active_rows"] == 2
     # the same update computed with every row in the forward, by hand: loss over all tokens of the batch
     full = make_tiny_llama(64, seed=3)
-    from rlvr.logprobs import completion_logprobs
-    from rlvr.losses import policy_loss
+    from rlvr.policy.logprobs import completion_logprobs
+    from rlvr.algorithms.losses import policy_loss
 
     logp, _ = completion_logprobs(full, batch.prompt_ids, batch.completion_ids, batch.mask, pad_id=0)
     loss, _ = policy_loss(logp, None, batch.advantages, batch.mask, agg="token-mean", clip_high=0.28)

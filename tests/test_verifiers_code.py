@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from rlvr.sandbox import Limits, sandbox_processes
+from rlvr.verifiers.sandbox import Limits, sandbox_processes
 from rlvr.tasks.base import Problem
 from rlvr.verifiers.code import (PythonTestsVerifier, StdioVerifier, extract_code, normalise_output,
                                  score_code_batch)

@@ -1,10 +1,12 @@
-"""`rlvr verify` and `rlvr audit` through their argparse entry points (as the CLI will call them)."""
+"""`rlvr verify` and `rlvr audit` through their argparse entry points (as the CLI calls them)."""
 
 import argparse
 import json
 
 
-from rlvr.verifiers.commands import add_audit_parser, add_verify_parser, run_audit, run_verify
+from rlvr.cli import audit as audit_verb
+from rlvr.cli import verify as verify_verb
+from rlvr.verifiers.commands import run_audit, run_verify
 
 LINES = [
     json.dumps({"completion": r"\boxed{4}", "gold": "4", "id": "a"}),
@@ -19,8 +21,8 @@ LINES = [
 def _parse(argv):
     parser = argparse.ArgumentParser(prog="rlvr")
     sub = parser.add_subparsers(dest="verb")
-    add_verify_parser(sub)
-    add_audit_parser(sub)
+    verify_verb.add_parser(sub)
+    audit_verb.add_parser(sub)
     return parser.parse_args(argv)
 
 

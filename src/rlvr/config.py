@@ -40,7 +40,7 @@ DEFAULTS: dict = {
     },
     "algorithm": {"preset": "grpo"},  # a preset name plus any field overrides, checked by rlvr.algorithms
     # Prompt selection by difficulty band: {} draws uniformly from the train split; otherwise
-    # {"kind": "fixed" | "schedule" | "adaptive", ...} as rlvr.curriculum.build_curriculum reads it.
+    # {"kind": "fixed" | "schedule" | "adaptive", ...} as rlvr.prompts.curriculum.build_curriculum reads it.
     "curriculum": {},
     "rollout": {
         "backend": "hf",
@@ -71,12 +71,12 @@ DEFAULTS: dict = {
         "max_grad_norm": 1.0,
         # at most this many rows, and (if > 0) this many completion tokens counting padding, a forward/backward:
         # they bound the update's memory. Rows are sorted by length across groups and cut where padding would
-        # cost more than another chunk (rlvr.update.micro_batches); a row longer than the token cap goes alone.
+        # cost more than another chunk (rlvr.policy.update.micro_batches); a row longer than the token cap goes alone.
         "micro_batch_size": 8,
         "micro_batch_tokens": 0,
         "updates_per_batch": 1,  # mu: optimisation passes over each rollout batch
         "autocast": "none",
-        # attention in the update: "auto" = rlvr's CPU kernel on the CPU (rlvr.attention), the model's own on a
+        # attention in the update: "auto" = rlvr's CPU kernel on the CPU (rlvr.policy.attention), the model's own on a
         # GPU; "rlvr"; "model" = whatever the model was loaded with (sdpa)
         "attention": "auto",
         # recompute each decoder layer's activations in the backward instead of keeping them: a third to a half
@@ -97,7 +97,7 @@ DEFAULTS: dict = {
         "eval_every": 0,      # greedy accuracy on validation problems every N steps (0 = never)
         "eval_problems": 60,  # how many validation problems (spread over the bands)
     },
-    # The supervised baseline (`rlvr sft`, rlvr.sft), read with the sections above: same model, LoRA, task,
+    # The supervised baseline (`rlvr sft`, rlvr.training.sft), read with the sections above: same model, LoRA, task,
     # reward, rollout settings and seed, so that it differs from the RL run only in how it learns.
     "sft": {
         "source": "samples",         # "samples": rejection sampling from the starting model; "reference": dataset traces

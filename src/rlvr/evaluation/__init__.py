@@ -6,7 +6,11 @@ driver    evaluate(policy_generate, reward, problems, ...) -> records
 summary   summarize(records, ks) per band and overall; markdown and JSON
 hygiene   contamination between training and evaluation problems; gold answers leaking into prompts
 compare   models side by side with paired differences and a verdict per band; markdown, JSON, PNG
-verbs     `rlvr compare` over records files (add_parser / run)
+run_eval  evaluating a model, path or run directory on a task split (what `rlvr eval` calls)
+validation  greedy accuracy on validation problems during training
+report    the main job's report.md and its plots
+
+In: a model and problems (or records already written). Out: records, summaries, comparisons, the report.
 """
 
 from rlvr.evaluation.compare import compare, compare_markdown, compare_plot, write_comparison

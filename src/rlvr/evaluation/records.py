@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from rlvr.runlog import atomic_write_text  # noqa: F401  (re-exported: summary and compare use it)
+from rlvr.rundir.files import atomic_write_text  # noqa: F401  (re-exported: summary and compare use it)
 from rlvr.verifiers.base import STATUSES
 
 MODES = ("sampled", "greedy")

@@ -23,7 +23,7 @@ from typing import Sequence
 import torch
 from tqdm.auto import tqdm
 
-from rlvr.batch import encode_prompt
+from rlvr.training.batch import encode_prompt
 from rlvr.config import DEFAULTS
 from rlvr.evaluation.driver import evaluate
 from rlvr.evaluation.hygiene import check_contamination, find_leaks
@@ -112,7 +112,7 @@ def resolve_model(model_or_path, task, task_settings: dict | None, reward_cfg: d
 
     A run directory supplies its reward config, and its task settings when `task` is its task's name
     (or None); its training split is returned for the contamination check."""
-    from rlvr.models import load_policy
+    from rlvr.policy.load import load_policy
     from rlvr.tasks import load_task
 
     settings = dict(task_settings or {})

@@ -14,7 +14,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from rlvr.models import base_model
+from rlvr.policy.load import base_model
 
 from .weights import merged_weights_lazily, plain_config
 

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import torch
 
-from rlvr.models import base_model
+from rlvr.policy.load import base_model
 
 from .rollouts import Rollouts, cut_at_stop, pack_rollouts, pad_id_for
 from .weights import merged_state_dict, plain_config

@@ -8,7 +8,7 @@ from typing import Callable
 
 import torch
 
-from rlvr.models import base_model
+from rlvr.policy.load import base_model
 
 
 def merged_state_dict(model, merge_lora: bool = True) -> dict[str, torch.Tensor]:

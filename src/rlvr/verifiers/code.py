@@ -19,7 +19,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from rlvr.sandbox import IN_PROCESS, Limits, run_sandboxed
+from rlvr.verifiers.sandbox import IN_PROCESS, Limits, run_sandboxed
 from rlvr.verifiers.base import Verdict
 
 RUNTIME = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_code_runtime")

@@ -14,7 +14,7 @@ import socket
 import tempfile
 from dataclasses import dataclass, field
 
-from rlvr.sandbox import sandbox_processes
+from rlvr.verifiers.sandbox import sandbox_processes
 from rlvr.tasks.base import Problem
 
 TARGET = Problem("attack/sq", "Write sq(x) returning x*x.", tests=["assert sq(3) == 9", "assert sq(-4) == 16"],

@@ -1,4 +1,5 @@
-"""The `rlvr verify` and `rlvr audit` verbs: argument parsing and file handling around the verifiers.
+"""Scoring a file of completions, and auditing a verifier: the work behind `rlvr verify` and `rlvr audit`
+for answer verifiers (the parsers live in rlvr.cli.verify / rlvr.cli.audit).
 
     rlvr verify --verifier math --input IN.jsonl --output OUT.jsonl [--on-bad-line skip|fail]
     rlvr audit --verifier math [--verbose]
@@ -11,7 +12,6 @@ already written; a malformed line is reported with its line number and skipped, 
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections import Counter
@@ -43,20 +43,8 @@ def _settings(pairs: list[str]) -> dict:
     return out
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--verifier", default="math", help=f"verifier kind (registered: {', '.join(sorted(KINDS))})")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a verifier setting, e.g. hedging=strict")
-    p.add_argument("--workers", type=int, default=2, help="worker processes (0 = in this process)")
-    p.add_argument("--timeout-s", type=float, default=5.0, help="per-item deadline in seconds")
 
 
-def add_verify_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("verify", help="score a JSONL file of completions against golds")
-    _common(p)
-    p.add_argument("--input", required=True, help="JSONL with `completion` and `gold` per line")
-    p.add_argument("--output", required=True, help="JSONL written with status, reward, extracted added")
-    p.add_argument("--on-bad-line", choices=("skip", "fail"), default="skip", help="what a malformed line does")
-    return p
 
 
 def _read_line(raw: str, where: str) -> tuple[dict | None, str | None]:
@@ -129,11 +117,6 @@ def summary_table(counts: Counter, bad_lines: int = 0) -> str:
     return "\n".join(lines)
 
 
-def add_audit_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("audit", help="attack a verifier with known hacks; check true equivalences")
-    _common(p)
-    p.add_argument("--verbose", action="store_true", help="also list every false reject")
-    return p
 
 
 def run_audit(args) -> int:
@@ -157,17 +140,3 @@ def run_audit(args) -> int:
     report = audit(verifier, args.workers, args.timeout_s, hacks, equivalences)
     print(format_report(report, args.verifier, args.verbose))
     return 1 if report.hacks_accepted else 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Standalone entry for the two verbs until the lead wires them into rlvr.cli."""
-    parser = argparse.ArgumentParser(prog="rlvr")
-    sub = parser.add_subparsers(dest="verb", required=True)
-    add_verify_parser(sub).set_defaults(run=run_verify)
-    add_audit_parser(sub).set_defaults(run=run_audit)
-    args = parser.parse_args(argv)
-    return args.run(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

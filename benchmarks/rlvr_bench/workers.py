@@ -1,13 +1,13 @@
 """The child side of `rlvr bench`: one process per framework, stepped by the parent over stdin/stdout.
 
-Run as `python -m rlvr.bench_workers SPEC_JSON`, where SPEC says the framework ("rlvr" or "trl"), the model
+Run as `python -m rlvr_bench.workers SPEC_JSON`, where SPEC says the framework ("rlvr" or "trl"), the model
 folder, the shape (P, G, max new tokens, LoRA), seed, threads and the step count. The child loads
 everything, prints one `BENCH {"event": "ready", ...}` line, then for each line "step" on stdin runs exactly
 one training step and prints one `BENCH {"event": "step", ...}` line with its timings and token counts. So
 the parent can alternate the two frameworks step by step while the waiting one sits blocked on a read (no
 CPU), and both see the same machine noise.
 
-`rlvr bench --vs vllm` adds two sampler-only workers (rlvr.bench_vllm): "rlvr-sampler" and "vllm", whose
+`rlvr bench --vs vllm` adds two sampler-only workers (rlvr_bench.vllm): "rlvr-sampler" and "vllm", whose
 steps are one rollout batch each; the "vllm" one runs under the vLLM venv's interpreter.
 
 The TRL worker runs under TRL's own interpreter (a separate venv); it imports only rlvr's task and reward
@@ -68,7 +68,7 @@ def bench_config(spec: dict) -> dict:
 
 def step_problems(cfg: dict, n_steps: int):
     """The task and the problems of each step, as rlvr's seeded prompt stream draws them: n_steps lists of P."""
-    from rlvr.prompts import make_stream
+    from rlvr.prompts.stream import make_stream
     from rlvr.tasks import load_task
 
     task = load_task(cfg["task"]["name"], **cfg["task"]["settings"])
@@ -78,7 +78,7 @@ def step_problems(cfg: dict, n_steps: int):
 
 def load_model(path: str):
     """The peers' model (TRL, vLLM workers): plain `from_pretrained`, as their users load it; rlvr's own worker
-    goes through `rlvr.models.load_policy` like the trainer."""
+    goes through `rlvr.policy.load.load_policy` like the trainer."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -90,14 +90,14 @@ def load_model(path: str):
 
 
 def run_rlvr(spec: dict) -> None:
-    """rlvr's trainer, one step at a time: the same calls, in the same order, as the loop in rlvr.trainer."""
+    """rlvr's trainer, one step at a time: the same calls, in the same order, as the loop in rlvr.training.loop."""
     import torch
 
-    from rlvr import distributed
-    from rlvr.batch import collect, encode_prompt
-    from rlvr.models import load_policy
-    from rlvr.trainer import _setup_policy, prepare
-    from rlvr.update import update_policy
+    from rlvr.training import distributed
+    from rlvr.training.batch import collect, encode_prompt
+    from rlvr.policy.load import load_policy
+    from rlvr.training.loop import _setup_policy, prepare
+    from rlvr.policy.update import update_policy
 
     t0 = time.perf_counter()
     cfg = bench_config(spec)
@@ -127,7 +127,7 @@ def run_rlvr(spec: dict) -> None:
         scheduler.step()
         t2 = time.perf_counter()
         gen, ver = batch.stats["time/generate"], batch.stats["time/verify"]
-        # rows the update ran a forward on (zero-advantage rows carry no gradient and are skipped; see rlvr.update)
+        # rows the update ran a forward on (zero-advantage rows carry no gradient and are skipped; see rlvr.policy.update)
         active = [r for r in range(len(batch)) if batch.mask[r].sum() > 0 and (batch.advantages[r] != 0 or algo.beta > 0)]
         emit("step", step=step, wall=t2 - t0, generate=gen, verify=ver, train=t2 - t1, other=(t1 - t0) - gen - ver,
              gen_tokens=int(batch.lengths.sum()), prompt_tokens=sum(len(p) for p in prompt_ids),
@@ -161,11 +161,11 @@ def main(argv: list[str]) -> int:
     if spec["framework"] == "rlvr":
         run_rlvr(spec)
     elif spec["framework"] == "trl":
-        from rlvr.bench_trl import run_trl
+        from rlvr_bench.trl_worker import run_trl
 
         run_trl(spec)
     else:  # sampler-only workers of `rlvr bench --vs vllm`: "rlvr-sampler", "vllm"
-        from rlvr.bench_vllm import WORKERS
+        from rlvr_bench.vllm import WORKERS
 
         WORKERS[spec["framework"]](spec)
     emit("done", rss=peak_rss_bytes())

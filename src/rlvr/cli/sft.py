@@ -25,7 +25,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args) -> int:
     from rlvr.config import resolve
-    from rlvr.sft import sft
+    from rlvr.training.sft import sft
 
     sets = list(args.sets) + ([f"sft.output_dir={args.output_dir}"] if args.output_dir else [])
     path = sft(resolve(args.config, sets), quiet=args.quiet, overwrite=args.overwrite)

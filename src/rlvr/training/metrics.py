@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rlvr.advantages import nonzero_variance_frac
+from rlvr.algorithms.advantages import nonzero_variance_frac
 from rlvr.verifiers.base import STATUSES
 
 

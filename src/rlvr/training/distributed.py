@@ -27,9 +27,9 @@ from types import SimpleNamespace
 import torch
 import torch.distributed as dist
 
-from rlvr.advantages import group_advantages, group_stats, select_informative_groups
-from rlvr.batch import StepBatch, concat, rollout_round, select_rows
-from rlvr.models import base_model
+from rlvr.algorithms.advantages import group_advantages, group_stats, select_informative_groups
+from rlvr.training.batch import StepBatch, concat, rollout_round, select_rows
+from rlvr.policy.load import base_model
 
 # Gradients are summed in flat buckets of this many elements: one collective per bucket, bounded memory.
 _BUCKET = 1 << 25
@@ -170,7 +170,7 @@ def shard_model(model, comm: Comm):
     """FSDP2 (torch's `fully_shard`) over the ranks: each decoder layer, then the root, for models whose weights,
     gradients and optimizer state do not fit one device. Gradients end up summed over ranks (our losses are
     per-rank shares of the global loss; see Comm.sum_grads), so the update is that of data parallel. Whole-weight
-    reads and writes of the sharded model: rlvr.fsdp. The trainer calls this under `train.fsdp: true`."""
+    reads and writes of the sharded model: rlvr.training.fsdp. The trainer calls this under `train.fsdp: true`."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
@@ -202,7 +202,7 @@ def sync_sampler(comm: Comm, sampler, model) -> None:
     are served. Under FSDP every rank gathers the whole weights together: the adapter that rank 0 pushes, or
     (local samplers) the merged weights in `merged_state_dict`."""
     if getattr(sampler, "shared", False):
-        from rlvr.fsdp import gather_trainable
+        from rlvr.training.fsdp import gather_trainable
 
         sampler.sync(model, push=comm.is_main, state_dict=gather_trainable(model) if comm.sharded else None)
         comm.barrier()
@@ -211,7 +211,7 @@ def sync_sampler(comm: Comm, sampler, model) -> None:
 
 
 def collect(comm: Comm, sampler, next_prompts, reward, algo, rollout, generator, pad_id: int) -> StepBatch:
-    """This rank's part of the step's batch (see `rlvr.batch.collect`, which it equals on one rank).
+    """This rank's part of the step's batch (see `rlvr.training.batch.collect`, which it equals on one rank).
 
     next_prompts() -> (problems (P,), prompt_ids (P,)) is the same call on every rank; each keeps its block.
     """

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from rlvr.config import as_namespace, dump
-from rlvr.runlog import RunDir, atomic_write_text
+from rlvr.rundir.files import RunDir, atomic_write_text
 
 
 def _phase_cfg(cfg: dict, out: Path) -> dict:
@@ -52,8 +52,8 @@ def _evaluate(name: str, model, cfg: dict, root: Path, quiet: bool):
 def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict:
     """Run every phase; returns {"root", "report", "compare", "wall_s", ...} for the summary printout."""
     from rlvr.evaluation.compare import compare, compare_markdown, write_comparison
-    from rlvr.sft import sft
-    from rlvr.trainer import train
+    from rlvr.training.sft import sft
+    from rlvr.training.loop import train
 
     t0 = time.perf_counter()
     root = Path(cfg["output_dir"])
@@ -91,7 +91,7 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
 
 
 def _write_report(root, cfg, result, summaries, evals, timings, wall) -> Path:
-    from rlvr import report
+    from rlvr.evaluation import report
     from rlvr.evaluation.compare import compare_markdown
     from rlvr.evaluation.summary import summary_markdown
     from rlvr.tasks import load_task
@@ -100,7 +100,7 @@ def _write_report(root, cfg, result, summaries, evals, timings, wall) -> Path:
     plots = {"RLVR training": report.training_plot(rows, root / "plots" / "training.png"),
              "Held-out pass@1 per band (95% CI)": root / "compare.png"}
     if any(k.startswith("band/") for k in (rows[0] if rows else {})):
-        from rlvr.curriculum import plot_curriculum
+        from rlvr.prompts.curriculum import plot_curriculum
 
         plots["Band share and reward over training"] = Path(plot_curriculum(rows, str(root / "plots" / "bands.png")))
     task = load_task(cfg["task"]["name"], **cfg["task"]["settings"])

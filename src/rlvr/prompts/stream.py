@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from rlvr.curriculum import band_metrics, band_stats, build_curriculum
+from rlvr.prompts.curriculum import band_metrics, band_stats, build_curriculum
 
 
 class PromptStream:

@@ -27,10 +27,10 @@ from types import SimpleNamespace
 import torch
 from tqdm.auto import tqdm
 
-from rlvr.batch import encode_prompt
+from rlvr.training.batch import encode_prompt
 from rlvr.config import ConfigError, as_namespace, dump
-from rlvr.logprobs import completion_logprobs
-from rlvr.runlog import RunDir, atomic_write_text, read_jsonl
+from rlvr.policy.logprobs import completion_logprobs
+from rlvr.rundir.files import RunDir, atomic_write_text, read_jsonl
 from rlvr.tasks.base import DatasetError
 
 # Sequences per sampler call: at most the RL step's P x G (the shape the run is sized for), and at most 32 for
@@ -144,8 +144,8 @@ def pad_examples(examples: list[dict], pad_id: int) -> tuple[list[list[int]], to
 def fine_tune(model, examples: list[dict], *, sft, train, pad_id: int, seed: int, run: RunDir, quiet: bool) -> int:
     """sft.epochs passes over the examples in seeded order, sft.batch_size per optimizer step; one metrics
     line per step (loss = token-mean NLL of that batch). Returns the number of steps taken."""
-    from rlvr.trainer import make_scheduler
-    from rlvr.update import micro_batches
+    from rlvr.training.loop import make_scheduler
+    from rlvr.policy.update import micro_batches
 
     per_epoch = math.ceil(len(examples) / sft.batch_size)
     total = sft.epochs * per_epoch
@@ -193,8 +193,8 @@ def sft_output_dir(cfg: dict) -> str:
 def sft(cfg: dict, policy=None, quiet: bool = False, overwrite: bool = False) -> Path:
     """Run the supervised baseline as configured (rlvr.config.resolve, with its `sft` section); returns the
     run directory. `policy` = (model, tokenizer) overrides loading by name (tests use a tiny model)."""
-    from rlvr.fastpath import prepare_for_update
-    from rlvr.models import add_lora, load_policy, save_policy
+    from rlvr.policy.fastpath import prepare_for_update
+    from rlvr.policy.load import add_lora, load_policy, save_policy
     from rlvr.sampling import backend_settings, make_sampler
     from rlvr.tasks import load_task
     from rlvr.verifiers.compose import build_reward

@@ -2,15 +2,15 @@
 
 Read it top to bottom. Simplifications, and why:
 - Each step's sampling uses a generator seeded by (seed, step), and prompts come from a seeded stream or
-  curriculum (rlvr.prompts): a resumed run redoes exactly what the uninterrupted run would have done.
+  curriculum (rlvr.prompts.stream): a resumed run redoes exactly what the uninterrupted run would have done.
 - One rollout batch feeds `mu` optimisation passes (1 by default); with one pass the "old" policy is the
   current one, so the ratio is 1 and no second forward is run.
 - The sampler holds its own copy of the weights (merged, possibly bf16) and is synced after each update.
 - Rewards, verdicts and lengths are logged over every generated row; the loss sees only the kept rows.
 - Launched by torchrun on W ranks, each rank samples and trains on its block of the step's prompts and
-  the gradients are summed (rlvr.distributed); rank 0 alone writes the run directory. On one rank every
+  the gradients are summed (rlvr.training.distributed); rank 0 alone writes the run directory. On one rank every
   `comm` call is a no-op. With train.fsdp the policy is sharded over the ranks (FSDP2): saving it then
-  gathers the whole weights, with every rank taking part (rlvr.fsdp).
+  gathers the whole weights, with every rank taking part (rlvr.training.fsdp).
 """
 
 from __future__ import annotations
@@ -23,20 +23,20 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from rlvr import checkpoint as ckpt
-from rlvr import distributed, fsdp
+from rlvr.rundir import checkpoint as ckpt
+from rlvr.training import distributed, fsdp
 from rlvr.algorithms import algorithm_from_config
-from rlvr.batch import encode_prompt
+from rlvr.training.batch import encode_prompt
 from rlvr.config import ConfigError, as_namespace, dump
-from rlvr.fastpath import prepare_for_update
-from rlvr.metrics import rollout_metrics
-from rlvr.models import add_lora, load_policy, save_policy
-from rlvr.prompts import make_stream, spread_over_bands, step_band_metrics
-from rlvr.runlog import RunDir, RunDirError
+from rlvr.policy.fastpath import prepare_for_update
+from rlvr.training.metrics import rollout_metrics
+from rlvr.policy.load import add_lora, load_policy, save_policy
+from rlvr.prompts.stream import make_stream, spread_over_bands, step_band_metrics
+from rlvr.rundir.files import RunDir, RunDirError
 from rlvr.sampling import backend_settings, make_sampler
 from rlvr.tasks import DatasetError, load_task
-from rlvr.update import update_policy
-from rlvr.validation import validate
+from rlvr.policy.update import update_policy
+from rlvr.evaluation.validation import validate
 from rlvr.verifiers.compose import build_reward
 
 

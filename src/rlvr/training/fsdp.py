@@ -1,4 +1,4 @@
-"""Whole-weight reads and writes for a policy sharded by FSDP2 (`rlvr.distributed.shard_model`).
+"""Whole-weight reads and writes for a policy sharded by FSDP2 (`rlvr.training.distributed.shard_model`).
 
 Under torch's `fully_shard` every parameter is a DTensor holding this rank's shard, and `state_dict()` returns
 those shards, so whatever needs whole weights outside the update (checkpoints, resume, the final save, the LoRA
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from rlvr.models import base_model
+from rlvr.policy.load import base_model
 
 
 def is_sharded(model) -> bool:

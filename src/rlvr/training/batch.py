@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from rlvr.advantages import dynamic_sampling, group_advantages, overlong_soft_penalty
+from rlvr.algorithms.advantages import dynamic_sampling, group_advantages, overlong_soft_penalty
 from rlvr.tasks.base import Problem
 
 # Verdicts that say nothing about the policy (a broken reference, a crashed checker): such rows are kept out

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rlvr.runlog import atomic_write_text
+from rlvr.rundir.files import atomic_write_text
 
 VERDICT_COLORS = {"correct": "#2a9d8f", "wrong": "#e76f51", "no_answer": "#8d99ae", "multiple_answers": "#f4a261",
                   "timeout": "#6d597a", "invalid_gold": "#b5838d", "error": "#264653"}

@@ -16,8 +16,8 @@ import ctypes
 import functools
 import torch
 
-from rlvr.logprobs import PromptPass
-from rlvr.losses import batch_counts, policy_loss
+from rlvr.policy.logprobs import PromptPass
+from rlvr.algorithms.losses import batch_counts, policy_loss
 
 
 class MicroBatchOOM(RuntimeError):
@@ -170,7 +170,7 @@ def update_policy(model, optimizer, batch, algo, *, pad_id: int, temperature: fl
                   max_grad_norm: float, autocast: str, norm_len: int, mu: int = 1, ref_model=None, comm=None,
                   micro_batch_tokens: int = 0) -> dict:
     """One pass (or mu passes) of gradient steps over the batch; returns floats for the metrics line.
-    With `comm` (a rlvr.distributed.Comm) this rank's batch is its share of a global batch; the returned
+    With `comm` (a rlvr.training.distributed.Comm) this rank's batch is its share of a global batch; the returned
     stats are those of the global batch."""
     b = len(batch)
     num_tokens, num_seqs = batch_counts(batch.mask)

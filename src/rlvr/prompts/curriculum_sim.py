@@ -3,7 +3,7 @@
 Each sampled prompt gets a group of G Bernoulli(p_band(step)) rewards, so the informative-group fraction
 of a sampler's choices can be measured in milliseconds. Used by the tests and to choose settings:
 
-    PYTHONPATH=src python -m rlvr.curriculum_sim    # prints fixed vs adaptive on the default simulation
+    PYTHONPATH=src python -m rlvr.prompts.curriculum_sim    # prints fixed vs adaptive on the default simulation
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import math
 import random
 from collections.abc import Callable
 
-from rlvr.curriculum import band_metrics, band_stats, build_curriculum
+from rlvr.prompts.curriculum import band_metrics, band_stats, build_curriculum
 from rlvr.tasks.base import Problem
 
 SuccessRate = Callable[[str, int], float]  # (band, step) -> probability a sample is correct

@@ -1,0 +1,187 @@
+"""Group-relative advantages, the dynamic-sampling selection and DAPO's overlong handling.
+
+Everything here is a pure function of per-row tensors (rows = completions, B = P prompts x G samples).
+Groups are given by `group_ids` (B,): any integers, equal for the rows that answer the same prompt; rows
+of one group need not be contiguous.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+
+SCALES = ("group", "batch", "none")
+
+
+def _as_float(x) -> torch.Tensor:
+    t = torch.as_tensor(x)
+    return t if t.is_floating_point() else t.to(torch.float32)
+
+
+def _group_index(group_ids) -> tuple[torch.Tensor, int]:
+    """Map arbitrary group ids (B,) to dense indices 0..K-1 (B,) and return K."""
+    ids = torch.as_tensor(group_ids)
+    if ids.dim() != 1:
+        raise ValueError(f"group_ids must be 1-D (B,), got shape {tuple(ids.shape)}")
+    _, inverse = torch.unique(ids, return_inverse=True)
+    return inverse, int(inverse.max().item()) + 1 if ids.numel() else 0
+
+
+def group_stats(rewards, group_ids) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-row statistics of the row's group.
+
+    rewards (B,), group_ids (B,) -> (mean (B,), sample std (B,), constant (B,) bool).
+    The std is the sample standard deviation (divide by N-1, as torch.std, TRL and verl do); a group of
+    one row has std 0. `constant` is True where every reward in the row's group is equal (exactly, no
+    tolerance: rewards from verifiers are exact numbers).
+    """
+    r = _as_float(rewards)
+    idx, k = _group_index(group_ids)
+    if r.shape != idx.shape:
+        raise ValueError(f"rewards {tuple(r.shape)} and group_ids {tuple(idx.shape)} must both be (B,)")
+    idx = idx.to(r.device)
+    zeros = torch.zeros(k, dtype=r.dtype, device=r.device)
+    count = zeros.index_add(0, idx, torch.ones_like(r))
+    mean = zeros.index_add(0, idx, r) / count
+    sq = zeros.index_add(0, idx, (r - mean[idx]) ** 2)
+    # sample variance: sum of squares / (N - 1); N = 1 gives 0 / 0, which we define as 0.
+    var = torch.where(count > 1, sq / (count - 1).clamp(min=1), torch.zeros_like(sq))
+    lo = torch.full_like(zeros, float("inf")).scatter_reduce(0, idx, r, "amin")
+    hi = torch.full_like(zeros, float("-inf")).scatter_reduce(0, idx, r, "amax")
+    return mean[idx], var.sqrt()[idx], (lo == hi)[idx]
+
+
+def group_advantages(rewards, group_ids, scale: str = "group", eps: float = 1e-4) -> torch.Tensor:
+    """Group-relative advantage of every row.
+
+    rewards (B,) float, group_ids (B,) int -> advantages (B,) float (rewards' dtype, float32 for ints).
+    scale="group": A = (r - mean_g) / (std_g + eps)   (GRPO; std_g = sample std of the group, N-1)
+    scale="batch": A = (r - mean_g) / (std_B + eps)   (std_B = sample std of all B rewards)
+    scale="none":  A =  r - mean_g                     (Dr. GRPO: no std, which biases toward easy/hard)
+    A group whose rewards are all equal (including a group of one row) gets exactly 0: it carries no
+    learning signal, and float rounding of the mean must not invent one.
+    """
+    if scale not in SCALES:
+        raise ValueError(f"unknown advantage scale {scale!r}; choose from {', '.join(SCALES)}")
+    r = _as_float(rewards)
+    mean, std, constant = group_stats(r, group_ids)
+    centered = r - mean
+    if scale == "group":
+        adv = centered / (std + eps)
+    elif scale == "batch":
+        std_b = r.std() if r.numel() > 1 else r.new_zeros(())
+        adv = centered / (std_b + eps)
+    else:
+        adv = centered
+    return torch.where(constant, torch.zeros_like(adv), adv)
+
+
+def nonzero_variance_groups(rewards, group_ids) -> torch.Tensor:
+    """Row mask (B,) bool: True where the row's group has at least two different rewards."""
+    return ~group_stats(rewards, group_ids)[2]
+
+
+def nonzero_variance_frac(rewards, group_ids) -> torch.Tensor:
+    """Fraction of *groups* (not rows) with nonzero reward variance, a 0-d float tensor.
+
+    This is the metric `groups/nonzero_var_frac`: the share of prompts that give any gradient.
+    """
+    rewards, group_ids = torch.as_tensor(rewards).cpu(), torch.as_tensor(group_ids).cpu()
+    idx, k = _group_index(group_ids)
+    if k == 0:
+        return torch.zeros(())
+    informative = nonzero_variance_groups(rewards, group_ids).to(torch.float32)
+    # every row of a group has the same flag, so the per-group max is the group's flag
+    per_group = torch.zeros(k).scatter_reduce(0, idx, informative, "amax")
+    return per_group.mean()
+
+
+def _group_order(group_ids) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dense group index per row (B,) and the groups (K,) ordered by first appearance."""
+    idx, k = _group_index(group_ids)
+    first = torch.full((k,), idx.numel(), dtype=torch.long)
+    first = first.scatter_reduce(0, idx, torch.arange(idx.numel()), "amin")
+    return idx, torch.argsort(first)
+
+
+def select_informative_groups(rewards, group_ids, max_groups: int | None = None) -> torch.Tensor:
+    """DAPO's dynamic-sampling filter: row mask (B,) bool of the groups worth training on.
+
+    Keeps every row of each group whose rewards are not all equal (a constant group has advantage 0
+    everywhere and only dilutes the batch), at most `max_groups` groups, taken in order of first
+    appearance so the choice is deterministic. Works on the CPU (a host-side decision); mask on CPU.
+    """
+    rewards, group_ids = torch.as_tensor(rewards).cpu(), torch.as_tensor(group_ids).cpu()
+    idx, order = _group_order(group_ids)
+    informative_row = nonzero_variance_groups(rewards, group_ids)
+    k = order.numel()
+    informative = torch.zeros(k, dtype=torch.bool).scatter_reduce(0, idx, informative_row, "amax")
+    chosen = order[informative[order]]
+    if max_groups is not None:
+        chosen = chosen[: max(0, max_groups)]
+    keep = torch.zeros(k, dtype=torch.bool)
+    keep[chosen] = True
+    return keep[idx]
+
+
+def dynamic_sampling(
+    draw: Callable[[int], tuple[torch.Tensor, torch.Tensor]], want_groups: int, max_rounds: int
+) -> tuple[list[tuple[int, torch.Tensor]], dict[str, int]]:
+    """Refill a batch with informative groups, DAPO style.
+
+    draw(round) generates and scores one more round of rollouts and returns its (rewards (B_r,),
+    group_ids (B_r,)). Rounds continue until `want_groups` informative groups are kept or `max_rounds`
+    rounds ran (then the batch is smaller; with 0 groups the caller should skip the step).
+    Returns ([(round, kept row indices (n,) long), ...], {"dynamic_sampling/generated_groups": g,
+    "dynamic_sampling/kept_groups": k, "dynamic_sampling/rounds": n}).
+    """
+    kept: list[tuple[int, torch.Tensor]] = []
+    generated = have = rounds = 0
+    while have < want_groups and rounds < max_rounds:
+        rewards, group_ids = draw(rounds)
+        rounds += 1
+        generated += _group_index(group_ids)[1]
+        rows = select_informative_groups(rewards, group_ids, max_groups=want_groups - have)
+        have += _group_index(torch.as_tensor(group_ids)[rows])[1]
+        kept.append((rounds - 1, torch.nonzero(rows).flatten()))
+    stats = {"dynamic_sampling/generated_groups": generated, "dynamic_sampling/kept_groups": have,
+             "dynamic_sampling/rounds": rounds}
+    return kept, stats
+
+
+def overlong_soft_penalty(lengths, max_len: int, buffer: int) -> torch.Tensor:
+    """DAPO's soft overlong punishment, added to the reward: lengths (B,) -> penalty (B,) float.
+
+    With L = completion length, Lmax = max_len, Lc = buffer:
+      0                      if L <= Lmax - Lc
+      (Lmax - Lc - L) / Lc   if Lmax - Lc < L <= Lmax     (linear from 0 down to -1)
+      -1                     if L > Lmax
+    buffer = 0 is a hard cliff: 0 up to Lmax, -1 beyond.
+    """
+    if not 0 <= buffer <= max_len:
+        raise ValueError(f"overlong buffer must be in [0, max_len={max_len}], got {buffer}")
+    length = _as_float(lengths)
+    if buffer == 0:
+        return torch.where(length > max_len, -torch.ones_like(length), torch.zeros_like(length))
+    start = max_len - buffer
+    return ((start - length) / buffer).clamp(min=-1.0, max=0.0)
+
+
+def truncated_rows(finish: Sequence[str]) -> torch.Tensor:
+    """Rows whose generation hit the length limit: finish (B,) of "stop" | "length" -> (B,) bool."""
+    return torch.tensor([f == "length" for f in finish], dtype=torch.bool)
+
+
+def mask_truncated(mask: torch.Tensor, truncated) -> torch.Tensor:
+    """DAPO's overlong filtering: mask (B, T), truncated (B,) bool -> mask with truncated rows zeroed.
+
+    A truncated completion was cut off, not wrong: its reward says nothing about its reasoning, so it
+    takes no part in the loss (it still counts in its group's advantage statistics).
+    """
+    keep = ~torch.as_tensor(truncated, dtype=torch.bool, device=mask.device)
+    return mask * keep.unsqueeze(-1).to(mask.dtype)
+
+
+__all__ = ["SCALES", "group_stats", "group_advantages", "nonzero_variance_groups", "nonzero_variance_frac",
+           "select_informative_groups", "dynamic_sampling", "overlong_soft_penalty", "truncated_rows", "mask_truncated"]
