@@ -23,13 +23,13 @@ def main() -> None:
 
     import torch
 
-    from rlvr.config import as_namespace, resolve
+    from rlvr.config import Config, resolve
     from rlvr.policy.fastpath import prepare_for_update
     from rlvr.policy.logprobs import PromptPass
     from rlvr.policy.load import add_lora, load_policy
 
     torch.set_num_threads(os.cpu_count() or 1)
-    c = as_namespace(resolve("default"))
+    c = Config.from_dict(resolve("default"))
     model, tokenizer = load_policy(c.model.name)
     lc = c.model.lora
     model = add_lora(model, r=lc.r, alpha=lc.alpha, dropout=lc.dropout, target_modules=lc.target_modules)

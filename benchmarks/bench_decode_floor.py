@@ -35,7 +35,7 @@ def main() -> None:
 
     import torch
 
-    from rlvr.training.batch import encode_prompt
+    from rlvr.prompts.chat import encode_prompt
     from rlvr_bench.bench import matmul_gflops
     from rlvr.policy.load import load_policy
     from rlvr.sampling import llama, make_sampler

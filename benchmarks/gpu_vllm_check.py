@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from rlvr.training.batch import encode_prompt
+from rlvr.prompts.chat import encode_prompt
 from rlvr.policy.load import add_lora, load_policy
 from rlvr.sampling import make_sampler
 from rlvr.tasks import load_task

@@ -100,3 +100,32 @@ def test_trl_side_runs_one_step(tokenizer, tmp_path, capsys):
     out = _run_tiny(save_tiny(tokenizer, tmp_path), "rlvr,trl", capsys)
     assert len([line for line in out.splitlines() if line.startswith("| trl")]) == 3
     assert "rlvr / TRL: step time" in out
+
+
+def test_the_bench_worker_runs_the_trainers_step(tmp_path, tokenizer):
+    """The rlvr worker times `run_step`, the trainer's own step: for the same seed and shape its steps give the
+    metrics that `rlvr train` logs (times aside), and its reported figures are those steps' figures."""
+    import json
+
+    from rlvr.config import merge
+    from rlvr.policy.load import load_policy
+    from rlvr.training.loop import train
+    from rlvr.training.step import run_step
+    from rlvr_bench.workers import bench_config, rlvr_state, step_figures
+
+    folder = save_tiny(tokenizer, tmp_path / "tiny")
+    spec = {"seed": 0, "prompts": 2, "group": 4, "max_new_tokens": 8, "lora": True, "bf16": True, "sampler": "fast",
+            "model": str(folder), "steps": 2, "threads": 1}
+    state = rlvr_state(spec)
+    results = [run_step(state, step) for step in range(2)]
+    cfg = merge(bench_config(spec), {"output_dir": str(tmp_path / "run"), "train": {"steps": 2}, "log": {"eval_every": 0}})
+    run = train(cfg, policy=load_policy(str(folder)), quiet=True)
+    logged = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+
+    def same(row):
+        return {k: v for k, v in row.items() if not k.startswith(("time/", "throughput/"))}
+    assert [same(r.row) for r in results] == [same(r) for r in logged]
+    figures = step_figures(results[1], state.algo.beta)
+    assert figures["reward"] == logged[1]["reward/mean"] and figures["active_rows"] == logged[1]["active_rows"]
+    assert figures["gen_tokens"] == int(results[1].batch.lengths.sum()) > 0
+

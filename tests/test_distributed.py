@@ -16,7 +16,7 @@ from rlvr.training import distributed
 from rlvr.algorithms import get_preset
 from rlvr.training.batch import StepBatch, select_rows
 from rlvr.tasks.base import Problem
-from rlvr.policy.update import update_policy
+from rlvr.policy.update import UpdateSettings, update_policy
 from rlvr.verifiers.base import Verdict
 
 WORLD = 2
@@ -68,7 +68,7 @@ def run_case(case, comm=None, fsdp=False):
         distributed.shard_model(model, comm)
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
     args = dict(pad_id=0, temperature=1.0, micro_batch_size=3, max_grad_norm=1e9, autocast="none", norm_len=T)
-    stats = update_policy(model, opt, batch, algo, **{**args, **kwargs}, ref_model=ref, comm=comm)
+    stats = update_policy(model, opt, batch, algo, UpdateSettings(**{**args, **kwargs}), ref_model=ref, comm=comm)
     full = {k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in model.state_dict().items()}
     return stats, {k: v.detach().clone() for k, v in full.items()}
 

@@ -193,12 +193,11 @@ def test_fsdp_checkpoint_resumes_to_the_uninterrupted_run(runs):
 
 def test_fsdp_on_one_rank_is_a_no_op(tiny_policy, tmp_path):
     """train.fsdp with a world of one: the model stays whole (nothing to shard over) and trains as usual."""
-    from rlvr.algorithms import get_preset
-    from rlvr.config import as_namespace, resolve
-    from rlvr.training.loop import _setup_policy
+    from rlvr.config import resolve
+    from rlvr.training.step import check_components, setup
 
-    c = as_namespace(resolve(None, ["train.fsdp=true", "model.lora.r=4", f"output_dir={tmp_path}"]))
-    model, *_ = _setup_policy(c, get_preset("grpo"), tiny_policy, distributed.Comm())
+    parts = check_components(resolve(None, ["train.fsdp=true", "model.lora.r=4", f"output_dir={tmp_path}"]))
+    model = setup(parts, tiny_policy, distributed.Comm()).model
     assert not fsdp.is_sharded(model)
     assert not any(hasattr(p, "full_tensor") for p in model.parameters())
 

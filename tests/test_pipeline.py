@@ -4,6 +4,7 @@ numbers of the files it was built from."""
 import json
 
 import pytest
+import torch
 
 from conftest import make_tiny_llama
 from test_trainer import tiny_config
@@ -58,3 +59,57 @@ def _check_report(root, out) -> None:
     assert f"- **steps trained**: {len(rows)}" in report
     assert "![RLVR training](plots/training.png)" in report and "Ten held-out examples" in report
     assert out["report"] == root / "report.md"
+
+
+def test_main_job_with_the_remote_backend(tmp_path, tiny_model_dir):
+    """rollout.backend: remote reaches every phase with its settings (the servers' urls): the start model and
+    SFT's sampling use the servers' base model, the RL run pushes its adapter each step, and each trained run is
+    evaluated as its final adapter on that base; the report agrees with its files."""
+    from rlvr.training.main_job import run_main
+    from standin_vllm import BASE_MODEL, StandinServer
+
+    with StandinServer() as server:
+        cfg = tiny_config(tmp_path, **{"model.name": str(tiny_model_dir), "output_dir": str(tmp_path / "main"),
+                                       "train.steps": 2, "eval.n": 2, "eval.ks": "[1, 2]", "eval.limit": 6,
+                                       "sft.epochs": 1, "rollout.backend": "remote", "rollout.urls": f"[{server.url}]"})
+        out = run_main(cfg, quiet=True)
+    _check_report(tmp_path / "main", out)
+    completions = [body["model"] for path, body in server.log if path == "/v1/completions"]
+    pushed = [body["lora_name"] for path, body in server.log if path == "/v1/load_lora_adapter"]
+    # 2 RL steps push twice; the SFT and RLVR evaluations push their run's final adapter once each
+    assert len(pushed) == 4
+    # start eval (6 problems: sampled + greedy) and SFT's sampling ask for the base model; the rest for adapters
+    assert BASE_MODEL in completions and set(completions) - {BASE_MODEL} <= set(pushed)
+    for name in ("start", "sft", "rlvr"):
+        summary = json.loads((tmp_path / "main" / "eval" / name / "summary.json").read_text())
+        assert summary["setup"]["backend"] == "remote"
+
+
+def test_evaluating_a_run_with_the_remote_backend_pushes_its_final_adapter(tmp_path, tiny_model_dir, monkeypatch):
+    """`rlvr eval` of a run directory trained with the remote backend reads the servers' urls from the run and
+    serves the run's own final adapter (the bytes it saved), not the base model."""
+    from safetensors.torch import load_file
+
+    from rlvr.evaluation.run_eval import evaluate_model
+    from rlvr.sampling import remote
+    from rlvr.training.loop import train
+    from standin_vllm import StandinServer
+
+    pushed = []
+    real_sync = remote.RemoteSampler.sync
+
+    def sync(self, model, push=True, state_dict=None):  # record the adapter's tensors as they are pushed
+        real_sync(self, model, push, state_dict)
+        pushed.append(load_file(self.adapter_dir / self.adapter_name / "adapter_model.safetensors"))
+    monkeypatch.setattr(remote.RemoteSampler, "sync", sync)
+    with StandinServer() as server:
+        cfg = tiny_config(tmp_path, **{"model.name": str(tiny_model_dir), "rollout.backend": "remote",
+                                       "rollout.urls": f"[{server.url}]"})
+        run = train(cfg, quiet=True)
+        pushed.clear()
+        _, summary = evaluate_model(run, backend=None, n=2, ks=(1, 2), limit=4, progress=False)
+    saved = load_file(run / "final" / "adapter" / "adapter_model.safetensors")
+    assert len(pushed) == 1 and summary["setup"]["backend"] == "remote"
+    assert {k.replace(".default", "") for k in pushed[0]} == set(saved)
+    for key, value in pushed[0].items():
+        assert torch.equal(value, saved[key.replace(".default", "")]), key

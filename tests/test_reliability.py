@@ -284,7 +284,7 @@ def oom_batch():
 ])
 def test_out_of_memory_names_the_micro_batch_shape_and_the_fix(error, forward, message):
     from rlvr.algorithms import get_preset
-    from rlvr.policy.update import MicroBatchOOM, update_policy
+    from rlvr.policy.update import MicroBatchOOM, UpdateSettings, update_policy
 
     model = make_tiny_llama(64)
     calls = []
@@ -296,14 +296,13 @@ def test_out_of_memory_names_the_micro_batch_shape_and_the_fix(error, forward, m
     model.lm_head.register_forward_hook(hook)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     with pytest.raises(MicroBatchOOM, match=message) as e:
-        update_policy(model, opt, oom_batch(), get_preset("grpo"), pad_id=0, temperature=1.0, micro_batch_size=2,
-                      max_grad_norm=1.0, autocast="none", norm_len=5)
+        update_policy(model, opt, oom_batch(), get_preset("grpo"), UpdateSettings(pad_id=0, micro_batch_size=2, norm_len=5))
     assert e.value.__cause__ is error
 
 
 def test_other_errors_in_the_update_are_not_called_out_of_memory():
     from rlvr.algorithms import get_preset
-    from rlvr.policy.update import update_policy
+    from rlvr.policy.update import UpdateSettings, update_policy
 
     model = make_tiny_llama(64)
 
@@ -311,8 +310,8 @@ def test_other_errors_in_the_update_are_not_called_out_of_memory():
         raise RuntimeError("mat1 and mat2 shapes cannot be multiplied")
     model.lm_head.register_forward_hook(hook)
     with pytest.raises(RuntimeError, match="^mat1 and mat2 shapes cannot be multiplied$"):
-        update_policy(model, torch.optim.SGD(model.parameters(), lr=0.1), oom_batch(), get_preset("grpo"), pad_id=0,
-                      temperature=1.0, micro_batch_size=2, max_grad_norm=1.0, autocast="none", norm_len=5)
+        update_policy(model, torch.optim.SGD(model.parameters(), lr=0.1), oom_batch(), get_preset("grpo"),
+                      UpdateSettings(pad_id=0, micro_batch_size=2, norm_len=5))
 
 
 # ---- bad input, refused before training ---------------------------------------------------------------------

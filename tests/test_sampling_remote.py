@@ -85,10 +85,22 @@ def test_no_server_left_is_an_error(lora_model, tokenizer):
 
 
 def test_refusals_are_clear(lora_model, tokenizer):
-    with pytest.raises(ValueError, match="weight-update API"):
-        make_sampler("remote", make_tiny_llama(64), tokenizer, stop_ids=STOP, urls=["http://127.0.0.1:1"])
+    plain = make_tiny_llama(64)
+    with pytest.raises(ValueError, match="weight-update API"):  # a full fine-tune cannot reach the servers
+        make_sampler("remote", plain, tokenizer, stop_ids=STOP, urls=["http://127.0.0.1:1"]).sync(plain)
     with pytest.raises(ValueError, match="rollout.urls"):
         make_sampler("remote", lora_model, tokenizer, stop_ids=STOP, urls=[])
     s = make_sampler("remote", lora_model, tokenizer, stop_ids=STOP, urls=["http://127.0.0.1:1"])
     with pytest.raises(RemoteError, match="call sync"):
         s.generate(PROMPTS[:1], 1, max_new_tokens=2)
+
+
+def test_a_model_without_adapter_samples_the_servers_base_model(tokenizer):
+    """A starting model (no adapter) is what the servers serve: its requests name the base model that
+    /v1/models lists first, and nothing is pushed."""
+    with StandinServer() as server:
+        s = make_sampler("remote", make_tiny_llama(64), tokenizer, stop_ids=STOP, urls=[server.url])
+        ro = s.generate(PROMPTS[:2], 3, max_new_tokens=6)
+        assert [(path, body["model"]) for path, body in server.log] == [("/v1/completions", "standin-base")] * 2
+    rows, _, finish = expected(PROMPTS[:2], 3, 6)
+    assert ro.finish == finish and [ro.completion_ids[b, :len(r)].tolist() for b, r in enumerate(rows)] == rows

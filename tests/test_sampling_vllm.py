@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from conftest import make_tiny_llama
-from rlvr.config import ConfigError, as_namespace, resolve
+from rlvr.config import Config, ConfigError, resolve
 from rlvr.sampling import backend_settings, make_sampler
 from rlvr.sampling import vllm as vb
 from rlvr.sampling.rollouts import pack_rollouts
@@ -180,7 +180,7 @@ def test_config_section_reaches_make_sampler():
     want = {"gpu_memory_utilization": 0.4, "dtype": "bfloat16", "enforce_eager": False, "max_model_len": 0,
             "weight_sync": "lora"}
     assert backend_settings(cfg["rollout"]) == want
-    assert backend_settings(as_namespace(cfg).rollout) == want
+    assert backend_settings(Config.from_dict(cfg).rollout) == want
     assert backend_settings({"backend": "fast"}) == {}
     with pytest.raises(ConfigError, match="weight_sync"):
         resolve(None, ["rollout.vllm.weight_sync=weights"])

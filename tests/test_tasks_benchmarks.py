@@ -7,7 +7,8 @@ import pytest
 
 from rlvr.evaluation.hygiene import find_leaks
 from rlvr.tasks.base import DatasetError
-from rlvr.tasks.benchmarks import OUT_OF_DOMAIN, load_benchmark, load_champ, load_math500
+from rlvr.tasks import load_task
+from rlvr.tasks.benchmarks import OUT_OF_DOMAIN, load_champ, load_math500
 
 ROWS = [
     {"problem": "What is $1+1$?", "answer": "2", "level": 1, "subject": "Algebra",
@@ -35,7 +36,7 @@ def test_math500_from_local_jsonl(tmp_path):
 def test_math500_from_local_json_list_and_by_path(tmp_path):
     path = tmp_path / "m.json"
     path.write_text(json.dumps(ROWS))
-    assert [p.answer for p in load_benchmark(str(path))] == ["2", "10", "\\frac{1}{2}"]
+    assert [p.answer for p in load_task("math500", source=str(path)).problems("heldout")] == ["2", "10", "\\frac{1}{2}"]
 
 
 @pytest.mark.parametrize("extra, match", [
@@ -54,8 +55,8 @@ def test_bad_row_is_named_by_file_and_line(tmp_path, extra, match):
 def test_missing_file_and_unknown_benchmark(tmp_path):
     with pytest.raises(DatasetError, match="no such file"):
         load_math500(tmp_path / "absent.jsonl")
-    with pytest.raises(DatasetError, match="unknown benchmark 'gsm9k'"):
-        load_benchmark("gsm9k")
+    with pytest.raises(ValueError, match="task 'gsm9k': choose from .*champ.*math500"):
+        load_task("gsm9k")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("pyarrow") is not None, reason="pyarrow is installed")
@@ -73,7 +74,7 @@ def test_hub_without_datasets_says_what_to_do():
 
 @pytest.mark.skipif(importlib.util.find_spec("champ_dataset") is None, reason="champ-dataset not installed")
 def test_champ_ships_offline_numeric_subset():
-    problems = load_benchmark("champ")
+    problems = load_champ()
     assert len(problems) == 85
     assert problems[0].id == "champ/P_Combinatorics_1" and problems[0].answer == "239"
     assert {p.band for p in problems} == {"Combinatorics", "Number-Theory", "Inequality", "Polynomial", "Sequence"}

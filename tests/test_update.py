@@ -8,7 +8,7 @@ from conftest import make_tiny_llama
 from rlvr.algorithms import get_preset
 from rlvr.training.batch import StepBatch
 from rlvr.tasks.base import Problem
-from rlvr.policy.update import micro_batches, update_policy
+from rlvr.policy.update import UpdateSettings, micro_batches, update_policy
 from rlvr.verifiers.base import Verdict
 
 
@@ -29,8 +29,9 @@ def make_batch(advantages, seed=0):
 def run_update(batch, preset, micro, seed=3, tokens=0):
     model = make_tiny_llama(64, seed=seed)
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
-    stats = update_policy(model, opt, batch, get_preset(preset), pad_id=0, temperature=1.0, micro_batch_size=micro,
-                          max_grad_norm=1e9, autocast="none", norm_len=6, micro_batch_tokens=tokens)
+    stats = update_policy(model, opt, batch, get_preset(preset), UpdateSettings(
+        pad_id=0, temperature=1.0, micro_batch_size=micro, max_grad_norm=1e9, autocast="none", norm_len=6,
+        micro_batch_tokens=tokens))
     return model, stats
 
 

@@ -1,7 +1,8 @@
 import argparse
 import json
 
-from rlvr.verifiers.code_commands import add_code_arguments, audit_code, verify_code
+from rlvr.cli import main
+from rlvr.verifiers.code_commands import audit_code, verify_code
 
 
 def test_verify_code_reads_lines_and_writes_verdicts(tmp_path):
@@ -10,11 +11,7 @@ def test_verify_code_reads_lines_and_writes_verdicts(tmp_path):
             {"id": "c", "completion": "no code here at all", "tests": ["assert f(1) == 2"]}]
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    parser = argparse.ArgumentParser()
-    add_code_arguments(parser)
-    args = parser.parse_args(["--workers", "2"])
-    args.input, args.output = str(src), str(out)
-    assert verify_code(args) == 0
+    assert main(["verify", "--verifier", "python_tests", "--input", str(src), "--output", str(out), "--workers", "2"]) == 0
     got = [json.loads(line) for line in out.read_text().splitlines()]
     assert [(g["id"], g["status"], g["reward"], g["passed"], g["total"]) for g in got] == [
         ("a", "correct", 1.0, 1, 1), ("b", "wrong", 0.0, 0, 1), ("c", "no_answer", 0.0, 0, 0)]

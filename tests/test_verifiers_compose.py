@@ -6,7 +6,7 @@ from rlvr.config import ConfigError
 from rlvr.tasks.base import Problem
 from rlvr.verifiers.base import Verdict
 from rlvr.verifiers.compose import build_reward, verdict_fractions
-from rlvr.verifiers.format import boxed_format_reward
+from rlvr.verifiers.format import boxed_format_check
 from rlvr.verifiers.registry import KINDS, register_kind
 from rlvr.verifiers.simple import ExactMatchVerifier, MultipleChoiceVerifier, NumericVerifier, RegexVerifier
 
@@ -116,7 +116,7 @@ def test_terms_have_trl_signature(completions, expected, expected_format):
     ([{"role": "assistant", "content": r"\boxed{4}"}], 1.0, "conversational"),
 ])
 def test_boxed_format_reward(text, reward, why):
-    assert boxed_format_reward(text) == reward, why
+    assert boxed_format_check(text).reward == reward, why
 
 
 SIMPLE = [

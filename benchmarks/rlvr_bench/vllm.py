@@ -47,7 +47,7 @@ def sampler_spec(args) -> dict:
     """Everything both children need, the prompts as token ids included (so the vLLM side needs no rlvr task)."""
     from transformers import AutoConfig, AutoTokenizer
 
-    from rlvr.training.batch import encode_prompt
+    from rlvr.prompts.chat import encode_prompt
     from rlvr_bench.workers import bench_config, step_problems
     from rlvr.policy.load import resolve_model_path
 

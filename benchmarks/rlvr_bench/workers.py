@@ -90,50 +90,46 @@ def load_model(path: str):
 
 
 def run_rlvr(spec: dict) -> None:
-    """rlvr's trainer, one step at a time: the same calls, in the same order, as the loop in rlvr.training.loop."""
+    """rlvr's trainer, one step at a time: `rlvr.training.step.run_step`, the function the training loop calls."""
     import torch
 
-    from rlvr.training import distributed
-    from rlvr.training.batch import collect, encode_prompt
-    from rlvr.policy.load import load_policy
-    from rlvr.training.loop import _setup_policy, prepare
-    from rlvr.policy.update import update_policy
+    from rlvr.training.step import run_step
 
     t0 = time.perf_counter()
-    cfg = bench_config(spec)
-    c, algo, reward, _ = prepare(cfg)
-    task, steps = step_problems(cfg, spec["steps"])
-    comm = distributed.setup()
-    model, tokenizer, ref_model, optimizer, scheduler, sampler = _setup_policy(c, algo, load_policy(spec["model"]), comm)
-    n_params = sum(p.numel() for n, p in model.named_parameters() if "lora_" not in n)
+    state = rlvr_state(spec)
+    n_params = sum(p.numel() for n, p in state.model.named_parameters() if "lora_" not in n)
     emit("ready", load_s=time.perf_counter() - t0, params=n_params, rss=peak_rss_bytes(), versions=_versions())
-    for step, problems in enumerate(steps):
+    for step in range(spec["steps"]):
         if not wait_for_step():
             return
-        prompt_ids = [encode_prompt(tokenizer, task.messages(p)) for p in problems]
         t0 = time.perf_counter()
-        model.eval()
-        distributed.sync_sampler(comm, sampler, model)
-        generator = torch.Generator().manual_seed(c.seed * 1_000_003 + step)
-        batch = collect(sampler, lambda: (problems, prompt_ids), reward, algo, c.rollout, generator,
-                        pad_id=tokenizer.pad_token_id)
-        model.train()
-        t1 = time.perf_counter()
-        upd = update_policy(model, optimizer, batch, algo, pad_id=tokenizer.pad_token_id,
-                            temperature=c.rollout.temperature, micro_batch_size=c.train.micro_batch_size,
-                            micro_batch_tokens=c.train.micro_batch_tokens,
-                            max_grad_norm=c.train.max_grad_norm, autocast=c.train.autocast,
-                            mu=c.train.updates_per_batch, norm_len=c.rollout.max_new_tokens, ref_model=ref_model)
-        scheduler.step()
-        t2 = time.perf_counter()
-        gen, ver = batch.stats["time/generate"], batch.stats["time/verify"]
-        # rows the update ran a forward on (zero-advantage rows carry no gradient and are skipped; see rlvr.policy.update)
-        active = [r for r in range(len(batch)) if batch.mask[r].sum() > 0 and (batch.advantages[r] != 0 or algo.beta > 0)]
-        emit("step", step=step, wall=t2 - t0, generate=gen, verify=ver, train=t2 - t1, other=(t1 - t0) - gen - ver,
-             gen_tokens=int(batch.lengths.sum()), prompt_tokens=sum(len(p) for p in prompt_ids),
-             fwd_tokens=sum(len(batch.prompt_ids[r]) + int(batch.lengths[r]) for r in active),
-             rows=len(batch), reward=float(batch.rewards.mean()), active_rows=upd.get("active_rows", 0),
-             rss=peak_rss_bytes(), threads=torch.get_num_threads())
+        result = run_step(state, step)
+        wall = time.perf_counter() - t0
+        emit("step", **step_figures(result, state.algo.beta), wall=wall, rss=peak_rss_bytes(),
+             threads=torch.get_num_threads())
+
+
+def rlvr_state(spec: dict):
+    """The trainer's state for the bench shape: `rlvr.training.step.setup` on the bench config, the model loaded
+    as the trainer loads it."""
+    from rlvr.policy.load import load_policy
+    from rlvr.training.step import check_components, setup
+
+    return setup(check_components(bench_config(spec)), load_policy(spec["model"]))
+
+
+def step_figures(result, beta: float) -> dict:
+    """A step's phases (seconds) and token counts, from its metrics line and batch."""
+    row, batch = result.row, result.batch
+    gen, ver, train = row["time/generate"], row["time/verify"], row["time/train"]
+    # rows the update ran a forward on (zero-advantage rows carry no gradient and are skipped; see rlvr.policy.update)
+    active = [r for r in range(len(batch)) if batch.mask[r].sum() > 0 and (batch.advantages[r] != 0 or beta > 0)]
+    prompts = {tuple(p) for p in batch.prompt_ids}  # the P prompts, each once
+    return {"step": row["step"], "generate": gen, "verify": ver, "train": train,
+            "other": row["time/step"] - gen - ver - train, "gen_tokens": int(batch.lengths.sum()),
+            "prompt_tokens": sum(len(p) for p in prompts),
+            "fwd_tokens": sum(len(batch.prompt_ids[r]) + int(batch.lengths[r]) for r in active),
+            "rows": len(batch), "reward": row["reward/mean"], "active_rows": result.update.get("active_rows", 0)}
 
 
 def _versions() -> dict:

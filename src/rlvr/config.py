@@ -3,6 +3,8 @@
 A config is DEFAULTS, then a YAML file (or a named preset), then `--set key=value` overrides, each
 checked against DEFAULTS: every key must exist there and every value must have the default's type.
 Sections listed in OPEN_KEYS hold free-form settings checked by the component that reads them.
+The sections are dataclasses (`Config` and its parts): their defaults are DEFAULTS, their field metadata the
+choices and open keys, and `Config.from_dict` gives every call site the same typed view.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import copy
 from importlib import resources
 from pathlib import Path
-from types import SimpleNamespace
+from dataclasses import asdict, dataclass, field, fields
 
 import yaml
 
@@ -19,112 +21,192 @@ class ConfigError(ValueError):
     """A configuration mistake; the message is one line naming the key, the value and the choices."""
 
 
-DEFAULTS: dict = {
-    "seed": 0,
-    "output_dir": "runs/train",
-    "model": {
-        "name": "smollm2-135m-instruct",  # embedded GGUF default, a local folder, or a hub id
-        "dtype": "float32",                 # master weights; compute may autocast (train.autocast)
-        "lora": {"enabled": True, "r": 16, "alpha": 32, "dropout": 0.0, "target_modules": "all-linear"},
-    },
-    "task": {"name": "arithmetic", "settings": {}},
-    "reward": {
-        "terms": [
-            {"name": "correct", "kind": "math", "weight": 1.0},
-            {"name": "format", "kind": "boxed_format", "weight": 0.1},
-        ],
-        "allow_dominant_shaping": False,
-        "workers": 2,
-        "timeout_s": 5.0,
-        "engine": "local",  # where verification runs when workers > 0: local processes, or "ray" (optional extra)
-    },
-    "algorithm": {"preset": "grpo"},  # a preset name plus any field overrides, checked by rlvr.algorithms
+def _choice(default, *others):
+    """A field whose value must be the default or one of `others` (checked by `merge`)."""
+    return field(default=default, metadata={"choices": (default, *others)})
+
+
+def _open(factory):
+    """A field read by another component, which validates it itself (task settings, reward terms, ...)."""
+    return field(default_factory=factory, metadata={"open": True})
+
+
+@dataclass
+class LoraConfig:
+    enabled: bool = True
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.0
+    target_modules: str | list = field(default="all-linear", metadata={"open": True})
+
+
+@dataclass
+class ModelConfig:
+    name: str = "smollm2-135m-instruct"  # embedded GGUF default, a local folder, or a hub id
+    dtype: str = _choice("float32", "bfloat16", "float16")  # master weights; compute may autocast
+    lora: LoraConfig = field(default_factory=LoraConfig)
+
+
+@dataclass
+class TaskConfig:
+    name: str = "arithmetic"
+    settings: dict = _open(dict)  # checked by the task's loader (rlvr.tasks.load_task)
+
+
+def _default_terms() -> list:
+    return [{"name": "correct", "kind": "math", "weight": 1.0}, {"name": "format", "kind": "boxed_format", "weight": 0.1}]
+
+
+@dataclass
+class RewardConfig:
+    terms: list = _open(_default_terms)  # weighted terms, checked by rlvr.verifiers.compose.build_reward
+    allow_dominant_shaping: bool = False
+    workers: int = 2
+    timeout_s: float = 5.0
+    # where verification runs when workers > 0: local processes, or "ray" (optional extra)
+    engine: str = _choice("local", "ray")
+
+
+@dataclass
+class VllmConfig:
+    """backend "vllm" only (rlvr.sampling.vllm, docs/performance.md): vLLM's engine on the trainer's GPU.
+    gpu_memory_utilization: the fraction of the GPU vLLM takes (the trainer needs the rest); dtype: the engine's
+    weights; max_model_len 0 = the model's own; weight_sync: "full" (merged weights each step) or "lora" (the
+    adapter, applied by vLLM)."""
+    gpu_memory_utilization: float = 0.3
+    dtype: str = _choice("bfloat16", "float16", "float32", "auto")
+    enforce_eager: bool = False
+    max_model_len: int = 0
+    weight_sync: str = _choice("full", "lora")
+
+
+@dataclass
+class RolloutConfig:
+    backend: str = _choice("hf", "fast", "remote", "vllm")  # rlvr.sampling.BACKENDS
+    prompts_per_step: int = 4   # P
+    group_size: int = 8         # G
+    max_new_tokens: int = 128
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    # local samplers' compute dtype; "float32" is the reference path (docs/performance.md)
+    dtype: str = _choice("bfloat16", "float32")
+    # backend "remote" only (rlvr.sampling.remote, docs/scaling.md): vLLM server addresses, and a folder
+    # every server can read the pushed LoRA adapters from ("" = a temporary folder on this machine)
+    urls: list = field(default_factory=list)
+    adapter_dir: str = ""
+    vllm: VllmConfig = field(default_factory=VllmConfig)
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 20
+    lr: float = 1e-5
+    lr_schedule: str = _choice("constant", "cosine")  # after train.warmup_steps of linear warm-up
+    warmup_steps: int = 0
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    # at most this many rows, and (if > 0) this many completion tokens counting padding, a forward/backward:
+    # they bound the update's memory. Rows are sorted by length across groups and cut where padding would
+    # cost more than another chunk (rlvr.policy.update.micro_batches); a row longer than the token cap goes alone.
+    micro_batch_size: int = 8
+    micro_batch_tokens: int = 0
+    updates_per_batch: int = 1  # mu: optimisation passes over each rollout batch
+    autocast: str = _choice("none", "bfloat16")
+    # attention in the update: "auto" = rlvr's CPU kernel on the CPU (rlvr.policy.attention), the model's own on
+    # a GPU; "rlvr"; "model" = whatever the model was loaded with (sdpa)
+    attention: str = _choice("auto", "rlvr", "model")
+    # recompute each decoder layer's activations in the backward instead of keeping them: a third to a half
+    # more update time for a fraction of its memory (docs/performance.md has both)
+    gradient_checkpointing: bool = False
+    time_budget_min: float = 0.0  # stop (and save) after this many minutes of training; 0 = no limit
+    # shard the policy over the ranks with torch's FSDP2 (models that do not fit one device); a no-op on one
+    # rank. Pair it with rollout.backend: remote (a local sampler holds the whole model). docs/scaling.md
+    fsdp: bool = False
+
+
+@dataclass
+class EvalConfig:
+    """Held-out evaluation in the main job (rlvr run): the same split, samples per problem and verifier for
+    every model compared. limit = problems per split (spread over bands); 0 = all."""
+    split: str = "heldout"
+    n: int = 4
+    ks: list = field(default_factory=lambda: [1, 4])
+    limit: int = 0
+    greedy: bool = True
+
+
+@dataclass
+class LogConfig:
+    samples_every: int = 5
+    checkpoint_every: int = 10
+    keep_checkpoints: int = 2
+    eval_every: int = 0      # greedy accuracy on validation problems every N steps (0 = never)
+    eval_problems: int = 60  # how many validation problems (spread over the bands)
+
+
+@dataclass
+class SftConfig:
+    """The supervised baseline (`rlvr sft`, rlvr.training.sft), read with the sections above: same model, LoRA,
+    task, reward, rollout settings and seed, so that it differs from the RL run only in how it learns."""
+    # "samples": rejection sampling from the starting model; "reference": dataset traces
+    source: str = _choice("samples", "reference")
+    samples: int = 0                # completions to sample; 0 = as many as the RL run samples (steps x P x G)
+    match_run: str = ""             # an RL run directory: sample as many completions as its metrics.jsonl generated
+    group_size: int = 0             # samples per training prompt; 0 = rollout.group_size
+    reference_field: str = "trace"  # source "reference": the dataset column holding a worked solution
+    epochs: int = 2                 # passes over the kept completions
+    batch_size: int = 8             # completions per optimizer step (micro-batched by train.micro_batch_size)
+    lr: float = 1e-4                # supervised LoRA fine-tuning wants a larger step than the RL update
+    output_dir: str = ""            # "" = <output_dir>-sft, so one config gives the RL and SFT runs side by side
+
+
+@dataclass
+class Config:
+    """A whole resolved config, typed: every call site reads settings as `Config.from_dict(cfg).train.lr`."""
+    seed: int = 0
+    output_dir: str = "runs/train"
+    model: ModelConfig = field(default_factory=ModelConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    # a preset name plus any field overrides, checked by rlvr.algorithms.algorithm_from_config
+    algorithm: dict = _open(lambda: {"preset": "grpo"})
     # Prompt selection by difficulty band: {} draws uniformly from the train split; otherwise
     # {"kind": "fixed" | "schedule" | "adaptive", ...} as rlvr.prompts.curriculum.build_curriculum reads it.
-    "curriculum": {},
-    "rollout": {
-        "backend": "hf",
-        "prompts_per_step": 4,   # P
-        "group_size": 8,         # G
-        "max_new_tokens": 128,
-        "temperature": 1.0,
-        "top_p": 1.0,
-        "top_k": 0,
-        "dtype": "bfloat16",     # local samplers' compute dtype; "float32" is the reference path (docs/performance.md)
-        # backend "remote" only (rlvr.sampling.remote, docs/scaling.md): vLLM server addresses, and a folder
-        # every server can read the pushed LoRA adapters from ("" = a temporary folder on this machine)
-        "urls": [],
-        "adapter_dir": "",
-        # backend "vllm" only (rlvr.sampling.vllm, docs/performance.md): vLLM's engine on the trainer's GPU.
-        # gpu_memory_utilization: the fraction of the GPU vLLM takes (the trainer needs the rest); dtype: the
-        # engine's weights; max_model_len 0 = the model's own; weight_sync: "full" (merged weights each step)
-        # or "lora" (the adapter, applied by vLLM)
-        "vllm": {"gpu_memory_utilization": 0.3, "dtype": "bfloat16", "enforce_eager": False, "max_model_len": 0,
-                 "weight_sync": "full"},
-    },
-    "train": {
-        "steps": 20,
-        "lr": 1e-5,
-        "lr_schedule": "constant",
-        "warmup_steps": 0,
-        "weight_decay": 0.0,
-        "max_grad_norm": 1.0,
-        # at most this many rows, and (if > 0) this many completion tokens counting padding, a forward/backward:
-        # they bound the update's memory. Rows are sorted by length across groups and cut where padding would
-        # cost more than another chunk (rlvr.policy.update.micro_batches); a row longer than the token cap goes alone.
-        "micro_batch_size": 8,
-        "micro_batch_tokens": 0,
-        "updates_per_batch": 1,  # mu: optimisation passes over each rollout batch
-        "autocast": "none",
-        # attention in the update: "auto" = rlvr's CPU kernel on the CPU (rlvr.policy.attention), the model's own on a
-        # GPU; "rlvr"; "model" = whatever the model was loaded with (sdpa)
-        "attention": "auto",
-        # recompute each decoder layer's activations in the backward instead of keeping them: a third to a half
-        # more update time for a fraction of its memory (docs/performance.md has both)
-        "gradient_checkpointing": False,
-        "time_budget_min": 0.0,  # stop (and save) after this many minutes of training; 0 = no limit
-        # shard the policy over the ranks with torch's FSDP2 (models that do not fit one device); a no-op on one
-        # rank. Pair it with rollout.backend: remote (a local sampler holds the whole model). docs/scaling.md
-        "fsdp": False,
-    },
-    # Held-out evaluation in the main job (rlvr run): the same split, samples per problem and verifier for
-    # every model compared. limit = problems per split (spread over bands); 0 = all.
-    "eval": {"split": "heldout", "n": 4, "ks": [1, 4], "limit": 0, "greedy": True},
-    "log": {
-        "samples_every": 5,
-        "checkpoint_every": 10,
-        "keep_checkpoints": 2,
-        "eval_every": 0,      # greedy accuracy on validation problems every N steps (0 = never)
-        "eval_problems": 60,  # how many validation problems (spread over the bands)
-    },
-    # The supervised baseline (`rlvr sft`, rlvr.training.sft), read with the sections above: same model, LoRA, task,
-    # reward, rollout settings and seed, so that it differs from the RL run only in how it learns.
-    "sft": {
-        "source": "samples",         # "samples": rejection sampling from the starting model; "reference": dataset traces
-        "samples": 0,                # completions to sample; 0 = as many as the RL run samples (steps x P x G)
-        "match_run": "",             # an RL run directory: sample as many completions as its metrics.jsonl generated
-        "group_size": 0,             # samples per training prompt; 0 = rollout.group_size
-        "reference_field": "trace",  # source "reference": the dataset column holding a worked solution
-        "epochs": 2,                 # passes over the kept completions
-        "batch_size": 8,             # completions per optimizer step (micro-batched by train.micro_batch_size)
-        "lr": 1e-4,                  # supervised LoRA fine-tuning wants a larger step than the RL update
-        "output_dir": "",            # "" = <output_dir>-sft, so one config gives the RL and SFT runs side by side
-    },
-}
+    curriculum: dict = _open(dict)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    sft: SftConfig = field(default_factory=SftConfig)
+
+    @classmethod
+    def from_dict(cls, cfg: dict) -> "Config":
+        """The typed view of a config that `resolve` (or `merge`) validated."""
+        return _build(cls, cfg)
+
+
+def _build(cls, values: dict):
+    """A section instance from its validated dict (this module's annotations are strings: the class names)."""
+    return cls(**{f.name: _build(_SECTIONS[f.type], values[f.name]) if f.type in _SECTIONS else copy.deepcopy(values[f.name])
+                  for f in fields(cls) if f.name in values})
+
+
+def _walk(cls, prefix=""):
+    """(dotted key, field) of every leaf and open field of a section class."""
+    for f in fields(cls):
+        if f.type in _SECTIONS:
+            yield from _walk(_SECTIONS[f.type], f"{prefix}{f.name}.")
+        else:
+            yield f"{prefix}{f.name}", f
+
+
+_SECTIONS = {c.__name__: c for c in (LoraConfig, ModelConfig, TaskConfig, RewardConfig, VllmConfig, RolloutConfig,
+                                    TrainConfig, EvalConfig, LogConfig, SftConfig)}
+DEFAULTS: dict = asdict(Config())
 # Values that are dicts/lists read by another component (which validates them itself).
-OPEN_KEYS = {"task.settings", "reward.terms", "algorithm", "curriculum", "model.lora.target_modules"}
-CHOICES = {
-    "model.dtype": ("float32", "bfloat16", "float16"),
-    "train.lr_schedule": ("constant", "cosine"),
-    "train.autocast": ("none", "bfloat16"),
-    "train.attention": ("auto", "rlvr", "model"),
-    "rollout.backend": ("hf", "fast", "remote", "vllm"),
-    "rollout.dtype": ("bfloat16", "float32"),
-    "rollout.vllm.dtype": ("bfloat16", "float16", "float32", "auto"),
-    "rollout.vllm.weight_sync": ("full", "lora"),
-    "reward.engine": ("local", "ray"),
-    "sft.source": ("samples", "reference"),
-}
+OPEN_KEYS = {key for key, f in _walk(Config) if f.metadata.get("open")}
+CHOICES = {key: f.metadata["choices"] for key, f in _walk(Config) if "choices" in f.metadata}
 
 
 def _type_ok(value, default) -> bool:
@@ -206,14 +288,6 @@ def resolve(source: str | None = None, sets: list[str] = ()) -> dict:
     for item in sets:
         cfg = merge(cfg, parse_set(item))
     return cfg
-
-
-def as_namespace(cfg: dict) -> SimpleNamespace:
-    """Attribute access for reading (cfg.train.lr); open sections stay plain dicts/lists."""
-    def convert(d, prefix=""):
-        return SimpleNamespace(**{k: convert(v, f"{prefix}{k}.") if isinstance(v, dict) and f"{prefix}{k}" not in OPEN_KEYS
-                                  else v for k, v in d.items()})
-    return convert(cfg)
 
 
 def dump(cfg: dict) -> str:

@@ -11,9 +11,6 @@ from typing import Callable, Sequence
 
 import torch
 
-SCALES = ("group", "batch", "none")
-
-
 def _as_float(x) -> torch.Tensor:
     t = torch.as_tensor(x)
     return t if t.is_floating_point() else t.to(torch.float32)
@@ -52,28 +49,42 @@ def group_stats(rewards, group_ids) -> tuple[torch.Tensor, torch.Tensor, torch.T
     return mean[idx], var.sqrt()[idx], (lo == hi)[idx]
 
 
-def group_advantages(rewards, group_ids, scale: str = "group", eps: float = 1e-4) -> torch.Tensor:
+def _group_std(r, std, batch_rewards):
+    return std
+
+
+def _batch_std(r, std, batch_rewards):
+    b = r if batch_rewards is None else _as_float(batch_rewards)
+    return b.std() if b.numel() > 1 else b.new_zeros(())
+
+
+# How r - mean_g is scaled, by name: the std to divide by (None = do not divide). A new scale is a new entry.
+ADVANTAGE_SCALES: dict[str, Callable] = {
+    "group": _group_std,   # GRPO: the group's sample std
+    "batch": _batch_std,   # the std of every reward in the (global) batch
+    "none": None,          # Dr. GRPO: no division
+}
+SCALES = tuple(ADVANTAGE_SCALES)
+
+
+def group_advantages(rewards, group_ids, scale: str = "group", eps: float = 1e-4, batch_rewards=None) -> torch.Tensor:
     """Group-relative advantage of every row.
 
     rewards (B,) float, group_ids (B,) int -> advantages (B,) float (rewards' dtype, float32 for ints).
     scale="group": A = (r - mean_g) / (std_g + eps)   (GRPO; std_g = sample std of the group, N-1)
-    scale="batch": A = (r - mean_g) / (std_B + eps)   (std_B = sample std of all B rewards)
+    scale="batch": A = (r - mean_g) / (std_B + eps)   (std_B = sample std of all B rewards, or of
+                   `batch_rewards` (N,) when given: the global batch's rewards under data parallel)
     scale="none":  A =  r - mean_g                     (Dr. GRPO: no std, which biases toward easy/hard)
     A group whose rewards are all equal (including a group of one row) gets exactly 0: it carries no
     learning signal, and float rounding of the mean must not invent one.
     """
-    if scale not in SCALES:
+    if scale not in ADVANTAGE_SCALES:
         raise ValueError(f"unknown advantage scale {scale!r}; choose from {', '.join(SCALES)}")
     r = _as_float(rewards)
     mean, std, constant = group_stats(r, group_ids)
     centered = r - mean
-    if scale == "group":
-        adv = centered / (std + eps)
-    elif scale == "batch":
-        std_b = r.std() if r.numel() > 1 else r.new_zeros(())
-        adv = centered / (std_b + eps)
-    else:
-        adv = centered
+    divisor = ADVANTAGE_SCALES[scale]
+    adv = centered if divisor is None else centered / (divisor(r, std, batch_rewards) + eps)
     return torch.where(constant, torch.zeros_like(adv), adv)
 
 
@@ -126,26 +137,34 @@ def select_informative_groups(rewards, group_ids, max_groups: int | None = None)
 
 
 def dynamic_sampling(
-    draw: Callable[[int], tuple[torch.Tensor, torch.Tensor]], want_groups: int, max_rounds: int
+    draw: Callable[[int], tuple[torch.Tensor, torch.Tensor]], want_groups: int, max_rounds: int,
+    exchange: Callable[[int], tuple[int, int]] | None = None,
 ) -> tuple[list[tuple[int, torch.Tensor]], dict[str, int]]:
     """Refill a batch with informative groups, DAPO style.
 
     draw(round) generates and scores one more round of rollouts and returns its (rewards (B_r,),
     group_ids (B_r,)). Rounds continue until `want_groups` informative groups are kept or `max_rounds`
     rounds ran (then the batch is smaller; with 0 groups the caller should skip the step).
+    exchange(n): data parallel, where each rank draws its block of the prompts: given the informative groups
+    this rank found in the round, returns (those found by earlier ranks, those found by all ranks). Earlier
+    ranks' groups come first, so the kept groups are those one process would keep. None: one process.
     Returns ([(round, kept row indices (n,) long), ...], {"dynamic_sampling/generated_groups": g,
-    "dynamic_sampling/kept_groups": k, "dynamic_sampling/rounds": n}).
+    "dynamic_sampling/kept_groups": k, "dynamic_sampling/rounds": n}), g and k counted on this rank.
     """
     kept: list[tuple[int, torch.Tensor]] = []
-    generated = have = rounds = 0
+    generated = have = kept_here = rounds = 0
     while have < want_groups and rounds < max_rounds:
         rewards, group_ids = draw(rounds)
+        group_ids = torch.as_tensor(group_ids)
         rounds += 1
         generated += _group_index(group_ids)[1]
-        rows = select_informative_groups(rewards, group_ids, max_groups=want_groups - have)
-        have += _group_index(torch.as_tensor(group_ids)[rows])[1]
+        found = _group_index(group_ids[select_informative_groups(rewards, group_ids)])[1]
+        before, total = exchange(found) if exchange is not None else (0, found)
+        rows = select_informative_groups(rewards, group_ids, max_groups=max(0, want_groups - have - before))
+        kept_here += _group_index(group_ids[rows])[1]
+        have += min(total, want_groups - have)
         kept.append((rounds - 1, torch.nonzero(rows).flatten()))
-    stats = {"dynamic_sampling/generated_groups": generated, "dynamic_sampling/kept_groups": have,
+    stats = {"dynamic_sampling/generated_groups": generated, "dynamic_sampling/kept_groups": kept_here,
              "dynamic_sampling/rounds": rounds}
     return kept, stats
 
@@ -183,5 +202,5 @@ def mask_truncated(mask: torch.Tensor, truncated) -> torch.Tensor:
     return mask * keep.unsqueeze(-1).to(mask.dtype)
 
 
-__all__ = ["SCALES", "group_stats", "group_advantages", "nonzero_variance_groups", "nonzero_variance_frac",
+__all__ = ["ADVANTAGE_SCALES", "SCALES", "group_stats", "group_advantages", "nonzero_variance_groups", "nonzero_variance_frac",
            "select_informative_groups", "dynamic_sampling", "overlong_soft_penalty", "truncated_rows", "mask_truncated"]

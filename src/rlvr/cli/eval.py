@@ -28,7 +28,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--no-greedy", action="store_true", help="skip the greedy decode")
     p.add_argument("--limit", type=int, help="evaluate N problems, taken evenly across bands")
-    p.add_argument("--backend", default="hf", choices=("hf", "fast"))
+    p.add_argument("--backend", default="hf", choices=("hf", "fast", "remote", "vllm"),
+                   help="sampler backend (default hf); remote / vllm read their settings from the run directory's "
+                        "rollout section or from --set rollout.urls=[...] etc.")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rows-per-call", type=int, default=32,
                    help="sequences per generate call (default 32); more is faster on CPU but holds "
@@ -37,16 +39,17 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--allow-contaminated", action="store_true",
                    help="evaluate even when the split overlaps the training data (reported in summary.json)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="task.settings.X=... or reward.X=... (repeatable)")
+                   help="task.settings.X=..., reward.X=... or rollout.X=... (repeatable)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
 
-def parse_overrides(items: list[str]) -> tuple[dict, dict]:
-    """['task.settings.per_band=50', 'reward.workers=0'] -> (task settings, reward overrides)."""
+def parse_overrides(items: list[str]) -> tuple[dict, dict, dict]:
+    """['task.settings.per_band=50', 'reward.workers=0', 'rollout.urls=[...]'] -> (task settings, reward
+    overrides, rollout overrides)."""
     from rlvr.config import ConfigError, parse_set
 
-    settings, reward = {}, {}
+    settings, reward, rollout = {}, {}, {}
     for item in items:
         key = item.split("=", 1)[0].strip()
         nested = parse_set(item)
@@ -54,9 +57,23 @@ def parse_overrides(items: list[str]) -> tuple[dict, dict]:
             settings.update(nested["task"]["settings"])
         elif key.startswith("reward."):
             reward.update(nested["reward"])
+        elif key.startswith("rollout."):
+            rollout.update(nested["rollout"])
         else:
-            raise ConfigError(f"--set {item!r}: rlvr eval takes task.settings.* or reward.* keys")
-    return settings, reward
+            raise ConfigError(f"--set {item!r}: rlvr eval takes task.settings.*, reward.* or rollout.* keys")
+    return settings, reward, rollout
+
+
+def _rollout_cfg(args, overrides: dict) -> dict | None:
+    """None lets evaluate_model take the run's (or the default) rollout section; overrides are checked as
+    `rlvr train` checks them and apply on top."""
+    if not overrides:
+        return None
+    from rlvr.config import DEFAULTS, merge
+    from rlvr.evaluation.run_eval import is_run_dir, read_run
+
+    base = read_run(args.model)[1]["rollout"] if is_run_dir(args.model) else DEFAULTS["rollout"]
+    return merge(base, overrides, "rollout.")
 
 
 def default_out(args) -> Path:
@@ -90,11 +107,11 @@ def run(args) -> int:
 
     try:
         ks = [int(k) for k in args.k.split(",") if k.strip()]
-        settings, reward_over = parse_overrides(args.sets)
+        settings, reward_over, rollout_over = parse_overrides(args.sets)
         records, summary = evaluate_model(
             args.model, args.task, split=args.split, n=args.n, ks=ks, temperature=args.temperature,
             max_new_tokens=args.max_new_tokens, greedy=not args.no_greedy, reward_cfg=_reward_cfg(args, reward_over),
-            backend=args.backend, seed=args.seed, allow_contaminated=args.allow_contaminated, limit=args.limit,
+            backend=args.backend, rollout=_rollout_cfg(args, rollout_over), seed=args.seed, allow_contaminated=args.allow_contaminated, limit=args.limit,
             progress=not args.quiet, task_settings=settings, rows_per_call=args.rows_per_call)
     except (ContaminationError, ConfigError, FileNotFoundError, ValueError) as e:
         print(f"rlvr eval: {e}", file=sys.stderr)

@@ -15,6 +15,7 @@ memory (32 rows x 128 tokens x 49k vocab is ~0.8 GB in float32).
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -23,7 +24,7 @@ from typing import Sequence
 import torch
 from tqdm.auto import tqdm
 
-from rlvr.training.batch import encode_prompt
+from rlvr.prompts.chat import encode_prompt
 from rlvr.config import DEFAULTS
 from rlvr.evaluation.driver import evaluate
 from rlvr.evaluation.hygiene import check_contamination, find_leaks
@@ -34,7 +35,9 @@ ROWS_PER_CALL = 32
 
 
 def is_run_dir(path) -> bool:
-    p = Path(str(path))
+    if not isinstance(path, (str, os.PathLike)):  # an in-memory (model, tokenizer) pair
+        return False
+    p = Path(path)
     return p.is_dir() and (p / "config.yaml").exists()
 
 
@@ -48,6 +51,23 @@ def read_run(path) -> tuple[Path, dict]:
         raise FileNotFoundError(f"{path} is a run directory without a final model ({merged} is missing); "
                                 f"is it still training?")
     return merged, yaml.safe_load((path / "config.yaml").read_text())
+
+
+def run_as_adapter(path):
+    """(model, tokenizer) of a run directory as its base model plus its final LoRA adapter (peft), for the remote
+    backend, whose servers hold the base model and take the policy as an adapter."""
+    import yaml
+    from peft import PeftModel
+
+    from rlvr.policy.load import load_policy
+
+    path = Path(path)
+    cfg = yaml.safe_load((path / "config.yaml").read_text())
+    if not (path / "final" / "adapter" / "adapter_config.json").exists():
+        raise ValueError(f"{path} has no final/adapter (trained without LoRA?): the remote backend samples a run as "
+                         f"an adapter on the servers' base model; evaluate it with a local backend")
+    model, tokenizer = load_policy(cfg["model"]["name"], "float32")
+    return PeftModel.from_pretrained(model, str(path / "final" / "adapter")), tokenizer
 
 
 def limit_problems(problems: Sequence[Problem], limit: int | None) -> list[Problem]:
@@ -64,12 +84,6 @@ def limit_problems(problems: Sequence[Problem], limit: int | None) -> list[Probl
             if q and len(chosen) < limit:
                 chosen.append(q.pop(0))
     return [problems[i] for i in sorted(chosen)]
-
-
-def _stop_ids(model, tokenizer) -> list[int]:
-    eos = model.config.eos_token_id
-    extra = eos if isinstance(eos, list) else [eos] if isinstance(eos, int) else []
-    return sorted({tokenizer.eos_token_id, *extra})
 
 
 class _Generate:
@@ -149,7 +163,7 @@ def hygiene_report(train: Sequence[Problem], problems: Sequence[Problem], split:
 
 def evaluate_model(model_or_path, task=None, split: str = "heldout", n: int = 8, ks: Sequence[int] = (1, 4, 8),
                    temperature: float = 1.0, max_new_tokens: int = 128, greedy: bool = True,
-                   reward_cfg: dict | None = None, backend: str = "hf", seed: int = 0,
+                   reward_cfg: dict | None = None, backend: str | None = "hf", seed: int = 0, rollout: dict | None = None,
                    train_problems: Sequence[Problem] | None = None, allow_contaminated: bool = False,
                    limit: int | None = None, progress: bool = True, task_settings: dict | None = None,
                    rows_per_call: int = ROWS_PER_CALL, n_boot: int = 2000):
@@ -158,10 +172,12 @@ def evaluate_model(model_or_path, task=None, split: str = "heldout", n: int = 8,
     model_or_path: an embedded name, local folder or hub id; a run directory; or (model, tokenizer).
     task: a task name (with task_settings) or a task object; None only with a run directory.
     train_problems: what contamination is checked against (default: the run's, else the task's train split).
+    backend: the sampler backend (None: the rollout section's); rollout: the rollout section whose backend settings
+    (remote urls, vLLM's engine) and dtype the sampler takes (default: the run's, else the built-in defaults).
     The summary is evaluation.summarize's dict plus "setup" (what was run, wall time) and "hygiene".
     Raises ContaminationError before any sampling when the split overlaps the training data.
     """
-    from rlvr.sampling import make_sampler
+    from rlvr.sampling import build_sampler
     from rlvr.verifiers.compose import build_reward
 
     ks = sorted({k for k in ks if k <= n} | {1})
@@ -176,7 +192,14 @@ def evaluate_model(model_or_path, task=None, split: str = "heldout", n: int = 8,
     hygiene = hygiene_report(train, problems, split, allow_contaminated)
     t0 = time.perf_counter()
     model.eval()
-    sampler = make_sampler(backend, model, tokenizer, stop_ids=_stop_ids(model, tokenizer))
+    if rollout is None:
+        rollout = read_run(model_or_path)[1]["rollout"] if is_run_dir(model_or_path) else DEFAULTS["rollout"]
+    backend = backend or rollout["backend"]
+    if backend == "remote" and is_run_dir(model_or_path):  # the servers hold the base; the run is its adapter
+        model, tokenizer = run_as_adapter(model_or_path)
+    sampler = build_sampler(rollout, model, tokenizer, backend=backend)
+    if backend == "remote" and not sampler.base_only:
+        sampler.sync(model.eval())  # push the adapter once: the model does not change during an evaluation
     total = len(problems) * (n + int(greedy))
     with tqdm(total=total, desc=f"rlvr eval {split}", unit="completion", disable=not progress) as bar:
         records = evaluate(_Generate(sampler, tokenizer, max_new_tokens, seed), _Tracked(reward, bar, len(problems) * n),

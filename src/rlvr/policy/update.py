@@ -14,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+from dataclasses import dataclass
+
 import torch
 
 from rlvr.policy.logprobs import PromptPass
@@ -165,65 +167,100 @@ def _libc():
         return None
 
 
+@dataclass(frozen=True)
+class UpdateSettings:
+    """The numbers one update reads, from the config's train and rollout sections (`from_config`).
+
+    pad_id: the tokenizer's; temperature: the sampler's (log-probs are of the tempered distribution);
+    micro_batch_size / micro_batch_tokens: a forward's rows and padded completion tokens (0 = no cap);
+    max_grad_norm: clipping; autocast: "none" | "bfloat16"; norm_len: the generation budget (Dr. GRPO's
+    constant normaliser); mu: optimisation passes over the batch.
+    """
+    pad_id: int
+    temperature: float = 1.0
+    micro_batch_size: int = 8
+    max_grad_norm: float = 1.0
+    autocast: str = "none"
+    norm_len: int = 128
+    mu: int = 1
+    micro_batch_tokens: int = 0
+
+    @classmethod
+    def from_config(cls, cfg, pad_id: int) -> "UpdateSettings":
+        t = cfg.train
+        return cls(pad_id=pad_id, temperature=cfg.rollout.temperature, micro_batch_size=t.micro_batch_size,
+                   max_grad_norm=t.max_grad_norm, autocast=t.autocast, norm_len=cfg.rollout.max_new_tokens,
+                   mu=t.updates_per_batch, micro_batch_tokens=t.micro_batch_tokens)
+
+
 @returns_freed_memory
-def update_policy(model, optimizer, batch, algo, *, pad_id: int, temperature: float, micro_batch_size: int,
-                  max_grad_norm: float, autocast: str, norm_len: int, mu: int = 1, ref_model=None, comm=None,
-                  micro_batch_tokens: int = 0) -> dict:
+def update_policy(model, optimizer, batch, algo, settings: UpdateSettings, *, ref_model=None, comm=None) -> dict:
     """One pass (or mu passes) of gradient steps over the batch; returns floats for the metrics line.
     With `comm` (a rlvr.training.distributed.Comm) this rank's batch is its share of a global batch; the returned
     stats are those of the global batch."""
-    b = len(batch)
+    s = settings
     num_tokens, num_seqs = batch_counts(batch.mask)
     if comm is not None:  # data parallel: normalise by the global batch's counts
         num_tokens, num_seqs = comm.all_sum(num_tokens, num_seqs)
-    active = [r for r in range(b) if batch.mask[r].sum() > 0 and (batch.advantages[r] != 0 or algo.beta > 0)]
-    chunks = micro_batches(active, batch.lengths.tolist(), micro_batch_size, micro_batch_tokens)
+    active = [r for r in range(len(batch)) if batch.mask[r].sum() > 0 and (batch.advantages[r] != 0 or algo.beta > 0)]
+    chunks = micro_batches(active, batch.lengths.tolist(), s.micro_batch_size, s.micro_batch_tokens)
     trainable = [p for p in model.parameters() if p.requires_grad]
     # FSDP: every forward/backward is a collective; a rank with fewer micro-batches adds zero-weight ones
     runs = chunks + [_IDLE] * (comm.idle_micro_batches(len(chunks)) if comm is not None else 0)
-    fixed = (batch, runs, pad_id, temperature, autocast)
+    fixed = (batch, runs, s.pad_id, s.temperature, s.autocast)
     # several passes: the ratio is against the policy that sampled, fixed before the first pass
-    old = fixed_logprobs(model, *fixed) if mu > 1 else None
+    old = fixed_logprobs(model, *fixed) if s.mu > 1 else None
     ref = reference_logprobs(model, ref_model, *fixed) if algo.beta > 0 else None
     totals = {"loss": 0.0, "clip/low_frac": 0.0, "clip/high_frac": 0.0, "kl": 0.0, "train_tokens": 0}
     grad_norm = 0.0
-    for _pass in range(mu):
+    for _pass in range(s.mu):
         optimizer.zero_grad(set_to_none=True)
-        pass_loss = 0.0
-        # each prompt once per pass; micro-batches backward into its keys and values, then it backward once
-        prompts = _prompt_pass(model, batch, runs, pad_id, autocast, split_graph=True)
-        for rows in runs:
-            if rows is _IDLE:  # same collectives in the same order as a real micro-batch, zero gradient
-                logp, _ = _chunk_logprobs(model, prompts, batch, rows, temperature, autocast)
-                (logp.sum() * 0.0).backward()
-                continue
-            with _chunk_oom(batch, rows, micro_batch_size, micro_batch_tokens):  # name the shape that ran out of memory
-                logp, t = _chunk_logprobs(model, prompts, batch, rows, temperature, autocast)
-                mask = batch.mask[rows, :t]
-                loss, stats = policy_loss(logp, old[tuple(rows)] if old else None, batch.advantages[rows], mask,
-                                          ref_logp=ref[tuple(rows)] if ref else None, norm_len=norm_len,
-                                          num_tokens=num_tokens, num_seqs=num_seqs, **algo.loss_kwargs())
-                loss.backward()
-            tokens = float(mask.sum())
-            pass_loss += float(loss.detach())
-            totals["train_tokens"] += int(tokens)
-            for k in ("clip/low_frac", "clip/high_frac", "kl"):
-                totals[k] += float(stats.get(k, 0.0)) * tokens
-        if prompts is not None:
-            prompts.backward()
+        pass_loss = _one_pass(model, batch, runs, algo, s, old, ref, (num_tokens, num_seqs), totals)
         n_chunks = len(chunks)
         if comm is not None:  # data parallel: global loss; the sum of the ranks' gradients is the global one
             pass_loss, n_chunks = comm.all_sum(pass_loss, n_chunks)
             comm.sum_grads(trainable)
         totals["loss"] += pass_loss
-        grad_norm = _as_float(torch.nn.utils.clip_grad_norm_(trainable, max_grad_norm)) if trainable else 0.0
+        grad_norm = _as_float(torch.nn.utils.clip_grad_norm_(trainable, s.max_grad_norm)) if trainable else 0.0
         if not torch.isfinite(torch.tensor([totals["loss"], grad_norm])).all():
             optimizer.zero_grad(set_to_none=True)
             return {**totals, "grad_norm": grad_norm, "skipped": 1}
         if n_chunks:
             optimizer.step()
-    n_active = len(active)
-    if comm is not None:  # data parallel: token-weighted stats of the global batch
+    return _update_stats(totals, grad_norm, len(active), algo, s.mu, comm)
+
+
+def _one_pass(model, batch, runs, algo, s: UpdateSettings, old, ref, counts, totals) -> float:
+    """Forward and backward over every micro-batch (gradients accumulate); adds to `totals`; returns the loss."""
+    num_tokens, num_seqs = counts
+    pass_loss = 0.0
+    # each prompt once per pass; micro-batches backward into its keys and values, then it backward once
+    prompts = _prompt_pass(model, batch, runs, s.pad_id, s.autocast, split_graph=True)
+    for rows in runs:
+        if rows is _IDLE:  # same collectives in the same order as a real micro-batch, zero gradient
+            logp, _ = _chunk_logprobs(model, prompts, batch, rows, s.temperature, s.autocast)
+            (logp.sum() * 0.0).backward()
+            continue
+        with _chunk_oom(batch, rows, s.micro_batch_size, s.micro_batch_tokens):  # name the shape that ran out of memory
+            logp, t = _chunk_logprobs(model, prompts, batch, rows, s.temperature, s.autocast)
+            mask = batch.mask[rows, :t]
+            loss, stats = policy_loss(logp, old[tuple(rows)] if old else None, batch.advantages[rows], mask,
+                                      ref_logp=ref[tuple(rows)] if ref else None, norm_len=s.norm_len,
+                                      num_tokens=num_tokens, num_seqs=num_seqs, **algo.loss_kwargs())
+            loss.backward()
+        tokens = float(mask.sum())
+        pass_loss += float(loss.detach())
+        totals["train_tokens"] += int(tokens)
+        for k in ("clip/low_frac", "clip/high_frac", "kl"):
+            totals[k] += float(stats.get(k, 0.0)) * tokens
+    if prompts is not None:
+        prompts.backward()
+    return pass_loss
+
+
+def _update_stats(totals: dict, grad_norm: float, n_active: int, algo, mu: int, comm) -> dict:
+    """The update's figures for the metrics line: token-weighted means (of the global batch under data parallel)."""
+    if comm is not None:
         keys = ("clip/low_frac", "clip/high_frac", "kl", "train_tokens")
         *sums, n_active = comm.all_sum(*(totals[k] for k in keys), n_active)
         totals.update(zip(keys, sums))

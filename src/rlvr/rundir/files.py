@@ -85,9 +85,6 @@ class RunDir:
             f.flush()
             os.fsync(f.fileno())
 
-    def read_metrics(self) -> list[dict]:
-        return read_jsonl(self.metrics_path)
-
     def truncate_after(self, step: int) -> None:
         """On resume: drop the metric and sample lines of steps after the checkpoint (they will be redone)."""
         for path in (self.metrics_path, self.samples_path):

@@ -1,17 +1,49 @@
-"""Rollout samplers: `make_sampler(backend, model, tokenizer, stop_ids=...)` returns an object with
-`sync(model)` and `generate(prompt_ids, n, ...) -> Rollouts`.
+"""Rollouts: the policy samples G completions for each of P prompts. Every backend returns the same `Rollouts`.
 
-Backends: "hf" (transformers generate; any architecture) and "fast" (hand-written CPU decoder for the
-Llama family; falls back to "hf", with a warning, for architectures it does not support) and "remote"
-(vLLM servers over HTTP; settings `urls`, `adapter_dir`; see rlvr.sampling.remote) and "vllm" (vLLM's
-offline engine colocated on the trainer's GPU, `pip install "rlvr[vllm]"`; settings from `rollout.vllm`; see
-rlvr.sampling.vllm). vLLM is imported only when a vLLM-backed sampler is built.
+    build_sampler(rollout, model, tokenizer)  -> a sampler with `sync(model)` and
+    sampler.generate(prompt_ids (P,), n=G, ...) -> Rollouts (completion_ids (B, T), mask, sampler_logp, ...)
+
+Backends, by name (`BACKENDS`, the registry): "hf" (transformers generate; any architecture), "fast" (hand-written
+CPU decoder for the Llama family; falls back to "hf", with a warning, for architectures it does not support),
+"remote" (vLLM servers over HTTP; settings `urls`, `adapter_dir`; rlvr.sampling.remote) and "vllm" (vLLM's offline
+engine colocated on the trainer's GPU, `pip install "rlvr[vllm]"`; settings from `rollout.vllm`;
+rlvr.sampling.vllm). A backend's module is imported only when a sampler of it is built.
+
+In: the policy (its weights are copied or pushed at `sync`), prompt token ids. Out: Rollouts.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from .rollouts import Rollouts, Sampler
 
-BACKENDS = ("hf", "fast", "remote", "vllm")
+
+def _hf(model, tokenizer, stop_ids, dtype, threads, settings):
+    from .hf import HFSampler
+
+    return HFSampler(model, tokenizer, stop_ids=stop_ids, dtype=dtype, threads=threads)
+
+
+def _fast(model, tokenizer, stop_ids, dtype, threads, settings):
+    from .fast import make_fast_sampler
+
+    return make_fast_sampler(model, tokenizer, stop_ids=stop_ids, dtype=dtype, threads=threads)
+
+
+def _remote(model, tokenizer, stop_ids, dtype, threads, settings):
+    from .remote import RemoteSampler
+
+    return RemoteSampler(model, tokenizer, stop_ids=stop_ids, **settings)
+
+
+def _vllm(model, tokenizer, stop_ids, dtype, threads, settings):
+    from .vllm import VLLMSampler
+
+    return VLLMSampler(model, tokenizer, stop_ids=stop_ids, **{"dtype": dtype, **settings})  # rollout.vllm.dtype wins
+
+
+# name -> maker(model, tokenizer, stop_ids, dtype, threads, settings); a new backend is a new entry
+BACKENDS = {"hf": _hf, "fast": _fast, "remote": _remote, "vllm": _vllm}
 
 
 def make_sampler(backend: str, model, tokenizer, *, stop_ids: list[int], dtype: str = "bfloat16",
@@ -19,37 +51,44 @@ def make_sampler(backend: str, model, tokenizer, *, stop_ids: list[int], dtype: 
     """dtype: the sampler's compute dtype ("bfloat16", "float32", "float16"); threads: torch threads
     while generating (None leaves the process setting alone); `settings` go to the remote backend
     (urls, adapter_dir, timeout_s) or the vllm one (gpu_memory_utilization, enforce_eager, max_model_len,
-    weight_sync); hf and fast take none. `backend_settings` reads them from the rollout config."""
-    if backend == "remote":
-        from .remote import RemoteSampler
+    weight_sync); hf and fast take none. Use `build_sampler` to build one from the rollout config."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown sampler backend {backend!r}; choose one of {tuple(BACKENDS)}")
+    return BACKENDS[backend](model, tokenizer, stop_ids, dtype, threads, settings)
 
-        return RemoteSampler(model, tokenizer, stop_ids=stop_ids, **settings)
-    if backend == "vllm":
-        from .vllm import VLLMSampler
 
-        return VLLMSampler(model, tokenizer, stop_ids=stop_ids, **{"dtype": dtype, **settings})  # rollout.vllm.dtype wins
-    if backend == "hf":
-        from .hf import HFSampler
-
-        return HFSampler(model, tokenizer, stop_ids=stop_ids, dtype=dtype, threads=threads)
-    if backend == "fast":
-        from .fast import make_fast_sampler
-
-        return make_fast_sampler(model, tokenizer, stop_ids=stop_ids, dtype=dtype, threads=threads)
-    raise ValueError(f"unknown sampler backend {backend!r}; choose one of {BACKENDS}")
+def stop_ids(model, tokenizer) -> list[int]:
+    """Token ids that end a completion: the tokenizer's eos and the model config's (an int or a list)."""
+    eos = getattr(model.config, "eos_token_id", None)
+    return sorted({tokenizer.eos_token_id, *([eos] if isinstance(eos, int) else eos or [])} - {None})
 
 
 def backend_settings(rollout) -> dict:
-    """The keyword settings of make_sampler for `rollout.backend`, from the rollout config section (a dict or
-    the namespace of rlvr.config.as_namespace)."""
+    """The keyword settings of make_sampler for `rollout.backend`, from the rollout config section (the
+    typed `RolloutConfig`, or its dict)."""
     get = rollout.get if isinstance(rollout, dict) else lambda key, default=None: getattr(rollout, key, default)
     backend = get("backend")
     if backend == "remote":
         return {"urls": list(get("urls") or []), "adapter_dir": get("adapter_dir") or None}
     if backend == "vllm":
         section = get("vllm") or {}
-        return dict(section if isinstance(section, dict) else vars(section))
+        return dict(section) if isinstance(section, dict) else dataclasses.asdict(section)
     return {}
 
 
-__all__ = ["BACKENDS", "Rollouts", "Sampler", "backend_settings", "make_sampler"]
+def build_sampler(rollout, model, tokenizer, *, backend: str | None = None, threads: int | None = None) -> Sampler:
+    """The one way to build a sampler from the rollout settings: stop ids worked out here, the backend's own
+    settings (remote urls, vLLM's engine) always passed. `backend` overrides `rollout.backend` (evaluation of a
+    run's checkpoint may sample with another one); its settings still come from `rollout`."""
+    settings = backend_settings(rollout if backend is None else _with_backend(rollout, backend))
+    name = backend or (rollout["backend"] if isinstance(rollout, dict) else rollout.backend)
+    dtype = rollout["dtype"] if isinstance(rollout, dict) else rollout.dtype
+    return make_sampler(name, model, tokenizer, stop_ids=stop_ids(model, tokenizer), dtype=dtype, threads=threads,
+                        **settings)
+
+
+def _with_backend(rollout, backend: str):
+    return {**rollout, "backend": backend} if isinstance(rollout, dict) else dataclasses.replace(rollout, backend=backend)
+
+
+__all__ = ["BACKENDS", "Rollouts", "Sampler", "backend_settings", "build_sampler", "make_sampler", "stop_ids"]

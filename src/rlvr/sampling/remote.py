@@ -55,10 +55,6 @@ def post_json(url: str, path: str, body: dict, timeout_s: float) -> dict:
     return _send(req, timeout_s)
 
 
-def get_json(url: str, path: str, timeout_s: float) -> dict:
-    return _send(urllib.request.Request(url.rstrip("/") + path, method="GET"), timeout_s)
-
-
 def _send(req, timeout_s: float) -> dict:
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as resp:
@@ -109,7 +105,12 @@ def _token_id(token: str) -> int:
 
 
 class RemoteSampler:
-    """`Sampler` over vLLM servers. `shared = True`: the servers serve every rank, so only one pushes."""
+    """`Sampler` over vLLM servers. `shared = True`: the servers serve every rank, so only one pushes.
+
+    The servers hold a base model; the policy reaches them as LoRA adapters pushed at each `sync`. A model
+    without an adapter is sampled as the servers' own base model (what they list first at /v1/models), which is
+    right for the model they serve (a starting model's evaluation, SFT's sampling) and cannot be trained.
+    """
 
     shared = True
 
@@ -117,17 +118,26 @@ class RemoteSampler:
                  timeout_s: float = 600.0, **_local_only):
         if not urls or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls):
             raise ValueError(f"rollout.urls = {urls!r}: need one or more server addresses like http://host:8000")
-        if not (hasattr(model, "peft_config") and hasattr(model, "save_pretrained")):
-            raise ValueError("the remote backend pushes LoRA adapters after each step; a full fine-tune would need "
-                             "vLLM's weight-update API (weights over NCCL), which rlvr does not implement: "
-                             "enable model.lora or use a local backend")
+        self.base_only = not _has_adapter(model)  # sample the servers' base model; no sync
         self.tokenizer, self.stop_ids, self.timeout_s = tokenizer, list(stop_ids), timeout_s
         self.pad_id = pad_id_for(tokenizer, self.stop_ids)
         self.urls, self.lost = list(urls), []  # lost: [(url, reason)] in the order they were lost
         self.adapter_dir = Path(adapter_dir or tempfile.mkdtemp(prefix="rlvr-adapters-"))
         if adapter_dir is None:  # a temporary folder works when the servers share this machine; removed with us
             weakref.finalize(self, shutil.rmtree, str(self.adapter_dir), True)
-        self.version, self._lock = 0, threading.Lock()
+        self.version, self._lock, self._base_name = 0, threading.Lock(), None
+
+    def served_base(self) -> str:
+        """The base model's name as the first live server lists it (vLLM lists it before any adapter)."""
+        if self._base_name is None:
+            for url in self.live:
+                try:
+                    models = _send(urllib.request.Request(url.rstrip("/") + "/v1/models"), self.timeout_s)["data"]
+                    self._base_name = next(m["id"] for m in models if not m.get("parent"))
+                    break
+                except ServerLost as e:
+                    self._lose(url, f"while listing its models: {e}")
+        return self._base_name
 
     @property
     def live(self) -> list[str]:
@@ -150,6 +160,10 @@ class RemoteSampler:
     def sync(self, model, push: bool = True, state_dict: dict | None = None) -> None:
         """Serve the current adapter under a new name; with push=False (other ranks) only follow the name.
         state_dict: the adapter's whole tensors when the model is sharded (FSDP), gathered by the caller."""
+        if not _has_adapter(model):
+            raise ValueError("the remote backend pushes LoRA adapters after each step; a full fine-tune would need "
+                             "vLLM's weight-update API (weights over NCCL), which rlvr does not implement: "
+                             "enable model.lora or use a local backend")
         old = self.adapter_name
         self.version += 1
         if not push:
@@ -182,10 +196,11 @@ class RemoteSampler:
     def generate(self, prompt_ids: list[list[int]], n: int, *, max_new_tokens: int, temperature: float = 1.0,
                  top_p: float = 1.0, top_k: int = 0, generator: torch.Generator | None = None) -> Rollouts:
         t0 = time.perf_counter()
-        if self.version == 0:
+        if self.version == 0 and not self.base_only:
             raise RemoteError("call sync(model) before generate: the servers do not hold the policy yet")
+        model_name = self.served_base() if self.base_only else self.adapter_name
         base = int(torch.randint(0, 2**31 - len(prompt_ids), (1,), generator=generator))
-        bodies = [completion_body(self.adapter_name, p, n, max_new_tokens=max_new_tokens, temperature=temperature,
+        bodies = [completion_body(model_name, p, n, max_new_tokens=max_new_tokens, temperature=temperature,
                                   top_p=top_p, top_k=top_k, seed=base + i, stop_ids=self.stop_ids)
                   for i, p in enumerate(prompt_ids)]
         workers = max(1, min(len(bodies), REQUESTS_PER_SERVER * len(self.live)))
@@ -203,6 +218,10 @@ class RemoteSampler:
         ro.num_prompt_tokens = sum(len(p) for p in prompt_ids)  # the server prefills each prompt once
         ro.seconds = time.perf_counter() - t0
         return ro
+
+
+def _has_adapter(model) -> bool:
+    return hasattr(model, "peft_config") and hasattr(model, "save_pretrained")
 
 
 __all__ = ["RemoteSampler", "RemoteError", "ServerLost", "completion_body", "parse_choices"]

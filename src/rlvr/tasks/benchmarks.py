@@ -16,7 +16,7 @@ import importlib.util
 import json
 import re
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 from rlvr.tasks.base import DatasetError, Problem, validate_problem
 
@@ -140,15 +140,3 @@ def _check_unique(problems: list[Problem], source: str) -> None:
             raise DatasetError(f"{source}: problem id {p.id!r} appears twice")
         seen.add(p.id)
 
-
-BENCHMARKS: dict[str, Callable[..., list[Problem]]] = {"math500": load_math500, "champ": load_champ}
-
-
-def load_benchmark(name: str, **kwargs) -> list[Problem]:
-    """A benchmark by short name ('math500', 'champ'), or a local MATH-500-style file by path."""
-    if name in BENCHMARKS:
-        return BENCHMARKS[name](**kwargs)
-    if is_local(name):
-        return load_math500(name, **kwargs)
-    raise DatasetError(f"unknown benchmark {name!r}; choose from {', '.join(BENCHMARKS)} or give a "
-                       f"{'/'.join(LOCAL_SUFFIXES)} file")

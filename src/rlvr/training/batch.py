@@ -6,6 +6,7 @@ Shapes: B rows (P groups x G samples, prompt-major), T completion positions.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
@@ -34,15 +35,19 @@ class StepBatch:
     rewards: torch.Tensor              # (B,) float32: weighted reward terms (+ overlong penalty)
     terms: dict[str, list[float]]      # reward term name -> (B,) unweighted values
     advantages: torch.Tensor | None = None  # (B,)
-    stats: dict = field(default_factory=dict)
+    stats: dict[str, float] = field(default_factory=dict)  # times, token and group counts
+    # with dynamic sampling: every row generated this step (the kept rows are a subset), for the metrics;
+    # and, under data parallel, the rounds one by one (rlvr.training.distributed.gather_batch merges them in order)
+    generated: StepBatch | None = None
+    rounds: list[StepBatch] | None = None
+
+    @property
+    def all_generated(self) -> StepBatch:
+        """Every row generated this step: the metrics, samples and curriculum see these, the loss the kept ones."""
+        return self.generated if self.generated is not None else self
 
     def __len__(self) -> int:
         return len(self.problems)
-
-
-def encode_prompt(tokenizer, messages: list[dict]) -> list[int]:
-    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
 def rollout_round(sampler, problems: list[Problem], prompt_ids: list[list[int]], reward, algo, rollout, generator) -> StepBatch:
@@ -110,29 +115,70 @@ def concat(batches: list[StepBatch], pad_id: int) -> StepBatch:
     )
 
 
-def collect(sampler, next_prompts, reward, algo, rollout, generator, pad_id: int) -> StepBatch:
-    """The step's batch. next_prompts() -> (problems (P,), prompt_ids (P,)) draws the next prompts.
+def collect(sampler, next_prompts, reward, algo, rollout, generator, pad_id: int, comm=None) -> StepBatch:
+    """The step's batch (on this rank: its block of it). next_prompts() -> (problems (P,), prompt_ids (P,)) draws
+    the next prompts; with `comm` (rlvr.training.distributed.Comm) every rank makes the same call and keeps its
+    contiguous block, so a group never straddles ranks.
 
     Without dynamic sampling: one round, every group kept. With it: rounds until P informative (nonzero
-    variance) groups are kept or `algo.max_sampling_rounds` rounds ran.
+    variance) groups are kept or `algo.max_sampling_rounds` rounds ran; the kept groups are those one process
+    would keep (advantages.dynamic_sampling decides, the ranks exchanging their counts).
     """
-    want = rollout.prompts_per_step
+    want, world = rollout.prompts_per_step, comm.world if comm is not None else 1
+    if want < world:
+        raise ValueError(f"rollout.prompts_per_step={want} is less than the {world} ranks: a rank would idle")
+    shard = comm.shard if comm is not None else list
+    local = dataclasses.replace(rollout, prompts_per_step=len(shard(range(want))))
+
+    def draw() -> StepBatch:
+        problems, ids = next_prompts()
+        return rollout_round(sampler, shard(problems), shard(ids), reward, algo, local, generator)
+
     if not algo.dynamic_sampling:
-        batch = rollout_round(sampler, *next_prompts(), reward, algo, rollout, generator)
-        batch.stats.update({"dynamic_sampling/generated_groups": want, "dynamic_sampling/kept_groups": want})
+        batch = draw()
+        batch.stats.update({"dynamic_sampling/generated_groups": local.prompts_per_step,
+                            "dynamic_sampling/kept_groups": local.prompts_per_step})
     else:
-        rounds: list[StepBatch] = []
-
-        def draw(_round):
-            rounds.append(rollout_round(sampler, *next_prompts(), reward, algo, rollout, generator))
-            return rounds[-1].rewards, rounds[-1].group_ids
-
-        kept, ds_stats = dynamic_sampling(draw, want_groups=want, max_rounds=algo.max_sampling_rounds)
-        parts = [select_rows(rounds[r], rows.tolist()) for r, rows in kept if len(rows)]
-        batch = concat(parts, pad_id) if parts else select_rows(rounds[-1], [])
-        # Time and reward metrics of the step cover every generated row, not only the kept ones.
-        batch.stats.update({k: sum(r.stats[k] for r in rounds) for k in ("time/generate", "time/verify", "gen_tokens")})
-        batch.stats.update(ds_stats)
-        batch.stats["generated"] = concat(rounds, pad_id)
-    batch.advantages = group_advantages(batch.rewards, batch.group_ids, scale=algo.adv_scale, eps=algo.adv_eps) if len(batch) else torch.zeros(0)
+        batch = _refill(draw, want, algo.max_sampling_rounds, pad_id, comm)
+    batch.advantages = _advantages(batch, algo, comm)
     return batch
+
+
+def _refill(draw, want: int, max_rounds: int, pad_id: int, comm) -> StepBatch:
+    """DAPO's dynamic sampling over rollout rounds: the kept rows of each round, with every generated row beside."""
+    rounds: list[StepBatch] = []
+
+    def next_round(_round):
+        rounds.append(draw())
+        return rounds[-1].rewards, rounds[-1].group_ids
+
+    def exchange(found: int) -> tuple[int, int]:  # earlier ranks' informative groups, and all ranks'
+        counts = comm.all_gather(found)
+        return sum(counts[:comm.rank]), sum(counts)
+
+    kept, ds_stats = dynamic_sampling(next_round, want_groups=want, max_rounds=max_rounds,
+                                      exchange=exchange if comm is not None and comm.world > 1 else None)
+    parts = [select_rows(rounds[r], rows.tolist()) for r, rows in kept if len(rows)]
+    batch = concat(parts, pad_id) if parts else select_rows(rounds[-1], [])
+    # Time and reward metrics of the step cover every generated row, not only the kept ones.
+    batch.stats.update({k: sum(r.stats[k] for r in rounds) for k in ("time/generate", "time/verify", "gen_tokens")})
+    batch.stats.update(ds_stats)
+    batch.generated = concat(rounds, pad_id)
+    if comm is not None and comm.world > 1:
+        batch.rounds = rounds
+    return batch
+
+
+def _advantages(batch: StepBatch, algo, comm) -> torch.Tensor:
+    """Group advantages (a group lives on one rank); scale "batch" divides by the std of the global batch's
+    rewards, gathered in rank order so the float sums run as in one process."""
+    if not len(batch) and (comm is None or algo.adv_scale != "batch"):
+        return torch.zeros(0)
+    batch_rewards = None
+    if algo.adv_scale == "batch" and comm is not None and comm.world > 1:
+        batch_rewards = torch.cat([torch.as_tensor(r, dtype=torch.float32)
+                                   for r in comm.all_gather(batch.rewards.tolist())])
+    if not len(batch):
+        return torch.zeros(0)
+    return group_advantages(batch.rewards, batch.group_ids, scale=algo.adv_scale, eps=algo.adv_eps,
+                            batch_rewards=batch_rewards)

@@ -8,7 +8,8 @@ What each rank does in a step (P prompts per step, W ranks):
   P/W (`Comm.shard`): a group never straddles ranks, so group advantages stay local, and the rank-order
   concatenation of the blocks is the single-process batch, row for row;
 - dynamic sampling runs the same number of rounds on every rank and keeps informative groups in that
-  global order, so the kept groups are exactly those a single process would keep from the same rollouts;
+  global order, so the kept groups are exactly those a single process would keep from the same rollouts
+  (rlvr.training.batch.collect, with this rank's Comm);
 - the loss is normalised by the token / sequence counts of the global batch (all-reduced), so each rank's
   loss is its share of the global loss and the sum of the ranks' gradients is the global gradient;
   gradients are summed after backward (one flat all-reduce; exact, and cheap for a LoRA adapter);
@@ -21,14 +22,13 @@ Shapes: B rows on this rank, T completion positions; counts are 0-d tensors.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import os
-from types import SimpleNamespace
 
 import torch
 import torch.distributed as dist
 
-from rlvr.algorithms.advantages import group_advantages, group_stats, select_informative_groups
-from rlvr.training.batch import StepBatch, concat, rollout_round, select_rows
+from rlvr.training.batch import StepBatch, concat
 from rlvr.policy.load import base_model
 
 # Gradients are summed in flat buckets of this many elements: one collective per bucket, bounded memory.
@@ -210,83 +210,18 @@ def sync_sampler(comm: Comm, sampler, model) -> None:
         sampler.sync(model)
 
 
-def collect(comm: Comm, sampler, next_prompts, reward, algo, rollout, generator, pad_id: int) -> StepBatch:
-    """This rank's part of the step's batch (see `rlvr.training.batch.collect`, which it equals on one rank).
-
-    next_prompts() -> (problems (P,), prompt_ids (P,)) is the same call on every rank; each keeps its block.
-    """
-    want = rollout.prompts_per_step
-    if want < comm.world:
-        raise ValueError(f"rollout.prompts_per_step={want} is less than the {comm.world} ranks: a rank would idle")
-    local = SimpleNamespace(**{**vars(rollout), "prompts_per_step": len(comm.shard(range(want)))})
-
-    def draw():
-        problems, ids = next_prompts()
-        return rollout_round(sampler, comm.shard(problems), comm.shard(ids), reward, algo, local, generator)
-
-    if not algo.dynamic_sampling:
-        batch = draw()
-        batch.stats.update({"dynamic_sampling/generated_groups": local.prompts_per_step,
-                            "dynamic_sampling/kept_groups": local.prompts_per_step})
-    else:
-        batch = _dynamic_sampling(comm, draw, want, algo.max_sampling_rounds, pad_id)
-    batch.advantages = _advantages(comm, batch, algo)
-    return batch
-
-
-def _dynamic_sampling(comm: Comm, draw, want: int, max_rounds: int, pad_id: int) -> StepBatch:
-    """DAPO's refill, with the round count and the kept groups decided globally (rank order = prompt order)."""
-    rounds, parts, have, generated = [], [], 0, 0
-    while have < want and len(rounds) < max_rounds:
-        rb = draw()
-        rounds.append(rb)
-        informative = select_informative_groups(rb.rewards, rb.group_ids)
-        counts = comm.all_gather(len(set(rb.group_ids[informative].tolist())))
-        budget = max(0, want - have - sum(counts[:comm.rank]))  # earlier ranks' groups come first
-        rows = torch.nonzero(select_informative_groups(rb.rewards, rb.group_ids, max_groups=budget)).flatten()
-        if len(rows):
-            parts.append(select_rows(rb, rows.tolist()))
-        generated += len(set(rb.group_ids.tolist()))
-        have += min(sum(counts), want - have)
-    kept = sum(len(set(p.group_ids.tolist())) for p in parts)
-    batch = concat(parts, pad_id) if parts else select_rows(rounds[-1], [])
-    batch.stats.update({k: sum(r.stats[k] for r in rounds) for k in ("time/generate", "time/verify", "gen_tokens")})
-    batch.stats.update({"dynamic_sampling/generated_groups": generated, "dynamic_sampling/kept_groups": kept,
-                        "dynamic_sampling/rounds": len(rounds), "generated": concat(rounds, pad_id)})
-    if comm.world > 1:  # gather_batch merges round by round, to list rows in the single-process order
-        batch.stats["_rounds"] = rounds
-    return batch
-
-
-def _advantages(comm: Comm, batch: StepBatch, algo) -> torch.Tensor:
-    """Group advantages (local: a group lives on one rank); scale "batch" divides by the std of the global
-    batch's rewards, gathered in rank order so the float sums run as in a single process."""
-    if algo.adv_scale != "batch" or comm.world == 1:
-        return group_advantages(batch.rewards, batch.group_ids, scale=algo.adv_scale, eps=algo.adv_eps) \
-            if len(batch) else torch.zeros(0)
-    rewards = torch.cat([torch.as_tensor(r, dtype=torch.float32) for r in comm.all_gather(batch.rewards.tolist())])
-    if not len(batch):
-        return torch.zeros(0)
-    std_b = rewards.std() if rewards.numel() > 1 else rewards.new_zeros(())
-    mean, _, constant = group_stats(batch.rewards, batch.group_ids)
-    # A = (r - mean_g) / (std_B + eps), 0 on constant groups: advantages.group_advantages(scale="batch")
-    adv = (batch.rewards - mean) / (std_b + algo.adv_eps)
-    return torch.where(constant, torch.zeros_like(adv), adv)
-
-
 def gather_batch(comm: Comm, batch: StepBatch, pad_id: int) -> StepBatch:
     """The step's global batch on every rank, as one process would have built it: rows in rank order,
-    groups renumbered, counts summed, wall times maxed; stats["generated"] merged the same way.
+    groups renumbered, counts summed, wall times maxed; `generated` merged the same way.
     On one rank, the batch itself."""
     if comm.world == 1:
         return batch
-    stats = {k: v for k, v in batch.stats.items() if k not in ("generated", "_rounds")}
-    local = StepBatch(**{**vars(batch), "stats": stats})
-    parts = comm.all_gather((local, batch.stats.get("_rounds")))
+    local = dataclasses.replace(batch, generated=None, rounds=None)
+    parts = comm.all_gather((local, batch.rounds))
     merged = _merge([p[0] for p in parts], pad_id)
     if parts[0][1] is not None:  # dynamic sampling: round k of every rank, then round k + 1, ...
         rounds = [[p[1][k] for p in parts] for k in range(len(parts[0][1]))]
-        merged.stats["generated"] = concat([_merge(r, pad_id) for r in rounds], pad_id)
+        merged.generated = concat([_merge(r, pad_id) for r in rounds], pad_id)
     return merged
 
 
@@ -300,4 +235,4 @@ def _merge(batches: list[StepBatch], pad_id: int) -> StepBatch:
     return merged
 
 
-__all__ = ["Comm", "setup", "shard_model", "check_resume", "sync_sampler", "collect", "gather_batch"]
+__all__ = ["Comm", "setup", "shard_model", "check_resume", "sync_sampler", "gather_batch"]

@@ -18,7 +18,7 @@ import json
 import time
 from pathlib import Path
 
-from rlvr.config import as_namespace, dump
+from rlvr.config import Config, dump
 from rlvr.rundir.files import RunDir, atomic_write_text
 
 
@@ -37,11 +37,11 @@ def _evaluate(name: str, model, cfg: dict, root: Path, quiet: bool):
     out = root / "eval" / name
     if (out / "summary.json").exists() and (out / "records.jsonl").exists():
         return read_records(out / "records.jsonl"), json.loads((out / "summary.json").read_text())
-    e = as_namespace(cfg).eval
+    e = Config.from_dict(cfg).eval
     records, summary = evaluate_model(
         model, cfg["task"]["name"], split=e.split, n=e.n, ks=e.ks, temperature=cfg["rollout"]["temperature"],
         max_new_tokens=cfg["rollout"]["max_new_tokens"], greedy=e.greedy, reward_cfg=cfg["reward"],
-        backend=cfg["rollout"]["backend"], seed=cfg["seed"], limit=e.limit or None, progress=not quiet,
+        backend=cfg["rollout"]["backend"], rollout=cfg["rollout"], seed=cfg["seed"], limit=e.limit or None, progress=not quiet,
         task_settings=cfg["task"]["settings"])
     summary["label"] = name
     write_records(records, out / "records.jsonl")
@@ -106,7 +106,7 @@ def _write_report(root, cfg, result, summaries, evals, timings, wall) -> Path:
     task = load_task(cfg["task"]["name"], **cfg["task"]["settings"])
     prompts = {p.id: p.prompt for p in task.problems(cfg["eval"]["split"])}
     pairs = report.example_pairs(evals["start"], evals["rlvr"], k=10)
-    c = as_namespace(cfg)
+    c = Config.from_dict(cfg)
     meta = {
         "model": c.model.name, "task": f"{c.task.name} {cfg['task']['settings'] or ''}".strip(),
         "algorithm": json.dumps(cfg["algorithm"]), "seed": c.seed,

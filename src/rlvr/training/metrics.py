@@ -1,9 +1,9 @@
-"""The per-step metrics line (names kept stable: see DESIGN.md) from a step's batch and update stats."""
+"""The per-step metrics line (names kept stable: the README lists them) from a step's batch and update stats."""
 
 from __future__ import annotations
 
 from rlvr.algorithms.advantages import nonzero_variance_frac
-from rlvr.verifiers.base import STATUSES
+from rlvr.verifiers.compose import verdict_fractions
 
 
 def rollout_metrics(batch) -> dict:
@@ -19,8 +19,7 @@ def rollout_metrics(batch) -> dict:
     }
     for name, values in batch.terms.items():
         out[f"reward/{name}/mean"] = sum(values) / n
-    for status in STATUSES:
-        out[f"verdict/{status}_frac"] = sum(v.status == status for v in batch.verdicts) / n
+    out.update(verdict_fractions(batch.verdicts))
     return out
 
 
@@ -30,3 +29,26 @@ def sampled_entropy(batch) -> float:
     t = batch.sampler_logp.shape[1]
     sampled = (batch.lengths[:, None] > batch.lengths.new_tensor(range(t))[None, :]).float()
     return float(-(batch.sampler_logp * sampled).sum() / sampled.sum().clamp(min=1))
+
+
+def step_metrics_row(step, batch, generated, upd, lr, t_rollout, t_train) -> dict:
+    """The step's line: rollout figures over every generated row, update figures over the kept batch."""
+    row = {"step": step, **rollout_metrics(generated)}
+    row.update({k: v for k, v in upd.items() if k not in ("train_tokens",)})
+    gen_time = batch.stats["time/generate"]
+    row.update({
+        "lr": lr, "time/generate": gen_time, "time/verify": batch.stats["time/verify"], "time/train": t_train,
+        "time/step": t_rollout + t_train,
+        "throughput/gen_tok_s": batch.stats["gen_tokens"] / max(gen_time, 1e-9),
+        "throughput/train_tok_s": upd.get("train_tokens", 0) / max(t_train, 1e-9),
+        "dynamic_sampling/generated_groups": batch.stats["dynamic_sampling/generated_groups"],
+        "dynamic_sampling/kept_groups": batch.stats["dynamic_sampling/kept_groups"],
+    })
+    return row
+
+
+def sample_rows(step, batch) -> list[dict]:
+    """samples.jsonl lines: each row's problem, completion, extracted answer, verdict and reward."""
+    return [{"step": step, "problem_id": p.id, "band": p.band, "prompt": p.prompt, "gold": p.answer,
+             "completion": text, "extracted": v.extracted, "status": v.status, "reward": float(r)}
+            for p, text, v, r in zip(batch.problems, batch.texts, batch.verdicts, batch.rewards.tolist())]

@@ -18,17 +18,17 @@ at most what the RL update spends on the same completions once each.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import torch
 from tqdm.auto import tqdm
 
-from rlvr.training.batch import encode_prompt
-from rlvr.config import ConfigError, as_namespace, dump
+from rlvr.prompts.chat import encode_prompt
+from rlvr.config import Config, ConfigError, dump
 from rlvr.policy.logprobs import completion_logprobs
 from rlvr.rundir.files import RunDir, atomic_write_text, read_jsonl
 from rlvr.tasks.base import DatasetError
@@ -144,15 +144,14 @@ def pad_examples(examples: list[dict], pad_id: int) -> tuple[list[list[int]], to
 def fine_tune(model, examples: list[dict], *, sft, train, pad_id: int, seed: int, run: RunDir, quiet: bool) -> int:
     """sft.epochs passes over the examples in seeded order, sft.batch_size per optimizer step; one metrics
     line per step (loss = token-mean NLL of that batch). Returns the number of steps taken."""
-    from rlvr.training.loop import make_scheduler
     from rlvr.policy.update import micro_batches
+    from rlvr.training.step import make_scheduler
 
     per_epoch = math.ceil(len(examples) / sft.batch_size)
     total = sft.epochs * per_epoch
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=sft.lr, weight_decay=train.weight_decay)
-    scheduler = make_scheduler(optimizer, SimpleNamespace(steps=total, warmup_steps=train.warmup_steps,
-                                                          lr_schedule=train.lr_schedule))
+    scheduler = make_scheduler(optimizer, dataclasses.replace(train, steps=total))
     model.train()
     step = 0
     with tqdm(total=total, desc="rlvr sft", disable=quiet) as bar:
@@ -193,32 +192,29 @@ def sft_output_dir(cfg: dict) -> str:
 def sft(cfg: dict, policy=None, quiet: bool = False, overwrite: bool = False) -> Path:
     """Run the supervised baseline as configured (rlvr.config.resolve, with its `sft` section); returns the
     run directory. `policy` = (model, tokenizer) overrides loading by name (tests use a tiny model)."""
-    from rlvr.policy.fastpath import prepare_for_update
-    from rlvr.policy.load import add_lora, load_policy, save_policy
-    from rlvr.sampling import backend_settings, make_sampler
+    from rlvr.policy.build import load_seeded, make_trainable
+    from rlvr.policy.load import save_policy
+    from rlvr.sampling import build_sampler
     from rlvr.tasks import load_task
     from rlvr.verifiers.compose import build_reward
 
-    c = as_namespace(cfg)
+    c = Config.from_dict(cfg)
     reward = build_reward(cfg["reward"])
-    task = load_task(c.task.name, **cfg["task"]["settings"])
+    task = load_task(c.task.name, **c.task.settings)
     problems = task.problems("train")
     if not problems:
         raise DatasetError(f"task {c.task.name!r} has no training problems")
     budget = sample_budget(cfg) if c.sft.source == "samples" else 0
     run = RunDir(sft_output_dir(cfg), overwrite=overwrite)
     run.write_config(dump(cfg))
-    torch.manual_seed(c.seed)
-    model, tokenizer = policy or load_policy(c.model.name, c.model.dtype)
+    # the starting model samples first; its LoRA adapter is added after, for the fine-tune
+    model, tokenizer = load_seeded(c, policy)
     pad_id = tokenizer.pad_token_id
     t0 = time.perf_counter()
     if c.sft.source == "reference":
         examples, stats = reference_examples(tokenizer, task, problems, c.sft.reference_field), {}
     else:
-        stop_ids = sorted({tokenizer.eos_token_id, *([model.config.eos_token_id]
-                                                      if isinstance(model.config.eos_token_id, int) else [])})
-        sampler = make_sampler(c.rollout.backend, model.eval(), tokenizer, stop_ids=stop_ids, dtype=c.rollout.dtype,
-                               **backend_settings(c.rollout))
+        sampler = build_sampler(c.rollout, model.eval(), tokenizer)
         with tqdm(total=budget, desc="rlvr sft: sampling", unit="completion", disable=quiet) as bar:
             examples, stats = collect_correct(sampler, tokenizer, task, reward, problems, budget=budget,
                                               group_size=c.sft.group_size or c.rollout.group_size,
@@ -227,10 +223,7 @@ def sft(cfg: dict, policy=None, quiet: bool = False, overwrite: bool = False) ->
     stats.update({"source": c.sft.source, "budget_completions": budget, "examples": len(examples),
                   "time/collect": time.perf_counter() - t0})
     run.append(run.path / "kept.jsonl", [{k: v for k, v in e.items() if not k.endswith("_ids")} for e in examples])
-    if c.model.lora.enabled:
-        lc = c.model.lora
-        model = add_lora(model, r=lc.r, alpha=lc.alpha, dropout=lc.dropout, target_modules=lc.target_modules)
-    prepare_for_update(model, c.train)
+    model = make_trainable(model, c)
     t1 = time.perf_counter()
     steps = 0
     if examples:

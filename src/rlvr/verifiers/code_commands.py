@@ -19,12 +19,6 @@ from rlvr.verifiers.code import DEFAULT_LIMITS, PythonTestsVerifier
 from rlvr.verifiers.code_attacks import host_damage, hostile_suite
 
 
-def add_code_arguments(parser) -> None:
-    """The options these two functions read beyond input/output, for whoever builds the parser."""
-    parser.add_argument("--workers", type=int, default=2, help="sandboxes run at once (default 2)")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_LIMITS.wall_s, help="seconds per completion")
-
-
 def _verifier(args) -> PythonTestsVerifier:
     wall = float(getattr(args, "timeout", None) or DEFAULT_LIMITS.wall_s)
     return PythonTestsVerifier(replace(DEFAULT_LIMITS, wall_s=wall, cpu_s=max(1, int(wall))))

@@ -5,7 +5,7 @@ interpreter (a trainer's worker thread or a data-loader thread gets a ValueError
 Here a watchdog thread raises `DeadlineExceeded` *inside the calling thread* through
 `PyThreadState_SetAsyncExc`. That interrupts any Python-level work (sympy is pure Python), in any
 thread, in any process. It cannot interrupt one long C call (a single giant big-integer power); the math
-verifier refuses those before they start (see `math_guard.py`) and the process pool (`pool.py`) kills a
+verifier refuses those before they start (see `guard.py`) and the process pool (`pool.py`) kills a
 worker that still overruns, which is the only truly hard limit.
 """
 
@@ -14,6 +14,8 @@ from __future__ import annotations
 import ctypes
 import threading
 from typing import Callable, TypeVar
+
+from rlvr.verifiers.base import Verdict
 
 T = TypeVar("T")
 
@@ -86,3 +88,17 @@ def _disarm(state: dict, lock: threading.Lock, stop: threading.Event, target: in
             return
         except DeadlineExceeded:
             state["fired"] = True
+
+
+# Time for a worker (a pool process, a Ray task) to report after its verifier's own deadline fired, before it is killed.
+GRACE_S = 0.25
+
+
+def score_one(verifier, completion, problem, timeout_s: float | None) -> Verdict:
+    """One item in this process: the verifier's verdict, or timeout / error; never raises."""
+    try:
+        return call_with_deadline(lambda: verifier.score(completion, problem), timeout_s)
+    except TimedOut as e:
+        return Verdict("timeout", 0.0, None, f"verification {e}")
+    except Exception as e:
+        return Verdict("error", 0.0, None, f"{type(e).__name__}: {e}"[:300])

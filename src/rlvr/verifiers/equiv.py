@@ -188,7 +188,3 @@ def _matrices_equal(gold, pred, rel_tol: float) -> bool:
         return False
     return all(answers_equal(g, p, rel_tol) for g, p in zip(gold, pred))
 
-
-def first_object(parsed) -> Basic | str | None:
-    """The sympy object math-verify put first in its result list (its text form comes second)."""
-    return parsed[0] if parsed else None

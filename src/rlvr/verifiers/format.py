@@ -43,11 +43,6 @@ def boxed_format_check(completion) -> Verdict:
     return Verdict("correct", 1.0, box.content, "one final boxed answer")
 
 
-def boxed_format_reward(completion) -> float:
-    """1.0 for exactly one final non-empty `\\boxed{...}` answer, else 0.0."""
-    return boxed_format_check(completion).reward
-
-
 class BoxedFormatVerifier:
     """The format reward as a verifier (ignores the gold): lets composition treat every term alike."""
 

@@ -23,21 +23,7 @@ import time
 from multiprocessing.connection import wait
 
 from rlvr.verifiers.base import Verdict
-from rlvr.verifiers.deadline import TimedOut, call_with_deadline
-
-# Time for a worker to report after its verifier's own deadline fired, before we kill it.
-GRACE_S = 0.25
-
-
-def score_one(verifier, completion, problem, timeout_s: float | None) -> Verdict:
-    """One item in this process: the verifier's verdict, or timeout / error; never raises."""
-    try:
-        return call_with_deadline(lambda: verifier.score(completion, problem), timeout_s)
-    except TimedOut as e:
-        return Verdict("timeout", 0.0, None, f"verification {e}")
-    except Exception as e:
-        return Verdict("error", 0.0, None, f"{type(e).__name__}: {e}"[:300])
-
+from rlvr.verifiers.deadline import GRACE_S, score_one
 
 def _worker_loop(verifier, conn, timeout_s) -> None:
     """Receive (index, completion, problem), send back (index, Verdict); None or a closed pipe ends it."""

@@ -2,7 +2,7 @@
 for (`reward.engine: ray`, or `score_batch(..., engine="ray")`).
 
 Same contract as the local pool (rlvr.verifiers.pool): B verdicts in input order, and one bad item costs only
-itself. Each item is one Ray task running `pool.score_one` (so the verifier's own in-process deadline applies
+itself. Each item is one Ray task running `deadline.score_one` (so the verifier's own in-process deadline applies
 on the worker); the driver keeps at most `slots` tasks in flight, starts an item's clock when it submits it,
 and past `timeout_s + GRACE_S` force-cancels the task (Ray kills its worker) and records `timeout`. A task
 whose worker dies records `error`. Verdicts of ordinary items are the verifier's own, byte for byte.
@@ -18,7 +18,7 @@ import os
 import time
 
 from rlvr.verifiers.base import Verdict
-from rlvr.verifiers.pool import GRACE_S, score_one
+from rlvr.verifiers.deadline import GRACE_S, score_one
 
 
 def _ray():

@@ -1,0 +1,34 @@
+"""The one builder of the trainable policy, from the config: used by the RL recipe, SFT and the bench."""
+
+from __future__ import annotations
+
+import torch
+
+from rlvr.policy.fastpath import prepare_for_update
+from rlvr.policy.load import add_lora, load_policy
+
+
+def load_seeded(cfg, policy=None):
+    """(model, tokenizer) of `cfg.model` (or the given pair), then torch's global RNG seeded, so that the LoRA
+    initialisation that follows depends on the seed alone. Seeded after loading, not before: the first load of the
+    embedded default converts its GGUF file, which draws from the global RNG, and a run on a fresh cache
+    initialised its adapter differently from every later run with the same seed."""
+    model, tokenizer = policy or load_policy(cfg.model.name, cfg.model.dtype)
+    torch.manual_seed(cfg.seed)
+    return model, tokenizer
+
+
+def make_trainable(model, cfg):
+    """The LoRA adapter when `model.lora.enabled`, then the update's fast path (`train.autocast`, attention,
+    checkpointing); returns the model to train (a peft wrapper with LoRA)."""
+    if cfg.model.lora.enabled:
+        lc = cfg.model.lora
+        model = add_lora(model, r=lc.r, alpha=lc.alpha, dropout=lc.dropout, target_modules=lc.target_modules)
+    prepare_for_update(model, cfg.train)
+    return model
+
+
+def build_policy(cfg, policy=None):
+    """(model, tokenizer) ready to train: loaded (or `policy`, a (model, tokenizer) pair), LoRA, fast path."""
+    model, tokenizer = load_seeded(cfg, policy)
+    return make_trainable(model, cfg), tokenizer

@@ -1,0 +1,157 @@
+"""One RL step as a public function: `run_step(state, step) -> StepResult`. `setup(cfg)` builds the state.
+
+The training loop (rlvr.training.loop) calls it, and so does the bench's rlvr worker, so both run the same step.
+What a step does, in order: sync the sampler's weights to the policy; (validation, when asked); sample and
+verify the step's batch (dynamic sampling and advantages included: rlvr.training.batch.collect); let the prompt
+stream see the results (curricula); update the policy; the metrics line; the LR schedule's step.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from rlvr.algorithms import Algorithm, algorithm_from_config
+from rlvr.config import Config, ConfigError
+from rlvr.evaluation.validation import validate
+from rlvr.policy.build import build_policy
+from rlvr.policy.update import UpdateSettings, update_policy
+from rlvr.prompts.chat import PromptCache
+from rlvr.prompts.stream import make_stream, spread_over_bands, step_band_metrics
+from rlvr.sampling import build_sampler
+from rlvr.tasks import DatasetError, load_task
+from rlvr.training import distributed
+from rlvr.training.batch import StepBatch, collect
+from rlvr.training.metrics import step_metrics_row
+from rlvr.verifiers.compose import build_reward
+
+
+@dataclass
+class Components:
+    """What the settings build without touching a model: checked before any file is written."""
+    cfg: Config
+    algo: Algorithm
+    reward: object  # rlvr.verifiers.compose.Reward
+    task: object
+
+
+@dataclass
+class TrainState:
+    """Everything a step reads or changes. Built once by `setup`; checkpoints save the model, optimizer,
+    scheduler and stream."""
+    cfg: Config
+    algo: Algorithm
+    reward: object
+    task: object
+    comm: distributed.Comm
+    model: torch.nn.Module
+    tokenizer: object
+    ref_model: torch.nn.Module | None
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    sampler: object
+    stream: object
+    prompt_ids: PromptCache
+    update: UpdateSettings
+    val_problems: list = field(default_factory=list)
+
+
+@dataclass
+class StepResult:
+    """What one step did. `batch` is this rank's kept rows (what the loss saw); `seen` the global batch's kept
+    rows; `generated` every row the global batch generated (metrics, samples, curriculum); `update` the
+    update's figures; `row` the metrics line."""
+    batch: StepBatch
+    seen: StepBatch
+    generated: StepBatch
+    update: dict
+    row: dict
+
+
+def check_components(cfg: dict) -> Components:
+    """Build every component that validates settings, before any file is written."""
+    c = Config.from_dict(cfg)
+    algo = algorithm_from_config(cfg["algorithm"])
+    reward = build_reward(cfg["reward"])
+    try:
+        task = load_task(c.task.name, **c.task.settings)
+    except DatasetError:
+        raise
+    except ValueError as e:  # an unknown task, band or setting is a config mistake
+        raise ConfigError(f"task: {e}") from None
+    return Components(c, algo, reward, task)
+
+
+def setup(parts: Components, policy=None, comm: distributed.Comm | None = None) -> TrainState:
+    """The policy (with LoRA), the reference for KL when needed, AdamW over the trainable weights, the LR
+    schedule, the sampler, the prompt stream. `policy` = (model, tokenizer) overrides loading by name. With
+    train.fsdp on several ranks the model is sharded (the reference, when there is one, is not)."""
+    c, comm = parts.cfg, comm or distributed.Comm()
+    model, tokenizer = build_policy(c, policy)
+    # With LoRA the reference is the base model with the adapter switched off: no second copy in memory.
+    ref_model = _frozen_copy(model) if parts.algo.beta > 0 and not c.model.lora.enabled else None
+    comm.broadcast_params([p for p in model.parameters() if p.requires_grad])  # every rank starts from rank 0's
+    if c.train.fsdp and comm.world > 1:  # the shards replace the parameters: the optimizer is made after
+        distributed.shard_model(model, comm)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=c.train.lr, weight_decay=c.train.weight_decay)
+    sampler = build_sampler(c.rollout, model, tokenizer)
+    val = spread_over_bands(parts.task.problems("validation"), c.log.eval_problems) if c.log.eval_every else []
+    return TrainState(c, parts.algo, parts.reward, parts.task, comm, model, tokenizer, ref_model, optimizer,
+                      make_scheduler(optimizer, c.train), sampler, make_stream(c.curriculum, parts.task.problems("train"), c.seed),
+                      PromptCache(tokenizer, parts.task), UpdateSettings.from_config(c, tokenizer.pad_token_id), val)
+
+
+def make_scheduler(optimizer, train):
+    """transformers' linear warm-up over train.warmup_steps, then constant or cosine decay to 0 at train.steps.
+    As transformers counts it, the first warm-up step has a learning rate of 0."""
+    from transformers import get_constant_schedule_with_warmup, get_cosine_schedule_with_warmup
+
+    if train.lr_schedule == "cosine":
+        return get_cosine_schedule_with_warmup(optimizer, train.warmup_steps, max(train.steps, 1))
+    return get_constant_schedule_with_warmup(optimizer, train.warmup_steps)
+
+
+def run_step(state: TrainState, step: int, *, validate_now: bool = False) -> StepResult:
+    """One RL step (on this rank); see the module docstring for its order."""
+    c, comm, pad_id = state.cfg, state.comm, state.tokenizer.pad_token_id
+    t0 = time.perf_counter()
+    state.model.eval()
+    distributed.sync_sampler(comm, state.sampler, state.model)
+    val = (validate(state.sampler, state.val_problems, [state.prompt_ids(p) for p in state.val_problems],
+                    state.reward, c.rollout.max_new_tokens) if validate_now and comm.is_main and state.val_problems else {})
+    generator = torch.Generator().manual_seed(c.seed * 1_000_003 + step + comm.seed_offset)
+    rounds = itertools.count()
+
+    def next_prompts():  # dynamic sampling draws fresh prompts each round
+        problems = state.stream.take(c.rollout.prompts_per_step, step, next(rounds))
+        return problems, [state.prompt_ids(p) for p in problems]
+
+    batch = collect(state.sampler, next_prompts, state.reward, state.algo, c.rollout, generator, pad_id, comm=comm)
+    seen = distributed.gather_batch(comm, batch, pad_id=pad_id)  # the global batch (metrics, curriculum)
+    generated = seen.all_generated
+    state.stream.observe(step, generated)
+    state.model.train()
+    t1 = time.perf_counter()
+    upd = update_policy(state.model, state.optimizer, batch, state.algo, state.update, ref_model=state.ref_model,
+                        comm=comm if comm.world > 1 else None) if len(seen) else {"skipped": 1}
+    t2 = time.perf_counter()
+    row = {**step_metrics_row(step, seen, generated, upd, state.scheduler.get_last_lr()[0], t1 - t0, t2 - t1),
+           **step_band_metrics(generated), **val}
+    state.scheduler.step()
+    return StepResult(batch, seen, generated, upd, row)
+
+
+def _frozen_copy(model):
+    import copy
+
+    ref = copy.deepcopy(model).eval()
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    return ref
+
+
+__all__ = ["Components", "TrainState", "StepResult", "check_components", "setup", "run_step", "make_scheduler"]

@@ -1,0 +1,105 @@
+"""House rules of the source tree, checked on the files themselves: no import cycle between rlvr's modules
+(imports inside functions included: a lazy import is still a dependency), no function over 60 lines, and the
+benchmark harness outside the product."""
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+MAX_FUNCTION_LINES = 60
+
+
+def modules() -> dict[str, Path]:
+    """Dotted module name -> file, for every module under src/rlvr (a package is its __init__.py)."""
+    out = {}
+    for path in (SRC / "rlvr").rglob("*.py"):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def imported(name: str, path: Path, known: dict) -> set[str]:
+    """The rlvr modules `name` imports anywhere in its file (top level or inside functions)."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from . import x / from .x import y
+                parent = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(parent + ([node.module] if node.module else []))
+            # `from pkg import sub` imports the module pkg.sub when there is one, else names from pkg
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:  # rlvr.x.y.Name -> rlvr.x.y
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan), each a cycle of imports."""
+    index, low, stack, on_stack, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle_in_src():
+    known = modules()
+    graph = {name: imported(name, path, known) for name, path in known.items()}
+    assert graph["rlvr.training.loop"] >= {"rlvr.training.step", "rlvr.rundir.checkpoint"}  # the parser sees imports
+    assert cycles(graph) == []
+
+
+def test_no_function_over_60_lines():
+    long = []
+    for path in sorted((SRC / "rlvr").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                size = node.end_lineno - node.lineno + 1
+                if size > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(SRC)}:{node.lineno} {node.name}() is {size} lines")
+    assert long == []
+
+
+def test_the_product_never_imports_the_benchmark_harness_at_module_level():
+    """rlvr_bench (benchmarks/) is imported only inside the `bench` verb's functions."""
+    for path in (SRC / "rlvr").rglob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                assert not any(n.startswith("rlvr_bench") for n in names), path
