@@ -38,7 +38,7 @@ def main() -> None:
     from rlvr.prompts.chat import encode_prompt
     from rlvr_bench.bench import matmul_gflops
     from rlvr.policy.load import load_policy
-    from rlvr.sampling import llama, make_sampler
+    from rlvr.sampling import llama, make_sampler, stop_ids
     from rlvr.tasks import load_task
 
     threads = os.cpu_count() or 1
@@ -92,8 +92,7 @@ def main() -> None:
 
     task = load_task("arithmetic", seed=0)
     problems = task.problems("train")
-    stop_ids = sorted({tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>")})
-    sampler = make_sampler("fast", model, tokenizer, stop_ids=stop_ids, dtype="bfloat16")
+    sampler = make_sampler("fast", model, tokenizer, stop_ids=stop_ids(model.config, tokenizer), dtype="bfloat16")
     print("\nreal batches, 4 prompts x 8 completions, at most 128 new tokens, temperature 1 (batch 0 = warm-up):")
     print(f"{'batch':>5} {'tokens':>7} {'steps':>6} {'decode s':>9} {'linear floor s':>15} {'decode/floor':>13} "
           f"{'tok/s':>6} {'linear-floor tok/s':>19} {'read-floor tok/s':>17} {'% of probe':>11}")

@@ -357,3 +357,34 @@ def test_real_default_model_fast_greedy_equals_hf():
     fast = make_sampler("fast", model, tok, stop_ids=stop, dtype="float32").generate(prompts, 1, **kw)
     assert fast.completion_ids.tolist() == hf.completion_ids.tolist() and fast.texts == hf.texts
     assert (fast.sampler_logp - hf.sampler_logp).abs().max().item() < 1e-3
+
+
+def test_stop_ids_take_the_tokenizers_eos_and_every_eos_of_the_config():
+    from types import SimpleNamespace
+
+    from rlvr.sampling import stop_ids
+
+    tok = SimpleNamespace(eos_token_id=2)
+    assert stop_ids(SimpleNamespace(eos_token_id=[2, 9, 7]), tok) == [2, 7, 9]  # a list-valued eos, as Llama 3 has
+    assert stop_ids(SimpleNamespace(eos_token_id=5), tok) == [2, 5]
+    assert stop_ids(SimpleNamespace(eos_token_id=None), tok) == [2]
+
+
+def test_build_sampler_passes_the_stop_ids_and_the_backends_settings(tokenizer):
+    """The one sampler builder: list-valued eos ids reach every backend, and the remote backend gets its urls
+    and adapter folder from the rollout section (evaluation used to build it without them)."""
+    from conftest import make_tiny_llama
+    from rlvr.config import Config, resolve
+    from rlvr.policy.load import add_lora
+    from rlvr.sampling import build_sampler
+
+    model = make_tiny_llama(len(tokenizer))
+    model.config.eos_token_id = [tokenizer.eos_token_id, 7]
+    rollout = Config.from_dict(resolve(None, ["rollout.backend=hf"])).rollout
+    assert tokenizer.eos_token_id == 2
+    assert build_sampler(rollout, model, tokenizer).stop_ids == [2, 7]
+    remote = resolve(None, ["rollout.backend=remote", "rollout.urls=[http://127.0.0.1:9]", "rollout.adapter_dir=/tmp/x"])
+    # another backend for an evaluation still takes the section's settings
+    assert build_sampler(Config.from_dict(remote).rollout, model, tokenizer, backend="hf").stop_ids == [2, 7]
+    sampler = build_sampler(remote["rollout"], add_lora(model, r=2, alpha=4), tokenizer)
+    assert sampler.urls == ["http://127.0.0.1:9"] and str(sampler.adapter_dir) == "/tmp/x"

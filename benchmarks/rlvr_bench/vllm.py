@@ -47,9 +47,10 @@ def sampler_spec(args) -> dict:
     """Everything both children need, the prompts as token ids included (so the vLLM side needs no rlvr task)."""
     from transformers import AutoConfig, AutoTokenizer
 
-    from rlvr.prompts.chat import encode_prompt
-    from rlvr_bench.workers import bench_config, step_problems
     from rlvr.policy.load import resolve_model_path
+    from rlvr.prompts.chat import encode_prompt
+    from rlvr.sampling import stop_ids
+    from rlvr_bench.workers import bench_config, step_problems
 
     path = resolve_model_path(args.model)
     steps = args.warmup + args.steps
@@ -57,12 +58,11 @@ def sampler_spec(args) -> dict:
                         "max_new_tokens": args.max_new_tokens, "sampler": args.sampler})
     task, problems = step_problems(cfg, steps)
     tokenizer = AutoTokenizer.from_pretrained(path)
-    eos = AutoConfig.from_pretrained(path).eos_token_id
-    stop_ids = sorted({tokenizer.eos_token_id, *([eos] if isinstance(eos, int) else eos or [])} - {None})
+    stops = stop_ids(AutoConfig.from_pretrained(path), tokenizer)
     r = cfg["rollout"]
     return {"model": path, "prompts": args.prompts, "group": args.group, "max_new_tokens": args.max_new_tokens,
             "temperature": r["temperature"], "top_p": r["top_p"], "top_k": r["top_k"], "seed": args.seed,
-            "threads": args.threads, "steps": steps, "sampler": args.sampler, "stop_ids": stop_ids,
+            "threads": args.threads, "steps": steps, "sampler": args.sampler, "stop_ids": stops,
             "prompt_ids": [[encode_prompt(tokenizer, task.messages(p)) for p in step] for step in problems]}
 
 

@@ -57,9 +57,9 @@ def make_sampler(backend: str, model, tokenizer, *, stop_ids: list[int], dtype: 
     return BACKENDS[backend](model, tokenizer, stop_ids, dtype, threads, settings)
 
 
-def stop_ids(model, tokenizer) -> list[int]:
+def stop_ids(config, tokenizer) -> list[int]:
     """Token ids that end a completion: the tokenizer's eos and the model config's (an int or a list)."""
-    eos = getattr(model.config, "eos_token_id", None)
+    eos = getattr(config, "eos_token_id", None)
     return sorted({tokenizer.eos_token_id, *([eos] if isinstance(eos, int) else eos or [])} - {None})
 
 
@@ -83,7 +83,7 @@ def build_sampler(rollout, model, tokenizer, *, backend: str | None = None, thre
     settings = backend_settings(rollout if backend is None else _with_backend(rollout, backend))
     name = backend or (rollout["backend"] if isinstance(rollout, dict) else rollout.backend)
     dtype = rollout["dtype"] if isinstance(rollout, dict) else rollout.dtype
-    return make_sampler(name, model, tokenizer, stop_ids=stop_ids(model, tokenizer), dtype=dtype, threads=threads,
+    return make_sampler(name, model, tokenizer, stop_ids=stop_ids(model.config, tokenizer), dtype=dtype, threads=threads,
                         **settings)
 
 
