@@ -5,13 +5,20 @@ from __future__ import annotations
 import argparse
 
 
-def add_config_args(p: argparse.ArgumentParser) -> None:
+def add_config_source(p: argparse.ArgumentParser, example: str = "train.lr=1e-5",
+                      output_dir: str = "run directory (same as --set output_dir=...)") -> None:
+    """A config file or preset, --set overrides, --output-dir and --overwrite: what every config-driven verb takes."""
     p.add_argument("config", nargs="?", help="YAML config file or preset name (default: built-in defaults)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="override one config value, e.g. --set train.lr=1e-5 (repeatable)")
-    p.add_argument("--output-dir", help="run directory (same as --set output_dir=...)")
-    p.add_argument("--resume", action="store_true", help="continue the run in the output directory")
+                   help=f"override one config value, e.g. --set {example} (repeatable)")
+    p.add_argument("--output-dir", help=output_dir)
     p.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
+
+
+def add_config_args(p: argparse.ArgumentParser) -> None:
+    """add_config_source, plus resuming a run (train, run)."""
+    add_config_source(p)
+    p.add_argument("--resume", action="store_true", help="continue the run in the output directory")
     p.add_argument("--allow-config-change", action="store_true", help="with --resume: accept a changed config")
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 
+from rlvr.cli.config_args import add_config_source
+
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("sft", help="supervised baseline: fine-tune on verifier-correct samples",
@@ -14,11 +16,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                                           "training split, keep the completions the verifier marks correct, and "
                                           "fine-tune on them (LoRA, as the RL run) with a matched sampling budget. "
                                           "Settings: the `sft` section of the config.")
-    p.add_argument("config", nargs="?", help="YAML config file or preset name (default: built-in defaults)")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="override one config value, e.g. --set sft.epochs=3 (repeatable)")
-    p.add_argument("--output-dir", help="run directory (same as --set sft.output_dir=...; default OUTPUT_DIR-sft)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
+    add_config_source(p, "sft.epochs=3", "run directory (same as --set sft.output_dir=...; default OUTPUT_DIR-sft)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
 
