@@ -1,0 +1,48 @@
+"""The step's own pieces: the learning-rate schedule (transformers' warm-up + constant / cosine) by hand, and its
+exact resume."""
+
+import math
+
+import pytest
+import torch
+
+from rlvr.config import Config, resolve
+from rlvr.training.step import make_scheduler
+
+
+def lrs(schedule: str, warmup: int, steps: int, n: int, state=None):
+    train = Config.from_dict(resolve(None, [f"train.lr_schedule={schedule}", f"train.warmup_steps={warmup}",
+                                            f"train.steps={steps}"])).train
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    sched = make_scheduler(opt, train)
+    if state is not None:
+        sched.load_state_dict(state)
+    out = []
+    for _ in range(n):
+        out.append(sched.get_last_lr()[0])
+        opt.step()
+        sched.step()
+    return out, sched.state_dict()
+
+
+@pytest.mark.parametrize("schedule, expected", [
+    # linear warm-up over 2 steps (the first at 0, as transformers counts), then flat
+    ("constant", [0.0, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0]),
+    # then half a cosine from 1 to 0 over the 4 steps left: 0.5 (1 + cos(pi (s - 2) / 4))
+    ("cosine", [0.0, 0.5, 1.0, 0.5 * (1 + math.cos(math.pi / 4)), 0.5, 0.5 * (1 + math.cos(3 * math.pi / 4)), 0.0]),
+])
+def test_schedule_by_hand(schedule, expected):
+    got, _ = lrs(schedule, warmup=2, steps=6, n=7)
+    assert got == pytest.approx(expected, abs=1e-12)
+
+
+def test_no_warmup_keeps_the_full_rate_from_the_first_step():
+    assert lrs("constant", warmup=0, steps=5, n=3)[0] == [1.0, 1.0, 1.0]
+    assert lrs("cosine", warmup=0, steps=4, n=3)[0] == pytest.approx([1.0, 0.5 * (1 + math.cos(math.pi / 4)), 0.5])
+
+
+def test_a_resumed_schedule_continues_exactly():
+    whole, _ = lrs("cosine", warmup=2, steps=8, n=8)
+    first, state = lrs("cosine", warmup=2, steps=8, n=3)
+    rest, _ = lrs("cosine", warmup=2, steps=8, n=5, state=state)
+    assert first + rest == whole
