@@ -92,3 +92,55 @@ def test_leak_check_can_search_single_digits_when_asked():
     problems = [P("p", "Two plus two is 4; what is 2 + 2?", "4")]
     assert find_leaks(problems) == []
     assert len(find_leaks(problems, min_numeric_digits=1)) == 1
+
+
+# ---- templates are not overlap ----------------------------------------------------------------------------
+
+PREAMBLE = ("You are a careful solver. Here is a worked example of the expected format: the question, a short "
+            "derivation, then the final answer written inside a box, and nothing after the box. Now solve the "
+            "next problem in the same way, showing your steps before the answer. Problem: ")
+FAMILIES = [
+    "How many legs do {a} spiders and {b} cats have in total when they all stand in a row?",
+    "What is the greatest common divisor of {a} and {b} when both are written in base ten?",
+    "Sort the numbers {a}, {b} and {c} from the smallest to the largest and give the middle one.",
+    "Count the letters r in the word strawberry repeated {a} times, then add {b} to that count.",
+    "A train leaves at {a} minutes past noon and travels {b} minutes; at what minute does it arrive?",
+    "What is the sum of the digits of {a} multiplied by {b}, written as a single whole number?",
+    "Alice has {a} marbles and gives {b} of them to Bob, who already had {c}; how many has Bob?",
+    "Compute {a} plus {b} minus {c}, and then double the result before writing the final answer.",
+]
+
+
+def family_problems(prefix, start, n_per_family):
+    out = []
+    for f, template in enumerate(FAMILIES):
+        for i in range(start, start + n_per_family):
+            a, b, c = 3 + 7 * i + f, 11 + 13 * i, 5 + 3 * i + f
+            out.append(P(f"{prefix}{f}-{i}", PREAMBLE + template.format(a=a, b=b, c=c)))
+    return out
+
+
+def test_problems_sharing_only_a_long_preamble_pass():
+    """192 problems from eight families behind one long preamble (the case refused before): the held-out
+    problems differ in their questions' numbers, so nothing overlaps."""
+    train, heldout = family_problems("t", 0, 24), family_problems("h", 100, 4)
+    assert len(train) == 192
+    assert find_contamination(train, heldout) == []
+
+
+LONG_QUESTION = ("A bakery sells muffins in boxes of six and cookies in bags of ten. On Monday it sold forty two "
+                 "muffins and ninety cookies, and on Tuesday it sold twice as many muffins but only half as many "
+                 "cookies as on Monday. How many boxes and bags did the bakery sell over the two days together?")
+
+
+def test_a_reworded_copy_behind_the_same_preamble_is_caught():
+    """The question's own wording still counts, behind the shared preamble or behind another one. (A one-word
+    change in a question shorter than about two 13-word windows is beyond any n-gram check, as before.)"""
+    train = family_problems("t", 0, 24) + [P("t-bakery", PREAMBLE + LONG_QUESTION)]
+    reworded = P("h-copy", PREAMBLE + LONG_QUESTION.replace("twice as many muffins", "double the muffins"))
+    hits = find_contamination(train, [reworded])
+    assert [(h.train_id, h.kind) for h in hits] == [("t-bakery", "ngram")] and hits[0].share >= 0.5
+    other = P("h-other", "Answer briefly and box the result. " + LONG_QUESTION)
+    assert [(h.train_id, h.kind) for h in find_contamination(train, [other])] == [("t-bakery", "ngram")]
+    # and the same question behind the same preamble is an exact copy
+    assert [h.kind for h in find_contamination(train, [P("h-same", PREAMBLE + LONG_QUESTION)])] == ["exact"]

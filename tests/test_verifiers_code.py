@@ -119,3 +119,49 @@ def test_attack_scores_zero_and_host_untouched(name, hostile):
 
 def test_hostile_suite_covers_the_issue_list():
     assert len(ATTACKS) == 20
+
+
+# ---- golds that cannot fail are bad golds ------------------------------------------------------------------
+
+SOLVED = "```python\ndef sq(x):\n    return x * x\n```"
+
+
+@pytest.mark.parametrize("tests, why", [
+    ({"check": "def check(candidate):\n    candidate(3)\n", "entry_point": "sq"}, "a check that asserts nothing"),
+    ({"check": "def check(candidate):\n    assert 2 + 2 == 4\n", "entry_point": "sq"}, "never calls the entry point"),
+    (["assert True"], "asserts that never call the function"),
+])
+def test_tests_a_do_nothing_candidate_passes_are_invalid_gold(tests, why):
+    v = PythonTestsVerifier().score(SOLVED, Problem("bad", "Write sq(x).", tests=tests, meta={"entry_point": "sq"}))
+    assert (v.status, v.reward) == ("invalid_gold", 0.0), why
+    assert "does nothing" in v.detail
+
+
+def test_tests_that_can_fail_are_used_and_the_finding_is_cached(monkeypatch):
+    from rlvr.verifiers import code
+
+    runs = []
+    real = code._run_pair
+    monkeypatch.setattr(code, "_run_pair", lambda source, spec, limits: runs.append(source) or real(source, spec, limits))
+    tests = {"check": "def check(candidate):\n    assert candidate(5) == 25\n", "entry_point": "sq"}
+    problem = Problem("ok", "Write sq(x).", tests=tests)
+    verifier = PythonTestsVerifier()
+    assert verifier.score(SOLVED, problem).status == "correct"
+    assert verifier.score("```python\ndef sq(x):\n    return 0\n```", problem).status == "wrong"
+    # one do-nothing run for the problem, then one run per completion
+    assert len(runs) == 3 and "return None" in runs[0] and "return None" not in runs[1] + runs[2]
+
+
+def test_stdio_cases_that_expect_no_output_are_invalid_gold():
+    problem = Problem("s", "Print nothing.", tests=[{"stdin": "1\n", "stdout": ""}, {"stdin": "2\n", "stdout": "\n"}])
+    v = StdioVerifier().score("```python\nprint(input())\n```", problem)
+    assert (v.status, v.reward) == ("invalid_gold", 0.0)
+
+
+def test_the_code_audit_refuses_every_gold_that_cannot_fail(capsys):
+    import argparse
+
+    from rlvr.verifiers.code_commands import _audit_bad_golds
+
+    assert _audit_bad_golds(argparse.Namespace(timeout=5.0)) is True
+    assert "3/3 golds that cannot fail refused (invalid_gold)" in capsys.readouterr().out

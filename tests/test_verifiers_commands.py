@@ -82,3 +82,32 @@ def test_audit_exits_1_when_a_hack_is_accepted(capsys):
 def test_audit_unknown_suite(capsys):
     assert run_audit(_parse(["audit", "--verifier", "exact"])) == 2
     assert "no audit suite for verifier 'exact'" in capsys.readouterr().err
+
+
+def test_verify_task_grades_as_the_task_does_in_training(tmp_path):
+    """`rlvr verify --task arithmetic`: the task's grader, in its number form, with its reward terms (math 1.0 +
+    format 0.1): an unevaluated expression is wrong (it still earns the format term, as in training)."""
+    from rlvr.cli import main
+
+    rows = [(r"\boxed{8 - 3}", "5", "wrong", 0.1), (r"\boxed{2+3}", "5", "wrong", 0.1), (r"\boxed{10/2}", "5", "wrong", 0.1),
+            (r"\boxed{5}", "5", "correct", 1.1), (r"\boxed{5.0}", "5", "correct", 1.1),
+            (r"\boxed{1,292}", "1292", "correct", 1.1), ("no box, 5", "5", "no_answer", 0.0)]
+    src, dst = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text("".join(json.dumps({"completion": c, "gold": g}) + "\n" for c, g, _, _ in rows))
+    assert main(["verify", "--task", "arithmetic", "--input", str(src), "--output", str(dst), "--workers", "0"]) == 0
+    got = [json.loads(x) for x in dst.read_text().splitlines()]
+    assert [(g["status"], round(g["reward"], 6)) for g in got] == [(s, r) for _, _, s, r in rows]
+    # the same rows through the plain math verifier keep its scores: the form is the task's, not the verifier's
+    assert main(["verify", "--verifier", "math", "--input", str(src), "--output", str(dst), "--workers", "0"]) == 0
+    assert [json.loads(x)["status"] for x in dst.read_text().splitlines()][:3] == ["correct"] * 3
+
+
+def test_verify_task_refuses_a_verifier_beside_it_and_an_unknown_task(tmp_path, capsys):
+    from rlvr.cli import main
+
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"completion": "x", "gold": "1"}) + "\n")
+    out = str(tmp_path / "o.jsonl")
+    assert main(["verify", "--task", "arithmetic", "--verifier", "math", "--input", str(src), "--output", out]) == 2
+    assert main(["verify", "--task", "nope", "--input", str(src), "--output", out]) == 2
+    assert "task 'nope': choose from" in capsys.readouterr().err

@@ -154,3 +154,52 @@ def test_simple_verifiers(verifier, completion, gold, status, why):
     v = verifier.score(completion, Problem("p", "q", gold))
     assert v.status == status, f"{why}: {v}"
     assert v.reward == (1.0 if status == "correct" else 0.0)
+
+
+# ---- each task carries its grader ---------------------------------------------------------------------------
+
+def test_no_terms_means_the_tasks_own_grader():
+    from rlvr.tasks import load_task
+    from rlvr.verifiers.compose import resolve_reward
+
+    arithmetic = resolve_reward({"terms": []}, load_task("arithmetic", per_band=20))
+    assert arithmetic["terms"] == [{"name": "correct", "kind": "math", "weight": 1.0, "answer_form": "number"},
+                                   {"name": "format", "kind": "boxed_format", "weight": 0.1}]
+    humaneval = resolve_reward({"terms": []}, load_task("humaneval"))
+    assert humaneval["terms"] == [{"name": "correct", "kind": "python_tests", "weight": 1.0}]
+    # a math term the config names takes the task's answer form unless it sets its own
+    named = resolve_reward({"terms": [{"name": "c", "kind": "math"}]}, load_task("arithmetic", per_band=20))
+    assert named["terms"][0]["answer_form"] == "number"
+    own = resolve_reward({"terms": [{"name": "c", "kind": "math", "answer_form": "math"}]},
+                         load_task("arithmetic", per_band=20))
+    assert own["terms"][0]["answer_form"] == "math"
+
+
+def test_a_reward_that_cannot_grade_the_tasks_golds_is_a_config_error():
+    from rlvr.tasks import load_task
+    from rlvr.verifiers.compose import resolve_reward
+
+    with pytest.raises(ConfigError, match=r"reward.terms\[0\] \(kind 'math'\) grades answer, but task 'humaneval' "
+                                          r"carries hidden tests; the grader that fits is python_tests"):
+        resolve_reward({"terms": [{"name": "c", "kind": "math"}]}, load_task("humaneval"))
+    with pytest.raises(ConfigError, match=r"kind 'python_tests'\) grades tests, but task 'arithmetic' carries "
+                                          r"answers; the grader that fits is math"):
+        resolve_reward({"terms": [{"name": "c", "kind": "python_tests"}]}, load_task("arithmetic", per_band=20))
+
+
+def test_humaneval_graded_by_its_own_grader_pays_the_canonical_solution():
+    import gzip
+    import json
+
+    from rlvr.tasks import load_task
+    from rlvr.tasks.humaneval import data_path
+    from rlvr.verifiers.compose import build_reward, resolve_reward
+
+    task = load_task("humaneval")
+    reward = build_reward(resolve_reward({"terms": [], "workers": 0}, task))
+    with gzip.open(data_path(), "rt") as f:
+        rows = [json.loads(line) for line, _ in zip(f, range(2))]
+    problems = {p.id: p for p in task.problems("heldout")}
+    completions = ["```python\n" + r["prompt"] + r["canonical_solution"] + "```" for r in rows]
+    result = reward(completions, [problems[r["task_id"]] for r in rows])
+    assert result.total == [1.0, 1.0] and [v.status for v in result.verdicts] == ["correct", "correct"]

@@ -53,13 +53,11 @@ class TaskConfig:
     settings: dict = _open(dict)  # checked by the task's loader (rlvr.tasks.load_task)
 
 
-def _default_terms() -> list:
-    return [{"name": "correct", "kind": "math", "weight": 1.0}, {"name": "format", "kind": "boxed_format", "weight": 0.1}]
-
-
 @dataclass
 class RewardConfig:
-    terms: list = _open(_default_terms)  # weighted terms, checked by rlvr.verifiers.compose.build_reward
+    # weighted terms, checked by rlvr.verifiers.compose.build_reward; empty = the task's own grader (task.grader:
+    # math in the task's answer form + boxed format for answer tasks, python_tests for code tasks)
+    terms: list = _open(list)
     allow_dominant_shaping: bool = False
     workers: int = 2
     timeout_s: float = 5.0

@@ -6,6 +6,12 @@ instruction line). Numbers stay tokens of their own, so two instances of one tem
 their numbers do not share the n-grams that hold those numbers; a template whose long wording has no
 number in it will share n-grams, which is why the threshold is a fraction of the evaluation problem's
 n-grams and both it and n can be set.
+
+Text that many training problems share (an instruction, a one-shot preamble, a format line, a generator's
+fixed wording) is a template, not a question: an n-gram found in at least TEMPLATE_SHARE of the training
+problems (and in at least TEMPLATE_MIN of them) is left out of the overlap, so honest problems behind one
+preamble do not look like copies of each other, while the same question told again, behind any preamble,
+still shares its own n-grams.
 """
 
 from __future__ import annotations
@@ -71,6 +77,9 @@ def word_ngrams(text: str, n: int) -> set[tuple[str, ...]]:
 # problems ("Ana has 7 pens and gives away 3" vs "... has 8 pens and gives away 3"), which ask different
 # questions; exact copies of short problems are still caught by the normalised-text hash.
 NGRAM_N = 13
+# An n-gram in at least this share of the training problems (and at least TEMPLATE_MIN of them) is template text.
+TEMPLATE_SHARE = 0.05
+TEMPLATE_MIN = 3
 
 
 def find_contamination(train: Sequence[Problem], evaluation: Sequence[Problem], n: int = NGRAM_N,
@@ -88,11 +97,12 @@ def find_contamination(train: Sequence[Problem], evaluation: Sequence[Problem], 
         by_hash[text_hash(p.prompt)].append(p.id)
         for g in word_ngrams(p.prompt, n):
             index[g].add(p.id)
+    template = template_ngrams(index, len(train))
     hits = []
     for q in evaluation:
         exact = by_hash.get(text_hash(q.prompt), [])
         hits += [Overlap(tid, q.id, "exact", 1.0) for tid in exact]
-        grams = word_ngrams(q.prompt, n)
+        grams = word_ngrams(q.prompt, n) - template
         if exact or not grams:
             continue
         shared: dict[str, int] = defaultdict(int)
@@ -102,6 +112,12 @@ def find_contamination(train: Sequence[Problem], evaluation: Sequence[Problem], 
         hits += [Overlap(tid, q.id, "ngram", cnt / len(grams))
                  for tid, cnt in shared.items() if cnt / len(grams) >= threshold]
     return hits
+
+
+def template_ngrams(index: dict[tuple[str, ...], set[str]], n_train: int) -> set[tuple[str, ...]]:
+    """The n-grams that many training problems share (see the module doc): index maps n-gram -> problem ids."""
+    cutoff = max(TEMPLATE_MIN, TEMPLATE_SHARE * n_train)
+    return {g for g, ids in index.items() if len(ids) >= cutoff}
 
 
 def check_contamination(train: Sequence[Problem], evaluation: Sequence[Problem], name: str = "evaluation set",

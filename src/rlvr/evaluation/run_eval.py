@@ -178,11 +178,12 @@ def evaluate_model(model_or_path, task=None, split: str = "heldout", n: int = 8,
     Raises ContaminationError before any sampling when the split overlaps the training data.
     """
     from rlvr.sampling import build_sampler
-    from rlvr.verifiers.compose import build_reward
+    from rlvr.verifiers.compose import build_reward, resolve_reward
 
     ks = sorted({k for k in ks if k <= n} | {1})
     model, tokenizer, task_obj, settings, reward_cfg, run_train, label = resolve_model(
         model_or_path, task, task_settings, reward_cfg)
+    reward_cfg = resolve_reward(reward_cfg, task_obj)
     reward = build_reward(reward_cfg)
     problems = limit_problems(task_obj.problems(split), limit)
     if not problems:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import random
 
-from rlvr.tasks.base import SPLITS, Problem
+from rlvr.tasks.base import SPLITS, Problem, math_grader
 
 # band -> (operand digits, operations); "mixed" chains two operations.
 BANDS = {
@@ -94,9 +94,12 @@ def generate(seed: int, per_band: int, bands=tuple(BANDS)) -> list[Problem]:
 
 
 class ArithmeticTask:
-    """Arithmetic word problems in bands; the gold answer is an integer; graded by the math verifier."""
+    """Arithmetic word problems in bands; the gold answer is an integer; graded by the math verifier in the
+    number form (a numeral, not an expression: `\\boxed{8 - 3}` would copy the operands and compute nothing)."""
 
     name = "arithmetic"
+    answer_form = "number"
+    grader = math_grader("number")
 
     def __init__(self, seed: int = 0, per_band: int = 2000, bands=("1-digit", "2-digit", "3-digit"),
                  system_prompt: str | None = None, one_shot: bool = True):

@@ -41,15 +41,37 @@ def validate_problem(problem: Problem, source: str, index: int) -> Problem:
 CODE_SYSTEM = "You write correct Python. Answer with the code in one ```python block."
 
 
+def math_grader(answer_form: str = "math") -> list[dict]:
+    """The reward terms that grade final answers: math-verify in the task's answer form, plus the boxed-format
+    shaping term at a tenth of its weight."""
+    return [{"name": "correct", "kind": "math", "weight": 1.0, "answer_form": answer_form},
+            {"name": "format", "kind": "boxed_format", "weight": 0.1}]
+
+
+CODE_GRADER = [{"name": "correct", "kind": "python_tests", "weight": 1.0}]
+
+
+def default_grader(problems, answer_form: str = "math") -> list[dict]:
+    """The grader problems need: hidden tests and no answers -> the code verifier; otherwise math answers."""
+    first = next(iter(problems), None)
+    if first is not None and first.answer is None and first.tests:
+        return [dict(t) for t in CODE_GRADER]
+    return math_grader(answer_form)
+
+
 class ProblemSetTask:
     """A task from ready-made problem lists per split, with a system prompt before each question.
 
     Used for loaded data sets (HumanEval, MATH-500, CHAMP, the procedural code task); a split the data
-    set does not have is empty."""
+    set does not have is empty. `grader`: the reward terms that grade it (default: what its problems need);
+    `answer_form`: what an answer must look like (rlvr.verifiers.forms)."""
 
-    def __init__(self, name: str, splits: dict[str, list[Problem]], system_prompt: str, bands=None):
+    def __init__(self, name: str, splits: dict[str, list[Problem]], system_prompt: str, bands=None,
+                 grader: list[dict] | None = None, answer_form: str = "math"):
         self.name, self._splits, self.system_prompt = name, splits, system_prompt
         self.bands = list(bands or dict.fromkeys(p.band for ps in splits.values() for p in ps))
+        self.answer_form = answer_form
+        self.grader = grader or default_grader((p for ps in splits.values() for p in ps), answer_form)
 
     def problems(self, split: str) -> list[Problem]:
         if split not in SPLITS:

@@ -29,7 +29,8 @@ def _band(value) -> str:
 
 
 def load_hub_task(dataset: str, split: str = "train", prompt_field: str = "prompt", answer_field: str = "solution",
-                  band_field: str | None = "difficulty", limit: int | None = None, system_prompt: str | None = None):
+                  band_field: str | None = "difficulty", limit: int | None = None, system_prompt: str | None = None,
+                  answer_form: str = "math"):
     try:
         from datasets import load_dataset
     except ImportError:
@@ -48,4 +49,4 @@ def load_hub_task(dataset: str, split: str = "train", prompt_field: str = "promp
                                    f"{dataset}[{split}]", i)
         bucket = int(hashlib.sha256(pid.encode()).hexdigest(), 16) % 100
         splits[next(s for s, r in SPLIT_BUCKETS.items() if bucket in r)].append(problem)
-    return ProblemSetTask(dataset, splits, system_prompt or DEFAULT_SYSTEM)
+    return ProblemSetTask(dataset, splits, system_prompt or DEFAULT_SYSTEM, answer_form=answer_form)

@@ -7,7 +7,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from rlvr.tasks.base import SPLITS, DatasetError, Problem, validate_problem
+from rlvr.tasks.base import SPLITS, DatasetError, Problem, default_grader, validate_problem
 
 
 def read_problems(path: str | Path) -> list[Problem]:
@@ -38,8 +38,13 @@ class JsonlTask:
 
     name = "jsonl"
 
-    def __init__(self, path: str | None = None, splits: dict | None = None, system_prompt: str | None = None):
+    def __init__(self, path: str | None = None, splits: dict | None = None, system_prompt: str | None = None,
+                 answer_form: str = "math"):
         from rlvr.tasks.arithmetic import DEFAULT_SYSTEM, split_of
+        from rlvr.verifiers.forms import ANSWER_FORMS
+
+        if answer_form not in ANSWER_FORMS:
+            raise ValueError(f"answer_form={answer_form!r}; choose from {', '.join(ANSWER_FORMS)}")
 
         self.system_prompt = system_prompt or DEFAULT_SYSTEM
         if splits:
@@ -50,6 +55,8 @@ class JsonlTask:
         else:
             raise ValueError("jsonl task: give `path` (split by id) or `splits` {train: ..., heldout: ...}")
         self.bands = sorted({p.band for ps in self._splits.values() for p in ps})
+        self.answer_form = answer_form
+        self.grader = default_grader((p for ps in self._splits.values() for p in ps), answer_form)
 
     def problems(self, split: str) -> list[Problem]:
         return self._splits.get(split, [])

@@ -67,6 +67,7 @@ def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_con
     """Run RLVR training as configured; returns the run directory. `policy` = (model, tokenizer) overrides
     loading by name (tests use a tiny random model)."""
     parts = check_components(cfg)
+    cfg = parts.resolved  # the run records the grading it uses, the task's own when the config names none
     comm = distributed.setup()  # scale-out: W ranks under torchrun, else one
     run = None  # data parallel: rank 0 alone owns the run directory; the others wait until it is ready
     if comm.is_main:

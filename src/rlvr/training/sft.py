@@ -195,12 +195,13 @@ def sft(cfg: dict, policy=None, quiet: bool = False, overwrite: bool = False) ->
     from rlvr.policy.build import load_seeded, make_trainable
     from rlvr.policy.load import save_policy
     from rlvr.sampling import build_sampler
-    from rlvr.tasks import load_task
-    from rlvr.verifiers.compose import build_reward
+    from rlvr.training.step import load_configured_task
+    from rlvr.verifiers.compose import build_reward, resolve_reward
 
+    task = load_configured_task(cfg)
+    cfg = {**cfg, "reward": resolve_reward(cfg["reward"], task)}
     c = Config.from_dict(cfg)
     reward = build_reward(cfg["reward"])
-    task = load_task(c.task.name, **c.task.settings)
     problems = task.problems("train")
     if not problems:
         raise DatasetError(f"task {c.task.name!r} has no training problems")

@@ -26,16 +26,18 @@ from rlvr.tasks import DatasetError, load_task
 from rlvr.training import distributed
 from rlvr.training.batch import StepBatch, collect
 from rlvr.training.metrics import step_metrics_row
-from rlvr.verifiers.compose import build_reward
+from rlvr.verifiers.compose import build_reward, resolve_reward
 
 
 @dataclass
 class Components:
-    """What the settings build without touching a model: checked before any file is written."""
+    """What the settings build without touching a model: checked before any file is written. `resolved` is
+    the config dict with the task's grading filled in (what the run directory records)."""
     cfg: Config
     algo: Algorithm
     reward: object  # rlvr.verifiers.compose.Reward
     task: object
+    resolved: dict
 
 
 @dataclass
@@ -73,16 +75,20 @@ class StepResult:
 
 def check_components(cfg: dict) -> Components:
     """Build every component that validates settings, before any file is written."""
-    c = Config.from_dict(cfg)
     algo = algorithm_from_config(cfg["algorithm"])
-    reward = build_reward(cfg["reward"])
+    task = load_configured_task(cfg)
+    cfg = {**cfg, "reward": resolve_reward(cfg["reward"], task)}
+    return Components(Config.from_dict(cfg), algo, build_reward(cfg["reward"]), task, cfg)
+
+
+def load_configured_task(cfg: dict):
+    """The config's task; an unknown task, band or setting is a config mistake (exit 2), bad data a DatasetError."""
     try:
-        task = load_task(c.task.name, **c.task.settings)
+        return load_task(cfg["task"]["name"], **cfg["task"]["settings"])
     except DatasetError:
         raise
-    except ValueError as e:  # an unknown task, band or setting is a config mistake
+    except ValueError as e:
         raise ConfigError(f"task: {e}") from None
-    return Components(c, algo, reward, task)
 
 
 def setup(parts: Components, policy=None, comm: distributed.Comm | None = None) -> TrainState:

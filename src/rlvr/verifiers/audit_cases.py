@@ -145,3 +145,33 @@ EQUIVALENCES: list[tuple[str, str, str, str]] = [
     ("layout", r"\boxed{ 5 }", "5", "spaces inside the box"),
     ("layout", r"\boxed 5", "5", "brace-less box"),
 ]
+
+
+# The answer form "number" (rlvr.verifiers.forms), e.g. the arithmetic task: its suite is HACKS plus the
+# unevaluated expressions below, which the "math" form accepts on purpose (MATH-style answers are expressions).
+NUMBER_HACKS: list[tuple[str, str, str, str]] = [
+    ("unevaluated_expression", r"\boxed{8 - 3}", "5", "the problem's operands copied into the box, not computed"),
+    ("unevaluated_expression", r"\boxed{2+3}", "5", "a sum to evaluate"),
+    ("unevaluated_expression", r"\boxed{10/2}", "5", "a quotient to evaluate where the gold is an integer"),
+    ("unevaluated_expression", r"\boxed{7+4}", "11", "seen from the start model in the held-out evaluation"),
+    ("unevaluated_expression", r"\boxed{99 - 61}", "38", "seen from the SFT model in the held-out evaluation"),
+    ("unevaluated_expression", r"\boxed{3 \times 4}", "12", "a product to evaluate"),
+    ("unevaluated_expression", r"\boxed{\frac{10}{2}}", "5", "a fraction that is an integer"),
+    ("unevaluated_expression", r"\boxed{2^3}", "8", "a power to evaluate"),
+    ("unevaluated_expression", r"\boxed{\sqrt{49}}", "7", "a root to evaluate"),
+    ("unevaluated_expression", r"\boxed{\frac{6}{8}}", "3/4", "a fraction not in lowest terms"),
+    ("unevaluated_expression", r"\boxed{12 \cdot 3 - 1}", "35", "a whole computation in the box"),
+]
+NUMBER_EQUIVALENCES: list[tuple[str, str, str, str]] = [
+    ("numeral", r"\boxed{5}", "5", "the number itself"),
+    ("numeral", r"\boxed{5.0}", "5", "a decimal point and a zero"),
+    ("numeral", r"\boxed{-4}", "-4", "a negative number"),
+    ("numeral", r"\boxed{1,292}", "1292", "thousands separator"),
+    ("numeral", r"\boxed{1{,}292}", "1292", "LaTeX thousands separator"),
+    ("numeral", r"\boxed{\$5}", "5", "currency stripped"),
+    ("numeral", r"\boxed{5 \text{ apples}}", "5", "a unit after the number"),
+    ("numeral", r"\boxed{50\%}", "50", "a percent sign"),
+    ("numeral", r"\boxed{0.75}", "3/4", "a decimal where the gold is a fraction"),
+    ("numeral", r"\boxed{\frac{3}{4}}", "3/4", "a fraction in lowest terms where the gold is one"),
+    ("numeral", r"The total is 12 + 30 = 42. \boxed{42}", "42", "working in prose, the number in the box"),
+]

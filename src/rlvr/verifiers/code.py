@@ -85,13 +85,43 @@ class CodeOutcome:
         return self.passed / self.total if self.total else 0.0
 
 
+def do_nothing(spec: dict) -> str:
+    """A candidate that computes nothing: the entry point returns None (or no code at all)."""
+    entry = spec.get("entry_point")
+    return f"def {entry}(*args, **kwargs):\n    return None\n" if entry else "pass\n"
+
+
 class PythonTestsVerifier:
-    """Reward 1.0 only when every hidden test passes in the judge; statuses from base.STATUSES."""
+    """Reward 1.0 only when every hidden test passes in the judge; statuses from base.STATUSES.
+
+    The tests are the gold, and a gold that passes everything grades nothing: before a problem's first
+    completion is scored, its tests run once against a candidate that does nothing (`do_nothing`); if they pass
+    (a `check` that asserts nothing, tests that never call the entry point), every completion of the problem is
+    `invalid_gold` with reward 0. The finding is cached per set of tests, per process."""
 
     name = "python_tests"
+    _vacuous: dict[str, str | None] = {}  # tests (JSON) -> why they cannot fail, or None
+    _vacuous_lock = threading.Lock()
 
     def __init__(self, limits: Limits = DEFAULT_LIMITS):
         self.limits = limits
+
+    def cannot_fail(self, spec: dict) -> str | None:
+        """Why these tests pass a do-nothing candidate, or None when they can fail (cached)."""
+        key = json.dumps(spec, sort_keys=True)
+        with self._vacuous_lock:
+            if key in self._vacuous:
+                return self._vacuous[key]
+        total = 1 if "check" in spec else len(spec["asserts"])
+        try:
+            outcome = _outcome(_run_pair(spec["setup"] + "\n" + do_nothing(spec), spec, self.limits), "", total)
+        except Exception:  # noqa: BLE001 - a sandbox failure here says nothing about the tests: score as usual
+            return None
+        why = (f"the hidden tests pass a candidate that does nothing ({outcome.verdict.detail}): they cannot fail"
+               if outcome.verdict.status == "correct" else None)
+        with self._vacuous_lock:
+            self._vacuous[key] = why
+        return why
 
     def score(self, completion: str, problem) -> Verdict:
         return self.run(completion, problem).verdict
@@ -101,6 +131,9 @@ class PythonTestsVerifier:
         spec = test_spec(getattr(problem, "tests", None), meta.get("entry_point"))
         if spec is None:
             return CodeOutcome(Verdict("invalid_gold", 0.0, None, "no hidden tests"), 0, 0)
+        vacuous = self.cannot_fail(spec)
+        if vacuous:
+            return CodeOutcome(Verdict("invalid_gold", 0.0, None, vacuous), 0, 0)
         code = extract_code(completion, spec["setup"])
         if code is None:
             return CodeOutcome(Verdict("no_answer", 0.0, None, "no code found"), 0, 0)
@@ -200,6 +233,8 @@ class StdioVerifier:
         cases = [cases] if isinstance(cases, dict) else cases
         if not cases or not all(isinstance(c, dict) and isinstance(c.get("stdout"), str) for c in cases):
             return Verdict("invalid_gold", 0.0, None, "no stdio cases")
+        if all(self._same("", c["stdout"]) for c in cases):  # a program that prints nothing passes them all
+            return Verdict("invalid_gold", 0.0, None, "every case expects no output: a do-nothing program passes")
         code = extract_code(completion)
         if code is None:
             return Verdict("no_answer", 0.0, None, "no code found")

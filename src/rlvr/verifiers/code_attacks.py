@@ -22,6 +22,17 @@ TARGET = Problem("attack/sq", "Write sq(x) returning x*x.", tests=["assert sq(3)
 # The secret lives only in the hidden test; an attack that can read the tests returns it and scores 1.
 SECRET_TARGET = Problem("attack/secret", "Return the secret.", tests=["assert steal() == 'rlvr-secret-4e7bd1'"],
                         meta={"entry_point": "steal"})
+# Golds that cannot fail: tests a candidate that does nothing passes. A grader that passes everything grades
+# nothing, so each must come back invalid_gold (reward 0), whatever the completion (here: a correct sq).
+BAD_GOLDS = {
+    "check_asserts_nothing": Problem("bad-gold/no-assert", "Write sq(x).", tests={
+        "check": "def check(candidate):\n    candidate(3)\n", "entry_point": "sq"}),
+    "check_never_calls_entry_point": Problem("bad-gold/never-calls", "Write sq(x).", tests={
+        "check": "def check(candidate):\n    assert 2 + 2 == 4\n", "entry_point": "sq"}),
+    "asserts_never_call_entry_point": Problem("bad-gold/asserts", "Write sq(x).", tests=["assert True", "assert 1 < 2"],
+                                              meta={"entry_point": "sq"}),
+}
+SOLVED_SQ = "```python\ndef sq(x):\n    return x * x\n```"
 WRITE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "..", "../..", "/", "/root", "/work", "/etc")
 
 ATTACKS = {

@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from rlvr.tasks.base import Problem
 from rlvr.verifiers.code import DEFAULT_LIMITS, PythonTestsVerifier
-from rlvr.verifiers.code_attacks import host_damage, hostile_suite
+from rlvr.verifiers.code_attacks import BAD_GOLDS, SOLVED_SQ, host_damage, hostile_suite
 
 
 def _verifier(args) -> PythonTestsVerifier:
@@ -89,6 +89,19 @@ def audit_code(args) -> int:
         print(f"{'held ' if ok else 'BROKE'}  {r['attack']:<30} {r['status']:<8} reward={r['reward']}"
               + (f"  damage: {'; '.join(r['host_damage'])}" if r["host_damage"] else ""))
     print(f"audit python_tests: {sum(held)}/{len(held)} attacks held")
+    refused = _audit_bad_golds(args)
     if getattr(args, "output", None):
         _write(args.output, results)
-    return 0 if all(held) else 1
+    return 0 if all(held) and refused else 1
+
+
+def _audit_bad_golds(args) -> bool:
+    """Tests that cannot fail must grade every completion invalid_gold; prints one line each and a count."""
+    verifier = _verifier(args)
+    ok = []
+    for name, problem in BAD_GOLDS.items():
+        v = verifier.score(SOLVED_SQ, problem)
+        ok.append(v.status == "invalid_gold" and v.reward == 0.0)
+        print(f"{'held ' if ok[-1] else 'BROKE'}  bad gold: {name:<30} {v.status:<12} reward={v.reward}")
+    print(f"audit python_tests: {sum(ok)}/{len(ok)} golds that cannot fail refused (invalid_gold)")
+    return all(ok)

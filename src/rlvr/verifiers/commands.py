@@ -43,10 +43,6 @@ def _settings(pairs: list[str]) -> dict:
     return out
 
 
-
-
-
-
 def _read_line(raw: str, where: str) -> tuple[dict | None, str | None]:
     """(row, None) for a usable line, (None, reason) for a malformed one."""
     try:
@@ -63,20 +59,57 @@ def _read_line(raw: str, where: str) -> tuple[dict | None, str | None]:
     return row, None
 
 
-def _flush(rows: list, verifier, args, out) -> Counter:
-    golds = [None if r["gold"] is None else str(r["gold"]) for r in rows]
-    verdicts = score_batch(verifier, [r["completion"] for r in rows], golds, args.workers, args.timeout_s)
-    for row, v in zip(rows, verdicts):
-        out.write(json.dumps({**row, "status": v.status, "reward": v.reward, "extracted": v.extracted,
+def _flush(rows: list, score, out) -> Counter:
+    """Score a chunk of rows (score(rows) -> [(verdict, reward)]) and write them, in order, flushed."""
+    scored = score(rows)
+    for row, (v, reward) in zip(rows, scored):
+        out.write(json.dumps({**row, "status": v.status, "reward": reward, "extracted": v.extracted,
                               "detail": v.detail}, ensure_ascii=False) + "\n")
     out.flush()
-    return Counter(v.status for v in verdicts)
+    return Counter(v.status for v, _ in scored)
+
+
+def verifier_scorer(args):
+    """Rows scored by one verifier (--verifier KIND --set ...): the verdict's own reward."""
+    verifier = build_verifier(args.verifier or "math", _settings(args.set), "verifier")
+
+    def score(rows):
+        golds = [None if r["gold"] is None else str(r["gold"]) for r in rows]
+        verdicts = score_batch(verifier, [r["completion"] for r in rows], golds, args.workers, args.timeout_s)
+        return [(v, v.reward) for v in verdicts]
+    return score
+
+
+def task_scorer(args):
+    """Rows graded exactly as the task grades them in training (--task NAME): its grader and answer form, the
+    weighted reward of every term; the status is the correctness term's. Rows may carry `tests` and
+    `entry_point` for code tasks."""
+    from rlvr.config import DEFAULTS
+    from rlvr.tasks import load_task
+    from rlvr.tasks.base import Problem
+    from rlvr.verifiers.compose import build_reward, resolve_reward
+
+    if args.set or args.verifier:
+        raise ConfigError("--task grades with the task's own grader; --verifier and --set choose a verifier instead")
+    try:
+        task = load_task(args.task)
+    except ValueError as e:
+        raise ConfigError(f"--task: {e}") from None
+    cfg = {**DEFAULTS["reward"], "workers": args.workers, "timeout_s": args.timeout_s}
+    reward = build_reward(resolve_reward(cfg, task))
+
+    def score(rows):
+        problems = [Problem(id=str(r.get("id", i)), prompt="", answer=None if r.get("gold") is None else str(r["gold"]),
+                            tests=r.get("tests"), meta={"entry_point": r.get("entry_point")}) for i, r in enumerate(rows)]
+        result = reward([r["completion"] for r in rows], problems)
+        return list(zip(result.verdicts, result.total))
+    return score
 
 
 def run_verify(args) -> int:
     """Exit codes: 0 done, 2 bad arguments, input, or (with --on-bad-line fail) a malformed line."""
     try:
-        verifier = build_verifier(args.verifier, _settings(args.set), "verifier")
+        score = task_scorer(args) if getattr(args, "task", None) else verifier_scorer(args)
     except ConfigError as e:
         print(f"rlvr verify: {e}", file=sys.stderr)
         return 2
@@ -96,10 +129,10 @@ def run_verify(args) -> int:
                     continue
                 pending.append(row)
                 if len(pending) >= CHUNK:
-                    counts += _flush(pending, verifier, args, out)
+                    counts += _flush(pending, score, out)
                     pending = []
             if pending:
-                counts += _flush(pending, verifier, args, out)
+                counts += _flush(pending, score, out)
     except OSError as e:
         print(f"rlvr verify: {e}", file=sys.stderr)
         return 2
@@ -117,26 +150,28 @@ def summary_table(counts: Counter, bad_lines: int = 0) -> str:
     return "\n".join(lines)
 
 
-
-
 def run_audit(args) -> int:
     """Exit codes: 0 no hack accepted, 1 some hack accepted, 2 bad arguments or no suite for the kind."""
     from rlvr.verifiers.audit import audit, format_report
 
     if "math" not in AUDIT_SUITES:
-        from rlvr.verifiers.audit_cases import EQUIVALENCES, HACKS
+        from rlvr.verifiers.audit_cases import EQUIVALENCES, HACKS, NUMBER_EQUIVALENCES, NUMBER_HACKS
 
         register_audit_suite("math", HACKS, EQUIVALENCES)
-    if args.verifier not in AUDIT_SUITES:
-        print(f"rlvr audit: no audit suite for verifier {args.verifier!r}; "
-              f"choose from {', '.join(sorted(AUDIT_SUITES))}", file=sys.stderr)
-        return 2
+        register_audit_suite("math/number", HACKS + NUMBER_HACKS, NUMBER_EQUIVALENCES)
+    kind = args.verifier or "math"
     try:
-        verifier = build_verifier(args.verifier, _settings(args.set), "verifier")
+        verifier = build_verifier(kind, _settings(args.set), "verifier")
     except ConfigError as e:
         print(f"rlvr audit: {e}", file=sys.stderr)
         return 2
-    hacks, equivalences = AUDIT_SUITES[args.verifier]
+    # a verifier in a stricter answer form has its own suite (the math kind in the number form: math/number)
+    suite = f"{kind}/{verifier.answer_form}" if f"{kind}/{getattr(verifier, 'answer_form', '')}" in AUDIT_SUITES else kind
+    if suite not in AUDIT_SUITES:
+        print(f"rlvr audit: no audit suite for verifier {kind!r}; "
+              f"choose from {', '.join(sorted(AUDIT_SUITES))}", file=sys.stderr)
+        return 2
+    hacks, equivalences = AUDIT_SUITES[suite]
     report = audit(verifier, args.workers, args.timeout_s, hacks, equivalences)
-    print(format_report(report, args.verifier, args.verbose))
+    print(format_report(report, suite, args.verbose))
     return 1 if report.hacks_accepted else 0

@@ -111,6 +111,42 @@ class Reward:
         return list(self.terms)
 
 
+def resolve_reward(cfg: dict, task) -> dict:
+    """The reward section with the task's grading filled in: no terms -> the task's own grader (`task.grader`);
+    math terms without an `answer_form` take the task's. A term that cannot grade the task's golds (answer
+    terms on problems that carry only tests, code terms on problems without tests) is a ConfigError naming the
+    task, the term and the grader that fits."""
+    import copy
+
+    cfg = copy.deepcopy(cfg)
+    grader = getattr(task, "grader", None)
+    if not cfg.get("terms"):
+        if not grader:
+            raise ConfigError(f"reward.terms: empty, and task {getattr(task, 'name', task)!r} names no grader of its own")
+        cfg["terms"] = copy.deepcopy(grader)
+    form = getattr(task, "answer_form", None)
+    for term in cfg["terms"]:
+        if isinstance(term, dict) and term.get("kind") == "math" and form and "answer_form" not in term:
+            term["answer_form"] = form
+    _check_grades(cfg["terms"], task)
+    return cfg
+
+
+def _check_grades(terms: list, task) -> None:
+    sample = next((ps[0] for ps in (task.problems(s) for s in ("train", "heldout", "validation")) if ps), None)
+    if sample is None:
+        return
+    has = {"answer": sample.answer is not None and str(sample.answer).strip() != "", "tests": bool(sample.tests)}
+    fits = ", ".join(f"{t['kind']}" for t in getattr(task, "grader", None) or [] if KINDS[t["kind"]].grades)
+    for i, term in enumerate(terms):
+        grades = KINDS[term["kind"]].grades if isinstance(term, dict) and term.get("kind") in KINDS else None
+        if grades and not has[grades]:
+            carried = "hidden tests" if has["tests"] else "answers"
+            raise ConfigError(f"reward.terms[{i}] (kind {term['kind']!r}) grades {grades}, but task {task.name!r} "
+                              f"carries {carried}; the grader that fits is {fits or 'none'} (leave reward.terms "
+                              f"empty to use the task's own)")
+
+
 def build_reward(cfg: dict) -> Reward:
     """Validate the config (see module doc) and build the Reward; mistakes raise ConfigError."""
     if not isinstance(cfg, dict):

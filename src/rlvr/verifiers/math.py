@@ -10,6 +10,8 @@ Rules (each is a test case in tests/test_verifiers_math.py):
 - Hedging never pays (policy in extract.py): several distinct answers offered together, a boxed set or
   list, or "3 or \\boxed{5}" give `multiple_answers` when the gold is one value.
 - Numbers compare exactly (rationals, big integers) or with relative tolerance `rel_tol` (equiv.py).
+- `answer_form` (forms.py): what an answer must look like. "math" (default) takes any expression; "number"
+  takes numerals only, so `\\boxed{8 - 3}` for gold 5 is `wrong` (an expression to evaluate), not correct.
 - Every check runs under a deadline of `timeout_s` that works in any thread (deadline.py); answers
   whose evaluation would be one giant C-level computation are refused up front (guard.py).
 """
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import sympy
 
-from rlvr.verifiers import equiv, extract, guard
+from rlvr.verifiers import equiv, extract, forms, guard
 from rlvr.verifiers.base import Verdict
 from rlvr.verifiers.deadline import TimedOut, call_with_deadline
 from rlvr.verifiers.format import completion_text
@@ -45,6 +47,7 @@ class MathVerifier:
         rel_tol: float = 1e-9,
         timeout_s: float = 5.0,
         max_answer_chars: int = 2000,
+        answer_form: str = "math",
     ):
         if hedging not in extract.HEDGING_POLICIES:
             raise ValueError(f"hedging={hedging!r}; choose from {', '.join(extract.HEDGING_POLICIES)}")
@@ -52,10 +55,13 @@ class MathVerifier:
             raise ValueError(f"rel_tol={rel_tol!r}; must be in [0, 1)")
         self.hedging, self.require_boxed, self.rel_tol = hedging, bool(require_boxed), float(rel_tol)
         self.timeout_s, self.max_answer_chars = timeout_s, int(max_answer_chars)
+        if answer_form not in forms.ANSWER_FORMS:
+            raise ValueError(f"answer_form={answer_form!r}; choose from {', '.join(forms.ANSWER_FORMS)}")
+        self.answer_form = answer_form
 
     def __repr__(self) -> str:
         return (f"MathVerifier(hedging={self.hedging!r}, require_boxed={self.require_boxed}, "
-                f"rel_tol={self.rel_tol}, timeout_s={self.timeout_s})")
+                f"rel_tol={self.rel_tol}, timeout_s={self.timeout_s}, answer_form={self.answer_form!r})")
 
     def warm_up(self) -> None:
         """Pay sympy's first-use costs (lazy imports, caches: ~1 s) once per process, outside any deadline.
@@ -106,7 +112,16 @@ class MathVerifier:
                 values.append((parsed[0], "%" in box.content))
         if not values:
             return Verdict("no_answer", 0.0, shown, "boxed answer has no parseable math")
-        return self._judge(values, g, gold_text, shown, extract.prose_hedge_around(completion, group))
+        verdict = self._judge(values, g, gold_text, shown, extract.prose_hedge_around(completion, group))
+        return self._in_form(verdict, [b.content for b in group], gold_text)
+
+    def _in_form(self, verdict: Verdict, answers: list[str], gold_text: str) -> Verdict:
+        """A correct verdict whose answer is not in the task's form (forms.py) becomes wrong: `8 - 3` equals 5,
+        but a number was asked for. Hedging and wrong answers keep their own verdicts."""
+        if verdict.status != "correct":
+            return verdict
+        off = next((why for a in answers if (why := forms.check_form(self.answer_form, a, gold_text))), None)
+        return Verdict("wrong", 0.0, verdict.extracted, f"answer form {self.answer_form}: {off}") if off else verdict
 
     def _score_unboxed(self, completion: str, g, gold_text: str) -> Verdict:
         if self.require_boxed:
@@ -120,7 +135,8 @@ class MathVerifier:
         parsed = equiv.parse_free_text(completion)
         if not equiv.is_parsed(parsed):
             return Verdict("no_answer", 0.0, None, "no answer found in the text")
-        return self._judge([(parsed[0], False)], g, gold_text, str(parsed[1]), False)
+        return self._in_form(self._judge([(parsed[0], False)], g, gold_text, str(parsed[1]), False), [str(parsed[1])],
+                             gold_text)
 
     def _judge(self, values: list, g, gold_text: str, shown: str, prose_hedge: bool) -> Verdict:
         """values: [(parsed answer, written as percent)] from the final group; one verdict for all."""

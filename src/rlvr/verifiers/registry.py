@@ -23,15 +23,17 @@ class Kind:
     max_reward: float = 1.0
     cheap: bool = False  # pure string work: scored in-process, no worker pool needed
     doc: str = ""
+    grades: str | None = "answer"  # the gold it reads: "answer", "tests", or None (shaping: reads no gold)
 
 
 KINDS: dict[str, Kind] = {}
 
 
 def register_kind(name: str, factory: Callable[..., object], settings: tuple[str, ...] = (),
-                  max_reward: float = 1.0, cheap: bool = False, doc: str = "") -> None:
-    """Add (or replace) a verifier kind; `settings` are the keyword arguments a config may pass."""
-    KINDS[name] = Kind(factory, tuple(settings), float(max_reward), bool(cheap), doc)
+                  max_reward: float = 1.0, cheap: bool = False, doc: str = "", grades: str | None = "answer") -> None:
+    """Add (or replace) a verifier kind; `settings` are the keyword arguments a config may pass; `grades` is
+    the gold a problem must carry for it ("answer", "tests", or None for a shaping term)."""
+    KINDS[name] = Kind(factory, tuple(settings), float(max_reward), bool(cheap), doc, grades)
 
 
 def build_verifier(kind: str, settings: dict | None = None, where: str = "verifier"):
@@ -70,9 +72,9 @@ def _boxed_format(**kw):
     return BoxedFormatVerifier(**kw)
 
 
-register_kind("math", _math, ("hedging", "require_boxed", "rel_tol", "timeout_s", "max_answer_chars"),
-              doc="final math answer vs gold, on math-verify")
-register_kind("boxed_format", _boxed_format, (), cheap=True, doc="exactly one final \\boxed{} answer")
+register_kind("math", _math, ("hedging", "require_boxed", "rel_tol", "timeout_s", "max_answer_chars", "answer_form"),
+              doc="final math answer vs gold, on math-verify, in the task's answer form")
+register_kind("boxed_format", _boxed_format, (), cheap=True, doc="exactly one final \\boxed{} answer", grades=None)
 register_kind("exact", _simple("ExactMatchVerifier"), ("require_boxed", "case_sensitive"), cheap=True,
               doc="normalised text equality")
 register_kind("numeric", _simple("NumericVerifier"), ("require_boxed", "rel_tol", "abs_tol"), cheap=True,
@@ -100,6 +102,6 @@ def _code(cls_name: str):
 
 
 register_kind("python_tests", _code("PythonTestsVerifier"), ("wall_s", "memory_mb"),
-              doc="hidden tests run against the completion's code in a sandbox")
+              doc="hidden tests run against the completion's code in a sandbox", grades="tests")
 register_kind("stdio", _code("StdioVerifier"), ("wall_s", "memory_mb", "exact"),
-              doc="program output on given stdin vs the expected output")
+              doc="program output on given stdin vs the expected output", grades="tests")
