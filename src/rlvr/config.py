@@ -132,6 +132,10 @@ class EvalConfig:
     ks: list = field(default_factory=lambda: [1, 4])
     limit: int = 0
     greedy: bool = True
+    # task sets evaluated beside the in-domain bands (same models, samples per problem and seed, each set graded
+    # by its own task's grader): [{name, settings, split, limit, label}], e.g. the CHAMP numeric subset or
+    # reasoning-gym families not trained on. Checked by rlvr.evaluation.out_of_domain.
+    out_of_domain: list = field(default_factory=list, metadata={"open": True})
 
 
 @dataclass

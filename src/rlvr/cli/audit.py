@@ -10,11 +10,15 @@ from rlvr.cli.verify import CODE_KINDS, add_verifier_args
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("audit", help="attack a verifier with known hacks; check true equivalences")
     add_verifier_args(p)
+    p.add_argument("--task", help="audit the task's own grading (its grader and answer form; reasoning_gym: every "
+                                  "graded family beside reasoning-gym's score_answer)")
     p.add_argument("--verbose", action="store_true", help="also list every false reject")
     return p
 
 
 def run(args) -> int:
+    if args.task:
+        return _audit_task(args)
     if args.verifier in CODE_KINDS:
         from rlvr.verifiers.code_commands import audit_code
 
@@ -23,3 +27,29 @@ def run(args) -> int:
     from rlvr.verifiers.commands import run_audit
 
     return run_audit(args)
+
+
+def _audit_task(args) -> int:
+    """A task with its own audit (a module rlvr.tasks.<name>_audit with audit_task()) runs it; any other is audited
+    through its correctness term's verifier."""
+    import importlib.util
+
+    from rlvr.config import ConfigError
+    from rlvr.tasks import load_task
+
+    if args.verifier or args.set:
+        raise ConfigError("--task audits the task's own grader; --verifier and --set choose a verifier instead")
+    try:
+        task = load_task(args.task)
+    except ValueError as e:
+        raise ConfigError(f"--task: {e}") from None
+    own = f"rlvr.tasks.{args.task}_audit"
+    if importlib.util.find_spec(own) is not None:
+        report, code = importlib.import_module(own).audit_task()
+        print(report)
+        return code
+    term = dict(task.grader[0])
+    args.verifier = term.pop("kind")
+    args.set = [f"{k}={v}" for k, v in term.items() if k not in ("name", "weight")]
+    args.task = None
+    return run(args)

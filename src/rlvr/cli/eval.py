@@ -40,6 +40,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="evaluate even when the split overlaps the training data (reported in summary.json)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="task.settings.X=..., reward.X=... or rollout.X=... (repeatable)")
+    p.add_argument("--out-of-domain", action="store_true",
+                   help="also evaluate the run directory's eval.out_of_domain sets, each graded by its own task")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -124,4 +126,25 @@ def run(args) -> int:
     print(f"hygiene: {h['contaminated']} contaminated problems against {h['train_problems']} training problems; "
           f"{h['leaks']} prompts contain their gold answer (see summary.json)")
     print(f"wall time {summary['setup']['wall_s']:.1f} s; wrote {out}/records.jsonl, summary.json, summary.md")
+    return _out_of_domain(args, out) if args.out_of_domain else 0
+
+
+def _out_of_domain(args, out: Path) -> int:
+    """The run's out-of-domain sets for this one model, into OUT/ood-<label>/ (rlvr run compares all three)."""
+    from rlvr.evaluation.out_of_domain import evaluate_set, ood_sets
+    from rlvr.evaluation.records import write_records
+    from rlvr.evaluation.run_eval import is_run_dir, read_run
+    from rlvr.evaluation.summary import summary_markdown, write_summary
+
+    if not is_run_dir(args.model):
+        print("rlvr eval: --out-of-domain reads eval.out_of_domain from a run directory's config", file=sys.stderr)
+        return 2
+    cfg = read_run(args.model)[1]
+    for spec in ood_sets(cfg):
+        records, summary = evaluate_set(args.model, spec, cfg, args.quiet)
+        slug = re.sub(r"[^\w.-]+", "_", spec["label"])
+        folder = out / f"ood-{slug}"
+        write_records(records, folder / "records.jsonl")
+        write_summary(summary, folder, name="summary")
+        print(f"\nout of domain: {spec['label']}\n" + summary_markdown(summary))
     return 0

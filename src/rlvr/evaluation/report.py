@@ -132,7 +132,7 @@ def versions() -> dict[str, str]:
 
 
 def write_report(root: Path, *, meta: dict, compare_md: str, summaries_md: dict[str, str], plots: dict[str, Path],
-                 examples_md: str, reading: str = "") -> Path:
+                 examples_md: str, reading: str = "", out_of_domain_md: str = "") -> Path:
     """root/report.md; plots are linked by path relative to root."""
     root = Path(root)
     lines = ["# rlvr run report", "", "## What was run", ""]
@@ -140,6 +140,8 @@ def write_report(root: Path, *, meta: dict, compare_md: str, summaries_md: dict[
     lines += ["", "## Held-out comparison", "", compare_md, ""]
     if reading:
         lines += ["**Reading.** " + reading, ""]
+    if out_of_domain_md:
+        lines += ["## Out of domain", "", out_of_domain_md, ""]
     lines += ["## Plots", ""]
     for title, path in plots.items():
         lines += [f"### {title}", "", f"![{title}]({Path(path).relative_to(root)})", ""]

@@ -42,7 +42,12 @@ def _hub(**kw):
     return load_hub_task(**kw)
 
 
-TASKS = {"arithmetic": _arithmetic, "hub": _hub, "jsonl": _jsonl, "humaneval": _humaneval, "code_procedural": _code_procedural,
+def _reasoning_gym(**kw):
+    from rlvr.tasks.reasoning_gym import load_reasoning_gym
+    return load_reasoning_gym(**kw)
+
+
+TASKS = {"arithmetic": _arithmetic, "reasoning_gym": _reasoning_gym, "hub": _hub, "jsonl": _jsonl, "humaneval": _humaneval, "code_procedural": _code_procedural,
          "math500": _benchmark("load_math500"), "champ": _benchmark("load_champ")}
 
 

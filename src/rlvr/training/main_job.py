@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import time
 from pathlib import Path
 
-from rlvr.config import Config, dump
+from rlvr.config import Config, ConfigError, dump
 from rlvr.rundir.files import RunDir, atomic_write_text
 
 
@@ -28,25 +29,61 @@ def _phase_cfg(cfg: dict, out: Path) -> dict:
     return sub
 
 
-def _evaluate(name: str, model, cfg: dict, root: Path, quiet: bool):
-    """Held-out evaluation of one model into root/eval/<name>; reuses a finished one."""
+def _cached_eval(out: Path, label: str, evaluate):
+    """evaluate() -> (records, summary), written into `out`; a finished one is read back instead of redone."""
     from rlvr.evaluation.records import read_records, write_records
-    from rlvr.evaluation.run_eval import evaluate_model
     from rlvr.evaluation.summary import write_summary
 
-    out = root / "eval" / name
     if (out / "summary.json").exists() and (out / "records.jsonl").exists():
         return read_records(out / "records.jsonl"), json.loads((out / "summary.json").read_text())
-    e = Config.from_dict(cfg).eval
-    records, summary = evaluate_model(
-        model, cfg["task"]["name"], split=e.split, n=e.n, ks=e.ks, temperature=cfg["rollout"]["temperature"],
-        max_new_tokens=cfg["rollout"]["max_new_tokens"], greedy=e.greedy, reward_cfg=cfg["reward"],
-        backend=cfg["rollout"]["backend"], rollout=cfg["rollout"], seed=cfg["seed"], limit=e.limit or None, progress=not quiet,
-        task_settings=cfg["task"]["settings"])
-    summary["label"] = name
+    records, summary = evaluate()
+    summary["label"] = label
     write_records(records, out / "records.jsonl")
     write_summary(summary, out, "summary")
     return records, summary
+
+
+def _evaluate(name: str, model, cfg: dict, root: Path, quiet: bool):
+    """Held-out evaluation of one model into root/eval/<name>."""
+    from rlvr.evaluation.run_eval import evaluate_model
+
+    e = Config.from_dict(cfg).eval
+    return _cached_eval(root / "eval" / name, name, lambda: evaluate_model(
+        model, cfg["task"]["name"], split=e.split, n=e.n, ks=e.ks, temperature=cfg["rollout"]["temperature"],
+        max_new_tokens=cfg["rollout"]["max_new_tokens"], greedy=e.greedy, reward_cfg=cfg["reward"],
+        backend=cfg["rollout"]["backend"], rollout=cfg["rollout"], seed=cfg["seed"], limit=e.limit or None,
+        progress=not quiet, task_settings=cfg["task"]["settings"]))
+
+
+def _out_of_domain(cfg: dict, root: Path, models: dict, quiet: bool) -> list[tuple[str, dict]]:
+    """Every model on every eval.out_of_domain set, compared with the start: [(label, comparison)]."""
+    from rlvr.evaluation.compare import compare, write_comparison
+    from rlvr.evaluation.out_of_domain import evaluate_set, ood_sets
+
+    results = []
+    for spec in ood_sets(cfg):
+        slug = re.sub(r"[^\w.-]+", "_", spec["label"])
+        evals = {name: _cached_eval(root / "eval" / f"ood-{slug}" / name, f"{name} on {spec['label']}",
+                                    lambda m=model: evaluate_set(m, spec, cfg, quiet))[0]
+                 for name, model in models.items()}
+        result = compare(evals, baseline="start", metric="pass@1", seed=cfg["seed"])
+        write_comparison(result, root, f"compare-ood-{slug}")
+        results.append((spec["label"], result))
+    return results
+
+
+def check_out_of_domain(cfg: dict) -> None:
+    """Every out-of-domain set loads (its task, settings, split) before anything is trained."""
+    from rlvr.evaluation.out_of_domain import ood_sets
+    from rlvr.tasks import load_task
+
+    for spec in ood_sets(cfg):
+        try:
+            problems = load_task(spec["name"], **spec["settings"]).problems(spec["split"])
+        except ValueError as e:
+            raise ConfigError(f"eval.out_of_domain {spec['label']!r}: {e}") from None
+        if not problems:
+            raise ConfigError(f"eval.out_of_domain {spec['label']!r}: split {spec['split']!r} has no problems")
 
 
 def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict:
@@ -56,6 +93,7 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
     from rlvr.training.loop import train
 
     t0 = time.perf_counter()
+    check_out_of_domain(cfg)
     root = Path(cfg["output_dir"])
     RunDir(root, resume=(root / "config.yaml").exists() and not overwrite, overwrite=overwrite)
     atomic_write_text(root / "config.yaml", dump(cfg))
@@ -84,13 +122,15 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
         evals[name], summaries[name] = records, summary
     result = compare(evals, baseline="start", metric="pass@1", seed=cfg["seed"])
     paths = write_comparison(result, root, "compare")
+    ood = timed("eval out of domain", _out_of_domain, cfg, root,
+                {"start": cfg["model"]["name"], "sft": str(sft_dir), "rlvr": str(rl_dir)}, quiet)
     wall = time.perf_counter() - t0
-    report = _write_report(root, cfg, result, summaries, evals, timings, wall)
+    report = _write_report(root, cfg, result, summaries, evals, timings, wall, ood)
     return {"root": root, "report": report, "compare_md": compare_markdown(result), "compare": result,
             "plots": sorted((root / "plots").glob("*.png")) + [paths["png"]], "wall_s": wall, "timings": timings}
 
 
-def _write_report(root, cfg, result, summaries, evals, timings, wall) -> Path:
+def _write_report(root, cfg, result, summaries, evals, timings, wall, ood=()) -> Path:
     from rlvr.evaluation import report
     from rlvr.evaluation.compare import compare_markdown
     from rlvr.evaluation.summary import summary_markdown
@@ -124,7 +164,21 @@ def _write_report(root, cfg, result, summaries, evals, timings, wall) -> Path:
     return report.write_report(
         root, meta=meta, compare_md=compare_markdown(result),
         summaries_md={name: summary_markdown(s) for name, s in summaries.items()}, plots=plots,
-        examples_md=report.examples_markdown(pairs, prompts), reading=reading(result))
+        examples_md=report.examples_markdown(pairs, prompts), reading=reading(result),
+        out_of_domain_md=_ood_markdown(ood))
+
+
+def _ood_markdown(ood) -> str:
+    """The out-of-domain section: each set's table and a plain sentence on whether any model got worse."""
+    from rlvr.evaluation.compare import compare_markdown
+    from rlvr.evaluation.out_of_domain import worse_sentence
+
+    if not ood:
+        return ""
+    parts = ["Each set graded by its own task's grader; the models never trained on it."]
+    for label, result in ood:
+        parts += [f"### {label}", "", compare_markdown(result), "", worse_sentence(label, result), ""]
+    return "\n".join(parts)
 
 
 def reading(result: dict) -> str:

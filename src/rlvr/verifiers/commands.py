@@ -51,9 +51,10 @@ def _read_line(raw: str, where: str) -> tuple[dict | None, str | None]:
         return None, f"{where}: not JSON ({e.msg})"
     if not isinstance(row, dict):
         return None, f"{where}: expected a JSON object, got {type(row).__name__}"
-    for key in ("completion", "gold"):
-        if key not in row:
-            return None, f"{where}: missing key {key!r}"
+    if "completion" not in row:
+        return None, f"{where}: missing key 'completion'"
+    if not any(k in row for k in ("gold", "entry", "tests")):
+        return None, f"{where}: missing key 'gold' (or 'entry' / 'tests' for tasks with richer golds)"
     if not isinstance(row["completion"], (str, list)):
         return None, f"{where}: 'completion' must be a string or a list of messages"
     return row, None
@@ -74,7 +75,7 @@ def verifier_scorer(args):
     verifier = build_verifier(args.verifier or "math", _settings(args.set), "verifier")
 
     def score(rows):
-        golds = [None if r["gold"] is None else str(r["gold"]) for r in rows]
+        golds = [None if r.get("gold") is None else str(r["gold"]) for r in rows]
         verdicts = score_batch(verifier, [r["completion"] for r in rows], golds, args.workers, args.timeout_s)
         return [(v, v.reward) for v in verdicts]
     return score
@@ -83,7 +84,7 @@ def verifier_scorer(args):
 def task_scorer(args):
     """Rows graded exactly as the task grades them in training (--task NAME): its grader and answer form, the
     weighted reward of every term; the status is the correctness term's. Rows may carry `tests` and
-    `entry_point` for code tasks."""
+    `entry_point` for code tasks, or what the task reads from a row (reasoning_gym: `entry`, the generator's item)."""
     from rlvr.config import DEFAULTS
     from rlvr.tasks import load_task
     from rlvr.tasks.base import Problem
@@ -98,8 +99,11 @@ def task_scorer(args):
     cfg = {**DEFAULTS["reward"], "workers": args.workers, "timeout_s": args.timeout_s}
     reward = build_reward(resolve_reward(cfg, task))
 
+    from_row = getattr(task, "problem_from_row", None)  # tasks whose golds are richer than a string
+
     def score(rows):
-        problems = [Problem(id=str(r.get("id", i)), prompt="", answer=None if r.get("gold") is None else str(r["gold"]),
+        problems = [from_row(r) if from_row else
+                    Problem(id=str(r.get("id", i)), prompt="", answer=None if r.get("gold") is None else str(r["gold"]),
                             tests=r.get("tests"), meta={"entry_point": r.get("entry_point")}) for i, r in enumerate(rows)]
         result = reward([r["completion"] for r in rows], problems)
         return list(zip(result.verdicts, result.total))

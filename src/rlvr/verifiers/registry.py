@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from rlvr.config import ConfigError
+from rlvr.verifiers.base import Verdict
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,53 @@ register_kind("multiple_choice", _simple("MultipleChoiceVerifier"), ("choices", 
               doc="one option letter")
 register_kind("regex", _simple("RegexVerifier"), ("pattern", "gold_is_pattern", "ignore_case"),
               doc="regex-extracted answer vs gold")
+
+
+def _structured(cls_name: str):
+    def make(**kw):
+        from rlvr.verifiers import structured
+
+        return getattr(structured, cls_name)(**kw)
+
+    return make
+
+
+register_kind("ordered_list", _structured("OrderedListVerifier"), (), cheap=True,
+              doc="a boxed list of numbers in order; list notations compare by value")
+register_kind("countdown", _structured("CountdownVerifier"), (), cheap=True,
+              doc="a boxed expression of the given numbers (each at most as often as given) equal to the target")
+register_kind("text", _structured("TextVerifier"), (), cheap=True,
+              doc="the boxed answer as text, case and spacing folded; hedges refused")
+class RoutedVerifier:
+    """Each problem graded by the kind its own data names (`problem.meta["grader"]` = {"kind": ..., settings}), each
+    kind built once per process: a task that mixes families (reasoning-gym's) carries its grader per problem."""
+
+    name = "routed"
+
+    def __init__(self):
+        self._built: dict[str, object] = {}
+
+    def _verifier(self, spec: dict):
+        key = repr(sorted(spec.items()))
+        if key not in self._built:
+            self._built[key] = build_verifier(spec["kind"], {k: v for k, v in spec.items() if k != "kind"},
+                                              "problem.meta.grader")
+        return self._built[key]
+
+    def warm_up(self) -> None:
+        from rlvr.verifiers.math import MathVerifier
+
+        MathVerifier().warm_up()
+
+    def score(self, completion, problem) -> Verdict:
+        spec = (getattr(problem, "meta", None) or {}).get("grader")
+        if not isinstance(spec, dict) or "kind" not in spec:
+            return Verdict("invalid_gold", 0.0, None, "the problem names no grader (meta.grader)")
+        return self._verifier(spec).score(completion, problem)
+
+
+register_kind("routed", RoutedVerifier, (),
+              doc="each problem graded by the kind its data names (meta.grader); mixed-family tasks")
 
 
 def _code(cls_name: str):
