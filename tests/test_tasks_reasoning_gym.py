@@ -31,6 +31,9 @@ def test_splits_never_overlap_and_gsm_symbolic_templates_are_unseen(task):
     assert templates["heldout"] and not templates["train"] & templates["heldout"]
     assert task.bands == ["basic_arithmetic", "gsm_symbolic", "number_sorting", "countdown", "leg_counting/easy",
                           "leg_counting/hard"]
+    # near copies (small generators repeat themselves) are dropped from the evaluation splits
+    from rlvr.evaluation.hygiene import find_contamination
+    assert find_contamination(splits["train"], splits["heldout"]) == []
     # ids are stable: the same settings give the same problems
     again = load_task("reasoning_gym", families=FAMILIES, size=600, seed=3)
     assert [p.id for p in again.problems("heldout")] == [p.id for p in splits["heldout"]]

@@ -33,13 +33,16 @@ def evaluate_set(model, spec: dict, cfg: dict, quiet: bool):
     """(records, summary) of one model on one out-of-domain set, graded by that set's own task."""
     from rlvr.config import DEFAULTS
     from rlvr.evaluation.run_eval import evaluate_model
+    from rlvr.tasks import load_task
 
     e = cfg["eval"]
+    # contamination is checked against what the run trained on, the same for every model
+    trained = load_task(cfg["task"]["name"], **cfg["task"]["settings"]).problems("train")
     return evaluate_model(
         model, spec["name"], split=spec["split"], n=e["n"], ks=e["ks"], temperature=cfg["rollout"]["temperature"],
         max_new_tokens=cfg["rollout"]["max_new_tokens"], greedy=e["greedy"], reward_cfg=DEFAULTS["reward"],
         backend=cfg["rollout"]["backend"], rollout=cfg["rollout"], seed=cfg["seed"], limit=spec["limit"] or None,
-        progress=not quiet, task_settings=spec["settings"], allow_contaminated=False)
+        progress=not quiet, task_settings=spec["settings"], train_problems=trained)
 
 
 def worse_sentence(label: str, result: dict) -> str:

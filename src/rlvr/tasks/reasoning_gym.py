@@ -106,6 +106,16 @@ class ReasoningGymTask:
         for i, (family, spec) in enumerate(specs.items()):
             n = max(1, round(size * float(spec.get("weight", 1.0)) / total))
             self._add_family(family, spec, n, seed + 1000 * i)
+        self._drop_near_copies()
+
+    def _drop_near_copies(self) -> None:
+        """Small generators repeat themselves: a validation or held-out problem that the contamination check
+        (rlvr.evaluation.hygiene) finds in the training split is dropped, so evaluation never refuses this task."""
+        from rlvr.evaluation.hygiene import find_contamination
+
+        for split in ("validation", "heldout"):
+            near = {h.eval_id for h in find_contamination(self._splits["train"], self._splits[split])}
+            self._splits[split] = [p for p in self._splits[split] if p.id not in near]
 
     def _add_family(self, family: str, spec: dict, n: int, seed: int) -> None:
         bad = set(spec) - {"weight", "config", "levels"}
