@@ -68,4 +68,10 @@ class TrackioTracker(Tracker):
         self.run.log({name: trackio.Image(str(path))}, step=step)
 
     def finish(self) -> None:
-        self.run.finish()
+        import trackio
+        from trackio import context_vars
+
+        if context_vars.current_run.get() is self.run:
+            trackio.finish()  # also forgets the run, so that trackio's exit hook does not finish it a second time
+        else:
+            self.run.finish()
