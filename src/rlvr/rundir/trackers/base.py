@@ -76,9 +76,9 @@ class Tracker:
 
 
 def numeric(row: dict) -> dict:
-    """A metrics line's numbers (NaN kept, null dropped), without the step: the scalars every tracker plots."""
-    return {k: float(v) for k, v in row.items()
-            if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    """A metrics line's numbers (NaN kept, null dropped, a bool as 0 or 1), without the step: the scalars every
+    tracker plots."""
+    return {k: float(v) for k, v in row.items() if k != "step" and isinstance(v, (int, float))}
 
 
 def flatten(cfg: dict, prefix: str = "") -> dict:
