@@ -494,6 +494,20 @@ def test_an_unwritable_tracker_folder_exits_2_before_anything_is_written(tmp_pat
     assert not (tmp_path / "R").exists()
 
 
+def test_an_unreachable_mlflow_server_exits_2_before_anything_is_written(tmp_path, model_dir, monkeypatch, capsys):
+    need("mlflow")
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{port}")
+    assert cli_train(tmp_path, model_dir, "log.report_to=[mlflow]") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"cannot reach the tracking server http://127.0.0.1:{port}" in err
+    assert "MLFLOW_TRACKING_URI" in err and not (tmp_path / "R").exists()
+
+
 def test_a_resumed_run_whose_tensorboard_folder_is_a_file_exits_2_before_any_step(tmp_path, tokenizer):
     need("tensorboard")
     cfg = tiny_config(tmp_path, **{"train.steps": 1})

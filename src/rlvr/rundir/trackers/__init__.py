@@ -22,7 +22,7 @@ from pathlib import Path
 
 from rlvr.config import ConfigError
 from rlvr.rundir.files import atomic_write_text, read_jsonl
-from rlvr.rundir.trackers.base import Resume, Tracker, Where, first_line, numeric, unwritable
+from rlvr.rundir.trackers.base import Resume, Tracker, Where, first_line, numeric
 from rlvr.rundir.trackers.to_mlflow import MlflowTracker
 from rlvr.rundir.trackers.to_tensorboard import TensorBoardTracker
 from rlvr.rundir.trackers.to_trackio import TrackioTracker
@@ -47,7 +47,8 @@ def _make(name: str, run_dir: Path, project: str, name_: str, state: dict) -> Tr
 
 
 def check_trackers(names, run_dir, project: str = "rlvr") -> None:
-    """Before the run starts: each tracker's library imports, and the place it writes to can be written."""
+    """Before the run starts: each tracker's library imports, and the place it writes to can be written (or its
+    server answers)."""
     for name in names:
         cls = TRACKERS[name]
         try:
@@ -55,10 +56,9 @@ def check_trackers(names, run_dir, project: str = "rlvr") -> None:
         except ImportError as e:
             raise ConfigError(f"log.report_to lists {name}, but {cls.module} cannot be imported ({first_line(e)}); "
                               f'pip install "rlvr[{name}]"') from None
-        where = _make(name, run_dir, project, "", {}).location()
-        problem = unwritable(where) if where is not None else None
+        problem = _make(name, run_dir, project, "", {}).preflight()
         if problem:
-            raise ConfigError(f"log.report_to: {name} cannot write to {where} ({problem}); {cls.setting}")
+            raise ConfigError(f"log.report_to: {name} {problem}; {cls.setting}")
 
 
 def read_state(run_dir) -> dict:

@@ -50,8 +50,14 @@ class Tracker:
         self.state = where.state
 
     def location(self) -> Path | None:
-        """The local folder it writes to (checked before the run starts), or None (a server)."""
+        """The local folder it writes to, or None (a server)."""
         return None
+
+    def preflight(self) -> str | None:
+        """Checked before the run starts, without starting anything: why the tracker could not work, or None."""
+        where = self.location()
+        problem = unwritable(where) if where is not None else None
+        return f"cannot write to {where} ({problem})" if problem else None
 
     def start(self, config: dict, resume: Resume | None) -> int:
         raise NotImplementedError

@@ -17,9 +17,10 @@ import time
 from pathlib import Path
 from urllib.parse import urlparse
 
-from rlvr.rundir.trackers.base import Resume, Tracker, flatten, sample_table, table_columns
+from rlvr.rundir.trackers.base import Resume, Tracker, first_line, flatten, sample_table, table_columns
 
 MAX_METRICS, MAX_PARAMS, MAX_PARAM_CHARS = 1000, 100, 6000  # MLflow's log_batch limits
+PROBE_S = 10.0  # how long a tracking server has to answer before the run starts
 _NOT_IN_NAMES = re.compile(r"[^\w\-. /:]")  # MLflow's metric and param names take only these characters
 
 
@@ -41,6 +42,22 @@ class MlflowTracker(Tracker):
         if parsed.scheme == "file":
             return Path(parsed.path)
         return Path(self.uri()) if parsed.scheme == "" else None
+
+    def preflight(self) -> str | None:
+        """A file store must be writable; a tracking server must answer (any HTTP status) within PROBE_S seconds,
+        where MLflow itself would retry for minutes."""
+        if urlparse(self.uri()).scheme not in ("http", "https"):
+            return super().preflight()
+        import urllib.error
+        import urllib.request
+
+        try:
+            urllib.request.urlopen(self.uri().rstrip("/") + "/health", timeout=PROBE_S).close()
+        except urllib.error.HTTPError:
+            return None  # it answered
+        except (OSError, ValueError) as e:
+            return f"cannot reach the tracking server {self.uri()} ({first_line(getattr(e, 'reason', e))})"
+        return None
 
     def _client(self):
         if self.location() is not None:
