@@ -3,8 +3,10 @@ library's own reader (TensorBoard's EventAccumulator, the MLflow client on the f
 W&B's offline run file with W&B's own record type) and compared with metrics.jsonl and samples.jsonl step for step,
 including after a SIGKILL and --resume; faults (missing extra, unwritable folder, a tracker failing mid-run)."""
 
+import atexit
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -25,6 +27,7 @@ from test_trainer import tiny_config
 
 # trackio fixes its store when first imported: a folder of this test session's own, set before any import of it
 os.environ["TRACKIO_DIR"] = tempfile.mkdtemp(prefix="rlvr-test-trackio-")
+atexit.register(shutil.rmtree, os.environ["TRACKIO_DIR"], True)
 ROOT = Path(__file__).resolve().parents[1]
 ALL = ["tensorboard", "mlflow", "trackio", "wandb"]
 
