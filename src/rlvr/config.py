@@ -26,6 +26,12 @@ def _choice(default, *others):
     return field(default=default, metadata={"choices": (default, *others)})
 
 
+def _each(*choices):
+    """A list field (default: empty) whose items must each be one of `choices`; a comma-separated string is read as
+    the list it names ("tensorboard,mlflow"), and "none" as the empty list (checked by `merge`)."""
+    return field(default_factory=list, metadata={"each": choices})
+
+
 def _open(factory):
     """A field read by another component, which validates it itself (task settings, reward terms, ...)."""
     return field(default_factory=factory, metadata={"open": True})
@@ -145,6 +151,11 @@ class LogConfig:
     keep_checkpoints: int = 2
     eval_every: int = 0      # greedy accuracy on validation problems every N steps (0 = never)
     eval_problems: int = 60  # how many validation problems (spread over the bands)
+    # Experiment trackers that also get every step's metrics line, the config, the samples and, in `rlvr run`, the
+    # held-out tables and plots (rank 0 only; metrics.jsonl stays the source of truth). rlvr.rundir.trackers
+    report_to: list = _each("tensorboard", "mlflow", "trackio", "wandb")
+    project: str = "rlvr"    # MLflow experiment, trackio / W&B project
+    run_name: str = ""       # the run's name in the trackers; "" = the output directory's name
 
 
 @dataclass
@@ -209,6 +220,7 @@ DEFAULTS: dict = asdict(Config())
 # Values that are dicts/lists read by another component (which validates them itself).
 OPEN_KEYS = {key for key, f in _walk(Config) if f.metadata.get("open")}
 CHOICES = {key: f.metadata["choices"] for key, f in _walk(Config) if "choices" in f.metadata}
+EACH = {key: f.metadata["each"] for key, f in _walk(Config) if "each" in f.metadata}
 
 
 def _type_ok(value, default) -> bool:
@@ -231,6 +243,8 @@ def merge(base: dict, update: dict, prefix: str = "") -> dict:
         default = base[key]
         if path in OPEN_KEYS:
             out[key] = copy.deepcopy(value)
+        elif path in EACH:
+            out[key] = _each_value(path, value)
         elif isinstance(default, dict):
             if not isinstance(value, dict):
                 raise ConfigError(f"config key '{path}' must be a mapping, got {value!r}")
@@ -242,6 +256,18 @@ def merge(base: dict, update: dict, prefix: str = "") -> dict:
                 raise ConfigError(f"config key '{path}' = {value!r}; choose from {', '.join(CHOICES[path])}")
             out[key] = float(value) if isinstance(default, float) else value
     return out
+
+
+def _each_value(path: str, value) -> list:
+    """A list whose items are each one of EACH[path], duplicates dropped; "a,b" -> [a, b]; "none" or "" -> []."""
+    if isinstance(value, str):
+        value = [] if value.strip().lower() in ("", "none") else [v.strip() for v in value.split(",")]
+    if not isinstance(value, list):
+        raise ConfigError(f"config key '{path}' must be a list, got {value!r}")
+    bad = [v for v in value if v not in EACH[path]]
+    if bad:
+        raise ConfigError(f"config key '{path}' lists {bad[0]!r}; choose from {', '.join(EACH[path])}")
+    return list(dict.fromkeys(value))
 
 
 def parse_set(item: str) -> dict:

@@ -157,3 +157,30 @@ def write_report(root: Path, *, meta: dict, compare_md: str, summaries_md: dict[
 def read_metrics(run_dir: Path) -> list[dict]:
     path = Path(run_dir) / "metrics.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def heldout_tables(summaries: dict[str, dict], result: dict) -> dict[str, list[dict]]:
+    """The held-out results as table rows for the trackers: per model and band (pass@k and greedy with their
+    intervals, sampled verdict fractions), and each model's paired difference from the baseline per band."""
+    per_band = []
+    for model, summary in summaries.items():
+        for band, b in [*summary["bands"].items(), ("all", summary["overall"])]:
+            row = {"model": model, "band": band, "problems": b["n_problems"], "n": b["samples_per_problem"]}
+            cells = {f"pass@{k}": cell for k, cell in b["pass@k"].items()}
+            cells.update({"greedy": b["greedy"]} if b["greedy"] else {})
+            for name, cell in cells.items():
+                row.update({name: cell["value"], f"{name} lo": cell["lo"], f"{name} hi": cell["hi"]})
+            row.update({f"{status} frac": v for status, v in (b["status"] or {}).items()})
+            per_band.append(row)
+    diffs = [{"model": model, "band": band, "baseline": result["baseline"], "metric": result["metric"],
+              "difference": d["diff"], "lo": d["lo"], "hi": d["hi"], "verdict": d["verdict"],
+              "problems": d["n_problems"]}
+             for model, per in result["diffs"].items() for band, d in per.items()]
+    return {"heldout/summary": per_band, "heldout/compare": diffs}
+
+
+def heldout_scalars(result: dict) -> dict[str, float]:
+    """Each model's overall held-out accuracy as one number per model (names every tracker accepts: no '@')."""
+    metric = result["metric"].replace("@", "_at_")
+    return {f"heldout/{model}/{metric}": per["all"]["value"] for model, per in result["accuracy"].items()
+            if "all" in per}

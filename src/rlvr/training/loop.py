@@ -7,17 +7,20 @@ Read it top to bottom. Simplifications, and why:
   current one, so the ratio is 1 and no second forward is run.
 - The sampler holds its own copy of the weights (merged, possibly bf16) and is synced after each update.
 - The step itself is `rlvr.training.step.run_step`; this file is what surrounds it: the run directory,
-  resume, the time budget, signals, checkpoints, the metrics and samples lines, the progress bar.
+  resume, the time budget, signals, checkpoints, the metrics and samples lines, the progress bar, and the
+  experiment trackers of log.report_to (rlvr.rundir.trackers), which get each line after the run directory has it.
 - Rewards, verdicts and lengths are logged over every generated row; the loss sees only the kept rows.
 - Launched by torchrun on W ranks, each rank samples and trains on its block of the step's prompts and
-  the gradients are summed (rlvr.training.distributed); rank 0 alone writes the run directory. On one rank every
-  `comm` call is a no-op. With train.fsdp the policy is sharded over the ranks (FSDP2): saving it then
-  gathers the whole weights, with every rank taking part (rlvr.training.fsdp).
+  the gradients are summed (rlvr.training.distributed); rank 0 alone writes the run directory and feeds
+  the trackers. On one rank every `comm` call is a no-op. With train.fsdp the policy is sharded over the ranks
+  (FSDP2): saving it then gathers the whole weights, with every rank taking part (rlvr.training.fsdp).
 """
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -28,6 +31,7 @@ from rlvr.config import ConfigError, dump
 from rlvr.policy.load import save_policy
 from rlvr.rundir import checkpoint as ckpt
 from rlvr.rundir.files import RunDir, RunDirError
+from rlvr.rundir.trackers import Trackers, check_trackers, resume_point, run_name
 from rlvr.training import distributed, fsdp
 from rlvr.training.metrics import sample_rows
 from rlvr.training.step import TrainState, check_components, run_step, setup
@@ -69,14 +73,42 @@ def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_con
     parts = check_components(cfg)
     cfg = parts.resolved  # the run records the grading it uses, the task's own when the config names none
     comm = distributed.setup()  # scale-out: W ranks under torchrun, else one
-    run = None  # data parallel: rank 0 alone owns the run directory; the others wait until it is ready
+    c, run_path = parts.cfg, Path(parts.cfg.output_dir)
+    run, trackers = None, Trackers([], None)  # data parallel: rank 0 alone owns the run directory and the trackers
     if comm.is_main:
+        check_trackers(c.log.report_to, run_path, c.log.project)  # a missing extra: before anything is written
         run = RunDir(parts.cfg.output_dir, resume=resume, overwrite=overwrite)
         _check_config(run, cfg, resume, allow_config_change)
-    comm.barrier()
-    state = setup(parts, policy, comm)
-    c, run_path = state.cfg, Path(parts.cfg.output_dir)
-    start = _resume(run_path, run, state) if resume else 0
+    resume_from = ckpt.latest_complete(run_path / "checkpoints") if resume else None
+    if comm.is_main:
+        trackers = _open_trackers(run, cfg, c, resume, resume_from)
+    comm.barrier()  # the others wait until the run directory is ready
+    try:
+        state = setup(parts, policy, comm)
+        start = _resume(run_path, run, state, resume_from) if resume else 0
+        _loop(state, run, trackers, start, quiet)
+        _save_final(run, state)
+    finally:
+        trackers.finish()
+    return run_path
+
+
+def _open_trackers(run: RunDir, cfg: dict, c, resume: bool, resume_from: Path | None) -> Trackers:
+    """The trackers of log.report_to, started before any step; on a resume they get the steps before the
+    checkpoint they lack. A fresh run whose trackers cannot start leaves no run directory behind."""
+    start = json.loads((resume_from / "loop_state.json").read_text())["step"] if resume_from else 0
+    try:
+        return Trackers.open(c.log.report_to, run.path, project=c.log.project, run_name=run_name(c.log, run.path),
+                             config=cfg, resume=resume_point(run.path, start) if resume else None)
+    except ConfigError:
+        if not resume:
+            shutil.rmtree(run.path, ignore_errors=True)
+        raise
+
+
+def _loop(state: TrainState, run: RunDir | None, trackers: Trackers, start: int, quiet: bool) -> None:
+    """Steps from `start` until train.steps, the time budget, a signal or a diverged run."""
+    c, comm, run_path = state.cfg, state.comm, Path(state.cfg.output_dir)
     bad_steps, started = 0, time.perf_counter()
     bar = tqdm(range(start, c.train.steps), initial=start, total=c.train.steps, desc="rlvr train",
                disable=quiet or not comm.is_main)
@@ -88,7 +120,7 @@ def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_con
             result = run_step(state, step, validate_now=bool(c.log.eval_every) and (step % c.log.eval_every == 0 or last))
             stopping = comm.any(stop.signum is not None)
             if comm.is_main:
-                _log_step(run, c, step, result)
+                _log_step(run, trackers, c, step, result)
             bar.set_postfix(_progress(result.row))
             _budget_eta(bar, c.train, step + 1 - start, time.perf_counter() - started)
             bad_steps = bad_steps + 1 if result.update.get("skipped") and len(result.seen) else 0
@@ -106,15 +138,16 @@ def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_con
                 _exit_on_signal(comm, stop.signum, step, run_path)
             if last:
                 break
-    _save_final(run, state)
-    return run_path
 
 
-def _log_step(run: RunDir, c, step: int, result) -> None:
-    """The metrics line every step; the samples (every generated row) every log.samples_every steps."""
+def _log_step(run: RunDir, trackers: Trackers, c, step: int, result) -> None:
+    """The metrics line every step; the samples (every generated row) every log.samples_every steps; the same
+    to the trackers, after the run directory has them."""
+    samples = sample_rows(step, result.generated) if c.log.samples_every and step % c.log.samples_every == 0 else None
     run.append(run.metrics_path, [result.row])
-    if c.log.samples_every and step % c.log.samples_every == 0:
-        run.append(run.samples_path, sample_rows(step, result.generated))
+    if samples is not None:
+        run.append(run.samples_path, samples)
+    trackers.log_step(result.row, samples)
 
 
 def _save_checkpoint(run: RunDir | None, state: TrainState, step: int) -> None:
@@ -189,9 +222,9 @@ def _diff(a, b, prefix=""):
         yield prefix[:-1]
 
 
-def _resume(run_path: Path, run: RunDir | None, state: TrainState) -> int:
-    """Every rank loads the same checkpoint; rank 0 (the one holding `run`) trims the logs."""
-    path = ckpt.latest_complete(run_path / "checkpoints")
+def _resume(run_path: Path, run: RunDir | None, state: TrainState, path: Path | None) -> int:
+    """Every rank loads the same checkpoint (`path`, the newest complete one); rank 0 (the one holding `run`)
+    trims the logs."""
     if path is None:
         if run is not None:
             run.truncate_after(-1)

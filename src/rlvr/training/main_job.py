@@ -6,6 +6,8 @@
    generated, so the two spend the same sampling compute.
 4. Evaluate both on the same held-out problems, with the same samples per problem and the same verifier.
 5. Compare them against the start per band (paired bootstrap), and write report.md with plots.
+6. With log.report_to, add the held-out tables, the headline numbers and the plots to the RLVR run in each tracker
+   (named after the root folder unless log.run_name says otherwise).
 
 Every phase writes into one root folder; a phase whose output is already complete is not redone, so an
 interrupted main job picks up where it stopped.
@@ -26,6 +28,13 @@ from rlvr.rundir.files import RunDir, atomic_write_text
 def _phase_cfg(cfg: dict, out: Path) -> dict:
     sub = copy.deepcopy(cfg)
     sub["output_dir"] = str(out)
+    return sub
+
+
+def _rl_cfg(cfg: dict, root: Path) -> dict:
+    """The RLVR phase's config: its run directory root/rlvr, and in the trackers the root folder's name."""
+    sub = _phase_cfg(cfg, root / "rlvr")
+    sub["log"]["run_name"] = sub["log"]["run_name"] or root.absolute().name
     return sub
 
 
@@ -92,9 +101,13 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
     from rlvr.training.sft import sft
     from rlvr.training.loop import train
 
+    from rlvr.rundir.trackers import check_trackers
+
     t0 = time.perf_counter()
     check_out_of_domain(cfg)
     root = Path(cfg["output_dir"])
+    rl_cfg = _rl_cfg(cfg, root)
+    check_trackers(rl_cfg["log"]["report_to"], root / "rlvr", rl_cfg["log"]["project"])  # before any phase
     RunDir(root, resume=(root / "config.yaml").exists() and not overwrite, overwrite=overwrite)
     atomic_write_text(root / "config.yaml", dump(cfg))
     timings: dict[str, float] = {}
@@ -109,7 +122,7 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
     rl_dir = root / "rlvr"
     if not (rl_dir / "final" / "merged").exists():
         resume = (rl_dir / "checkpoints").exists()
-        timed("train rlvr", train, _phase_cfg(cfg, rl_dir), resume=resume, overwrite=not resume, quiet=quiet)
+        timed("train rlvr", train, rl_cfg, resume=resume, overwrite=not resume, quiet=quiet)
     sft_dir = root / "sft"
     sft_cfg = _phase_cfg(cfg, sft_dir)
     sft_cfg["sft"].update(match_run=str(rl_dir), output_dir=str(sft_dir))
@@ -126,6 +139,7 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
                 {"start": cfg["model"]["name"], "sft": str(sft_dir), "rlvr": str(rl_dir)}, quiet)
     wall = time.perf_counter() - t0
     report = _write_report(root, cfg, result, summaries, evals, timings, wall, ood)
+    report_to_trackers(rl_cfg, root)
     return {"root": root, "report": report, "compare_md": compare_markdown(result), "compare": result,
             "plots": sorted((root / "plots").glob("*.png")) + [paths["png"]], "wall_s": wall, "timings": timings}
 
@@ -179,6 +193,35 @@ def _ood_markdown(ood) -> str:
     for label, result in ood:
         parts += [f"### {label}", "", compare_markdown(result), "", worse_sentence(label, result), ""]
     return "\n".join(parts)
+
+
+def final_for_trackers(root: Path) -> tuple[dict, dict, dict]:
+    """(tables, images, scalars) of a finished main job, read back from its folder: the held-out summaries per
+    model and band, the paired comparison, the overall accuracies, and the report's plots."""
+    from rlvr.evaluation.report import heldout_scalars, heldout_tables
+
+    result = json.loads((root / "compare.json").read_text())
+    summaries = {m: json.loads((root / "eval" / m / "summary.json").read_text()) for m in result["models"]
+                 if (root / "eval" / m / "summary.json").exists()}
+    images = {f"plots/{p.stem}": p for p in [*sorted((root / "plots").glob("*.png")), root / "compare.png"] if p.exists()}
+    return heldout_tables(summaries, result), images, heldout_scalars(result)
+
+
+def report_to_trackers(rl_cfg: dict, root: Path) -> None:
+    """The end of the main job in each tracker of log.report_to: the RLVR run reopened, the held-out results and
+    plots added one step past its last (a tracker that fails warns; the report is already written)."""
+    from rlvr.evaluation.report import read_metrics
+    from rlvr.rundir.trackers import Trackers
+
+    log, rl_dir = Config.from_dict(rl_cfg).log, Path(rl_cfg["output_dir"])
+    rows = read_metrics(rl_dir)
+    if not log.report_to or not rows:
+        return
+    trackers = Trackers.reopen(log.report_to, rl_dir, project=log.project, run_name=log.run_name)
+    try:
+        trackers.log_final(rows[-1]["step"] + 1, *final_for_trackers(root))
+    finally:
+        trackers.finish()
 
 
 def reading(result: dict) -> str:
