@@ -127,3 +127,17 @@ def test_verify_task_reads_the_generators_own_items(tmp_path):
     assert main(["verify", "--task", "reasoning_gym", "--input", str(src), "--output", str(dst), "--workers", "0"]) == 0
     got = [json.loads(x) for x in dst.read_text().splitlines()]
     assert [(g["status"], round(g["reward"], 6)) for g in got] == [("correct", 1.1), ("multiple_answers", 0.0)]
+
+
+@pytest.mark.parametrize("family", ["basic_arithmetic", "chain_sum", "products", "gcd", "lcm", "letter_counting",
+                                    "count_bits"])
+def test_one_shot_examples_show_their_steps_and_are_graded_correct(family):
+    """A one-shot example that is only a box taught the policy to answer at once and then to guess; the worked
+    examples show steps written from the item's own metadata, and our grader pays their answer."""
+    from rlvr.tasks.reasoning_gym import _dataset, boxed_answer
+
+    for entry in _dataset(family, 5, 7, {}):
+        text = boxed_answer(family, entry)
+        steps, box = text.rsplit("\n", 1)
+        assert steps and box == "\\boxed{" + str(entry["answer"]) + "}"
+        assert RoutedVerifier().score(text, problem_from_entry(entry)).status == "correct"

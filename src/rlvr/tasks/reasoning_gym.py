@@ -63,10 +63,42 @@ def _dataset(family: str, size: int, seed: int, config: dict):
         raise ValueError(f"reasoning_gym family {family!r}: {e}") from None
 
 
+def _euclid(a: int, b: int) -> str:
+    steps = []
+    while b:
+        steps.append(f"{a} = {a // b} x {b} + {a % b}")
+        a, b = b, a % b
+    return "; ".join(steps) + f". The last non-zero remainder is {a}."
+
+
+def _letters(meta: dict) -> str:
+    letter = meta["target_letter"]
+    counts = [(w, w.lower().count(letter.lower())) for w in meta["span"]]
+    shown = ", ".join(f"{w}: {c}" for w, c in counts)
+    return f"Count '{letter}' in each word: {shown}. Total: {' + '.join(str(c) for _, c in counts)} = {sum(c for _, c in counts)}."
+
+
+# Worked solutions written from an item's metadata, for the one-shot exchange: a solved example that shows the
+# steps, not only a box (a bare "\boxed{1}" example taught the policy to answer at once, and then to guess).
+WORKED = {
+    "basic_arithmetic": lambda m, a: f"{m['expression']} = {a}.",
+    "chain_sum": lambda m, a: f"{m['expression']} = {a}.",
+    "products": lambda m, a: f"{m['expression']} = {a}.",
+    "gcd": lambda m, a: "Euclid's algorithm: " + _euclid(*m["numbers"][:2]) if len(m["numbers"]) == 2 else "",
+    "lcm": lambda m, a: (f"lcm(a, b) = a x b / gcd(a, b). " + _euclid(*m["numbers"][:2]) +
+                         f" So lcm = {m['numbers'][0]} x {m['numbers'][1]} / gcd = {a}.") if len(m["numbers"]) == 2 else "",
+    "letter_counting": lambda m, a: _letters(m),
+    "count_bits": lambda m, a: f"{m['number']} in binary is {m['binary']}, which has {a} ones.",
+}
+
+
 def boxed_answer(family: str, entry: dict) -> str:
-    """The reference completion for an entry: its worked solution where it has one, then the boxed answer."""
+    """A solved completion for an entry: its worked solution (the dataset's own trace, or one written from its
+    metadata: WORKED), then the boxed answer."""
     trace = entry["metadata"].get(TRACES.get(family, ""), "")
     trace = trace.split("####")[0].strip() if trace else ""
+    if not trace and family in WORKED:
+        trace = WORKED[family](entry["metadata"], entry["answer"])
     return (trace + "\n" if trace else "") + "\\boxed{" + str(entry["answer"]) + "}"
 
 
