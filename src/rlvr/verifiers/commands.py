@@ -4,7 +4,8 @@ for answer verifiers (the parsers live in rlvr.cli.verify / rlvr.cli.audit).
     rlvr verify --verifier math --input IN.jsonl --output OUT.jsonl [--on-bad-line skip|fail]
     rlvr audit --verifier math [--verbose]
 
-`verify` reads lines with `completion` and `gold`, writes each back with `status`, `reward`,
+`verify` reads lines with `completion` and the gold answer, in the first of `answer`, `gold`, `solution`,
+`ground_truth` the line has (the gold-column rule, rlvr.tasks.base.GOLD_COLUMNS), writes each back with `status`, `reward`,
 `extracted` (and `detail`), in input order, flushed chunk by chunk so a failure never loses what was
 already written; a malformed line is reported with its line number and skipped, or stops the run
 (exit 2) with every earlier line written. A count per status goes to stderr.
@@ -19,6 +20,7 @@ from collections import Counter
 import yaml
 
 from rlvr.config import ConfigError
+from rlvr.tasks.base import GOLD_COLUMNS, gold_column
 from rlvr.verifiers.base import STATUSES
 from rlvr.verifiers.pool import score_batch
 from rlvr.verifiers.registry import KINDS, build_verifier
@@ -43,10 +45,6 @@ def _settings(pairs: list[str]) -> dict:
     return out
 
 
-
-
-
-
 def _read_line(raw: str, where: str) -> tuple[dict | None, str | None]:
     """(row, None) for a usable line, (None, reason) for a malformed one."""
     try:
@@ -55,16 +53,17 @@ def _read_line(raw: str, where: str) -> tuple[dict | None, str | None]:
         return None, f"{where}: not JSON ({e.msg})"
     if not isinstance(row, dict):
         return None, f"{where}: expected a JSON object, got {type(row).__name__}"
-    for key in ("completion", "gold"):
-        if key not in row:
-            return None, f"{where}: missing key {key!r}"
+    if "completion" not in row:
+        return None, f"{where}: missing key 'completion'"
+    if not any(k in row for k in GOLD_COLUMNS):
+        return None, f"{where}: no gold answer (give one of the keys {', '.join(GOLD_COLUMNS)})"
     if not isinstance(row["completion"], (str, list)):
         return None, f"{where}: 'completion' must be a string or a list of messages"
     return row, None
 
 
 def _flush(rows: list, verifier, args, out) -> Counter:
-    golds = [None if r["gold"] is None else str(r["gold"]) for r in rows]
+    golds = [None if (k := gold_column(r)) is None else str(r[k]) for r in rows]
     verdicts = score_batch(verifier, [r["completion"] for r in rows], golds, args.workers, args.timeout_s)
     for row, v in zip(rows, verdicts):
         out.write(json.dumps({**row, "status": v.status, "reward": v.reward, "extracted": v.extracted,
@@ -115,9 +114,6 @@ def summary_table(counts: Counter, bad_lines: int = 0) -> str:
     lines.append(f"{'scored':<18} {total:>7}")
     lines.append(f"{'malformed lines':<18} {bad_lines:>7}")
     return "\n".join(lines)
-
-
-
 
 def run_audit(args) -> int:
     """Exit codes: 0 no hack accepted, 1 some hack accepted, 2 bad arguments or no suite for the kind."""

@@ -13,7 +13,9 @@ The first term is the correctness term; the others are shaping. A shaping term w
 `allow_dominant_shaping: true`: a policy can earn a shaping term without solving anything, so a large
 one makes "looks right" pay nearly as much as "is right" (reward hacking by construction).
 
-Every term is also a TRL reward function: `term(completions, **columns) -> list[float]`.
+Every term is also a TRL reward function: `term(completions, **columns) -> list[float | None]`, None where the
+verdict is a fault (FAULT_STATUSES: timeout, error, invalid gold), which TRL leaves out. rlvr.integrations.trl
+wraps these with verdict counts in TRL's logs and whole-row exclusion; docs/integrations.md.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rlvr.config import ConfigError
-from rlvr.verifiers.base import STATUSES, Verdict
+from rlvr.verifiers.base import FAULT_STATUSES, STATUSES, Verdict
 from rlvr.verifiers.format import completion_text
 from rlvr.verifiers.pool import ENGINES, score_batch
 from rlvr.verifiers.registry import KINDS, build_verifier
@@ -29,8 +31,6 @@ from rlvr.verifiers.registry import KINDS, build_verifier
 DOMINANCE_RATIO = 0.10
 TOP_KEYS = ("terms", "allow_dominant_shaping", "workers", "timeout_s", "engine")
 TERM_KEYS = ("name", "kind", "weight")
-# Dataset columns TRL may pass that hold the gold answer, in the order we look for them.
-GOLD_COLUMNS = ("answer", "gold", "solution")
 
 
 @dataclass
@@ -44,7 +44,7 @@ class RewardResult:
 
 
 class Term:
-    """One weighted reward term; callable with TRL's signature `(completions, **columns) -> list[float]`."""
+    """One weighted reward term; callable with TRL's signature `(completions, **columns) -> list[float | None]`."""
 
     def __init__(self, name: str, kind: str, weight: float, verifier, workers: int, timeout_s: float,
                  engine: str = "local"):
@@ -62,17 +62,18 @@ class Term:
         return score_batch(self.verifier, texts, problems, workers=self.workers, timeout_s=self.timeout_s,
                            engine=self.engine)
 
-    def __call__(self, completions: list, **columns) -> list[float]:
-        """TRL reward-function form: unweighted rewards (TRL applies `reward_weights` itself)."""
+    def __call__(self, completions: list, **columns) -> list[float | None]:
+        """TRL reward-function form: unweighted rewards (TRL applies `reward_weights` itself); None for a fault."""
         problems = problems_from_columns(len(completions), columns)
-        return [v.reward for v in self.verdicts(completions, problems)]
+        return [None if v.status in FAULT_STATUSES else v.reward for v in self.verdicts(completions, problems)]
 
 
 def problems_from_columns(n: int, columns: dict) -> list:
-    """Build B Problems from TRL's per-sample dataset columns (gold from answer / gold / solution)."""
-    from rlvr.tasks.base import Problem
+    """Build B Problems from per-sample dataset columns (TRL's keyword arguments): the gold from the first of
+    answer / gold / solution / ground_truth present (rlvr.tasks.base.GOLD_COLUMNS), hidden tests from `tests`."""
+    from rlvr.tasks.base import Problem, gold_column
 
-    gold_key = next((k for k in GOLD_COLUMNS if k in columns), None)
+    gold_key = gold_column(columns)
     golds = columns.get(gold_key) if gold_key else None
     tests = columns.get("tests")
     prompts = columns.get("prompts") or columns.get("prompt")
