@@ -25,8 +25,9 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from rlvr.config import ConfigError, dump
-from rlvr.policy.load import save_policy
+from rlvr.policy.load import model_origin, resolve_model_path, save_policy
 from rlvr.rundir import checkpoint as ckpt
+from rlvr.rundir.final import write_final
 from rlvr.rundir.files import RunDir, RunDirError
 from rlvr.training import distributed, fsdp
 from rlvr.training.metrics import sample_rows
@@ -67,6 +68,8 @@ def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_con
     """Run RLVR training as configured; returns the run directory. `policy` = (model, tokenizer) overrides
     loading by name (tests use a tiny random model)."""
     parts = check_components(cfg)
+    if policy is None:  # a hub id the hub cannot give stops here (exit 2), before a run directory exists
+        resolve_model_path(parts.cfg.model.name)
     comm = distributed.setup()  # scale-out: W ranks under torchrun, else one
     run = None  # data parallel: rank 0 alone owns the run directory; the others wait until it is ready
     if comm.is_main:
@@ -76,7 +79,7 @@ def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_con
     state = setup(parts, policy, comm)
     c, run_path = state.cfg, Path(parts.cfg.output_dir)
     start = _resume(run_path, run, state) if resume else 0
-    bad_steps, started = 0, time.perf_counter()
+    bad_steps, started, done = 0, time.perf_counter(), start
     bar = tqdm(range(start, c.train.steps), initial=start, total=c.train.steps, desc="rlvr train",
                disable=quiet or not comm.is_main)
     with StopFlag() as stop:
@@ -85,6 +88,7 @@ def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_con
             last = comm.any(step + 1 == c.train.steps or (c.train.time_budget_min and
                                                           time.perf_counter() - started > 60 * c.train.time_budget_min))
             result = run_step(state, step, validate_now=bool(c.log.eval_every) and (step % c.log.eval_every == 0 or last))
+            done = step + 1
             stopping = comm.any(stop.signum is not None)
             if comm.is_main:
                 _log_step(run, c, step, result)
@@ -105,7 +109,7 @@ def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_con
                 _exit_on_signal(comm, stop.signum, step, run_path)
             if last:
                 break
-    _save_final(run, state)
+    _save_final(run, state, done)
     return run_path
 
 
@@ -134,13 +138,20 @@ def _exit_on_signal(comm, signum: int, step: int, run_path: Path) -> None:
     raise SystemExit(130 if signum == signal.SIGINT else 143)
 
 
-def _save_final(run: RunDir | None, state: TrainState) -> None:
-    """final/: the adapter and the merged model. Under FSDP every rank gathers, rank 0 writes."""
-    comm = state.comm
+def _save_final(run: RunDir | None, state: TrainState, steps: int) -> None:
+    """final/: the adapter and the merged model, then what makes them travel (the prompt template, the faithful
+    tokenizer, the model card: rlvr.rundir.final). Under FSDP every rank gathers, rank 0 writes."""
+    from dataclasses import asdict
+
+    comm, c = state.comm, state.cfg
     if comm.sharded:
-        fsdp.save_policy(state.model, state.tokenizer, run.path / "final" if run else None, is_main=comm.is_main)
+        fsdp.save_policy(state.model, state.tokenizer, run.path / "final" if run else None, is_main=comm.is_main,
+                         save_dtype=c.model.save_dtype)
     elif comm.is_main:
-        save_policy(state.model, state.tokenizer, run.path / "final")
+        save_policy(state.model, state.tokenizer, run.path / "final", save_dtype=c.model.save_dtype)
+    if comm.is_main:
+        base, loaded_from = model_origin(state.model, c.model.name)
+        write_final(run.path / "final", asdict(c), state.tokenizer, state.task, steps, base, loaded_from)
     comm.barrier()
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from rlvr.config import Config, dump
 from rlvr.rundir.files import RunDir, atomic_write_text
+from rlvr.rundir.final import add_heldout
 
 
 def _phase_cfg(cfg: dict, out: Path) -> dict:
@@ -52,11 +53,14 @@ def _evaluate(name: str, model, cfg: dict, root: Path, quiet: bool):
 def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict:
     """Run every phase; returns {"root", "report", "compare", "wall_s", ...} for the summary printout."""
     from rlvr.evaluation.compare import compare, compare_markdown, write_comparison
+    from rlvr.evaluation.summary import summary_markdown
+    from rlvr.policy.load import resolve_model_path
     from rlvr.training.sft import sft
     from rlvr.training.loop import train
 
     t0 = time.perf_counter()
     root = Path(cfg["output_dir"])
+    resolve_model_path(cfg["model"]["name"])  # a hub id the hub cannot give stops here, before any folder exists
     RunDir(root, resume=(root / "config.yaml").exists() and not overwrite, overwrite=overwrite)
     atomic_write_text(root / "config.yaml", dump(cfg))
     timings: dict[str, float] = {}
@@ -82,6 +86,7 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
     for name, run in (("sft", sft_dir), ("rlvr", rl_dir)):
         records, summary = timed(f"eval {name}", _evaluate, name, str(run), cfg, root, quiet)
         evals[name], summaries[name] = records, summary
+        add_heldout(run / "final", summary_markdown(summary))  # the model card gets its held-out table
     result = compare(evals, baseline="start", metric="pass@1", seed=cfg["seed"])
     paths = write_comparison(result, root, "compare")
     wall = time.perf_counter() - t0
