@@ -80,6 +80,17 @@ def validate_problem(problem: Problem, source: str, index: int) -> Problem:
 
 
 CODE_SYSTEM = "You write correct Python. Answer with the code in one ```python block."
+# How a task's prompt asks for the final answer; the reward's answer verifiers and format term read the same
+# (rlvr.verifiers.extract). "tags" is the R1 / open-r1 format.
+ANSWER_FORMATS = ("boxed", "tags")
+TAGS_SYSTEM = ("Think through the problem inside <think></think>, then give only the final answer inside "
+               "<answer></answer>.")
+
+
+def check_answer_format(answer_format: str) -> str:
+    if answer_format not in ANSWER_FORMATS:
+        raise ValueError(f"answer_format {answer_format!r}: choose from {', '.join(ANSWER_FORMATS)}")
+    return answer_format
 
 
 class ProblemSetTask:

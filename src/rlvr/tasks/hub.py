@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import hashlib
 
-from rlvr.tasks.base import SPLITS, DatasetError, Problem, ProblemSetTask, chat_prompt, validate_problem
+from rlvr.tasks.base import (SPLITS, TAGS_SYSTEM, DatasetError, Problem, ProblemSetTask, chat_prompt,
+                             check_answer_format, validate_problem)
 
 
 def _band(value) -> str:
@@ -21,13 +22,15 @@ def _band(value) -> str:
 
 
 def load_hub_task(dataset: str, split: str = "train", prompt_field: str = "prompt", answer_field: str = "solution",
-                  band_field: str | None = "difficulty", limit: int | None = None, system_prompt: str | None = None):
+                  band_field: str | None = "difficulty", limit: int | None = None, system_prompt: str | None = None,
+                  answer_format: str = "boxed"):
     try:
         from datasets import load_dataset
     except ImportError:
         raise DatasetError(f"hub task {dataset!r} needs the datasets package: pip install datasets") from None
     from rlvr.tasks.arithmetic import DEFAULT_SYSTEM, SPLIT_BUCKETS
 
+    check_answer_format(answer_format)
     rows = load_dataset(dataset, split=split)
     if limit:
         rows = rows.select(range(min(limit, len(rows))))
@@ -41,4 +44,6 @@ def load_hub_task(dataset: str, split: str = "train", prompt_field: str = "promp
                                    f"{dataset}[{split}]", i)
         bucket = int(hashlib.sha256(pid.encode()).hexdigest(), 16) % 100
         splits[next(s for s, r in SPLIT_BUCKETS.items() if bucket in r)].append(problem)
-    return ProblemSetTask(dataset, splits, system_prompt or DEFAULT_SYSTEM)
+    task = ProblemSetTask(dataset, splits, system_prompt or (TAGS_SYSTEM if answer_format == "tags" else DEFAULT_SYSTEM))
+    task.answer_format = answer_format
+    return task

@@ -5,6 +5,8 @@
   included, and the task's system prompt is added only when they have no system turn.
 - the gold answer: the first of `answer`, `gold`, `solution`, `ground_truth` the row has (the gold-column rule,
   rlvr.tasks.base.GOLD_COLUMNS, shared with `rlvr verify` and the integrations); or hidden `tests` (code).
+- `answer_format` (task setting): "boxed" (default) or "tags" (<think> then <answer>, the R1 format): how the
+  default system prompt asks for the answer, and how the reward reads it.
 A bad row fails the load with its file and line, before anything is written."""
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from rlvr.tasks.base import SPLITS, DatasetError, Problem, chat_prompt, gold_column, task_messages, validate_problem
+from rlvr.tasks.base import (SPLITS, TAGS_SYSTEM, DatasetError, Problem, chat_prompt, check_answer_format, gold_column,
+                             task_messages, validate_problem)
 
 
 def row_problem(row: dict, where: str, line_no: int) -> Problem:
@@ -52,10 +55,12 @@ class JsonlTask:
 
     name = "jsonl"
 
-    def __init__(self, path: str | None = None, splits: dict | None = None, system_prompt: str | None = None):
+    def __init__(self, path: str | None = None, splits: dict | None = None, system_prompt: str | None = None,
+                 answer_format: str = "boxed"):
         from rlvr.tasks.arithmetic import DEFAULT_SYSTEM, split_of
 
-        self.system_prompt = system_prompt or DEFAULT_SYSTEM
+        self.answer_format = check_answer_format(answer_format)
+        self.system_prompt = system_prompt or (TAGS_SYSTEM if answer_format == "tags" else DEFAULT_SYSTEM)
         if splits:
             self._splits = {s: read_problems(p) for s, p in splits.items()}
         elif path:

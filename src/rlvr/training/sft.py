@@ -202,8 +202,9 @@ def sft(cfg: dict, policy=None, quiet: bool = False, overwrite: bool = False) ->
     from rlvr.verifiers.compose import build_reward
 
     c = Config.from_dict(cfg)
-    reward = build_reward(cfg["reward"])
+    build_reward(cfg["reward"])  # the reward's own mistakes first
     task = load_task(c.task.name, **c.task.settings)
+    reward = build_reward(cfg["reward"], getattr(task, "answer_format", None))
     problems = task.problems("train")
     if not problems:
         raise DatasetError(f"task {c.task.name!r} has no training problems")

@@ -75,13 +75,14 @@ def check_components(cfg: dict) -> Components:
     """Build every component that validates settings, before any file is written."""
     c = Config.from_dict(cfg)
     algo = algorithm_from_config(cfg["algorithm"])
-    reward = build_reward(cfg["reward"])
+    build_reward(cfg["reward"])  # the reward's own mistakes first, named as before
     try:
         task = load_task(c.task.name, **c.task.settings)
     except DatasetError:
         raise
     except ValueError as e:  # an unknown task, band or setting is a config mistake
         raise ConfigError(f"task: {e}") from None
+    reward = build_reward(cfg["reward"], getattr(task, "answer_format", None))  # answers in the task's format
     return Components(c, algo, reward, task)
 
 

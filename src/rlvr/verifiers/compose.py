@@ -112,8 +112,9 @@ class Reward:
         return list(self.terms)
 
 
-def build_reward(cfg: dict) -> Reward:
-    """Validate the config (see module doc) and build the Reward; mistakes raise ConfigError."""
+def build_reward(cfg: dict, answer_format: str | None = None) -> Reward:
+    """Validate the config (see module doc) and build the Reward; mistakes raise ConfigError. `answer_format`
+    (the task's: "boxed" or "tags") goes to every term whose kind reads one and that does not set its own."""
     if not isinstance(cfg, dict):
         raise ConfigError(f"reward: expected a mapping with keys {', '.join(TOP_KEYS)}, got {type(cfg).__name__}")
     for key in cfg:
@@ -126,7 +127,7 @@ def build_reward(cfg: dict) -> Reward:
     engine = cfg.get("engine", "local")
     if engine not in ENGINES:
         raise ConfigError(f"reward.engine={engine!r}; choose from {', '.join(ENGINES)}")
-    terms = [_build_term(spec, i, workers, timeout_s, engine) for i, spec in enumerate(specs)]
+    terms = [_build_term(spec, i, workers, timeout_s, engine, answer_format) for i, spec in enumerate(specs)]
     names = [t.name for t in terms]
     if len(set(names)) != len(names):
         raise ConfigError(f"reward.terms: term names must be unique, got {names}")
@@ -135,7 +136,8 @@ def build_reward(cfg: dict) -> Reward:
     return Reward(terms)
 
 
-def _build_term(spec, i: int, workers: int, timeout_s: float, engine: str = "local") -> Term:
+def _build_term(spec, i: int, workers: int, timeout_s: float, engine: str = "local",
+                answer_format: str | None = None) -> Term:
     where = f"reward.terms[{i}]"
     if not isinstance(spec, dict):
         raise ConfigError(f"{where}: expected a mapping with name, kind, weight and kind settings")
@@ -143,6 +145,8 @@ def _build_term(spec, i: int, workers: int, timeout_s: float, engine: str = "loc
         raise ConfigError(f"{where}.kind: missing; choose from {', '.join(sorted(KINDS))}")
     kind = spec["kind"]
     settings = {k: v for k, v in spec.items() if k not in TERM_KEYS}
+    if answer_format and kind in KINDS and "answer_format" in KINDS[kind].settings:
+        settings.setdefault("answer_format", answer_format)
     verifier = build_verifier(kind, settings, where)
     try:
         weight = float(spec.get("weight", 1.0))
