@@ -23,7 +23,7 @@ def _band(value) -> str:
 
 def load_hub_task(dataset: str, split: str = "train", prompt_field: str = "prompt", answer_field: str = "solution",
                   band_field: str | None = "difficulty", limit: int | None = None, system_prompt: str | None = None,
-                  answer_format: str = "boxed"):
+                  answer_format: str = "boxed", config: str | None = None):
     try:
         from datasets import load_dataset
     except ImportError:
@@ -31,7 +31,7 @@ def load_hub_task(dataset: str, split: str = "train", prompt_field: str = "promp
     from rlvr.tasks.arithmetic import DEFAULT_SYSTEM, SPLIT_BUCKETS
 
     check_answer_format(answer_format)
-    rows = load_dataset(dataset, split=split)
+    rows = load_dataset(dataset, config, split=split) if config else load_dataset(dataset, split=split)
     if limit:
         rows = rows.select(range(min(limit, len(rows))))
     splits: dict[str, list[Problem]] = {s: [] for s in SPLITS}
