@@ -202,3 +202,29 @@ def test_unreachable_hub_is_asked_once_and_leaves_nothing(tmp_path):
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert "the hub cannot be reached" in lines[0] and "HF_HUB_OFFLINE" in lines[0] and DEFAULT_MODEL in lines[0]
     assert not out.exists()
+
+
+def test_the_main_job_adds_the_heldout_table_to_every_card(tmp_path):
+    from rlvr.rundir.final import add_heldout, write_model_card
+
+    final = tmp_path / "final"
+    for folder in ("adapter", "merged"):
+        (final / folder).mkdir(parents=True)
+    write_model_card(final, "# card\n\n## Held-out evaluation\n\nNot evaluated in this run.\n")
+    add_heldout(final, "| band | pass@1 |\n|---|---|\n| all | 0.42 |\n")
+    for card in (final / "README.md", final / "adapter" / "README.md", final / "merged" / "README.md"):
+        text = card.read_text()
+        assert "| all | 0.42 |" in text and "Not evaluated" not in text
+
+
+@pytest.mark.slow
+def test_the_embedded_default_names_its_hub_id(tmp_path):
+    from rlvr.policy.load import add_lora, load_policy, model_origin
+
+    model, tok = load_policy(DEFAULT_MODEL)
+    assert model.rlvr_base_model == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    base, loaded_from = model_origin(model, DEFAULT_MODEL)
+    assert base == "HuggingFaceTB/SmolLM2-135M-Instruct" and str(cache_dir()) in loaded_from
+    save_policy(add_lora(model, r=2), tok, tmp_path / "final", merged=False)
+    cfg = json.loads((tmp_path / "final" / "adapter" / "adapter_config.json").read_text())
+    assert cfg["base_model_name_or_path"] == "HuggingFaceTB/SmolLM2-135M-Instruct"

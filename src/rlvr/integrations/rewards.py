@@ -78,7 +78,10 @@ def parse_tests(gold):
 
 def problem_for(gold, prompt: str = "", pid: str = "0", meta: dict | None = None) -> Problem:
     """One Problem from a framework's gold: the answer verifiers read it as text, the code verifiers as tests."""
-    answer = None if gold is None else gold if isinstance(gold, str) else json.dumps(gold) if isinstance(gold, (dict, list)) else str(gold)
+    if gold is None or isinstance(gold, str):
+        answer = gold
+    else:
+        answer = json.dumps(gold) if isinstance(gold, (dict, list)) else str(gold)
     return Problem(id=pid, prompt=prompt or "", answer=answer, tests=parse_tests(gold), meta=dict(meta or {}))
 
 

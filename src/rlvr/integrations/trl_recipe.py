@@ -324,7 +324,8 @@ REWARDS = {
     "think_format_reward": ("think_format", _TAGS, "think_format_reward -> rlvr's tags format, which also wants the <answer> tag"),
 }
 OVERLONG = ("soft_overlong_punishment", "get_soft_overlong_punishment")
-_CODE = "open-r1's code rewards run its tests in E2B / Morph sandboxes from `verification_info`; rlvr's python_tests / stdio verifiers read `tests` in its own sandbox: convert the data, then add such a term"
+_CODE = ("open-r1's code rewards run tests in E2B / Morph sandboxes from `verification_info`; rlvr's python_tests / "
+         "stdio verifiers read `tests` in rlvr's sandbox: convert the data, then add such a term")
 REWARDS_UNMAPPED = {
     "reasoning_steps": "rewards step-by-step wording, not correctness: no rlvr verifier",
     "cosine": "length-scaled accuracy: rlvr keeps correctness binary (see algorithm.overlong for length shaping)",

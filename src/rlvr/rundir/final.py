@@ -186,5 +186,5 @@ def write_model_card(final_dir: Path, text: str) -> None:
             atomic_write_text(final_dir / folder / CARD_FILE, text)
 
 
-__all__ = ["write_final", "add_heldout", "write_prompt_artefacts", "model_card", "write_model_card", "faithful_template", "wrapped_template",
-           "prompt_prefix", "TEMPLATE_FILE", "CARD_FILE"]
+__all__ = ["write_final", "add_heldout", "write_prompt_artefacts", "model_card", "write_model_card",
+           "faithful_template", "wrapped_template", "prompt_prefix", "TEMPLATE_FILE", "CARD_FILE"]

@@ -1,6 +1,7 @@
 """A task from a hub dataset (online users), e.g. `trl-lib/DeepMath-103K`: rows with a prompt (text, or chat
-messages kept whole with their system turn, as the jsonl task keeps them) and a gold answer, split into train / validation / held-out by a hash of the prompt, banded by a
-difficulty column when the dataset has one."""
+messages kept whole with their system turn, as the jsonl task keeps them) and a gold answer, split into
+train / validation / held-out by a hash of the prompt, banded by a difficulty column when the dataset has one.
+`answer_format` (boxed or tags) and `config` (the dataset's configuration name) are settings too."""
 
 from __future__ import annotations
 

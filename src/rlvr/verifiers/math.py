@@ -4,10 +4,11 @@ Rules (each is a test case in tests/test_verifiers_math.py):
 - The gold is parsed robustly (bare LaTeX too, see equiv.parse_gold); a gold that still does not parse
   gives `invalid_gold` (reward 0, and the trainer leaves the sample out of the loss), never 1.0.
 - `require_boxed=True` (default): only `\\boxed{...}` answers count, because the task prompt asks for a
-  box; no box is `no_answer`. With `answer_format="tags"` the same holds for `<answer>...</answer>` (the
-  R1 format, extract.py): only answer tags count, and their content is parsed as LaTeX, else as text. Training on "the last number in the text" would reward a policy for
+  box; no box is `no_answer`. Training on "the last number in the text" would reward a policy for
   trailing digits it never meant as an answer. `require_boxed=False` keeps math-verify's lenient
   extraction for completions from other prompts (evaluation of foreign models, TRL users).
+- `answer_format="tags"`: the same rules for `<answer>...</answer>` (the R1 format, extract.py): only answer
+  tags count (with require_boxed), and their content is parsed as LaTeX, else as text (tests/test_answer_formats.py).
 - Hedging never pays (policy in extract.py): several distinct answers offered together, a boxed set or
   list, or "3 or \\boxed{5}" give `multiple_answers` when the gold is one value.
 - Numbers compare exactly (rationals, big integers) or with relative tolerance `rel_tol` (equiv.py).
