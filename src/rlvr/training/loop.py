@@ -28,7 +28,7 @@ from rlvr.config import ConfigError, dump
 from rlvr.policy.load import model_origin, resolve_model_path, save_policy
 from rlvr.rundir import checkpoint as ckpt
 from rlvr.rundir.final import write_final
-from rlvr.rundir.files import RunDir, RunDirError
+from rlvr.rundir.files import RunDir, RunDirError, check_output_dir
 from rlvr.training import distributed, fsdp
 from rlvr.training.metrics import sample_rows
 from rlvr.training.step import TrainState, check_components, run_step, setup
@@ -69,6 +69,7 @@ def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_con
     loading by name (tests use a tiny random model)."""
     parts = check_components(cfg)
     if policy is None:  # a hub id the hub cannot give stops here (exit 2), before a run directory exists
+        check_output_dir(parts.cfg.output_dir, resume=resume, overwrite=overwrite)  # but an unusable one first
         resolve_model_path(parts.cfg.model.name)
     comm = distributed.setup()  # scale-out: W ranks under torchrun, else one
     run = None  # data parallel: rank 0 alone owns the run directory; the others wait until it is ready

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from rlvr.config import Config, dump
-from rlvr.rundir.files import RunDir, atomic_write_text
+from rlvr.rundir.files import RunDir, atomic_write_text, check_output_dir
 from rlvr.rundir.final import add_heldout
 
 
@@ -60,8 +60,10 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
 
     t0 = time.perf_counter()
     root = Path(cfg["output_dir"])
+    resume = (root / "config.yaml").exists() and not overwrite
+    check_output_dir(root, resume=resume, overwrite=overwrite)  # an unusable folder first, then the model:
     resolve_model_path(cfg["model"]["name"])  # a hub id the hub cannot give stops here, before any folder exists
-    RunDir(root, resume=(root / "config.yaml").exists() and not overwrite, overwrite=overwrite)
+    RunDir(root, resume=resume, overwrite=overwrite)
     atomic_write_text(root / "config.yaml", dump(cfg))
     timings: dict[str, float] = {}
 

@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 from rlvr.prompts.chat import encode_prompt
 from rlvr.config import Config, ConfigError, dump
 from rlvr.policy.logprobs import completion_logprobs
-from rlvr.rundir.files import RunDir, atomic_write_text, read_jsonl
+from rlvr.rundir.files import RunDir, atomic_write_text, check_output_dir, read_jsonl
 from rlvr.tasks.base import DatasetError
 
 # Sequences per sampler call: at most the RL step's P x G (the shape the run is sized for), and at most 32 for
@@ -210,6 +210,7 @@ def sft(cfg: dict, policy=None, quiet: bool = False, overwrite: bool = False) ->
         raise DatasetError(f"task {c.task.name!r} has no training problems")
     budget = sample_budget(cfg) if c.sft.source == "samples" else 0
     if policy is None:  # a hub id the hub cannot give stops here (exit 2), before a run directory exists
+        check_output_dir(sft_output_dir(cfg), overwrite=overwrite)  # but an unusable one first
         resolve_model_path(c.model.name)
     run = RunDir(sft_output_dir(cfg), overwrite=overwrite)
     run.write_config(dump(cfg))
