@@ -10,9 +10,18 @@ from conftest import make_tiny_llama
 from rlvr.policy.load import DEFAULT_MODEL, add_lora, load_policy, resolve_model_path, save_policy
 
 
-def test_paths_and_hub_ids_pass_through():
-    assert resolve_model_path("HuggingFaceTB/SmolLM2-135M-Instruct") == "HuggingFaceTB/SmolLM2-135M-Instruct"
-    assert resolve_model_path("/some/local/folder") == "/some/local/folder"
+def test_folders_pass_through_and_hub_ids_resolve_to_the_cache_or_stop(tmp_path, monkeypatch):
+    """A local folder is used as it is; a hub id is its cached snapshot, else (offline) a one-line ModelUnavailable;
+    a path that is not there is not sent to the hub (tests/test_final_artefacts.py covers the rest)."""
+    from rlvr.policy.load import ModelUnavailable
+
+    assert resolve_model_path(str(tmp_path)) == str(tmp_path)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelUnavailable, match="HuggingFaceTB/SmolLM2-135M-Instruct.*HF_HUB_OFFLINE"):
+        resolve_model_path("HuggingFaceTB/SmolLM2-135M-Instruct")
+    with pytest.raises(ModelUnavailable, match="no such folder"):
+        resolve_model_path("/some/local/folder")
 
 
 def test_lora_saves_adapter_and_a_merged_model_with_the_same_outputs(tmp_path, tokenizer):

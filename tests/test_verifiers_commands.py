@@ -111,3 +111,19 @@ def test_verify_task_refuses_a_verifier_beside_it_and_an_unknown_task(tmp_path, 
     assert main(["verify", "--task", "arithmetic", "--verifier", "math", "--input", str(src), "--output", out]) == 2
     assert main(["verify", "--task", "nope", "--input", str(src), "--output", out]) == 2
     assert "task 'nope': choose from" in capsys.readouterr().err
+
+
+def test_verify_reads_the_gold_by_the_gold_column_rule(tmp_path, capsys):
+    """answer, gold, solution, ground_truth: the first present (and not null) wins; none of them is malformed."""
+    src, dst = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    rows = [{"completion": r"\boxed{4}", "ground_truth": "4"},
+            {"completion": r"\boxed{4}", "solution": "4"},
+            {"completion": r"\boxed{4}", "answer": "4", "solution": "5"},   # answer first
+            {"completion": r"\boxed{4}", "answer": None, "gold": "4"},      # a null answer is not present
+            {"completion": r"\boxed{4}", "expected": "4"}]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = _parse(["verify", "--input", str(src), "--output", str(dst), "--workers", "0"])
+    assert run_verify(args) == 0
+    out = [json.loads(x) for x in dst.read_text().splitlines()]
+    assert [r["status"] for r in out] == ["correct"] * 4
+    assert "in.jsonl:5: no gold answer (give one of the keys answer, gold, solution, ground_truth)" in capsys.readouterr().err

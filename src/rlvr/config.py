@@ -50,6 +50,8 @@ class LoraConfig:
 class ModelConfig:
     name: str = "smollm2-135m-instruct"  # embedded GGUF default, a local folder, or a hub id
     dtype: str = _choice("float32", "bfloat16", "float16")  # master weights; compute may autocast
+    # the merged model's dtype in final/merged: "auto" = the training dtype (model.dtype)
+    save_dtype: str = _choice("auto", "float32", "bfloat16", "float16")
     lora: LoraConfig = field(default_factory=LoraConfig)
 
 

@@ -11,14 +11,14 @@ import importlib
 import sys
 
 # verb -> module under rlvr.cli, in the order `rlvr --help` lists them
-VERBS = ("run", "train", "sft", "eval", "compare", "verify", "audit", "bench", "export")
+VERBS = ("run", "train", "sft", "eval", "compare", "verify", "audit", "convert-config", "bench", "export")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rlvr", description="Reinforcement learning with verifiable rewards.")
     sub = parser.add_subparsers(dest="verb", required=True)
     for verb in VERBS:
-        module = importlib.import_module(f"rlvr.cli.{verb}")
+        module = importlib.import_module(f"rlvr.cli.{verb.replace('-', '_')}")
         module.add_parser(sub).set_defaults(func=module.run)
     return parser
 

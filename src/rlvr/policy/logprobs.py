@@ -133,8 +133,9 @@ class PromptPass:
 
     def backward(self) -> None:
         """With split_graph: the prompt forward's backward, from the gradients the micro-batches left on its
-        keys, values and logits. A no-op otherwise."""
-        pairs = [(out, leaf.grad) for out, leaf in self._graph if leaf.grad is not None]
+        keys, values and logits. A no-op otherwise. An output that needs no gradient is skipped: with LoRA on some
+        projections only (TRL recipes' q_proj, v_proj), the first layer's keys depend on frozen weights alone."""
+        pairs = [(out, leaf.grad) for out, leaf in self._graph if leaf.grad is not None and out.requires_grad]
         if pairs:
             torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
         self._graph = []

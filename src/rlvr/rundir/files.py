@@ -3,6 +3,7 @@ so that a crash never leaves a half-written file that a resume would trust."""
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -41,18 +42,31 @@ def _clean(value):
     return value
 
 
+def check_output_dir(path: str | Path, *, resume: bool = False, overwrite: bool = False) -> None:
+    """Refuse, as RunDir would, an output directory that cannot be used, without creating or removing anything:
+    callers check it before slow work (loading the model) that must come before the directory is made."""
+    path = Path(path)
+    if path.exists() and path.is_dir() and any(path.iterdir()) and not resume and not overwrite:
+        raise RunDirError(f"output directory {path} exists; pass --resume to continue it or --overwrite to replace it")
+    if resume and not (path / "config.yaml").exists():
+        raise RunDirError(f"--resume: {path} holds no run (no config.yaml)")
+    parent = path
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise RunDirError(f"output directory {path} is not writable: {os.strerror(errno.ENOTDIR)}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise RunDirError(f"output directory {path} is not writable: {os.strerror(errno.EACCES)}")
+
+
 class RunDir:
     """One folder per run: config.yaml, metrics.jsonl, samples.jsonl, checkpoints/, final/, eval/, plots/."""
 
     def __init__(self, path: str | Path, *, resume: bool = False, overwrite: bool = False, min_free_mb: int = 1024):
         self.path = Path(path)
+        check_output_dir(self.path, resume=resume, overwrite=overwrite)
         if self.path.exists() and any(self.path.iterdir()) and not resume:
-            if not overwrite:
-                raise RunDirError(f"output directory {self.path} exists; pass --resume to continue it "
-                                  f"or --overwrite to replace it")
-            shutil.rmtree(self.path)
-        if resume and not (self.path / "config.yaml").exists():
-            raise RunDirError(f"--resume: {self.path} holds no run (no config.yaml)")
+            shutil.rmtree(self.path)  # overwrite (check_output_dir refused it otherwise)
         self._check_writable(min_free_mb)
 
     def _check_writable(self, min_free_mb: int) -> None:

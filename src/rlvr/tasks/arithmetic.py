@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import random
 
-from rlvr.tasks.base import SPLITS, Problem, math_grader
+from rlvr.tasks.base import SPLITS, TAGS_SYSTEM, Problem, check_answer_format, math_grader
 
 # band -> (operand digits, operations); "mixed" chains two operations.
 BANDS = {
@@ -102,12 +102,13 @@ class ArithmeticTask:
     grader = math_grader("number")
 
     def __init__(self, seed: int = 0, per_band: int = 2000, bands=("1-digit", "2-digit", "3-digit"),
-                 system_prompt: str | None = None, one_shot: bool = True):
+                 system_prompt: str | None = None, one_shot: bool = True, answer_format: str = "boxed"):
         unknown = [b for b in bands if b not in BANDS]
         if unknown:
             raise ValueError(f"arithmetic bands {unknown}: choose from {', '.join(BANDS)}")
         self.bands = list(bands)
-        self.system_prompt = system_prompt or DEFAULT_SYSTEM
+        self.answer_format = check_answer_format(answer_format)
+        self.system_prompt = system_prompt or (TAGS_SYSTEM if answer_format == "tags" else DEFAULT_SYSTEM)
         self.one_shot = one_shot
         pool = generate(seed, per_band, self.bands)
         self._splits = {s: [p for p in pool if split_of(p.meta["fact"]) == s] for s in SPLITS}
@@ -123,7 +124,7 @@ class ArithmeticTask:
         The one-shot exchange shows the answer format once; it is not one of the generated problems."""
         msgs = [{"role": "system", "content": self.system_prompt}]
         if self.one_shot:
-            msgs += ONE_SHOT
+            msgs += ONE_SHOT_TAGS if self.answer_format == "tags" else ONE_SHOT
         msgs.append({"role": "user", "content": problem.prompt})
         return msgs
 
@@ -133,3 +134,4 @@ ONE_SHOT = [
     {"role": "user", "content": "Mia has 4 pens and gets 3 more. How many pens does Mia have now?"},
     {"role": "assistant", "content": "Mia has 4 + 3 = 7 pens.\n\\boxed{7}"},
 ]
+ONE_SHOT_TAGS = [ONE_SHOT[0], {"role": "assistant", "content": "<think>Mia has 4 + 3 = 7 pens.</think>\n<answer>7</answer>"}]

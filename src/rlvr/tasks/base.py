@@ -6,6 +6,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SPLITS = ("train", "validation", "heldout")
+# The one gold-column rule, shared by `rlvr verify`, the jsonl task and the integrations (TRL, verl, OpenRLHF):
+# a row's gold answer is in the first of these columns that the row has (with a value that is not null).
+GOLD_COLUMNS = ("answer", "gold", "solution", "ground_truth")
+
+
+def gold_column(row) -> str | None:
+    """The column holding `row`'s gold answer under the gold-column rule (GOLD_COLUMNS, first present wins), or
+    None. `row` is a mapping: a data row (a null value does not count as present) or a batch of columns."""
+    return next((k for k in GOLD_COLUMNS if k in row and row[k] is not None), None)
 
 
 @dataclass(frozen=True)
@@ -29,6 +38,38 @@ class DatasetError(ValueError):
     """A data row that cannot be used; the message names its source and row."""
 
 
+ROLES = ("system", "user", "assistant")
+
+
+def chat_prompt(prompt, where: str = "row") -> tuple[str, list[dict] | None]:
+    """A row's prompt -> (its question text, its chat messages or None).
+
+    Text is the question itself. Chat messages (a list of {"role", "content"}, as TRL and the hub's chat-format
+    datasets write them) are kept whole, system turn and few-shot turns included; the question text is the
+    last user turn (what ids, splits and the hygiene checks read). A malformed list is a DatasetError."""
+    if not isinstance(prompt, list):
+        return ("" if prompt is None else str(prompt)), None
+    for i, m in enumerate(prompt):
+        if not (isinstance(m, dict) and m.get("role") in ROLES and isinstance(m.get("content"), str)):
+            raise DatasetError(f"{where}: prompt message {i} must be {{role: {' | '.join(ROLES)}, content: text}}")
+    users = [m["content"] for m in prompt if m["role"] == "user"]
+    if not users or prompt[-1]["role"] != "user":
+        raise DatasetError(f"{where}: a chat prompt must end with a user turn")
+    return users[-1], [{"role": m["role"], "content": m["content"]} for m in prompt]
+
+
+def task_messages(system_prompt: str | None, problem: "Problem", shots: list[dict] = ()) -> list[dict]:
+    """The chat for a problem: its own messages when the data gave a chat prompt (the task's system prompt added
+    only when they have no system turn), else the system prompt, the few-shot turns and the question."""
+    own = problem.meta.get("messages") if isinstance(problem.meta, dict) else None
+    if own:
+        lead = [] if any(m["role"] == "system" for m in own) or not system_prompt else [
+            {"role": "system", "content": system_prompt}]
+        return lead + [dict(m) for m in own]
+    lead = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    return lead + [dict(m) for m in shots] + [{"role": "user", "content": problem.prompt}]
+
+
 def validate_problem(problem: Problem, source: str, index: int) -> Problem:
     """Reject a row with an empty prompt or no gold (neither answer nor tests), naming where it came from."""
     if not isinstance(problem.prompt, str) or not problem.prompt.strip():
@@ -39,6 +80,17 @@ def validate_problem(problem: Problem, source: str, index: int) -> Problem:
 
 
 CODE_SYSTEM = "You write correct Python. Answer with the code in one ```python block."
+# How a task's prompt asks for the final answer; the reward's answer verifiers and format term read the same
+# (rlvr.verifiers.extract). "tags" is the R1 / open-r1 format.
+ANSWER_FORMATS = ("boxed", "tags")
+TAGS_SYSTEM = ("Think through the problem inside <think></think>, then give only the final answer inside "
+               "<answer></answer>.")
+
+
+def check_answer_format(answer_format: str) -> str:
+    if answer_format not in ANSWER_FORMATS:
+        raise ValueError(f"answer_format {answer_format!r}: choose from {', '.join(ANSWER_FORMATS)}")
+    return answer_format
 
 
 def math_grader(answer_form: str = "math") -> list[dict]:
@@ -79,4 +131,4 @@ class ProblemSetTask:
         return self._splits.get(split, [])
 
     def messages(self, problem: Problem) -> list[dict]:
-        return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": problem.prompt}]
+        return task_messages(self.system_prompt, problem)

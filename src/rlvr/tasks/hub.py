@@ -1,20 +1,14 @@
-"""A task from a hub dataset (online users), e.g. `trl-lib/DeepMath-103K`: rows with a prompt (text or chat
-messages) and a gold answer, split into train / validation / held-out by a hash of the prompt, banded by a
-difficulty column when the dataset has one."""
+"""A task from a hub dataset (online users), e.g. `trl-lib/DeepMath-103K`: rows with a prompt (text, or chat
+messages kept whole with their system turn, as the jsonl task keeps them) and a gold answer, split into
+train / validation / held-out by a hash of the prompt, banded by a difficulty column when the dataset has one.
+`answer_format` (boxed or tags) and `config` (the dataset's configuration name) are settings too."""
 
 from __future__ import annotations
 
 import hashlib
 
-from rlvr.tasks.base import SPLITS, DatasetError, Problem, ProblemSetTask, validate_problem
-
-
-def _text(prompt) -> str:
-    """A prompt given as chat messages counts by its last user turn."""
-    if isinstance(prompt, list):
-        users = [m.get("content", "") for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
-        return users[-1] if users else ""
-    return str(prompt or "")
+from rlvr.tasks.base import (SPLITS, TAGS_SYSTEM, DatasetError, Problem, ProblemSetTask, chat_prompt,
+                             check_answer_format, validate_problem)
 
 
 def _band(value) -> str:
@@ -30,23 +24,28 @@ def _band(value) -> str:
 
 def load_hub_task(dataset: str, split: str = "train", prompt_field: str = "prompt", answer_field: str = "solution",
                   band_field: str | None = "difficulty", limit: int | None = None, system_prompt: str | None = None,
-                  answer_form: str = "math"):
+                  answer_form: str = "math", answer_format: str = "boxed", config: str | None = None):
     try:
         from datasets import load_dataset
     except ImportError:
         raise DatasetError(f"hub task {dataset!r} needs the datasets package: pip install datasets") from None
     from rlvr.tasks.arithmetic import DEFAULT_SYSTEM, SPLIT_BUCKETS
 
-    rows = load_dataset(dataset, split=split)
+    check_answer_format(answer_format)
+    rows = load_dataset(dataset, config, split=split) if config else load_dataset(dataset, split=split)
     if limit:
         rows = rows.select(range(min(limit, len(rows))))
     splits: dict[str, list[Problem]] = {s: [] for s in SPLITS}
     for i, row in enumerate(rows):
-        text = _text(row.get(prompt_field))
+        text, messages = chat_prompt(row.get(prompt_field), f"{dataset}[{split}] row {i}")
         pid = "hub-" + hashlib.sha256(text.encode()).hexdigest()[:16]
         problem = validate_problem(Problem(id=pid, prompt=text, answer=str(row.get(answer_field) or ""),
-                                           band=_band(row.get(band_field) if band_field else None)),
+                                           band=_band(row.get(band_field) if band_field else None),
+                                           meta={"messages": messages} if messages else {}),
                                    f"{dataset}[{split}]", i)
         bucket = int(hashlib.sha256(pid.encode()).hexdigest(), 16) % 100
         splits[next(s for s, r in SPLIT_BUCKETS.items() if bucket in r)].append(problem)
-    return ProblemSetTask(dataset, splits, system_prompt or DEFAULT_SYSTEM, answer_form=answer_form)
+    task = ProblemSetTask(dataset, splits, system_prompt or (TAGS_SYSTEM if answer_format == "tags" else DEFAULT_SYSTEM),
+                          answer_form=answer_form)
+    task.answer_format = answer_format
+    return task

@@ -1,5 +1,13 @@
-"""A task read from a local JSON-lines file: one problem per line, `prompt` and `answer` (or `tests`),
-optional `id` and `band`. A bad row fails the load with its file and line, before anything is written."""
+"""A task read from a local JSON-lines file: one problem per line, optional `id` and `band`.
+
+- `prompt` (or `problem`): the question as text, or as chat messages (a list of {"role", "content"}, the
+  conversational form TRL and hub datasets use): the messages are kept whole, system turn and few-shot turns
+  included, and the task's system prompt is added only when they have no system turn.
+- the gold answer: the first of `answer`, `gold`, `solution`, `ground_truth` the row has (the gold-column rule,
+  rlvr.tasks.base.GOLD_COLUMNS, shared with `rlvr verify` and the integrations); or hidden `tests` (code).
+- `answer_format` (task setting): "boxed" (default) or "tags" (<think> then <answer>, the R1 format): how the
+  default system prompt asks for the answer, and how the reward reads it.
+A bad row fails the load with its file and line, before anything is written."""
 
 from __future__ import annotations
 
@@ -7,7 +15,22 @@ import hashlib
 import json
 from pathlib import Path
 
-from rlvr.tasks.base import SPLITS, DatasetError, Problem, default_grader, validate_problem
+from rlvr.tasks.base import (SPLITS, TAGS_SYSTEM, DatasetError, Problem, chat_prompt, check_answer_format,
+                             default_grader, gold_column, task_messages, validate_problem)
+
+
+def row_problem(row: dict, where: str, line_no: int) -> Problem:
+    """One validated Problem from one data row (see the module doc)."""
+    text, messages = chat_prompt(row.get("prompt", row.get("problem", "")), where)
+    gold_key = gold_column(row)
+    answer = None if gold_key is None else row[gold_key]
+    pid = str(row.get("id") or "row-" + hashlib.sha256(text.encode()).hexdigest()[:16])
+    meta = {k: v for k, v in row.items() if k not in ("prompt", "tests", gold_key)}
+    if messages:
+        meta["messages"] = messages
+    problem = Problem(id=pid, prompt=text, answer=None if answer is None else str(answer), tests=row.get("tests"),
+                      band=str(row.get("band", "all")), meta=meta)
+    return validate_problem(problem, where, line_no)
 
 
 def read_problems(path: str | Path) -> list[Problem]:
@@ -23,13 +46,7 @@ def read_problems(path: str | Path) -> list[Problem]:
                 raise DatasetError(f"{path}:{line_no}: not valid JSON ({e.msg})") from None
             if not isinstance(row, dict):
                 raise DatasetError(f"{path}:{line_no}: expected a JSON object, got {type(row).__name__}")
-            prompt = row.get("prompt", row.get("problem", ""))
-            answer = row.get("answer", row.get("solution"))
-            pid = str(row.get("id") or "row-" + hashlib.sha256(str(prompt).encode()).hexdigest()[:16])
-            problem = Problem(id=pid, prompt=prompt, answer=None if answer is None else str(answer),
-                              tests=row.get("tests"), band=str(row.get("band", "all")),
-                              meta={k: v for k, v in row.items() if k not in ("prompt", "answer", "tests")})
-            out.append(validate_problem(problem, f"{path}:{line_no}", line_no))
+            out.append(row_problem(row, f"{path}:{line_no}", line_no))
     return out
 
 
@@ -39,14 +56,14 @@ class JsonlTask:
     name = "jsonl"
 
     def __init__(self, path: str | None = None, splits: dict | None = None, system_prompt: str | None = None,
-                 answer_form: str = "math"):
+                 answer_form: str = "math", answer_format: str = "boxed"):
         from rlvr.tasks.arithmetic import DEFAULT_SYSTEM, split_of
         from rlvr.verifiers.forms import ANSWER_FORMS
 
         if answer_form not in ANSWER_FORMS:
             raise ValueError(f"answer_form={answer_form!r}; choose from {', '.join(ANSWER_FORMS)}")
-
-        self.system_prompt = system_prompt or DEFAULT_SYSTEM
+        self.answer_format = check_answer_format(answer_format)
+        self.system_prompt = system_prompt or (TAGS_SYSTEM if answer_format == "tags" else DEFAULT_SYSTEM)
         if splits:
             self._splits = {s: read_problems(p) for s, p in splits.items()}
         elif path:
@@ -62,4 +79,4 @@ class JsonlTask:
         return self._splits.get(split, [])
 
     def messages(self, problem: Problem) -> list[dict]:
-        return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": problem.prompt}]
+        return task_messages(self.system_prompt, problem)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from rlvr.policy.load import base_model
+from rlvr.policy.load import base_model, name_base_model
 
 
 def is_sharded(model) -> bool:
@@ -95,7 +95,7 @@ def load_full(model, optimizer, weights: dict, optim_state: dict) -> None:
     set_optimizer_state_dict(model, optimizer, by_name, options=_options())
 
 
-def save_policy(model, tokenizer, out_dir: Path | None, *, is_main: bool) -> None:
+def save_policy(model, tokenizer, out_dir: Path | None, *, is_main: bool, save_dtype: str = "auto") -> None:
     """What models.save_policy writes (out_dir/adapter for a LoRA policy, out_dir/merged always), for a
     sharded model. The merged weights are gathered to the CPU of every rank (one tensor at a time on the
     device); rank 0 loads them into a plain model of the same config and saves it."""
@@ -109,7 +109,10 @@ def save_policy(model, tokenizer, out_dir: Path | None, *, is_main: bool) -> Non
     out_dir = Path(out_dir)
     if adapter is not None:
         model.save_pretrained(out_dir / "adapter", state_dict=adapter)
-    plain = build_copy(model, next(v.dtype for v in merged.values() if v.is_floating_point()))
+        tokenizer.save_pretrained(out_dir / "adapter")
+        name_base_model(out_dir / "adapter", getattr(base_model(model), "rlvr_base_model", None))
+    dtype = next(v.dtype for v in merged.values() if v.is_floating_point())
+    plain = build_copy(model, dtype if save_dtype == "auto" else getattr(torch, save_dtype))
     missing, unexpected = plain.load_state_dict(merged, strict=False)
     missing = [k for k in missing if k not in tied_keys(plain)]
     if missing or unexpected:

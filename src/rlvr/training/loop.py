@@ -28,9 +28,10 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from rlvr.config import ConfigError, dump
-from rlvr.policy.load import save_policy
+from rlvr.policy.load import model_origin, resolve_model_path, save_policy
 from rlvr.rundir import checkpoint as ckpt
-from rlvr.rundir.files import RunDir, RunDirError
+from rlvr.rundir.files import RunDir, RunDirError, check_output_dir
+from rlvr.rundir.final import write_final
 from rlvr.rundir.trackers import Trackers, check_trackers, resume_point, run_name
 from rlvr.training import distributed, fsdp
 from rlvr.training.metrics import sample_rows
@@ -72,6 +73,9 @@ def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_con
     loading by name (tests use a tiny random model)."""
     parts = check_components(cfg)
     cfg = parts.resolved  # the run records the grading it uses, the task's own when the config names none
+    if policy is None:  # a hub id the hub cannot give stops here (exit 2), before a run directory exists
+        check_output_dir(parts.cfg.output_dir, resume=resume, overwrite=overwrite)  # but an unusable one first
+        resolve_model_path(parts.cfg.model.name)
     comm = distributed.setup()  # scale-out: W ranks under torchrun, else one
     c, run_path = parts.cfg, Path(parts.cfg.output_dir)
     run, trackers = None, Trackers([], None)  # data parallel: rank 0 alone owns the run directory and the trackers
@@ -86,8 +90,8 @@ def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_con
     try:
         state = setup(parts, policy, comm)
         start = _resume(run_path, run, state, resume_from) if resume else 0
-        _loop(state, run, trackers, start, quiet)
-        _save_final(run, state)
+        done = _loop(state, run, trackers, start, quiet)
+        _save_final(run, state, done)
     finally:
         trackers.finish()
     return run_path
@@ -106,10 +110,10 @@ def _open_trackers(run: RunDir, cfg: dict, c, resume: bool, resume_from: Path | 
         raise
 
 
-def _loop(state: TrainState, run: RunDir | None, trackers: Trackers, start: int, quiet: bool) -> None:
-    """Steps from `start` until train.steps, the time budget, a signal or a diverged run."""
+def _loop(state: TrainState, run: RunDir | None, trackers: Trackers, start: int, quiet: bool) -> int:
+    """Steps from `start` until train.steps, the time budget, a signal or a diverged run; returns the steps done."""
     c, comm, run_path = state.cfg, state.comm, Path(state.cfg.output_dir)
-    bad_steps, started = 0, time.perf_counter()
+    bad_steps, started, done = 0, time.perf_counter(), start
     bar = tqdm(range(start, c.train.steps), initial=start, total=c.train.steps, desc="rlvr train",
                disable=quiet or not comm.is_main)
     with StopFlag() as stop:
@@ -118,6 +122,7 @@ def _loop(state: TrainState, run: RunDir | None, trackers: Trackers, start: int,
             last = comm.any(step + 1 == c.train.steps or (c.train.time_budget_min and
                                                           time.perf_counter() - started > 60 * c.train.time_budget_min))
             result = run_step(state, step, validate_now=bool(c.log.eval_every) and (step % c.log.eval_every == 0 or last))
+            done = step + 1
             stopping = comm.any(stop.signum is not None)
             if comm.is_main:
                 _log_step(run, trackers, c, step, result)
@@ -138,6 +143,7 @@ def _loop(state: TrainState, run: RunDir | None, trackers: Trackers, start: int,
                 _exit_on_signal(comm, stop.signum, step, run_path)
             if last:
                 break
+    return done
 
 
 def _log_step(run: RunDir, trackers: Trackers, c, step: int, result) -> None:
@@ -168,13 +174,20 @@ def _exit_on_signal(comm, signum: int, step: int, run_path: Path) -> None:
     raise SystemExit(130 if signum == signal.SIGINT else 143)
 
 
-def _save_final(run: RunDir | None, state: TrainState) -> None:
-    """final/: the adapter and the merged model. Under FSDP every rank gathers, rank 0 writes."""
-    comm = state.comm
+def _save_final(run: RunDir | None, state: TrainState, steps: int) -> None:
+    """final/: the adapter and the merged model, then what makes them travel (the prompt template, the faithful
+    tokenizer, the model card: rlvr.rundir.final). Under FSDP every rank gathers, rank 0 writes."""
+    from dataclasses import asdict
+
+    comm, c = state.comm, state.cfg
     if comm.sharded:
-        fsdp.save_policy(state.model, state.tokenizer, run.path / "final" if run else None, is_main=comm.is_main)
+        fsdp.save_policy(state.model, state.tokenizer, run.path / "final" if run else None, is_main=comm.is_main,
+                         save_dtype=c.model.save_dtype)
     elif comm.is_main:
-        save_policy(state.model, state.tokenizer, run.path / "final")
+        save_policy(state.model, state.tokenizer, run.path / "final", save_dtype=c.model.save_dtype)
+    if comm.is_main:
+        base, loaded_from = model_origin(state.model, c.model.name)
+        write_final(run.path / "final", asdict(c), state.tokenizer, state.task, steps, base, loaded_from)
     comm.barrier()
 
 

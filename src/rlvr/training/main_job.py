@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 
 from rlvr.config import Config, ConfigError, dump
-from rlvr.rundir.files import RunDir, atomic_write_text
+from rlvr.rundir.files import RunDir, atomic_write_text, check_output_dir
+from rlvr.rundir.final import add_heldout
 
 
 def _phase_cfg(cfg: dict, out: Path) -> dict:
@@ -98,17 +99,21 @@ def check_out_of_domain(cfg: dict) -> None:
 def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict:
     """Run every phase; returns {"root", "report", "compare", "wall_s", ...} for the summary printout."""
     from rlvr.evaluation.compare import compare, compare_markdown, write_comparison
-    from rlvr.training.sft import sft
-    from rlvr.training.loop import train
-
+    from rlvr.evaluation.summary import summary_markdown
+    from rlvr.policy.load import resolve_model_path
     from rlvr.rundir.trackers import check_trackers
+    from rlvr.training.loop import train
+    from rlvr.training.sft import sft
 
     t0 = time.perf_counter()
     check_out_of_domain(cfg)
     root = Path(cfg["output_dir"])
     rl_cfg = _rl_cfg(cfg, root)
     check_trackers(rl_cfg["log"]["report_to"], root / "rlvr", rl_cfg["log"]["project"])  # before any phase
-    RunDir(root, resume=(root / "config.yaml").exists() and not overwrite, overwrite=overwrite)
+    resume = (root / "config.yaml").exists() and not overwrite
+    check_output_dir(root, resume=resume, overwrite=overwrite)  # an unusable folder first, then the model:
+    resolve_model_path(cfg["model"]["name"])  # a hub id the hub cannot give stops here, before any folder exists
+    RunDir(root, resume=resume, overwrite=overwrite)
     atomic_write_text(root / "config.yaml", dump(cfg))
     timings: dict[str, float] = {}
 
@@ -133,6 +138,7 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
     for name, run in (("sft", sft_dir), ("rlvr", rl_dir)):
         records, summary = timed(f"eval {name}", _evaluate, name, str(run), cfg, root, quiet)
         evals[name], summaries[name] = records, summary
+        add_heldout(run / "final", summary_markdown(summary))  # the model card gets its held-out table
     result = compare(evals, baseline="start", metric="pass@1", seed=cfg["seed"])
     paths = write_comparison(result, root, "compare")
     ood = timed("eval out of domain", _out_of_domain, cfg, root,

@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 from rlvr.prompts.chat import encode_prompt
 from rlvr.config import Config, ConfigError, dump
 from rlvr.policy.logprobs import completion_logprobs
-from rlvr.rundir.files import RunDir, atomic_write_text, read_jsonl
+from rlvr.rundir.files import RunDir, atomic_write_text, check_output_dir, read_jsonl
 from rlvr.tasks.base import DatasetError
 
 # Sequences per sampler call: at most the RL step's P x G (the shape the run is sized for), and at most 32 for
@@ -192,8 +192,11 @@ def sft_output_dir(cfg: dict) -> str:
 def sft(cfg: dict, policy=None, quiet: bool = False, overwrite: bool = False) -> Path:
     """Run the supervised baseline as configured (rlvr.config.resolve, with its `sft` section); returns the
     run directory. `policy` = (model, tokenizer) overrides loading by name (tests use a tiny model)."""
+    from dataclasses import asdict
+
     from rlvr.policy.build import load_seeded, make_trainable
-    from rlvr.policy.load import save_policy
+    from rlvr.policy.load import model_origin, resolve_model_path, save_policy
+    from rlvr.rundir.final import write_final
     from rlvr.sampling import build_sampler
     from rlvr.training.step import load_configured_task
     from rlvr.verifiers.compose import build_reward, resolve_reward
@@ -201,11 +204,14 @@ def sft(cfg: dict, policy=None, quiet: bool = False, overwrite: bool = False) ->
     task = load_configured_task(cfg)
     cfg = {**cfg, "reward": resolve_reward(cfg["reward"], task)}
     c = Config.from_dict(cfg)
-    reward = build_reward(cfg["reward"])
+    reward = build_reward(cfg["reward"], getattr(task, "answer_format", None))
     problems = task.problems("train")
     if not problems:
         raise DatasetError(f"task {c.task.name!r} has no training problems")
     budget = sample_budget(cfg) if c.sft.source == "samples" else 0
+    if policy is None:  # a hub id the hub cannot give stops here (exit 2), before a run directory exists
+        check_output_dir(sft_output_dir(cfg), overwrite=overwrite)  # but an unusable one first
+        resolve_model_path(c.model.name)
     run = RunDir(sft_output_dir(cfg), overwrite=overwrite)
     run.write_config(dump(cfg))
     # the starting model samples first; its LoRA adapter is added after, for the fine-tune
@@ -235,7 +241,9 @@ def sft(cfg: dict, policy=None, quiet: bool = False, overwrite: bool = False) ->
     import json
 
     atomic_write_text(run.path / "sft_data.json", json.dumps(stats, indent=2) + "\n")
-    save_policy(model, tokenizer, run.path / "final")
+    save_policy(model, tokenizer, run.path / "final", save_dtype=c.model.save_dtype)
+    base, loaded_from = model_origin(model, c.model.name)
+    write_final(run.path / "final", asdict(c), tokenizer, task, steps, base, loaded_from, kind=f"SFT ({c.sft.source})")
     return run.path
 
 

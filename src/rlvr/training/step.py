@@ -76,9 +76,12 @@ class StepResult:
 def check_components(cfg: dict) -> Components:
     """Build every component that validates settings, before any file is written."""
     algo = algorithm_from_config(cfg["algorithm"])
+    if cfg["reward"].get("terms"):
+        build_reward(cfg["reward"])  # the reward's own mistakes first, named as before
     task = load_configured_task(cfg)
     cfg = {**cfg, "reward": resolve_reward(cfg["reward"], task)}
-    return Components(Config.from_dict(cfg), algo, build_reward(cfg["reward"]), task, cfg)
+    reward = build_reward(cfg["reward"], getattr(task, "answer_format", None))  # answers in the task's format
+    return Components(Config.from_dict(cfg), algo, reward, task, cfg)
 
 
 def load_configured_task(cfg: dict):

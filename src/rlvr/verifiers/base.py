@@ -7,6 +7,9 @@ from typing import Protocol
 
 # A parse failure is not a wrong answer: every verdict says which of these it is.
 STATUSES = ("correct", "wrong", "no_answer", "multiple_answers", "timeout", "invalid_gold", "error")
+# Verdicts that say nothing about the completion: the verifier ran out of time, failed, or had no usable gold.
+# Integrations hand them to other trainers as "no reward" (TRL: None) rather than as a wrong answer.
+FAULT_STATUSES = ("timeout", "error", "invalid_gold")
 
 
 @dataclass(frozen=True)

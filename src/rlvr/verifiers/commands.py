@@ -4,7 +4,8 @@ for answer verifiers (the parsers live in rlvr.cli.verify / rlvr.cli.audit).
     rlvr verify --verifier math --input IN.jsonl --output OUT.jsonl [--on-bad-line skip|fail]
     rlvr audit --verifier math [--verbose]
 
-`verify` reads lines with `completion` and `gold`, writes each back with `status`, `reward`,
+`verify` reads lines with `completion` and the gold answer, in the first of `answer`, `gold`, `solution`,
+`ground_truth` the line has (the gold-column rule, rlvr.tasks.base.GOLD_COLUMNS), writes each back with `status`, `reward`,
 `extracted` (and `detail`), in input order, flushed chunk by chunk so a failure never loses what was
 already written; a malformed line is reported with its line number and skipped, or stops the run
 (exit 2) with every earlier line written. A count per status goes to stderr.
@@ -19,6 +20,7 @@ from collections import Counter
 import yaml
 
 from rlvr.config import ConfigError
+from rlvr.tasks.base import GOLD_COLUMNS, gold_column
 from rlvr.verifiers.base import STATUSES
 from rlvr.verifiers.pool import score_batch
 from rlvr.verifiers.registry import KINDS, build_verifier
@@ -53,8 +55,9 @@ def _read_line(raw: str, where: str) -> tuple[dict | None, str | None]:
         return None, f"{where}: expected a JSON object, got {type(row).__name__}"
     if "completion" not in row:
         return None, f"{where}: missing key 'completion'"
-    if not any(k in row for k in ("gold", "entry", "tests")):
-        return None, f"{where}: missing key 'gold' (or 'entry' / 'tests' for tasks with richer golds)"
+    if not any(k in row for k in (*GOLD_COLUMNS, "entry", "tests")):
+        return None, (f"{where}: no gold answer (give one of the keys {', '.join(GOLD_COLUMNS)}); tasks with richer "
+                      f"golds read 'entry' or 'tests'")
     if not isinstance(row["completion"], (str, list)):
         return None, f"{where}: 'completion' must be a string or a list of messages"
     return row, None
@@ -75,7 +78,7 @@ def verifier_scorer(args):
     verifier = build_verifier(args.verifier or "math", _settings(args.set), "verifier")
 
     def score(rows):
-        golds = [None if r.get("gold") is None else str(r["gold"]) for r in rows]
+        golds = [None if (k := gold_column(r)) is None else str(r[k]) for r in rows]
         verdicts = score_batch(verifier, [r["completion"] for r in rows], golds, args.workers, args.timeout_s)
         return [(v, v.reward) for v in verdicts]
     return score
@@ -103,7 +106,7 @@ def task_scorer(args):
 
     def score(rows):
         problems = [from_row(r) if from_row else
-                    Problem(id=str(r.get("id", i)), prompt="", answer=None if r.get("gold") is None else str(r["gold"]),
+                    Problem(id=str(r.get("id", i)), prompt="", answer=None if (k := gold_column(r)) is None else str(r[k]),
                             tests=r.get("tests"), meta={"entry_point": r.get("entry_point")}) for i, r in enumerate(rows)]
         result = reward([r["completion"] for r in rows], problems)
         return list(zip(result.verdicts, result.total))
@@ -152,7 +155,6 @@ def summary_table(counts: Counter, bad_lines: int = 0) -> str:
     lines.append(f"{'scored':<18} {total:>7}")
     lines.append(f"{'malformed lines':<18} {bad_lines:>7}")
     return "\n".join(lines)
-
 
 def run_audit(args) -> int:
     """Exit codes: 0 no hack accepted, 1 some hack accepted, 2 bad arguments or no suite for the kind."""

@@ -13,7 +13,9 @@ The first term is the correctness term; the others are shaping. A shaping term w
 `allow_dominant_shaping: true`: a policy can earn a shaping term without solving anything, so a large
 one makes "looks right" pay nearly as much as "is right" (reward hacking by construction).
 
-Every term is also a TRL reward function: `term(completions, **columns) -> list[float]`.
+Every term is also a TRL reward function: `term(completions, **columns) -> list[float | None]`, None where the
+verdict is a fault (FAULT_STATUSES: timeout, error, invalid gold), which TRL leaves out. rlvr.integrations.trl
+wraps these with verdict counts in TRL's logs and whole-row exclusion; docs/integrations.md.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rlvr.config import ConfigError
-from rlvr.verifiers.base import STATUSES, Verdict
+from rlvr.verifiers.base import FAULT_STATUSES, STATUSES, Verdict
 from rlvr.verifiers.format import completion_text
 from rlvr.verifiers.pool import ENGINES, score_batch
 from rlvr.verifiers.registry import KINDS, build_verifier
@@ -29,8 +31,6 @@ from rlvr.verifiers.registry import KINDS, build_verifier
 DOMINANCE_RATIO = 0.10
 TOP_KEYS = ("terms", "allow_dominant_shaping", "workers", "timeout_s", "engine")
 TERM_KEYS = ("name", "kind", "weight")
-# Dataset columns TRL may pass that hold the gold answer, in the order we look for them.
-GOLD_COLUMNS = ("answer", "gold", "solution")
 
 
 @dataclass
@@ -44,7 +44,7 @@ class RewardResult:
 
 
 class Term:
-    """One weighted reward term; callable with TRL's signature `(completions, **columns) -> list[float]`."""
+    """One weighted reward term; callable with TRL's signature `(completions, **columns) -> list[float | None]`."""
 
     def __init__(self, name: str, kind: str, weight: float, verifier, workers: int, timeout_s: float,
                  engine: str = "local"):
@@ -62,17 +62,18 @@ class Term:
         return score_batch(self.verifier, texts, problems, workers=self.workers, timeout_s=self.timeout_s,
                            engine=self.engine)
 
-    def __call__(self, completions: list, **columns) -> list[float]:
-        """TRL reward-function form: unweighted rewards (TRL applies `reward_weights` itself)."""
+    def __call__(self, completions: list, **columns) -> list[float | None]:
+        """TRL reward-function form: unweighted rewards (TRL applies `reward_weights` itself); None for a fault."""
         problems = problems_from_columns(len(completions), columns)
-        return [v.reward for v in self.verdicts(completions, problems)]
+        return [None if v.status in FAULT_STATUSES else v.reward for v in self.verdicts(completions, problems)]
 
 
 def problems_from_columns(n: int, columns: dict) -> list:
-    """Build B Problems from TRL's per-sample dataset columns (gold from answer / gold / solution)."""
-    from rlvr.tasks.base import Problem
+    """Build B Problems from per-sample dataset columns (TRL's keyword arguments): the gold from the first of
+    answer / gold / solution / ground_truth present (rlvr.tasks.base.GOLD_COLUMNS), hidden tests from `tests`."""
+    from rlvr.tasks.base import Problem, gold_column
 
-    gold_key = next((k for k in GOLD_COLUMNS if k in columns), None)
+    gold_key = gold_column(columns)
     golds = columns.get(gold_key) if gold_key else None
     tests = columns.get("tests")
     prompts = columns.get("prompts") or columns.get("prompt")
@@ -147,8 +148,9 @@ def _check_grades(terms: list, task) -> None:
                               f"empty to use the task's own)")
 
 
-def build_reward(cfg: dict) -> Reward:
-    """Validate the config (see module doc) and build the Reward; mistakes raise ConfigError."""
+def build_reward(cfg: dict, answer_format: str | None = None) -> Reward:
+    """Validate the config (see module doc) and build the Reward; mistakes raise ConfigError. `answer_format`
+    (the task's: "boxed" or "tags") goes to every term whose kind reads one and that does not set its own."""
     if not isinstance(cfg, dict):
         raise ConfigError(f"reward: expected a mapping with keys {', '.join(TOP_KEYS)}, got {type(cfg).__name__}")
     for key in cfg:
@@ -161,7 +163,7 @@ def build_reward(cfg: dict) -> Reward:
     engine = cfg.get("engine", "local")
     if engine not in ENGINES:
         raise ConfigError(f"reward.engine={engine!r}; choose from {', '.join(ENGINES)}")
-    terms = [_build_term(spec, i, workers, timeout_s, engine) for i, spec in enumerate(specs)]
+    terms = [_build_term(spec, i, workers, timeout_s, engine, answer_format) for i, spec in enumerate(specs)]
     names = [t.name for t in terms]
     if len(set(names)) != len(names):
         raise ConfigError(f"reward.terms: term names must be unique, got {names}")
@@ -170,7 +172,8 @@ def build_reward(cfg: dict) -> Reward:
     return Reward(terms)
 
 
-def _build_term(spec, i: int, workers: int, timeout_s: float, engine: str = "local") -> Term:
+def _build_term(spec, i: int, workers: int, timeout_s: float, engine: str = "local",
+                answer_format: str | None = None) -> Term:
     where = f"reward.terms[{i}]"
     if not isinstance(spec, dict):
         raise ConfigError(f"{where}: expected a mapping with name, kind, weight and kind settings")
@@ -178,6 +181,8 @@ def _build_term(spec, i: int, workers: int, timeout_s: float, engine: str = "loc
         raise ConfigError(f"{where}.kind: missing; choose from {', '.join(sorted(KINDS))}")
     kind = spec["kind"]
     settings = {k: v for k, v in spec.items() if k not in TERM_KEYS}
+    if answer_format and kind in KINDS and "answer_format" in KINDS[kind].settings:
+        settings.setdefault("answer_format", answer_format)
     verifier = build_verifier(kind, settings, where)
     try:
         weight = float(spec.get("weight", 1.0))

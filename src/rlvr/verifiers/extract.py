@@ -1,4 +1,11 @@
-"""Finding the final answer in a completion: boxed answers, which of them count, and prose hedges.
+"""Finding the final answer in a completion: boxed answers (or answer tags), which of them count, and prose hedges.
+
+Answer formats (`answer_format=` on the answer verifiers and the format reward, chosen per task):
+- "boxed" (default): the answer is in `\\boxed{...}`;
+- "tags": the answer is in `<answer>...</answer>`, after reasoning in `<think>...</think>` (the R1 / open-r1
+  format). Only answer tags count (a box inside the reasoning is not an answer); a box inside the answer tag is
+  unwrapped (`<answer>\\boxed{5}</answer>` answers 5). An answer tag that is never closed is no answer (a
+  truncated completion).
 
 Pure string functions, no sympy: they run before any parsing, so they are cheap and cannot hang.
 
@@ -19,6 +26,7 @@ import re
 from dataclasses import dataclass
 
 HEDGING_POLICIES = ("last", "strict")
+ANSWER_FORMATS = ("boxed", "tags")
 MAX_CONNECTIVE_WORDS = 3
 
 _BOX_START = re.compile(r"\\(?:boxed|fbox)\s*")
@@ -59,6 +67,35 @@ def find_boxes(text: str) -> list[Box]:
                 boxes.append(Box(token.group(0), m.start(), i + token.end()))
             pos = i + (token.end() if token else 0) + (0 if token else 1)
     return boxes
+
+
+_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S)
+
+
+def find_answer_tags(text: str) -> list[Box]:
+    """Every closed `<answer>...</answer>` in order, as Boxes: its content (`$` delimiters dropped) spanning the
+    whole tag; boxes inside a tag are the answers instead, each at its own place (so "\\boxed{3} or \\boxed{4}"
+    inside one tag is a hedge, as it is outside)."""
+    out = []
+    for m in _ANSWER_TAG.finditer(text):
+        inner = find_boxes(m.group(1))
+        if inner:
+            out += [Box(b.content, m.start(1) + b.start, m.start(1) + b.end) for b in inner]
+            continue
+        content = m.group(1).strip()
+        if len(content) >= 2 and content[0] == "$" and content[-1] == "$":
+            content = content.strip("$").strip()
+        out.append(Box(content, m.start(), m.end()))
+    return out
+
+
+def find_answers(text: str, answer_format: str = "boxed") -> list[Box]:
+    """The candidate final answers of a completion in the given answer format (see the module doc)."""
+    if answer_format == "tags":
+        return find_answer_tags(text)
+    if answer_format != "boxed":
+        raise ValueError(f"answer_format={answer_format!r}; choose from {', '.join(ANSWER_FORMATS)}")
+    return find_boxes(text)
 
 
 def _matching_brace(text: str, open_at: int) -> int:

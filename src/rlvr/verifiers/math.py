@@ -7,6 +7,8 @@ Rules (each is a test case in tests/test_verifiers_math.py):
   box; no box is `no_answer`. Training on "the last number in the text" would reward a policy for
   trailing digits it never meant as an answer. `require_boxed=False` keeps math-verify's lenient
   extraction for completions from other prompts (evaluation of foreign models, TRL users).
+- `answer_format="tags"`: the same rules for `<answer>...</answer>` (the R1 format, extract.py): only answer
+  tags count (with require_boxed), and their content is parsed as LaTeX, else as text (tests/test_answer_formats.py).
 - Hedging never pays (policy in extract.py): several distinct answers offered together, a boxed set or
   list, or "3 or \\boxed{5}" give `multiple_answers` when the gold is one value.
 - Numbers compare exactly (rationals, big integers) or with relative tolerance `rel_tol` (equiv.py).
@@ -48,9 +50,13 @@ class MathVerifier:
         timeout_s: float = 5.0,
         max_answer_chars: int = 2000,
         answer_form: str = "math",
+        answer_format: str = "boxed",
     ):
         if hedging not in extract.HEDGING_POLICIES:
             raise ValueError(f"hedging={hedging!r}; choose from {', '.join(extract.HEDGING_POLICIES)}")
+        if answer_format not in extract.ANSWER_FORMATS:
+            raise ValueError(f"answer_format={answer_format!r}; choose from {', '.join(extract.ANSWER_FORMATS)}")
+        self.answer_format = answer_format
         if not 0 <= rel_tol < 1:
             raise ValueError(f"rel_tol={rel_tol!r}; must be in [0, 1)")
         self.hedging, self.require_boxed, self.rel_tol = hedging, bool(require_boxed), float(rel_tol)
@@ -61,7 +67,8 @@ class MathVerifier:
 
     def __repr__(self) -> str:
         return (f"MathVerifier(hedging={self.hedging!r}, require_boxed={self.require_boxed}, "
-                f"rel_tol={self.rel_tol}, timeout_s={self.timeout_s}, answer_form={self.answer_form!r})")
+                f"rel_tol={self.rel_tol}, timeout_s={self.timeout_s}, answer_form={self.answer_form!r}, "
+                f"answer_format={self.answer_format!r})")
 
     def warm_up(self) -> None:
         """Pay sympy's first-use costs (lazy imports, caches: ~1 s) once per process, outside any deadline.
@@ -97,7 +104,7 @@ class MathVerifier:
         if not isinstance(completion, str) or not completion.strip():
             return Verdict("no_answer", 0.0, None, "empty completion")
         g = gold_parsed[0]
-        boxes = extract.find_boxes(completion)
+        boxes = extract.find_answers(completion, self.answer_format)
         if not boxes:
             return self._score_unboxed(completion, g, gold_text)
         group = extract.final_group(completion, boxes, self.hedging)
@@ -107,11 +114,14 @@ class MathVerifier:
             refused = guard.refuse(box.content, self.max_answer_chars)
             if refused:
                 return Verdict(refused[0], 0.0, shown, refused[1])
-            parsed = equiv.parse_boxed(box.content) if box.content else []
+            if self.answer_format == "tags" and extract.prose_hedge_final(box.content):
+                return Verdict("multiple_answers", 0.0, shown, "the answer tag offers alternatives ('3 or 5')")
+            parsed = self._parse(box.content)
             if equiv.is_parsed(parsed):
                 values.append((parsed[0], "%" in box.content))
         if not values:
-            return Verdict("no_answer", 0.0, shown, "boxed answer has no parseable math")
+            what = "the answer tag" if self.answer_format == "tags" else "boxed answer"
+            return Verdict("no_answer", 0.0, shown, f"{what} has no parseable math")
         verdict = self._judge(values, g, gold_text, shown, extract.prose_hedge_around(completion, group))
         return self._in_form(verdict, [b.content for b in group], gold_text)
 
@@ -123,9 +133,19 @@ class MathVerifier:
         off = next((why for a in answers if (why := forms.check_form(self.answer_form, a, gold_text))), None)
         return Verdict("wrong", 0.0, verdict.extracted, f"answer form {self.answer_form}: {off}") if off else verdict
 
+    def _parse(self, content: str) -> list:
+        """A final answer's content: LaTeX as inside a box; in an answer tag, else math-verify's text extraction."""
+        if not content:
+            return []
+        parsed = equiv.parse_boxed(content)
+        if self.answer_format == "tags" and not equiv.is_parsed(parsed):
+            parsed = equiv.parse_free_text(content)
+        return parsed
+
     def _score_unboxed(self, completion: str, g, gold_text: str) -> Verdict:
         if self.require_boxed:
-            return Verdict("no_answer", 0.0, None, "no \\boxed{} answer (require_boxed=True)")
+            where = "<answer></answer> tag" if self.answer_format == "tags" else "\\boxed{} answer"
+            return Verdict("no_answer", 0.0, None, f"no {where} (require_boxed=True)")
         if extract.prose_hedge_final(completion):
             return Verdict("multiple_answers", 0.0, None, "final line offers alternatives ('3 or 5')")
         tail = completion[-self.max_answer_chars :]

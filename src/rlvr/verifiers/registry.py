@@ -73,15 +73,20 @@ def _boxed_format(**kw):
     return BoxedFormatVerifier(**kw)
 
 
-register_kind("math", _math, ("hedging", "require_boxed", "rel_tol", "timeout_s", "max_answer_chars", "answer_form"),
+# Kinds with an `answer_format` setting read the final answer in the task's format (boxed or <answer> tags):
+# build_reward fills it in from the task unless the term sets it. `answer_form` (math only) is what the answer must
+# look like (rlvr.verifiers.forms); resolve_reward fills it in from the task.
+register_kind("math", _math, ("hedging", "require_boxed", "rel_tol", "timeout_s", "max_answer_chars", "answer_form",
+                              "answer_format"),
               doc="final math answer vs gold, on math-verify, in the task's answer form")
-register_kind("boxed_format", _boxed_format, (), cheap=True, doc="exactly one final \\boxed{} answer", grades=None)
-register_kind("exact", _simple("ExactMatchVerifier"), ("require_boxed", "case_sensitive"), cheap=True,
+register_kind("boxed_format", _boxed_format, ("answer_format",), cheap=True,
+              doc="exactly one final \\boxed{} answer (or <think> then one <answer> tag)", grades=None)
+register_kind("exact", _simple("ExactMatchVerifier"), ("require_boxed", "case_sensitive", "answer_format"), cheap=True,
               doc="normalised text equality")
-register_kind("numeric", _simple("NumericVerifier"), ("require_boxed", "rel_tol", "abs_tol"), cheap=True,
-              doc="one number within tolerance")
-register_kind("multiple_choice", _simple("MultipleChoiceVerifier"), ("choices", "require_boxed"), cheap=True,
-              doc="one option letter")
+register_kind("numeric", _simple("NumericVerifier"), ("require_boxed", "rel_tol", "abs_tol", "answer_format"),
+              cheap=True, doc="one number within tolerance")
+register_kind("multiple_choice", _simple("MultipleChoiceVerifier"), ("choices", "require_boxed", "answer_format"),
+              cheap=True, doc="one option letter")
 register_kind("regex", _simple("RegexVerifier"), ("pattern", "gold_is_pattern", "ignore_case"),
               doc="regex-extracted answer vs gold")
 

@@ -3,6 +3,7 @@
 All share one extraction rule (`final_answer`): the final boxed group when there is a box (hedged
 distinct boxes are `multiple_answers`, as for math), else, with `require_boxed=False`, the text after a
 last "answer:" / "answer is", or the last non-empty line. Gold is `problem.answer` (or a string).
+`answer_format="tags"` reads `<answer>...</answer>` where "boxed" reads `\\boxed{}` (extract.find_answers).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import re
 import unicodedata
 
 from rlvr.verifiers.base import Verdict
-from rlvr.verifiers.extract import final_group, find_boxes
+from rlvr.verifiers.extract import ANSWER_FORMATS, final_group, find_answers
 from rlvr.verifiers.format import completion_text
 
 _ANSWER_IS = re.compile(r"answer\s*(?:is|:)\s*(.+)", re.I)
@@ -22,10 +23,16 @@ def gold_of(problem) -> str | None:
     return problem if isinstance(problem, str) or problem is None else getattr(problem, "answer", None)
 
 
-def final_answer(completion, require_boxed: bool) -> tuple[str | None, Verdict | None]:
+def check_format(answer_format: str) -> str:
+    if answer_format not in ANSWER_FORMATS:
+        raise ValueError(f"answer_format={answer_format!r}; choose from {', '.join(ANSWER_FORMATS)}")
+    return answer_format
+
+
+def final_answer(completion, require_boxed: bool, answer_format: str = "boxed") -> tuple[str | None, Verdict | None]:
     """(answer text, None) or (None, the verdict explaining why there is none)."""
     text = completion_text(completion)
-    boxes = find_boxes(text)
+    boxes = find_answers(text, answer_format)
     if boxes:
         group = final_group(text, boxes, "last")
         contents = list(dict.fromkeys(normalize_text(b.content) for b in group))
@@ -34,7 +41,8 @@ def final_answer(completion, require_boxed: bool) -> tuple[str | None, Verdict |
             return None, Verdict("multiple_answers", 0.0, shown, "distinct boxed answers offered together")
         return group[-1].content, None
     if require_boxed:
-        return None, Verdict("no_answer", 0.0, None, "no \\boxed{} answer (require_boxed=True)")
+        where = "<answer></answer> tag" if answer_format == "tags" else "\\boxed{} answer"
+        return None, Verdict("no_answer", 0.0, None, f"no {where} (require_boxed=True)")
     said = _ANSWER_IS.findall(text)
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     found = said[-1].strip() if said else (lines[-1] if lines else "")
@@ -59,14 +67,15 @@ class ExactMatchVerifier:
 
     name = "exact"
 
-    def __init__(self, require_boxed: bool = True, case_sensitive: bool = False):
+    def __init__(self, require_boxed: bool = True, case_sensitive: bool = False, answer_format: str = "boxed"):
         self.require_boxed, self.case_sensitive = require_boxed, case_sensitive
+        self.answer_format = check_format(answer_format)
 
     def score(self, completion, problem) -> Verdict:
         gold = gold_of(problem)
         if gold is None or not str(gold).strip():
             return Verdict("invalid_gold", 0.0, None, "empty gold")
-        got, why = final_answer(completion, self.require_boxed)
+        got, why = final_answer(completion, self.require_boxed, self.answer_format)
         if why:
             return why
         norm = (lambda s: " ".join(s.split())) if self.case_sensitive else normalize_text
@@ -78,14 +87,15 @@ class NumericVerifier:
 
     name = "numeric"
 
-    def __init__(self, require_boxed: bool = True, rel_tol: float = 1e-9, abs_tol: float = 0.0):
+    def __init__(self, require_boxed: bool = True, rel_tol: float = 1e-9, abs_tol: float = 0.0, answer_format: str = "boxed"):
         self.require_boxed, self.rel_tol, self.abs_tol = require_boxed, rel_tol, abs_tol
+        self.answer_format = check_format(answer_format)
 
     def score(self, completion, problem) -> Verdict:
         gold = parse_number(str(gold_of(problem) or ""))
         if gold is None:
             return Verdict("invalid_gold", 0.0, None, f"gold {gold_of(problem)!r} is not one number")
-        got, why = final_answer(completion, self.require_boxed)
+        got, why = final_answer(completion, self.require_boxed, self.answer_format)
         if why:
             return why
         numbers = _NUMBER.findall(got)
@@ -117,14 +127,15 @@ class MultipleChoiceVerifier:
 
     name = "multiple_choice"
 
-    def __init__(self, choices: str = "ABCDE", require_boxed: bool = False):
+    def __init__(self, choices: str = "ABCDE", require_boxed: bool = False, answer_format: str = "boxed"):
         self.choices, self.require_boxed = choices.upper(), require_boxed
+        self.answer_format = check_format(answer_format)
 
     def score(self, completion, problem) -> Verdict:
         gold = str(gold_of(problem) or "").strip().strip("()").upper()
         if len(gold) != 1 or gold not in self.choices:
             return Verdict("invalid_gold", 0.0, None, f"gold {gold_of(problem)!r} is not one of {self.choices}")
-        got, why = final_answer(completion, self.require_boxed)
+        got, why = final_answer(completion, self.require_boxed, self.answer_format)
         if why:
             return why
         letters = set(re.findall(rf"(?<![A-Za-z])([{self.choices}{self.choices.lower()}])(?![A-Za-z])", got))

@@ -1,0 +1,88 @@
+"""What the adapters share: a reward spec -> rlvr's Reward, and one framework row -> a Problem.
+
+A spec is what a user of another framework names rlvr's reward by:
+- None: rlvr's default reward (math correctness + the format term at weight 0.1);
+- a verifier kind ("math", "exact", "python_tests", ...): that verifier alone, weight 1;
+- a YAML file or preset name: an rlvr config (its `reward` section, its task's answer format) or a reward section;
+- a dict: a reward section {"terms": [...], ...}, one term {"kind": ...}, or a whole config (its reward section, or
+  rlvr's default one when it has none);
+- a Reward, used as it is.
+The reward section is completed from rlvr's defaults and checked by build_reward (unknown keys, the 10% shaping
+rule), so a spec that rlvr's own training refuses is refused here too.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+from rlvr.config import DEFAULTS, ConfigError, merge, read_yaml
+from rlvr.tasks.base import Problem
+from rlvr.verifiers.compose import Reward, build_reward
+from rlvr.verifiers.registry import KINDS
+
+_CACHE: dict[str, Reward] = {}
+
+
+def reward_section(spec=None, **overrides) -> dict:
+    """The reward section a spec names (see the module doc), completed from rlvr's defaults, with `overrides`."""
+    if spec is None:
+        section = copy.deepcopy(DEFAULTS["reward"])
+    elif isinstance(spec, str) and spec in KINDS:
+        section = {"terms": [{"name": spec, "kind": spec, "weight": 1.0}]}
+    elif isinstance(spec, (str, Path)):
+        return reward_section(read_yaml(str(spec)), **overrides)
+    elif isinstance(spec, dict) and "terms" in spec:
+        section = copy.deepcopy(spec)
+    elif isinstance(spec, dict) and "kind" in spec:
+        section = {"terms": [{"name": spec["kind"], **copy.deepcopy(spec)}]}
+    elif isinstance(spec, dict) and spec and set(spec) <= set(DEFAULTS):  # a whole rlvr config, checked as train checks it
+        section = merge(DEFAULTS, spec)["reward"]
+    else:
+        raise ConfigError(f"reward spec {spec!r}: give a verifier kind ({', '.join(sorted(KINDS))}), a config file "
+                          f"or preset, a reward section {{terms: [...]}}, one term {{kind: ...}}, or None")
+    return {**{k: v for k, v in DEFAULTS["reward"].items() if k != "terms"}, **section, **overrides}
+
+
+def build(spec=None, **overrides) -> Reward:
+    """The Reward a spec names (a Reward is returned as it is)."""
+    if isinstance(spec, Reward):
+        return spec
+    return build_reward(reward_section(spec, **overrides))
+
+
+def cached(spec=None, **overrides) -> Reward:
+    """build(), once per distinct spec: per-sample adapters (verl, OpenRLHF) call it for every completion."""
+    if isinstance(spec, Reward):
+        return spec
+    key = json.dumps([spec if not isinstance(spec, Path) else str(spec), overrides], sort_keys=True, default=str)
+    if key not in _CACHE:
+        _CACHE[key] = build(spec, **overrides)
+    return _CACHE[key]
+
+
+def parse_tests(gold):
+    """Hidden tests for the code verifiers from a framework's ground truth: a JSON string is decoded, and verl /
+    PRIME-style {"inputs": [...], "outputs": [...]} becomes the stdio verifier's [{"stdin", "stdout"}] cases."""
+    tests = gold
+    if isinstance(gold, str) and gold.lstrip()[:1] in ("[", "{"):
+        try:
+            tests = json.loads(gold)
+        except json.JSONDecodeError:
+            tests = gold
+    if isinstance(tests, dict) and isinstance(tests.get("inputs"), list) and isinstance(tests.get("outputs"), list):
+        tests = [{"stdin": str(i), "stdout": str(o)} for i, o in zip(tests["inputs"], tests["outputs"])]
+    return tests
+
+
+def problem_for(gold, prompt: str = "", pid: str = "0", meta: dict | None = None) -> Problem:
+    """One Problem from a framework's gold: the answer verifiers read it as text, the code verifiers as tests."""
+    if gold is None or isinstance(gold, str):
+        answer = gold
+    else:
+        answer = json.dumps(gold) if isinstance(gold, (dict, list)) else str(gold)
+    return Problem(id=pid, prompt=prompt or "", answer=answer, tests=parse_tests(gold), meta=dict(meta or {}))
+
+
+__all__ = ["reward_section", "build", "cached", "problem_for", "parse_tests"]

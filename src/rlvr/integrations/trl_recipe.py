@@ -1,0 +1,442 @@
+"""A TRL GRPOConfig / open-r1 GRPO recipe -> an rlvr config, with every key it could not map and why.
+
+    rlvr convert-config trl RECIPE.yaml > rlvr.yaml      # the report goes to stderr and into the file's header
+    rlvr train --from-trl RECIPE.yaml [--set ...]        # the same conversion, then training
+
+What maps (TRL 1.16's names; open-r1 recipes are GRPOConfig plus its model, data and reward keys):
+- model: model_name_or_path, dtype / torch_dtype, use_peft, lora_r, lora_alpha, lora_dropout, lora_target_modules;
+- sampling: num_generations (G), max_completion_length, temperature, top_p, top_k, use_vllm / vllm_mode and
+  vLLM's memory and length settings;
+- the algorithm (preset grpo with explicit fields): beta, epsilon, epsilon_high, loss_type (grpo, dapo, bnpo,
+  dr_grpo), scale_rewards, importance_sampling_level, mask_truncated_completions, num_iterations;
+- the batch: prompts per step = per_device_train_batch_size x gradient_accumulation_steps x num_processes /
+  num_generations (one optimizer step, as TRL counts it); per_device_train_batch_size is the micro-batch;
+- the schedule: learning_rate, lr_scheduler_type (constant, cosine), warmup_steps / warmup_ratio, max_steps, bf16,
+  max_grad_norm, weight_decay, gradient_checkpointing, seed, output_dir, save_steps, save_total_limit, eval_steps;
+- the task: dataset_name (+ config, train split, prompt column, system_prompt) -> the hub task, gold in `solution`;
+- rewards: reward_funcs + reward_weights -> reward terms through rlvr's verifiers (accuracy -> math, format /
+  tag_count / think_format_reward -> the format term in the <think>/<answer> tags format, which the task then
+  asks for; soft_overlong_punishment -> the algorithm's soft overlong shaping).
+Keys a recipe leaves out that change what is learned take TRL 1.16's defaults (loss_type dapo, learning_rate 1e-6,
+num_generations 8, max_completion_length 512, ...), listed in the report. A shaping weight above rlvr's 10% rule
+(open-r1 weighs format like accuracy) is kept as given and reported, with `reward.allow_dominant_shaping: true`
+so that rlvr accepts it; it is not silently changed.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+import yaml
+
+from rlvr.config import DEFAULTS, ConfigError, merge
+from rlvr.verifiers.compose import DOMINANCE_RATIO
+
+# What TRL 1.16 uses for a key the recipe leaves out, for the keys that change what is learned.
+TRL_DEFAULTS = {"learning_rate": 1e-6, "beta": 0.0, "epsilon": 0.2, "loss_type": "dapo", "scale_rewards": "group",
+                "importance_sampling_level": "token", "num_iterations": 1, "num_generations": 8,
+                "max_completion_length": 512, "temperature": 1.0, "per_device_train_batch_size": 8,
+                "gradient_accumulation_steps": 1, "lr_scheduler_type": "linear"}
+# open-r1's GRPOScriptArguments default when a recipe names no reward functions
+OPEN_R1_REWARDS = ["accuracy", "format", "tag_count"]
+OPEN_R1_KEYS = ("system_prompt", "dataset_prompt_column", "dataset_configs", "num_processes", "vllm_device",
+                "callbacks", "benchmarks", "hub_model_revision", "code_language", "e2b_router_url")
+
+# recipe key -> (rlvr key, type): copied as they are
+DIRECT = {
+    "model_name_or_path": ("model.name", str), "num_generations": ("rollout.group_size", int),
+    "max_completion_length": ("rollout.max_new_tokens", int), "temperature": ("rollout.temperature", float),
+    "top_p": ("rollout.top_p", float), "top_k": ("rollout.top_k", int), "learning_rate": ("train.lr", float),
+    "num_iterations": ("train.updates_per_batch", int), "max_grad_norm": ("train.max_grad_norm", float),
+    "weight_decay": ("train.weight_decay", float), "gradient_checkpointing": ("train.gradient_checkpointing", bool),
+    "seed": ("seed", int), "output_dir": ("output_dir", str), "lora_r": ("model.lora.r", int),
+    "lora_alpha": ("model.lora.alpha", int), "lora_dropout": ("model.lora.dropout", float),
+    "save_steps": ("log.checkpoint_every", int), "save_total_limit": ("log.keep_checkpoints", int),
+    "beta": ("algorithm.beta", float), "vllm_gpu_memory_utilization": ("rollout.vllm.gpu_memory_utilization", float),
+    "vllm_max_model_length": ("rollout.vllm.max_model_len", int), "use_peft": ("model.lora.enabled", bool),
+}
+
+_REPORTING = "reporting or hub upload: rlvr writes metrics.jsonl, samples.jsonl and a model card in final/, and uploads nothing"
+_LAUNCH = "launcher or hardware setting: rlvr runs one process per rank (torchrun; train.fsdp shards)"
+_EVAL = "TRL's eval loop: rlvr measures greedy validation accuracy every log.eval_every steps and evaluates with rlvr eval"
+# recipe key -> why it has no rlvr counterpart
+UNMAPPED = {
+    **dict.fromkeys(("hub_model_id", "hub_strategy", "push_to_hub", "hub_model_revision", "report_to", "run_name",
+                     "wandb_entity", "wandb_project", "wandb_run_group", "wandb_log_unique_prompts", "logging_dir",
+                     "log_level", "logging_first_step", "logging_strategy", "log_completions", "num_completions_to_print",
+                     "log_completions_hub_repo", "log_unique_prompts", "callbacks", "save_strategy", "logging_steps"),
+                    _REPORTING),
+    **dict.fromkeys(("num_processes", "deepspeed", "ddp_timeout", "ddp_find_unused_parameters", "use_liger_kernel",
+                     "use_liger_loss", "torch_compile", "dataloader_num_workers", "ds3_gather_for_generation",
+                     "vllm_device", "vllm_tensor_parallel_size", "vllm_enable_sleep_mode", "vllm_model_impl",
+                     "use_cpu", "tf32", "model_init_kwargs", "trust_remote_code", "vllm_server_timeout",
+                     "vllm_group_port"), _LAUNCH),
+    "attn_implementation": "train.attention picks rlvr's CPU kernel or the model's own (sdpa); flash-attention is not a choice",
+    "gradient_checkpointing_kwargs": "rlvr's train.gradient_checkpointing takes no options (non-reentrant)",
+    "fp16": "rlvr's autocast is bfloat16 or none (train.autocast)",
+    **dict.fromkeys(("do_eval", "eval_strategy", "per_device_eval_batch_size", "num_generations_eval",
+                     "dataset_test_split", "benchmarks", "eval_on_start"), _EVAL),
+    "max_prompt_length": "rlvr does not truncate prompts (a task's prompts are short by construction)",
+    "num_train_epochs": "rlvr counts optimizer steps (train.steps); an epoch is the train split's size / prompts per step",
+    "overwrite_output_dir": "rlvr refuses an existing run directory unless you pass --overwrite",
+    "resume_from_checkpoint": "rlvr train --resume RUN_DIR continues a run from its newest complete checkpoint",
+    "chat_template": "rlvr prompts through the tokenizer's own chat template (and saves the training prompt with the model)",
+    "shuffle_dataset": "rlvr's seeded prompt stream decides the order (uniform, or by curriculum)",
+    "generation_kwargs": "rlvr's samplers take temperature, top_p and top_k", "repetition_penalty": "not in rlvr's samplers",
+    "min_p": "not in rlvr's samplers", "delta": "two-sided clipping (delta) is not one of rlvr's losses",
+    "top_entropy_quantile": "entropy-masked tokens are not one of rlvr's losses",
+    "sync_ref_model": "rlvr's KL reference is the base model (the adapter switched off); it is never synced",
+    "ref_model_mixup_alpha": "rlvr's reference is never synced", "ref_model_sync_steps": "rlvr's reference is never synced",
+    "reward_model_name_or_path": "a learned reward model: rlvr rewards only with verifiers",
+    "lr_scheduler_kwargs": "rlvr's cosine decays to 0 (no min_lr_rate)", "disable_dropout": "rlvr's LoRA dropout is model.lora.dropout",
+    "cache_implementation": "rlvr's samplers manage their own caches", "max_completion_len": "used only by soft_overlong_punishment",
+    "soft_punish_cache": "used only by soft_overlong_punishment",
+}
+
+
+@dataclass
+class Conversion:
+    """config: the rlvr config the recipe maps to (only the keys it sets); unmapped: (key, why); notes: how
+    particular keys were read, the TRL defaults used, the shaping-rule report."""
+    config: dict = field(default_factory=dict)
+    unmapped: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+
+    def set(self, dotted: str, value) -> None:
+        node = self.config
+        *parents, leaf = dotted.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+
+    def get(self, dotted: str, default=None):
+        node = self.config
+        for p in dotted.split("."):
+            if not isinstance(node, dict) or p not in node:
+                return default
+            node = node[p]
+        return node
+
+
+def convert(recipe: dict) -> Conversion:
+    """Map a recipe (the YAML mapping) to an rlvr config; see the module doc. The result merges into rlvr's
+    defaults (the config `rlvr train` accepts) or ConfigError names what does not."""
+    if not isinstance(recipe, dict):
+        raise ConfigError("a TRL / open-r1 recipe is a YAML mapping of GRPOConfig keys")
+    conv, open_r1 = Conversion(), [k for k in OPEN_R1_KEYS if k in recipe]
+    if open_r1:
+        conv.notes.append(f"read as an open-r1 recipe (it has {', '.join(open_r1)})")
+    used = sorted(k for k in TRL_DEFAULTS if k not in recipe)
+    if used:
+        conv.notes.append("TRL 1.16 defaults for keys the recipe leaves out: "
+                          + ", ".join(f"{k}={TRL_DEFAULTS[k]}" for k in used))
+    r = {**TRL_DEFAULTS, **recipe}
+    handled = set()
+    for handler in (_model, _batch, _algorithm, _schedule, _sampler, _task, _rewards, _logging):
+        try:
+            handled |= handler(r, conv, bool(open_r1))
+        except ConfigError:
+            raise
+        except (TypeError, ValueError) as e:  # a value of the wrong type for what the key means
+            raise ConfigError(f"recipe: a value of the wrong type ({e})") from None
+    for key in recipe:
+        if key in handled:
+            continue
+        if key in DIRECT:
+            dotted, kind = DIRECT[key]
+            conv.set(dotted, _typed(key, recipe[key], kind))
+        else:
+            conv.unmapped.append((key, UNMAPPED.get(key, "not a GRPOConfig / open-r1 key rlvr knows")))
+    for key, (dotted, kind) in DIRECT.items():  # TRL defaults of directly mapped keys
+        if key in TRL_DEFAULTS and key not in recipe and key not in handled:
+            conv.set(dotted, _typed(key, TRL_DEFAULTS[key], kind))
+    merge(DEFAULTS, conv.config)  # refuses anything rlvr train would refuse
+    return conv
+
+
+def _typed(key: str, value, kind):
+    try:
+        return kind(value) if kind is not bool else bool(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"recipe key {key}: {value!r} is not a {kind.__name__}") from None
+
+
+def _model(r: dict, conv: Conversion, open_r1: bool) -> set:
+    """dtype, LoRA on or off, target modules, the embedded default's note."""
+    dtype = r.get("dtype", r.get("torch_dtype"))
+    if dtype in ("float32", "bfloat16", "float16"):
+        conv.set("model.dtype", dtype)
+    elif dtype is not None:
+        conv.unmapped.append(("dtype" if "dtype" in r else "torch_dtype", f"{dtype!r}: rlvr's model.dtype is float32, bfloat16 or float16"))
+    if "lora_target_modules" in r:
+        mods = r["lora_target_modules"]
+        conv.set("model.lora.target_modules", mods if isinstance(mods, (str, list)) else str(mods))
+    if "use_peft" not in r:
+        conv.notes.append("the recipe fine-tunes every weight (TRL's default use_peft: false); rlvr keeps its LoRA "
+                          "default: set model.lora.enabled=false for a full fine-tune"
+                          if not any(k.startswith("lora_") for k in r) else "lora_* keys given: LoRA on")
+    if r.get("model_revision", "main") != "main":
+        conv.unmapped.append(("model_revision", "rlvr loads a hub model's main revision"))
+    if r.get("model_name_or_path") == "HuggingFaceTB/SmolLM2-135M-Instruct":
+        conv.notes.append("model.name smollm2-135m-instruct (rlvr's embedded copy of this model) works offline")
+    return {"dtype", "torch_dtype", "lora_target_modules", "model_revision"}
+
+
+def _batch(r: dict, conv: Conversion, open_r1: bool) -> set:
+    """Prompts per step and the micro-batch from TRL's batch arithmetic (one optimizer step)."""
+    per_device, accum, procs, g = (_typed(k, r.get(k, 1), int) for k in (
+        "per_device_train_batch_size", "gradient_accumulation_steps", "num_processes", "num_generations"))
+    completions = per_device * accum * procs
+    prompts = max(1, completions // g)
+    conv.set("rollout.prompts_per_step", prompts)
+    conv.set("train.micro_batch_size", per_device)
+    how = (f"prompts per step {prompts} = per_device_train_batch_size {per_device} x gradient_accumulation_steps "
+           f"{accum} x processes {procs} / num_generations {g}")
+    if completions % g:
+        how += f" (rounded down from {completions / g:.2f}: TRL needs the product divisible by num_generations)"
+    if "num_processes" not in r:
+        how += "; one process assumed (the recipe's accelerate launch is not read)"
+    conv.notes.append(how)
+    for key in ("generation_batch_size", "steps_per_generation"):
+        if key in r:
+            conv.unmapped.append((key, "rlvr samples one batch per optimizer step (train.updates_per_batch passes over it)"))
+    return {"per_device_train_batch_size", "gradient_accumulation_steps", "generation_batch_size", "steps_per_generation"}
+
+
+_AGG = {"grpo": "seq-mean-token-mean", "dapo": "token-mean", "bnpo": "token-mean", "dr_grpo": "seq-mean-token-sum-norm"}
+_SCALE = {True: "group", "group": "group", "batch": "batch", False: "none", "none": "none", "true": "group", "false": "none"}
+
+
+def _algorithm(r: dict, conv: Conversion, open_r1: bool) -> set:
+    """loss_type, scale_rewards, the ratio level, the clip range, truncated completions -> rlvr's fields."""
+    eps = float(r["epsilon"])
+    algo = {"preset": "grpo", "beta": float(r["beta"]), "clip_low": eps,
+            "clip_high": float(r["epsilon_high"]) if r.get("epsilon_high") is not None else eps}
+    loss = r["loss_type"]
+    if loss in _AGG:
+        algo["agg"] = _AGG[loss]
+        if loss == "bnpo":
+            conv.notes.append("loss_type bnpo (tokens of the local batch) maps to token-mean over the step's batch")
+    else:
+        conv.unmapped.append(("loss_type", f"{loss!r} is not one of rlvr's losses (grpo, dapo, bnpo, dr_grpo map)"))
+    scale = r["scale_rewards"]
+    if scale in _SCALE:
+        algo["adv_scale"] = _SCALE[scale]
+    else:
+        conv.unmapped.append(("scale_rewards", f"{scale!r}: rlvr scales by group, batch or none"))
+    level = r["importance_sampling_level"]
+    if level in ("token", "sequence"):
+        algo["ratio"] = level
+    else:
+        conv.unmapped.append(("importance_sampling_level", f"{level!r}: rlvr's ratio is token or sequence"))
+    if r.get("mask_truncated_completions"):
+        algo["overlong"] = "filter"
+    if r.get("multi_objective_aggregation", "sum_then_normalize") != "sum_then_normalize":
+        conv.unmapped.append(("multi_objective_aggregation", "rlvr sums the weighted terms, then normalises"))
+    conv.config["algorithm"] = {**conv.config.get("algorithm", {}), **algo}
+    return {"beta", "epsilon", "epsilon_high", "loss_type", "scale_rewards", "importance_sampling_level",
+            "mask_truncated_completions", "multi_objective_aggregation"}
+
+
+def _schedule(r: dict, conv: Conversion, open_r1: bool) -> set:
+    """max_steps, the learning-rate schedule and warm-up, bf16 autocast."""
+    steps = int(r.get("max_steps", -1))
+    if steps > 0:
+        conv.set("train.steps", steps)
+    elif "max_steps" in r or "num_train_epochs" in r:
+        conv.notes.append(f"the recipe runs by epochs: train.steps stays rlvr's {DEFAULTS['train']['steps']}; set it")
+    sched = str(getattr(r["lr_scheduler_type"], "value", r["lr_scheduler_type"]))
+    if sched in ("constant", "constant_with_warmup", "cosine", "cosine_with_min_lr"):
+        conv.set("train.lr_schedule", "cosine" if sched.startswith("cosine") else "constant")
+        if sched == "cosine_with_min_lr":
+            conv.notes.append("cosine_with_min_lr maps to cosine decaying to 0 (rlvr has no min_lr_rate)")
+    else:
+        conv.unmapped.append(("lr_scheduler_type", f"{sched!r}: rlvr's schedules are constant and cosine "
+                                                   f"(after linear warm-up); constant is used"))
+    ratio = r.get("warmup_ratio", r["warmup_steps"] if isinstance(r.get("warmup_steps"), float) and r["warmup_steps"] < 1 else None)
+    if ratio is not None and steps > 0:
+        conv.set("train.warmup_steps", int(round(float(ratio) * steps)))
+    elif ratio is not None:
+        conv.unmapped.append(("warmup_ratio", "a warm-up ratio needs max_steps: set train.warmup_steps"))
+    elif "warmup_steps" in r:
+        conv.set("train.warmup_steps", int(r["warmup_steps"]))
+    if "bf16" in r:
+        conv.set("train.autocast", "bfloat16" if r["bf16"] else "none")
+    return {"max_steps", "lr_scheduler_type", "warmup_ratio", "warmup_steps", "bf16"}
+
+
+def _sampler(r: dict, conv: Conversion, open_r1: bool) -> set:
+    """use_vllm / vllm_mode -> rlvr's vllm (colocated) or remote (vLLM servers) backend."""
+    if not r.get("use_vllm"):
+        return {"use_vllm", "vllm_mode", "vllm_server_host", "vllm_server_port", "vllm_server_base_url"}
+    mode = r.get("vllm_mode", "colocate")
+    if mode == "colocate":
+        conv.set("rollout.backend", "vllm")
+        conv.notes.append("use_vllm (colocate) -> rollout.backend vllm: vLLM on the trainer's GPU (pip install rlvr[vllm])")
+    else:
+        url = r.get("vllm_server_base_url") or f"http://{r.get('vllm_server_host', '0.0.0.0')}:{r.get('vllm_server_port', 8000)}"
+        conv.set("rollout.backend", "remote")
+        conv.set("rollout.urls", [url])
+        conv.notes.append(f"vllm_mode server -> rollout.backend remote at {url}: start vLLM's OpenAI server "
+                          f"(vllm serve MODEL --enable-lora), not trl vllm-serve (docs/scaling.md)")
+    return {"use_vllm", "vllm_mode", "vllm_server_host", "vllm_server_port", "vllm_server_base_url"}
+
+
+def _task(r: dict, conv: Conversion, open_r1: bool) -> set:
+    """dataset_name (+ config, split, prompt column, system prompt) -> the hub task, gold in `solution`."""
+    keys = {"dataset_name", "dataset_config", "dataset_configs", "dataset_train_split", "dataset_prompt_column",
+            "system_prompt", "dataset_streaming"}
+    if "dataset_name" not in r:
+        if "system_prompt" in r:
+            conv.set("task.settings.system_prompt", r["system_prompt"])
+        return keys - {"dataset_name"}
+    settings = {"dataset": r["dataset_name"], "split": r.get("dataset_train_split", "train"),
+                "prompt_field": r.get("dataset_prompt_column", "problem" if open_r1 else "prompt"),
+                "answer_field": "solution"}
+    configs = r.get("dataset_config") or r.get("dataset_configs")
+    if isinstance(configs, list):
+        if len(configs) > 1:
+            conv.unmapped.append(("dataset_configs", f"{configs}: rlvr's hub task reads one dataset config"))
+        configs = configs[0] if configs else None
+    if configs:
+        settings["config"] = str(configs)
+    if r.get("system_prompt"):
+        settings["system_prompt"] = r["system_prompt"]
+    conv.set("task.name", "hub")
+    conv.config["task"]["settings"] = {**conv.get("task.settings", {}), **settings}
+    conv.notes.append(f"dataset {r['dataset_name']} -> task hub (prompt column {settings['prompt_field']!r}, gold "
+                      f"column 'solution'; train / validation / held-out split by id hash)")
+    if r.get("dataset_streaming"):
+        conv.unmapped.append(("dataset_streaming", "rlvr's hub task loads the split whole"))
+    return keys
+
+
+_TAGS = {"kind": "boxed_format", "answer_format": "tags"}
+# a recipe's reward function -> (rlvr term name, term settings, a note or "")
+REWARDS = {
+    "accuracy": ("accuracy", {"kind": "math", "require_boxed": False}, ""),
+    "accuracy_reward": ("accuracy", {"kind": "math", "require_boxed": False}, ""),
+    "reasoning_accuracy_reward": ("accuracy", {"kind": "math", "require_boxed": False},
+                                  "reasoning_accuracy_reward -> math on the <answer> tag (the reasoning is not read)"),
+    "format": ("format", _TAGS, "format -> one <think> block then one <answer> tag (rlvr does not require open-r1's newlines)"),
+    "tag_count": ("tag_count", _TAGS, "tag_count (0.25 per well-placed tag) -> 0 or 1 for the whole <think>/<answer> format"),
+    "think_format_reward": ("think_format", _TAGS, "think_format_reward -> rlvr's tags format, which also wants the <answer> tag"),
+}
+OVERLONG = ("soft_overlong_punishment", "get_soft_overlong_punishment")
+_CODE = ("open-r1's code rewards run tests in E2B / Morph sandboxes from `verification_info`; rlvr's python_tests / "
+         "stdio verifiers read `tests` in rlvr's sandbox: convert the data, then add such a term")
+REWARDS_UNMAPPED = {
+    "reasoning_steps": "rewards step-by-step wording, not correctness: no rlvr verifier",
+    "cosine": "length-scaled accuracy: rlvr keeps correctness binary (see algorithm.overlong for length shaping)",
+    "repetition_penalty": "an n-gram repetition penalty: no rlvr verifier",
+    "length": "Kimi's length reward: no rlvr verifier",
+    **dict.fromkeys(("code", "binary_code", "ioi_code", "cf_code", "code_format"), _CODE),
+}
+
+
+def _rewards(r: dict, conv: Conversion, open_r1: bool) -> set:
+    """reward_funcs + reward_weights -> reward terms (correctness first); the 10% shaping rule reported."""
+    names = r.get("reward_funcs")
+    if names is None and open_r1:
+        names = list(OPEN_R1_REWARDS)
+        conv.notes.append(f"no reward_funcs: open-r1's default {OPEN_R1_REWARDS}")
+    if names is None:
+        conv.notes.append("no reward_funcs (GRPOConfig leaves them to the training script): rlvr's default reward")
+        return {"reward_funcs", "reward_weights"}
+    names = [names] if isinstance(names, str) else list(names)
+    weights = r.get("reward_weights") or [1.0] * len(names)
+    if len(weights) != len(names):
+        raise ConfigError(f"recipe: {len(names)} reward_funcs but {len(weights)} reward_weights")
+    terms = []
+    for name, w in zip(names, weights):
+        if name in REWARDS:
+            term_name, spec, note = REWARDS[name]
+            terms.append({"name": term_name, **spec, "weight": float(w)})
+            conv.notes += [note] if note else []
+        elif name in OVERLONG:
+            _overlong(r, conv, name)
+        else:
+            conv.unmapped.append((f"reward_funcs: {name}", REWARDS_UNMAPPED.get(
+                name, "a Python reward function: rlvr rewards through its verifiers (register a verifier kind to port it)")))
+    _reward_terms(terms, conv)
+    return {"reward_funcs", "reward_weights"}
+
+
+def _reward_terms(terms: list, conv: Conversion) -> None:
+    """The terms in rlvr's order (correctness first), the task's answer format, the shaping rule's report."""
+    if not terms:
+        conv.notes.append("no reward function maps to an rlvr verifier: rlvr's default reward is kept")
+        return
+    terms.sort(key=lambda t: t["kind"] != "math")  # stable: correctness first, the rest as given
+    if any(t.get("answer_format") == "tags" for t in terms):
+        conv.set("task.settings.answer_format", "tags")
+        for t in terms:
+            t.pop("answer_format", None)  # every term follows the task's format
+    if terms[0]["kind"] != "math":
+        conv.notes.append(f"no correctness reward among reward_funcs: rlvr treats {terms[0]['name']!r} as the correctness term")
+    main = abs(terms[0]["weight"])
+    over = [t for t in terms[1:] if abs(t["weight"]) > DOMINANCE_RATIO * main + 1e-12]
+    for t in over:
+        share = abs(t["weight"]) / main if main else float("inf")
+        conv.notes.append(f"SHAPING RULE: {t['name']} weight {t['weight']:g} is {share:.0%} of {terms[0]['name']}'s "
+                          f"{terms[0]['weight']:g}, above rlvr's {DOMINANCE_RATIO:.0%} rule (a policy can earn it without "
+                          f"solving anything); kept as given, with reward.allow_dominant_shaping: true; rlvr's rule "
+                          f"would cap it at {DOMINANCE_RATIO * main:g}")
+    conv.config.setdefault("reward", {})["terms"] = terms
+    if over:
+        conv.config["reward"]["allow_dominant_shaping"] = True
+
+
+def _overlong(r: dict, conv: Conversion, name: str) -> None:
+    """The soft overlong punishment as rlvr's soft overlong shaping; its buffer as a fraction of the budget
+    (open-r1's defaults: 4096 of 16384 tokens; TRL's CLI registers 256 of 1280)."""
+    budget, cache = (16384, 4096) if name == "soft_overlong_punishment" else (1280, 256)
+    budget, cache = int(r.get("max_completion_len", budget)), int(r.get("soft_punish_cache", cache))
+    frac = min(1.0, cache / budget) if budget else 0.2
+    algo = conv.config.setdefault("algorithm", {})
+    if algo.get("overlong") == "filter":
+        conv.unmapped.append(("mask_truncated_completions", "rlvr's algorithm.overlong is filter or soft, not both: "
+                                                             f"{name} (soft) is kept"))
+    algo.update(overlong="soft", overlong_buffer_frac=round(frac, 4))
+    conv.notes.append(f"soft_overlong_punishment -> algorithm.overlong soft over the last {frac:.0%} of "
+                      f"max_completion_length (its reward weight is not used: rlvr applies it as DAPO does)")
+
+
+def _logging(r: dict, conv: Conversion, open_r1: bool) -> set:
+    if "eval_steps" in r and r.get("do_eval", True) and r.get("eval_strategy", "steps") == "steps":
+        conv.set("log.eval_every", int(r["eval_steps"]))
+        return {"eval_steps"}
+    return set()
+
+
+def read_recipe(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f) or {}
+    except OSError as e:
+        raise ConfigError(f"recipe {path}: {e.strerror or e}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"recipe {path}: not YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"recipe {path}: expected a mapping of GRPOConfig keys")
+    return data
+
+
+def report(conv: Conversion, source: str = "the recipe") -> str:
+    """What was read how, and every key not mapped with its reason, one per line."""
+    lines = [f"rlvr convert-config: {source}"]
+    lines += [f"  note: {n}" for n in conv.notes]
+    lines += [f"  not mapped: {k}: {why}" for k, why in conv.unmapped]
+    if not conv.unmapped:
+        lines.append("  every key mapped")
+    return "\n".join(lines)
+
+
+def render(conv: Conversion, source: str = "the recipe") -> str:
+    """The rlvr config as YAML, headed by the report as comments."""
+    head = "".join(f"# {line}\n" for line in report(conv, source).splitlines())
+    return head + yaml.safe_dump(copy.deepcopy(conv.config), sort_keys=False, allow_unicode=True)
+
+
+__all__ = ["convert", "Conversion", "read_recipe", "report", "render", "TRL_DEFAULTS", "REWARDS", "UNMAPPED"]

@@ -1,0 +1,230 @@
+"""What a run leaves in final/ travels: adapter (naming its base by hub id) and merged model each with the
+tokenizer, the training prompt (in a file, and as the chat template's default where faithful), the save dtype,
+a model card; and a hub id the hub cannot give stops with one line (exit 2) before any run directory exists."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import make_tiny_llama
+from test_trainer import tiny_config
+
+from rlvr.policy.load import DEFAULT_MODEL, ModelUnavailable, base_model_id, cache_dir, resolve_model_path, save_policy
+from rlvr.rundir.final import TEMPLATE_FILE, faithful_template, prompt_prefix
+from rlvr.training.loop import train
+
+ROOT = Path(__file__).resolve().parent.parent
+HUB_ID = "rlvr-test/tiny-llama"
+
+
+def greedy_plain(folder: Path, questions: list[str], max_new_tokens: int) -> list[str]:
+    """Greedy answers of a saved model as a user of plain transformers gets them: its own tokenizer and chat
+    template, a bare user turn."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder).eval()
+    out = []
+    for q in questions:
+        enc = tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True,
+                                      return_tensors="pt", return_dict=True)
+        ids = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tok.pad_token_id)
+        out.append(tok.decode(ids[0, enc["input_ids"].shape[1]:], skip_special_tokens=True))
+    return out
+
+
+def test_final_travels_and_merged_reproduces_the_runs_greedy_answers(tmp_path, tokenizer):
+    from rlvr.evaluation.run_eval import evaluate_model
+
+    cfg = tiny_config(tmp_path, **{"task.settings": "{path: %s, system_prompt: 'Answer in one word.'}" % (tmp_path / "data.jsonl")})
+    model = make_tiny_llama(len(tokenizer))
+    run = train(cfg, policy=(model, tokenizer), quiet=True)  # peft puts the trained LoRA layers into `model`
+    final = run / "final"
+    for f in ("adapter/adapter_config.json", "adapter/adapter_model.safetensors", "adapter/tokenizer.json",
+              "adapter/chat_template.jinja", "merged/model.safetensors", "merged/config.json", "merged/tokenizer.json",
+              "merged/chat_template.jinja", TEMPLATE_FILE, "adapter/" + TEMPLATE_FILE, "merged/" + TEMPLATE_FILE,
+              "README.md", "adapter/README.md", "merged/README.md"):
+        assert (final / f).is_file(), f
+    record = json.loads((final / TEMPLATE_FILE).read_text())
+    assert record["messages_before_question"] == [{"role": "system", "content": "Answer in one word."}]
+    assert record["chat_template"].startswith("puts") and record["answer_format"] == "boxed"
+    card = (final / "README.md").read_text()
+    assert "| steps | 2 |" in card and "first_char: regex x1.0" in card and "## Held-out evaluation" in card
+    # the run's own evaluation of its final model (rlvr's loader, the task's prompts, its sampler in the reference
+    # float32 path: a random tiny model's near-tied logits part ways under bf16) vs plain transformers
+    rollout = {**cfg["rollout"], "dtype": "float32"}
+    records, _ = evaluate_model(str(run), split="heldout", n=1, ks=[1], max_new_tokens=8, limit=4, progress=False,
+                                rollout=rollout)
+    greedy = {r.problem_id: r.completion for r in records if r.mode == "greedy"}
+    from rlvr.tasks import load_task
+
+    problems = [p for p in load_task("jsonl", **cfg["task"]["settings"]).problems("heldout") if p.id in greedy]
+    assert len(problems) == 4
+    plain = greedy_plain(final / "merged", [p.prompt for p in problems], 8)
+    assert plain == [greedy[p.id] for p in problems]
+    # and below the text: the served prompt is the training prompt token for token, and the merged weights give
+    # the trained policy's logits on it
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rlvr.prompts.chat import encode_prompt
+
+    tok, merged = AutoTokenizer.from_pretrained(final / "merged"), AutoModelForCausalLM.from_pretrained(final / "merged")
+    task = load_task("jsonl", **cfg["task"]["settings"])
+    for p in problems:
+        trained_ids = encode_prompt(tokenizer, task.messages(p))
+        served_ids = tok.apply_chat_template([{"role": "user", "content": p.prompt}], add_generation_prompt=True)
+        served_ids = served_ids["input_ids"] if hasattr(served_ids, "keys") else served_ids
+        assert served_ids == trained_ids
+        assert encode_prompt(tokenizer, [{"role": "user", "content": p.prompt}]) != trained_ids  # the template matters
+        x = torch.tensor([trained_ids])
+        with torch.no_grad():
+            assert torch.allclose(merged(x).logits, model.eval()(x).logits, atol=1e-4)
+
+
+def test_chat_template_puts_the_one_shot_prompt_first_only_where_faithful(tokenizer):
+    from rlvr.tasks import load_task
+
+    task = load_task("arithmetic", per_band=20)  # system prompt + one solved exchange before each question
+    problems = task.problems("train")[:3]
+    prefix, why = prompt_prefix(task, problems)
+    assert len(prefix) == 3 and prefix[0]["role"] == "system" and why == ""
+    template, why_not = faithful_template(tokenizer, prefix, problems[0].prompt)
+    assert template and why_not == ""
+    for p in problems:  # a bare question renders exactly as the model was trained on it
+        trained = tokenizer.apply_chat_template(task.messages(p), tokenize=False, add_generation_prompt=True)
+        served = tokenizer.apply_chat_template([{"role": "user", "content": p.prompt}], tokenize=False,
+                                               add_generation_prompt=True, chat_template=template)
+        assert served == trained
+    own = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+    assert (tokenizer.apply_chat_template(own, tokenize=False, chat_template=template)
+            == tokenizer.apply_chat_template(own, tokenize=False))  # a conversation with its own system turn: as before
+    assert faithful_template(tokenizer, None, "q") == (None, "no single prompt prefix")
+
+
+def test_save_dtype_and_base_model_ids(tmp_path, tokenizer):
+    from peft import LoraConfig, get_peft_model
+
+    model = make_tiny_llama(len(tokenizer))
+    model.rlvr_base_model = HUB_ID
+    peft_model = get_peft_model(model, LoraConfig(r=2, target_modules="all-linear"))
+    save_policy(peft_model, tokenizer, tmp_path / "final", save_dtype="bfloat16")
+    from safetensors import safe_open
+
+    with safe_open(tmp_path / "final" / "merged" / "model.safetensors", "pt") as f:
+        assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.bfloat16}
+    assert next(peft_model.parameters()).dtype == torch.float32  # the caller's model is untouched
+    assert json.loads((tmp_path / "final/adapter/adapter_config.json").read_text())["base_model_name_or_path"] == HUB_ID
+    assert (tmp_path / "final/adapter/tokenizer_config.json").exists()
+    assert base_model_id(DEFAULT_MODEL) == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert base_model_id(str(cache_dir() / "models" / DEFAULT_MODEL)) == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert base_model_id("/x/hub/models--org--name/snapshots/abc123") == "org/name"
+    assert base_model_id("org/name") == "org/name"
+
+
+def fake_hub_cache(root: Path, repo_id: str, model, tokenizer) -> Path:
+    """The hub cache layout huggingface_hub reads offline (refs/main -> snapshots/COMMIT/files): the hub's stand-in."""
+    repo = root / ("models--" + repo_id.replace("/", "--"))
+    commit = "0" * 40
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    snap = repo / "snapshots" / commit
+    model.save_pretrained(snap)
+    tokenizer.save_pretrained(snap)
+    return root
+
+
+def test_hub_id_from_the_cache_names_the_adapters_base_and_peft_loads_it_there(tmp_path, tokenizer, monkeypatch):
+    """A run on a hub id (served by the cache, hub offline) writes that id into the adapter; transformers + peft
+    load final/adapter on it and give the merged model's logits."""
+    cache = fake_hub_cache(tmp_path / "hub", HUB_ID, make_tiny_llama(len(tokenizer), seed=3), tokenizer)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert resolve_model_path(HUB_ID).startswith(str(cache))
+    run = train(tiny_config(tmp_path / "t", **{"model.name": HUB_ID}), quiet=True)
+    adapter = run / "final" / "adapter"
+    assert json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"] == HUB_ID
+    assert "base_model: rlvr-test/tiny-llama" in (run / "final" / "README.md").read_text()
+    code = ("import sys, torch; from peft import AutoPeftModelForCausalLM; from transformers import AutoModelForCausalLM\n"
+            "a = AutoPeftModelForCausalLM.from_pretrained(sys.argv[1]).eval(); m = AutoModelForCausalLM.from_pretrained(sys.argv[2]).eval()\n"
+            "x = torch.tensor([[1, 5, 9, 200, 7]])\n"
+            "with torch.no_grad(): d = (a(x).logits - m(x).logits).abs().max().item()\n"
+            "print(a.peft_config['default'].base_model_name_or_path, d)")
+    env = {**os.environ, "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
+    out = subprocess.run([sys.executable, "-c", code, str(adapter), str(run / "final" / "merged")], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    name, diff = out.stdout.split()
+    assert name == HUB_ID and float(diff) < 1e-4
+
+
+def one_line_exit_2(capsys, argv) -> str:
+    from rlvr.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+def test_unknown_hub_id_offline_exits_2_with_one_line_and_no_run_dir(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    out = tmp_path / "run"
+    err = one_line_exit_2(capsys, ["train", "--set", "model.name=HuggingFaceTB/SmolLM2-135M-Instruct",
+                                   "--output-dir", str(out)])
+    for part in ("HuggingFaceTB/SmolLM2-135M-Instruct", str(tmp_path / "empty-cache"), "HF_HUB_OFFLINE",
+                 f"'{DEFAULT_MODEL}'", "rlvr train:"):
+        assert part in err, (part, err)
+    assert not out.exists()
+    err = one_line_exit_2(capsys, ["eval", "--model", "nobody/no-such-model", "--task", "arithmetic"])
+    assert err.startswith("rlvr eval: model 'nobody/no-such-model'") and "HF_HUB_OFFLINE" in err
+    err = one_line_exit_2(capsys, ["sft", "--set", "model.name=./no/such/folder", "--output-dir", str(out)])
+    assert "no such folder" in err and not out.exists()
+    with pytest.raises(ModelUnavailable):
+        resolve_model_path("org/x")
+
+
+def test_unreachable_hub_is_asked_once_and_leaves_nothing(tmp_path):
+    """As a new user without network meets it: no HF_HUB_OFFLINE, a hub that refuses connections (127.0.0.1:9)."""
+    out = tmp_path / "run"
+    env = {**os.environ, "HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_CACHE": str(tmp_path / "cache"),
+           "PYTHONPATH": str(ROOT / "src")}
+    env.pop("HF_HUB_OFFLINE", None)
+    proc = subprocess.run([sys.executable, "-c", "import sys; from rlvr.cli import main; sys.exit(main())", "train",
+                           "--set", "model.name=HuggingFaceTB/SmolLM2-135M-Instruct", "--output-dir", str(out)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and "Warning" not in ln and "warn" not in ln]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "the hub cannot be reached" in lines[0] and "HF_HUB_OFFLINE" in lines[0] and DEFAULT_MODEL in lines[0]
+    assert not out.exists()
+
+
+def test_the_main_job_adds_the_heldout_table_to_every_card(tmp_path):
+    from rlvr.rundir.final import add_heldout, write_model_card
+
+    final = tmp_path / "final"
+    for folder in ("adapter", "merged"):
+        (final / folder).mkdir(parents=True)
+    write_model_card(final, "# card\n\n## Held-out evaluation\n\nNot evaluated in this run.\n")
+    add_heldout(final, "| band | pass@1 |\n|---|---|\n| all | 0.42 |\n")
+    for card in (final / "README.md", final / "adapter" / "README.md", final / "merged" / "README.md"):
+        text = card.read_text()
+        assert "| all | 0.42 |" in text and "Not evaluated" not in text
+
+
+@pytest.mark.slow
+def test_the_embedded_default_names_its_hub_id(tmp_path):
+    from rlvr.policy.load import add_lora, load_policy, model_origin
+
+    model, tok = load_policy(DEFAULT_MODEL)
+    assert model.rlvr_base_model == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    base, loaded_from = model_origin(model, DEFAULT_MODEL)
+    assert base == "HuggingFaceTB/SmolLM2-135M-Instruct" and str(cache_dir()) in loaded_from
+    save_policy(add_lora(model, r=2), tok, tmp_path / "final", merged=False)
+    cfg = json.loads((tmp_path / "final" / "adapter" / "adapter_config.json").read_text())
+    assert cfg["base_model_name_or_path"] == "HuggingFaceTB/SmolLM2-135M-Instruct"

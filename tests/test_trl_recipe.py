@@ -1,0 +1,198 @@
+"""TRL / open-r1 recipes inside rlvr: `rlvr convert-config trl` and `rlvr train --from-trl` give a config rlvr
+accepts, name every key they could not map, and report (not change) a format weight above the 10% rule."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import make_tiny_llama
+
+from rlvr.config import DEFAULTS, ConfigError, merge
+from rlvr.integrations.trl_recipe import convert, read_recipe
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# open-r1's recipes/Qwen2.5-Math-7B/grpo/config_simple_rl.yaml, abridged (its keys, its values)
+OPEN_R1 = """\
+model_revision: main
+torch_dtype: bfloat16
+attn_implementation: flash_attention_2
+dataset_name: DigitalLearningGmbH/MATH-lighteval
+dataset_config: default
+system_prompt: |-
+  You are a helpful math assistant. Put your step-by-step reasoning inside <think> tags.
+model_name_or_path: aidando73/Qwen-2.5-7B-Simple-RL-v2
+hub_model_id: Qwen-2.5-7B-Simple-RL-v4
+output_dir: data/Qwen-2.5-7B-Simple-RL-v4
+wandb_project: open-r1-math-rl
+learning_rate: 1.5e-06
+reward_weights: [1.0, 0.5]
+reward_funcs: [accuracy, format]
+bf16: true
+use_vllm: true
+vllm_device: auto
+vllm_gpu_memory_utilization: 0.7
+do_eval: true
+eval_strategy: steps
+eval_steps: 100
+gradient_accumulation_steps: 8
+gradient_checkpointing: true
+gradient_checkpointing_kwargs: {use_reentrant: false}
+logging_steps: 5
+lr_scheduler_type: cosine
+max_prompt_length: 650
+max_completion_length: 1024
+max_steps: -1
+num_generations: 7
+num_train_epochs: 1
+per_device_train_batch_size: 16
+push_to_hub: true
+report_to: [wandb]
+seed: 42
+warmup_ratio: 0.1
+"""
+
+# a TRL GRPOConfig (+ TRL's ModelConfig and script keys) as `trl grpo --config` reads it
+TRL = """\
+model_name_or_path: HuggingFaceTB/SmolLM2-135M-Instruct
+output_dir: runs/from-trl
+learning_rate: 3.0e-6
+lr_scheduler_type: cosine
+warmup_ratio: 0.1
+max_steps: 30
+beta: 0.04
+epsilon: 0.2
+epsilon_high: 0.28
+loss_type: dr_grpo
+scale_rewards: false
+importance_sampling_level: sequence
+num_iterations: 2
+num_generations: 4
+max_completion_length: 64
+temperature: 0.7
+top_p: 0.95
+per_device_train_batch_size: 8
+gradient_accumulation_steps: 2
+mask_truncated_completions: true
+use_peft: true
+lora_r: 8
+lora_alpha: 16
+lora_target_modules: [q_proj, v_proj]
+reward_funcs: [think_format_reward, accuracy_reward, get_soft_overlong_punishment, my_pkg.rewards.brevity]
+reward_weights: [0.05, 1.0, 1.0, 0.2]
+use_vllm: true
+vllm_mode: server
+vllm_server_host: 10.0.0.5
+delta: 1.5
+save_steps: 10
+bf16: false
+"""
+
+
+def unmapped(conv) -> dict:
+    return dict(conv.unmapped)
+
+
+def test_open_r1_recipe(tmp_path):
+    conv = convert(yaml.safe_load(OPEN_R1))
+    cfg = merge(DEFAULTS, conv.config)  # what rlvr train accepts
+    assert cfg["model"]["name"] == "aidando73/Qwen-2.5-7B-Simple-RL-v2" and cfg["model"]["dtype"] == "bfloat16"
+    assert (cfg["rollout"]["group_size"], cfg["rollout"]["max_new_tokens"], cfg["rollout"]["prompts_per_step"]) == (7, 1024, 18)
+    assert cfg["train"]["lr"] == 1.5e-6 and cfg["train"]["lr_schedule"] == "cosine" and cfg["train"]["autocast"] == "bfloat16"
+    assert cfg["algorithm"] == {"preset": "grpo", "beta": 0.0, "clip_low": 0.2, "clip_high": 0.2, "agg": "token-mean",
+                                "adv_scale": "group", "ratio": "token"}  # TRL 1.16 defaults: loss_type dapo
+    assert cfg["task"]["name"] == "hub" and cfg["task"]["settings"]["prompt_field"] == "problem"
+    assert cfg["task"]["settings"]["answer_format"] == "tags" and cfg["task"]["settings"]["config"] == "default"
+    # the format weight is kept and reported, never silently lowered
+    assert [(t["name"], t["kind"], t["weight"]) for t in cfg["reward"]["terms"]] == [("accuracy", "math", 1.0),
+                                                                                   ("format", "boxed_format", 0.5)]
+    assert cfg["reward"]["allow_dominant_shaping"] is True
+    assert any("SHAPING RULE: format weight 0.5 is 50% of accuracy's 1" in n for n in conv.notes)
+    why = unmapped(conv)
+    for key in ("attn_implementation", "hub_model_id", "wandb_project", "max_prompt_length", "num_train_epochs",
+                "push_to_hub", "report_to", "vllm_device", "gradient_checkpointing_kwargs", "warmup_ratio", "do_eval"):
+        assert key in why and why[key], key
+    from rlvr.algorithms import algorithm_from_config
+    from rlvr.verifiers.compose import build_reward
+
+    algorithm_from_config(cfg["algorithm"])
+    reward = build_reward(cfg["reward"], cfg["task"]["settings"]["answer_format"])
+    assert [t.verifier.answer_format for t in reward.terms] == ["tags", "tags"]
+
+
+def test_trl_grpo_config_recipe():
+    conv = convert(yaml.safe_load(TRL))
+    cfg = merge(DEFAULTS, conv.config)
+    assert cfg["algorithm"] == {"preset": "grpo", "beta": 0.04, "clip_low": 0.2, "clip_high": 0.28,
+                                "agg": "seq-mean-token-sum-norm", "adv_scale": "none", "ratio": "sequence",
+                                "overlong": "soft", "overlong_buffer_frac": 0.2}  # TRL's CLI: 256 of 1280 tokens
+    assert "soft) is kept" in unmapped(conv)["mask_truncated_completions"]  # rlvr has filter or soft, not both
+    assert cfg["train"]["steps"] == 30 and cfg["train"]["warmup_steps"] == 3 and cfg["train"]["updates_per_batch"] == 2
+    assert cfg["train"]["autocast"] == "none" and cfg["train"]["lr"] == 3e-6 and cfg["log"]["checkpoint_every"] == 10
+    assert (cfg["rollout"]["prompts_per_step"], cfg["rollout"]["group_size"], cfg["rollout"]["temperature"]) == (4, 4, 0.7)
+    assert cfg["rollout"]["backend"] == "remote" and cfg["rollout"]["urls"] == ["http://10.0.0.5:8000"]
+    assert cfg["model"]["lora"] == {"enabled": True, "r": 8, "alpha": 16, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]}
+    terms = [(t["name"], t["kind"], t["weight"]) for t in cfg["reward"]["terms"]]
+    assert terms == [("accuracy", "math", 1.0), ("think_format", "boxed_format", 0.05)]  # correctness first
+    assert "allow_dominant_shaping" not in conv.config["reward"]  # 5% is within the rule: nothing to report
+    why = unmapped(conv)
+    assert "delta" in why and "reward_funcs: my_pkg.rewards.brevity" in why
+    assert any("smollm2-135m-instruct" in n and "offline" in n for n in conv.notes)
+
+
+def test_bad_recipes_are_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="2 reward_funcs but 1 reward_weights"):
+        convert({"reward_funcs": ["accuracy", "format"], "reward_weights": [1.0]})
+    with pytest.raises(ConfigError, match="not a int"):
+        convert({"num_generations": "many"})
+    (tmp_path / "r.yaml").write_text("- a list\n")
+    with pytest.raises(ConfigError, match="expected a mapping"):
+        read_recipe(str(tmp_path / "r.yaml"))
+
+
+def run_cli(*argv, cwd=None):
+    return subprocess.run([sys.executable, "-c", "import sys; from rlvr.cli import main; sys.exit(main())", *argv],
+                          capture_output=True, text=True, timeout=600, cwd=cwd,
+                          env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin", "HOME": str(Path.home()),
+                               "HF_HUB_OFFLINE": "1"})
+
+
+def test_convert_config_cli_and_train_from_trl(tmp_path, tokenizer):
+    """The CLI writes a config `rlvr train` takes; `rlvr train --from-trl` trains from the recipe itself (here with
+    the model, task and sizes overridden to a tiny local model, as a user would for a smoke test). The recipe's
+    LoRA on q_proj and v_proj only is what TRL recipes often use; rlvr's prompt-once backward used to fail on it."""
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(OPEN_R1)
+    out = run_cli("convert-config", "trl", str(recipe))
+    assert out.returncode == 0, out.stderr
+    assert "not mapped: hub_model_id" in out.stderr and "SHAPING RULE" in out.stderr
+    converted = yaml.safe_load(out.stdout)
+    assert converted["reward"]["terms"][1]["weight"] == 0.5
+    assert out.stdout.startswith("# rlvr convert-config:")
+    (tmp_path / "rlvr.yaml").write_text(out.stdout)
+    from rlvr.config import resolve
+
+    assert resolve(str(tmp_path / "rlvr.yaml"))["rollout"]["group_size"] == 7  # the file loads as an rlvr config
+
+    model_dir = tmp_path / "tiny"
+    make_tiny_llama(len(tokenizer)).save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"What is {i} + 1?", "answer": str(i + 1)}) + "\n" for i in range(40)))
+    run_dir = tmp_path / "run"
+    trl = tmp_path / "trl.yaml"
+    trl.write_text(TRL)
+    out = run_cli("train", "--from-trl", str(trl), "--output-dir", str(run_dir), "--set", f"model.name={model_dir}",
+                  "--set", "task.name=jsonl", "--set", f"task.settings={{path: {data}}}", "--set", "train.steps=1",
+                  "--set", "rollout.backend=hf", "--set", "rollout.max_new_tokens=8", "--set", "rollout.prompts_per_step=2",
+                  "--set", "reward.workers=0", "--set", "train.warmup_steps=0")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "not mapped: delta" in out.stderr
+    saved = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert saved["algorithm"]["ratio"] == "sequence" and saved["rollout"]["group_size"] == 4
+    assert (run_dir / "final" / "adapter" / "adapter_config.json").exists()
+    assert len((run_dir / "metrics.jsonl").read_text().splitlines()) == 1
