@@ -18,8 +18,9 @@ import json
 from pathlib import Path
 
 from rlvr.config import DEFAULTS, ConfigError, merge, read_yaml
-from rlvr.tasks.base import Problem
-from rlvr.verifiers.compose import Reward, build_reward
+from rlvr.tasks import load_task
+from rlvr.tasks.base import Problem, math_grader
+from rlvr.verifiers.compose import Reward, build_reward, resolve_reward
 from rlvr.verifiers.registry import KINDS
 
 _CACHE: dict[str, Reward] = {}
@@ -38,11 +39,14 @@ def reward_section(spec=None, **overrides) -> dict:
     elif isinstance(spec, dict) and "kind" in spec:
         section = {"terms": [{"name": spec["kind"], **copy.deepcopy(spec)}]}
     elif isinstance(spec, dict) and spec and set(spec) <= set(DEFAULTS):  # a whole rlvr config, checked as train checks it
-        section = merge(DEFAULTS, spec)["reward"]
+        cfg = merge(DEFAULTS, spec)
+        return {**resolve_reward(cfg["reward"], load_task(cfg["task"]["name"], **cfg["task"]["settings"])), **overrides}
     else:
         raise ConfigError(f"reward spec {spec!r}: give a verifier kind ({', '.join(sorted(KINDS))}), a config file "
                           f"or preset, a reward section {{terms: [...]}}, one term {{kind: ...}}, or None")
-    return {**{k: v for k, v in DEFAULTS["reward"].items() if k != "terms"}, **section, **overrides}
+    section = {**{k: v for k, v in DEFAULTS["reward"].items() if k != "terms"}, **section, **overrides}
+    # no task here to take a grader from: rlvr's answer grader (math + the boxed format term at 0.1)
+    return {**section, "terms": section.get("terms") or math_grader("math")}
 
 
 def build(spec=None, **overrides) -> Reward:
