@@ -34,15 +34,9 @@ def _audit_task(args) -> int:
     through its correctness term's verifier."""
     import importlib.util
 
-    from rlvr.config import ConfigError
-    from rlvr.tasks import load_task
+    from rlvr.verifiers.commands import task_from_args
 
-    if args.verifier or args.set:
-        raise ConfigError("--task audits the task's own grader; --verifier and --set choose a verifier instead")
-    try:
-        task = load_task(args.task)
-    except ValueError as e:
-        raise ConfigError(f"--task: {e}") from None
+    task = task_from_args(args, "audits")
     own = f"rlvr.tasks.{args.task}_audit"
     if importlib.util.find_spec(own) is not None:
         report, code = importlib.import_module(own).audit_task()

@@ -84,21 +84,27 @@ def verifier_scorer(args):
     return score
 
 
+def task_from_args(args, does: str):
+    """The task of `--task NAME` (its own grader is used, so --verifier / --set beside it are refused)."""
+    from rlvr.tasks import load_task
+
+    if args.set or args.verifier:
+        raise ConfigError(f"--task {does} the task's own grader; --verifier and --set choose a verifier instead")
+    try:
+        return load_task(args.task)
+    except ValueError as e:
+        raise ConfigError(f"--task: {e}") from None
+
+
 def task_scorer(args):
     """Rows graded exactly as the task grades them in training (--task NAME): its grader and answer form, the
     weighted reward of every term; the status is the correctness term's. Rows may carry `tests` and
     `entry_point` for code tasks, or what the task reads from a row (reasoning_gym: `entry`, the generator's item)."""
     from rlvr.config import DEFAULTS
-    from rlvr.tasks import load_task
     from rlvr.tasks.base import Problem
     from rlvr.verifiers.compose import build_reward, resolve_reward
 
-    if args.set or args.verifier:
-        raise ConfigError("--task grades with the task's own grader; --verifier and --set choose a verifier instead")
-    try:
-        task = load_task(args.task)
-    except ValueError as e:
-        raise ConfigError(f"--task: {e}") from None
+    task = task_from_args(args, "grades with")
     cfg = {**DEFAULTS["reward"], "workers": args.workers, "timeout_s": args.timeout_s}
     reward = build_reward(resolve_reward(cfg, task))
 
