@@ -195,7 +195,7 @@ def _ood_markdown(ood) -> str:
 
     if not ood:
         return ""
-    parts = ["Each set graded by its own task's grader; the models never trained on it."]
+    parts = ["Each set graded by its own task's grader; the models never trained on it.", ""]
     for label, result in ood:
         parts += [f"### {label}", "", compare_markdown(result), "", worse_sentence(label, result), ""]
     return "\n".join(parts)
