@@ -46,3 +46,26 @@ def test_a_resumed_schedule_continues_exactly():
     first, state = lrs("cosine", warmup=2, steps=8, n=3)
     rest, _ = lrs("cosine", warmup=2, steps=8, n=5, state=state)
     assert first + rest == whole
+
+
+def test_the_budget_bar_follows_the_step_rate_both_ways():
+    """With a time budget the progress bar's total is the steps the budget leaves room for at the mean step time so
+    far: it shrinks when steps are slow and grows back when they get faster (completions shorten), never past
+    train.steps."""
+    import io
+    from types import SimpleNamespace
+
+    from tqdm import tqdm
+
+    from rlvr.training.loop import _budget_eta
+
+    train = SimpleNamespace(time_budget_min=1.0, steps=100)
+    bar = tqdm(total=100, file=io.StringIO(), disable=False)
+    bar.n = 10
+    _budget_eta(bar, train, steps_done=10, elapsed_s=30.0)   # 3 s a step, 30 s left: 10 more, + the one in flight
+    assert bar.total == 10 + 1 + 10 + 1
+    bar.n = 20
+    _budget_eta(bar, train, steps_done=20, elapsed_s=40.0)   # 2 s a step now, 20 s left
+    assert bar.total == 20 + 1 + 10 + 1
+    _budget_eta(bar, train, steps_done=20, elapsed_s=0.5)    # nearly the whole budget left: capped at train.steps
+    assert bar.total == 100

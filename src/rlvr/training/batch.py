@@ -172,10 +172,8 @@ def _refill(draw, want: int, max_rounds: int, pad_id: int, comm) -> StepBatch:
 def _advantages(batch: StepBatch, algo, comm) -> torch.Tensor:
     """Group advantages (a group lives on one rank); scale "batch" divides by the std of the global batch's
     rewards, gathered in rank order so the float sums run as in one process."""
-    if not len(batch) and (comm is None or algo.adv_scale != "batch"):
-        return torch.zeros(0)
     batch_rewards = None
-    if algo.adv_scale == "batch" and comm is not None and comm.world > 1:
+    if algo.adv_scale == "batch" and comm is not None and comm.world > 1:  # a collective: every rank, rows or none
         batch_rewards = torch.cat([torch.as_tensor(r, dtype=torch.float32)
                                    for r in comm.all_gather(batch.rewards.tolist())])
     if not len(batch):

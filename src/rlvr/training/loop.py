@@ -198,8 +198,8 @@ def _budget_eta(bar, train, steps_done: int, elapsed_s: float) -> None:
         return
     left = max(0.0, 60 * train.time_budget_min - elapsed_s)
     # steps that start inside the budget, then the one that starts past it (it runs, then the loop ends)
-    expected = bar.n + 1 + math.ceil(left / (elapsed_s / steps_done)) + 1
-    if expected < bar.total:
+    expected = min(bar.n + 1 + math.ceil(left / (elapsed_s / steps_done)) + 1, train.steps)
+    if expected != bar.total:  # steps speed up as completions shorten: the estimate may grow as well as shrink
         bar.total = expected
         bar.refresh()
 
