@@ -141,3 +141,19 @@ def test_one_shot_examples_show_their_steps_and_are_graded_correct(family):
         steps, box = text.rsplit("\n", 1)
         assert steps and box == "\\boxed{" + str(entry["answer"]) + "}"
         assert RoutedVerifier().score(text, problem_from_entry(entry)).status == "correct"
+
+
+def test_the_preset_on_reasoning_gym_families_is_graded_by_rlvr_only():
+    """rlvr run --preset reasoning-gym: every family has an rlvr grader (routed), its evaluation split is clean
+    against its training split, and its out-of-domain set loads."""
+    from rlvr.config import resolve
+    from rlvr.evaluation.hygiene import find_contamination
+    from rlvr.training.main_job import check_out_of_domain
+    from rlvr.training.step import check_components
+
+    cfg = resolve("reasoning-gym")
+    parts = check_components(cfg)
+    check_out_of_domain(cfg)
+    assert set(cfg["task"]["settings"]["families"]) <= set(GRADERS)
+    assert parts.resolved["reward"]["terms"][0]["kind"] == "routed"
+    assert find_contamination(parts.task.problems("train"), parts.task.problems("heldout")) == []
