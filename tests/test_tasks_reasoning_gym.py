@@ -148,12 +148,12 @@ def test_the_preset_on_reasoning_gym_families_is_graded_by_rlvr_only():
     against its training split, and its out-of-domain set loads."""
     from rlvr.config import resolve
     from rlvr.evaluation.hygiene import find_contamination
-    from rlvr.training.main_job import check_out_of_domain
+    from rlvr.evaluation.out_of_domain import check_sets
     from rlvr.training.step import check_components
 
     cfg = resolve("reasoning-gym")
     parts = check_components(cfg)
-    check_out_of_domain(cfg)
+    check_sets(cfg)
     assert set(cfg["task"]["settings"]["families"]) <= set(GRADERS)
     assert parts.resolved["reward"]["terms"][0]["kind"] == "routed"
     assert find_contamination(parts.task.problems("train"), parts.task.problems("heldout")) == []

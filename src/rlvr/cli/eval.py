@@ -131,7 +131,7 @@ def run(args) -> int:
 
 def _out_of_domain(args, out: Path) -> int:
     """The run's out-of-domain sets for this one model, into OUT/ood-<label>/ (rlvr run compares all three)."""
-    from rlvr.evaluation.out_of_domain import evaluate_set, ood_sets
+    from rlvr.evaluation.out_of_domain import evaluate_set, folder_name, ood_sets, trained_problems
     from rlvr.evaluation.records import write_records
     from rlvr.evaluation.run_eval import is_run_dir, read_run
     from rlvr.evaluation.summary import summary_markdown, write_summary
@@ -140,10 +140,10 @@ def _out_of_domain(args, out: Path) -> int:
         print("rlvr eval: --out-of-domain reads eval.out_of_domain from a run directory's config", file=sys.stderr)
         return 2
     cfg = read_run(args.model)[1]
+    trained = trained_problems(cfg)
     for spec in ood_sets(cfg):
-        records, summary = evaluate_set(args.model, spec, cfg, args.quiet)
-        slug = re.sub(r"[^\w.-]+", "_", spec["label"])
-        folder = out / f"ood-{slug}"
+        records, summary = evaluate_set(args.model, spec, cfg, args.quiet, trained)
+        folder = out / folder_name(spec)
         write_records(records, folder / "records.jsonl")
         write_summary(summary, folder, name="summary")
         print(f"\nout of domain: {spec['label']}\n" + summary_markdown(summary))

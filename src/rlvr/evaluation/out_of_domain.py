@@ -8,6 +8,8 @@ a model that got worse out of domain is said so plainly.
 
 from __future__ import annotations
 
+import re
+
 from rlvr.config import ConfigError
 
 SET_KEYS = ("name", "settings", "split", "limit", "label")
@@ -29,20 +31,40 @@ def ood_sets(cfg: dict) -> list[dict]:
     return out
 
 
-def evaluate_set(model, spec: dict, cfg: dict, quiet: bool):
-    """(records, summary) of one model on one out-of-domain set, graded by that set's own task."""
-    from rlvr.config import DEFAULTS
-    from rlvr.evaluation.run_eval import evaluate_model
+def check_sets(cfg: dict) -> None:
+    """Every out-of-domain set loads (its task, settings, split) before anything is trained."""
     from rlvr.tasks import load_task
 
-    e = cfg["eval"]
-    # contamination is checked against what the run trained on, the same for every model
-    trained = load_task(cfg["task"]["name"], **cfg["task"]["settings"]).problems("train")
-    return evaluate_model(
-        model, spec["name"], split=spec["split"], n=e["n"], ks=e["ks"], temperature=cfg["rollout"]["temperature"],
-        max_new_tokens=cfg["rollout"]["max_new_tokens"], greedy=e["greedy"], reward_cfg=DEFAULTS["reward"],
-        backend=cfg["rollout"]["backend"], rollout=cfg["rollout"], seed=cfg["seed"], limit=spec["limit"] or None,
-        progress=not quiet, task_settings=spec["settings"], train_problems=trained)
+    for spec in ood_sets(cfg):
+        try:
+            problems = load_task(spec["name"], **spec["settings"]).problems(spec["split"])
+        except ValueError as e:
+            raise ConfigError(f"eval.out_of_domain {spec['label']!r}: {e}") from None
+        if not problems:
+            raise ConfigError(f"eval.out_of_domain {spec['label']!r}: split {spec['split']!r} has no problems")
+
+
+def folder_name(spec: dict) -> str:
+    """Where a set's evaluations go: ood-<label> with anything but word characters, dots and dashes as _."""
+    return "ood-" + re.sub(r"[^\w.-]+", "_", spec["label"])
+
+
+def trained_problems(cfg: dict) -> list:
+    """What the run trained on: every set's contamination is checked against it, the same for every model."""
+    from rlvr.tasks import load_task
+
+    return load_task(cfg["task"]["name"], **cfg["task"]["settings"]).problems("train")
+
+
+def evaluate_set(model, spec: dict, cfg: dict, quiet: bool, trained: list):
+    """(records, summary) of one model on one out-of-domain set, graded by that set's own task (not the run's
+    reward), with the run's evaluation settings; `trained` from trained_problems(cfg)."""
+    from rlvr.config import DEFAULTS
+    from rlvr.evaluation.run_eval import config_settings, evaluate_model
+
+    return evaluate_model(model, spec["name"], split=spec["split"], limit=spec["limit"] or None,
+                          reward_cfg=DEFAULTS["reward"], task_settings=spec["settings"], train_problems=trained,
+                          **config_settings(cfg, quiet))
 
 
 def worse_sentence(label: str, result: dict) -> str:
@@ -56,4 +78,4 @@ def worse_sentence(label: str, result: dict) -> str:
     return text + (f"; better over all bands: {', '.join(better)}." if better else ".")
 
 
-__all__ = ["ood_sets", "evaluate_set", "worse_sentence"]
+__all__ = ["ood_sets", "check_sets", "folder_name", "trained_problems", "evaluate_set", "worse_sentence"]

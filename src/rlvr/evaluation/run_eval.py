@@ -70,6 +70,16 @@ def run_as_adapter(path):
     return PeftModel.from_pretrained(model, str(path / "final" / "adapter")), tokenizer
 
 
+def config_settings(cfg: dict, quiet: bool = False) -> dict:
+    """evaluate_model's sampling settings from a resolved config, the same for every model and set it compares:
+    the eval section's samples per problem, k and greedy pass; the rollout's temperature, length, backend and its
+    settings; the seed."""
+    e, r = cfg["eval"], cfg["rollout"]
+    return {"n": e["n"], "ks": e["ks"], "greedy": e["greedy"], "temperature": r["temperature"],
+            "max_new_tokens": r["max_new_tokens"], "backend": r["backend"], "rollout": r, "seed": cfg["seed"],
+            "progress": not quiet}
+
+
 def limit_problems(problems: Sequence[Problem], limit: int | None) -> list[Problem]:
     """The first `limit` problems taken evenly across bands (round robin in band order), kept in their
     original order, so that a small evaluation still reports every band."""
@@ -217,4 +227,4 @@ def evaluate_model(model_or_path, task=None, split: str = "heldout", n: int = 8,
     return records, summary
 
 
-__all__ = ["evaluate_model", "limit_problems", "is_run_dir", "read_run", "hygiene_report"]
+__all__ = ["evaluate_model", "config_settings", "limit_problems", "is_run_dir", "read_run", "hygiene_report"]

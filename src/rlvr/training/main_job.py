@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 import time
 from pathlib import Path
 
-from rlvr.config import Config, ConfigError, dump
+from rlvr.config import Config, dump
 from rlvr.rundir.files import RunDir, atomic_write_text, check_output_dir
 from rlvr.rundir.final import add_heldout
 
@@ -55,50 +54,34 @@ def _cached_eval(out: Path, label: str, evaluate):
 
 def _evaluate(name: str, model, cfg: dict, root: Path, quiet: bool):
     """Held-out evaluation of one model into root/eval/<name>."""
-    from rlvr.evaluation.run_eval import evaluate_model
+    from rlvr.evaluation.run_eval import config_settings, evaluate_model
 
-    e = Config.from_dict(cfg).eval
     return _cached_eval(root / "eval" / name, name, lambda: evaluate_model(
-        model, cfg["task"]["name"], split=e.split, n=e.n, ks=e.ks, temperature=cfg["rollout"]["temperature"],
-        max_new_tokens=cfg["rollout"]["max_new_tokens"], greedy=e.greedy, reward_cfg=cfg["reward"],
-        backend=cfg["rollout"]["backend"], rollout=cfg["rollout"], seed=cfg["seed"], limit=e.limit or None,
-        progress=not quiet, task_settings=cfg["task"]["settings"]))
+        model, cfg["task"]["name"], split=cfg["eval"]["split"], limit=cfg["eval"]["limit"] or None,
+        reward_cfg=cfg["reward"], task_settings=cfg["task"]["settings"], **config_settings(cfg, quiet)))
 
 
 def _out_of_domain(cfg: dict, root: Path, models: dict, quiet: bool) -> list[tuple[str, dict]]:
     """Every model on every eval.out_of_domain set, compared with the start: [(label, comparison)]."""
     from rlvr.evaluation.compare import compare, write_comparison
-    from rlvr.evaluation.out_of_domain import evaluate_set, ood_sets
+    from rlvr.evaluation.out_of_domain import evaluate_set, folder_name, ood_sets, trained_problems
 
-    results = []
+    results, trained = [], trained_problems(cfg)
     for spec in ood_sets(cfg):
-        slug = re.sub(r"[^\w.-]+", "_", spec["label"])
-        evals = {name: _cached_eval(root / "eval" / f"ood-{slug}" / name, f"{name} on {spec['label']}",
-                                    lambda m=model: evaluate_set(m, spec, cfg, quiet))[0]
+        folder = folder_name(spec)
+        evals = {name: _cached_eval(root / "eval" / folder / name, f"{name} on {spec['label']}",
+                                    lambda m=model: evaluate_set(m, spec, cfg, quiet, trained))[0]
                  for name, model in models.items()}
         result = compare(evals, baseline="start", metric="pass@1", seed=cfg["seed"])
-        write_comparison(result, root, f"compare-ood-{slug}")
+        write_comparison(result, root, f"compare-{folder}")
         results.append((spec["label"], result))
     return results
-
-
-def check_out_of_domain(cfg: dict) -> None:
-    """Every out-of-domain set loads (its task, settings, split) before anything is trained."""
-    from rlvr.evaluation.out_of_domain import ood_sets
-    from rlvr.tasks import load_task
-
-    for spec in ood_sets(cfg):
-        try:
-            problems = load_task(spec["name"], **spec["settings"]).problems(spec["split"])
-        except ValueError as e:
-            raise ConfigError(f"eval.out_of_domain {spec['label']!r}: {e}") from None
-        if not problems:
-            raise ConfigError(f"eval.out_of_domain {spec['label']!r}: split {spec['split']!r} has no problems")
 
 
 def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict:
     """Run every phase; returns {"root", "report", "compare", "wall_s", ...} for the summary printout."""
     from rlvr.evaluation.compare import compare, compare_markdown, write_comparison
+    from rlvr.evaluation.out_of_domain import check_sets
     from rlvr.evaluation.summary import summary_markdown
     from rlvr.policy.load import resolve_model_path
     from rlvr.rundir.trackers import check_trackers
@@ -106,7 +89,7 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
     from rlvr.training.sft import sft
 
     t0 = time.perf_counter()
-    check_out_of_domain(cfg)
+    check_sets(cfg)
     root = Path(cfg["output_dir"])
     rl_cfg = _rl_cfg(cfg, root)
     check_trackers(rl_cfg["log"]["report_to"], root / "rlvr", rl_cfg["log"]["project"])  # before any phase
