@@ -53,16 +53,14 @@ def read_run(path) -> tuple[Path, dict]:
     return merged, yaml.safe_load((path / "config.yaml").read_text())
 
 
-def run_as_adapter(path):
-    """(model, tokenizer) of a run directory as its base model plus its final LoRA adapter (peft), for the remote
-    backend, whose servers hold the base model and take the policy as an adapter."""
-    import yaml
+def run_as_adapter(path, cfg: dict):
+    """(model, tokenizer) of a run directory (its resolved config `cfg`) as its base model plus its final LoRA
+    adapter (peft), for the remote backend, whose servers hold the base model and take the policy as an adapter."""
     from peft import PeftModel
 
     from rlvr.policy.load import load_policy
 
     path = Path(path)
-    cfg = yaml.safe_load((path / "config.yaml").read_text())
     if not (path / "final" / "adapter" / "adapter_config.json").exists():
         raise ValueError(f"{path} has no final/adapter (trained without LoRA?): the remote backend samples a run as "
                          f"an adapter on the servers' base model; evaluate it with a local backend")
@@ -131,11 +129,12 @@ class _Tracked:
         return result
 
 
-def resolve_model(model_or_path, task, task_settings: dict | None, reward_cfg: dict | None):
+def resolve_model(model_or_path, task, task_settings: dict | None, reward_cfg: dict | None, as_adapter: bool = False):
     """Returns (model, tokenizer, task object, task settings, reward config, training problems or None, label).
 
     A run directory supplies its reward config, and its task settings when `task` is its task's name
-    (or None); its training split is returned for the contamination check."""
+    (or None); its training split is returned for the contamination check. `as_adapter`: a run directory is loaded
+    as its base model plus its adapter (run_as_adapter) instead of its merged model."""
     from rlvr.policy.load import load_policy
     from rlvr.tasks import load_task
 
@@ -145,7 +144,7 @@ def resolve_model(model_or_path, task, task_settings: dict | None, reward_cfg: d
         (model, tokenizer), label = model_or_path, "in-memory model"
     elif is_run_dir(model_or_path):
         merged, cfg = read_run(model_or_path)
-        model, tokenizer = load_policy(str(merged), "float32")
+        model, tokenizer = run_as_adapter(model_or_path, cfg) if as_adapter else load_policy(str(merged), "float32")
         label = str(model_or_path)
         reward_cfg = reward_cfg or cfg["reward"]
         run_task = load_task(cfg["task"]["name"], **cfg["task"]["settings"])
@@ -191,8 +190,12 @@ def evaluate_model(model_or_path, task=None, split: str = "heldout", n: int = 8,
     from rlvr.verifiers.compose import build_reward, resolve_reward
 
     ks = sorted({k for k in ks if k <= n} | {1})
+    if rollout is None:
+        rollout = read_run(model_or_path)[1]["rollout"] if is_run_dir(model_or_path) else DEFAULTS["rollout"]
+    backend = backend or rollout["backend"]
+    # the remote servers hold the base model: a run directory is evaluated as its adapter on that base
     model, tokenizer, task_obj, settings, reward_cfg, run_train, label = resolve_model(
-        model_or_path, task, task_settings, reward_cfg)
+        model_or_path, task, task_settings, reward_cfg, as_adapter=backend == "remote")
     reward_cfg = resolve_reward(reward_cfg, task_obj)
     reward = build_reward(reward_cfg, getattr(task_obj, "answer_format", None))
     problems = limit_problems(task_obj.problems(split), limit)
@@ -203,14 +206,9 @@ def evaluate_model(model_or_path, task=None, split: str = "heldout", n: int = 8,
     hygiene = hygiene_report(train, problems, split, allow_contaminated)
     t0 = time.perf_counter()
     model.eval()
-    if rollout is None:
-        rollout = read_run(model_or_path)[1]["rollout"] if is_run_dir(model_or_path) else DEFAULTS["rollout"]
-    backend = backend or rollout["backend"]
-    if backend == "remote" and is_run_dir(model_or_path):  # the servers hold the base; the run is its adapter
-        model, tokenizer = run_as_adapter(model_or_path)
     sampler = build_sampler(rollout, model, tokenizer, backend=backend)
     if backend == "remote" and not sampler.base_only:
-        sampler.sync(model.eval())  # push the adapter once: the model does not change during an evaluation
+        sampler.sync(model)  # push the adapter once: the model does not change during an evaluation
     total = len(problems) * (n + int(greedy))
     with tqdm(total=total, desc=f"rlvr eval {split}", unit="completion", disable=not progress) as bar:
         records = evaluate(_Generate(sampler, tokenizer, max_new_tokens, seed), _Tracked(reward, bar, len(problems) * n),
