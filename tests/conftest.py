@@ -28,6 +28,19 @@ def make_tiny_llama(vocab_size: int, seed: int = 0, layers: int = 2):
     return AutoModelForCausalLM.from_config(config, dtype=torch.float32)
 
 
+def save_tiny_model(tokenizer, folder):
+    """The tiny random Llama and the real tokenizer (chat template included) as a transformers folder."""
+    make_tiny_llama(len(tokenizer)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory, tokenizer):
+    """A tiny random Llama on disk, so that the command line (and a child process) can load it by path."""
+    return save_tiny_model(tokenizer, tmp_path_factory.mktemp("tiny-model"))
+
+
 @pytest.fixture
 def tiny_policy(tokenizer):
     """(model, tokenizer): a 2-layer random Llama over the real 49,152-token vocabulary."""

@@ -6,15 +6,8 @@ import importlib.util
 
 import pytest
 
-from conftest import make_tiny_llama
+from conftest import save_tiny_model
 from rlvr_bench import bench
-
-
-def save_tiny(tokenizer, folder):
-    """The tiny random Llama and the real tokenizer (chat template included) as a transformers folder."""
-    make_tiny_llama(len(tokenizer)).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
 
 
 def parse(argv):
@@ -87,7 +80,7 @@ def _run_tiny(folder, frameworks, capsys, extra=()):
 
 
 def test_rlvr_side_runs_one_step_and_prints_the_table(tokenizer, tmp_path, capsys):
-    out = _run_tiny(save_tiny(tokenizer, tmp_path), "rlvr", capsys)
+    out = _run_tiny(save_tiny_model(tokenizer, tmp_path), "rlvr", capsys)
     header = next(line for line in out.splitlines() if line.startswith("| framework"))
     assert [c.strip() for c in header.strip("|").split("|")] == list(bench.COLUMNS)
     rows = [line for line in out.splitlines() if line.startswith("| rlvr")]
@@ -97,7 +90,7 @@ def test_rlvr_side_runs_one_step_and_prints_the_table(tokenizer, tmp_path, capsy
 
 @pytest.mark.skipif(importlib.util.find_spec("trl") is None, reason="TRL is not installed in this venv")
 def test_trl_side_runs_one_step(tokenizer, tmp_path, capsys):
-    out = _run_tiny(save_tiny(tokenizer, tmp_path), "rlvr,trl", capsys)
+    out = _run_tiny(save_tiny_model(tokenizer, tmp_path), "rlvr,trl", capsys)
     assert len([line for line in out.splitlines() if line.startswith("| trl")]) == 3
     assert "rlvr / TRL: step time" in out
 
@@ -113,7 +106,7 @@ def test_the_bench_worker_runs_the_trainers_step(tmp_path, tokenizer):
     from rlvr.training.step import run_step
     from rlvr_bench.workers import bench_config, rlvr_state, step_figures
 
-    folder = save_tiny(tokenizer, tmp_path / "tiny")
+    folder = save_tiny_model(tokenizer, tmp_path / "tiny")
     spec = {"seed": 0, "prompts": 2, "group": 4, "max_new_tokens": 8, "lora": True, "bf16": True, "sampler": "fast",
             "model": str(folder), "steps": 2, "threads": 1}
     state = rlvr_state(spec)

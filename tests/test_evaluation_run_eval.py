@@ -137,15 +137,11 @@ def test_real_default_model_reports_every_band(request):
     assert sum(summary["overall"]["status"].values()) == pytest.approx(1.0)
 
 
-def test_eval_refuses_a_reward_that_cannot_grade_the_task(tmp_path, tokenizer, capsys):
+def test_eval_refuses_a_reward_that_cannot_grade_the_task(tmp_path, model_dir, capsys):
     """`rlvr eval --task humaneval` with a math reward: exit 2 naming the task, the term and the grader that fits."""
-    from conftest import make_tiny_llama
     from rlvr.cli import main
 
-    folder = tmp_path / "tiny"
-    make_tiny_llama(len(tokenizer)).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    code = main(["eval", "--model", str(folder), "--task", "humaneval", "--n", "1", "--limit", "2", "--quiet",
+    code = main(["eval", "--model", str(model_dir), "--task", "humaneval", "--n", "1", "--limit", "2", "--quiet",
                  "--set", "reward.terms=[{name: correct, kind: math}]", "--out", str(tmp_path / "out")])
     assert code == 2
     err = capsys.readouterr().err

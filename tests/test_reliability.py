@@ -40,14 +40,6 @@ def faulty_kind():
     KINDS.pop(fault_entry.KIND, None)
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory, tokenizer):
-    path = tmp_path_factory.mktemp("tiny-model")
-    make_tiny_llama(len(tokenizer)).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
-
-
 def make_config(tmp_path, model_dir, term=None, **over):
     """Four steps of 2 prompts x 4 samples x 4 tokens; a checkpoint every 2 steps, the last 2 kept."""
     data = tmp_path / "data.jsonl"

@@ -243,15 +243,6 @@ def read_config(run):
     return yaml.safe_load((run / "config.yaml").read_text())
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory, tokenizer):
-    """A tiny random Llama on disk, so that the command line (and a child process) can load it by path."""
-    path = tmp_path_factory.mktemp("tiny-model")
-    make_tiny_llama(len(tokenizer)).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
-
-
 def cli_sets(tmp_path, model_dir, **over):
     cfg = tiny_config(tmp_path, **{"model.name": str(model_dir), "train.steps": 3, **over})
     return [f"{k}={json.dumps(v)}" for k, v in flat_sets(cfg)]
