@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
+from conftest import save_tiny_model
 from rlvr_bench import bench
 from rlvr_bench import vllm as bench_vllm
-from test_bench import save_tiny
 
 
 def parse(argv):
@@ -69,7 +69,7 @@ def test_report_by_hand():
 
 
 def test_rlvr_sampler_worker_runs_one_batch(tokenizer, tmp_path):
-    folder = save_tiny(tokenizer, tmp_path)
+    folder = save_tiny_model(tokenizer, tmp_path)
     args = parse(["--vs", "vllm", "--model", str(folder), "-P", "2", "-G", "3", "--max-new-tokens", "5",
                   "--steps", "1", "--warmup", "0", "--threads", "1"])
     spec = bench_vllm.sampler_spec(args)
