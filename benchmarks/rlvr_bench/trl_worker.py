@@ -118,12 +118,12 @@ def trl_config(spec: dict, cfg: dict, out_dir: str):
 def run_trl(spec: dict) -> None:
     import tempfile
 
-    from rlvr.verifiers.compose import build_reward, resolve_reward
+    from rlvr.verifiers.compose import task_reward
 
     t0 = time.perf_counter()
     cfg = bench_config(spec)
     task, steps = step_problems(cfg, spec["steps"])
-    reward = build_reward(resolve_reward(cfg["reward"], task))
+    reward = task_reward(cfg["reward"], task)[1]
     model, tokenizer = load_model(spec["model"])
     n_params = sum(p.numel() for p in model.parameters())
     peft_config = None

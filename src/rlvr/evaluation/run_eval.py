@@ -187,7 +187,7 @@ def evaluate_model(model_or_path, task=None, split: str = "heldout", n: int = 8,
     Raises ContaminationError before any sampling when the split overlaps the training data.
     """
     from rlvr.sampling import build_sampler
-    from rlvr.verifiers.compose import build_reward, resolve_reward
+    from rlvr.verifiers.compose import task_reward
 
     ks = sorted({k for k in ks if k <= n} | {1})
     if rollout is None:
@@ -196,8 +196,7 @@ def evaluate_model(model_or_path, task=None, split: str = "heldout", n: int = 8,
     # the remote servers hold the base model: a run directory is evaluated as its adapter on that base
     model, tokenizer, task_obj, settings, reward_cfg, run_train, label = resolve_model(
         model_or_path, task, task_settings, reward_cfg, as_adapter=backend == "remote")
-    reward_cfg = resolve_reward(reward_cfg, task_obj)
-    reward = build_reward(reward_cfg, getattr(task_obj, "answer_format", None))
+    reward_cfg, reward = task_reward(reward_cfg, task_obj)
     problems = limit_problems(task_obj.problems(split), limit)
     if not problems:
         raise ValueError(f"split {split!r} of task {getattr(task_obj, 'name', task)!r} has no problems")

@@ -199,12 +199,12 @@ def sft(cfg: dict, policy=None, quiet: bool = False, overwrite: bool = False) ->
     from rlvr.rundir.final import write_final
     from rlvr.sampling import build_sampler
     from rlvr.training.step import load_configured_task
-    from rlvr.verifiers.compose import build_reward, resolve_reward
+    from rlvr.verifiers.compose import task_reward
 
     task = load_configured_task(cfg)
-    cfg = {**cfg, "reward": resolve_reward(cfg["reward"], task)}
+    resolved, reward = task_reward(cfg["reward"], task)
+    cfg = {**cfg, "reward": resolved}
     c = Config.from_dict(cfg)
-    reward = build_reward(cfg["reward"], getattr(task, "answer_format", None))
     problems = task.problems("train")
     if not problems:
         raise DatasetError(f"task {c.task.name!r} has no training problems")

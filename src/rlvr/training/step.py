@@ -26,7 +26,7 @@ from rlvr.tasks import DatasetError, load_task
 from rlvr.training import distributed
 from rlvr.training.batch import StepBatch, collect
 from rlvr.training.metrics import step_metrics_row
-from rlvr.verifiers.compose import build_reward, resolve_reward
+from rlvr.verifiers.compose import build_reward, task_reward
 
 
 @dataclass
@@ -79,8 +79,8 @@ def check_components(cfg: dict) -> Components:
     if cfg["reward"].get("terms"):
         build_reward(cfg["reward"])  # the reward's own mistakes first, named as before
     task = load_configured_task(cfg)
-    cfg = {**cfg, "reward": resolve_reward(cfg["reward"], task)}
-    reward = build_reward(cfg["reward"], getattr(task, "answer_format", None))  # answers in the task's format
+    resolved, reward = task_reward(cfg["reward"], task)
+    cfg = {**cfg, "reward": resolved}
     return Components(Config.from_dict(cfg), algo, reward, task, cfg)
 
 

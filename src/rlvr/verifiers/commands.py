@@ -102,11 +102,11 @@ def task_scorer(args):
     `entry_point` for code tasks, or what the task reads from a row (reasoning_gym: `entry`, the generator's item)."""
     from rlvr.config import DEFAULTS
     from rlvr.tasks.base import Problem
-    from rlvr.verifiers.compose import build_reward, resolve_reward
+    from rlvr.verifiers.compose import task_reward
 
     task = task_from_args(args, "grades with")
     cfg = {**DEFAULTS["reward"], "workers": args.workers, "timeout_s": args.timeout_s}
-    reward = build_reward(resolve_reward(cfg, task))
+    reward = task_reward(cfg, task)[1]  # as training grades: the task's grader, answer form and answer format
 
     from_row = getattr(task, "problem_from_row", None)  # tasks whose golds are richer than a string
 

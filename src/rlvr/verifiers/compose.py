@@ -133,6 +133,13 @@ def resolve_reward(cfg: dict, task) -> dict:
     return cfg
 
 
+def task_reward(cfg: dict, task) -> tuple[dict, "Reward"]:
+    """(the reward section resolved against the task, the Reward it builds reading answers in the task's format):
+    what training, SFT, evaluation and `rlvr verify --task` all grade with."""
+    resolved = resolve_reward(cfg, task)
+    return resolved, build_reward(resolved, getattr(task, "answer_format", None))
+
+
 def _check_grades(terms: list, task) -> None:
     sample = next((ps[0] for ps in (task.problems(s) for s in ("train", "heldout", "validation")) if ps), None)
     if sample is None:
