@@ -1,0 +1,279 @@
+"""Choose the main job's default by experiment: the RL phase of `make run` with its full time budget, for each
+variant and seed, every run scored afterwards by `rlvr eval` on the same held-out problems.
+
+    python benchmarks/choose_default.py --out runs/choose-default             # 4 variants x 3 seeds x 9 min
+    python benchmarks/choose_default.py --out runs/choose-default --report    # tables and plot only
+
+Variants (each a set of overrides of the `default` preset; nothing else changes):
+  default           the preset as it is
+  adaptive          the adaptive curriculum over the three bands (prompts/curriculum.py)
+  dynamic           DAPO's dynamic sampling on GRPO: zero-variance groups dropped and refilled, up to
+                    algorithm.max_sampling_rounds rounds; the extra generation is inside the same wall-clock budget
+  adaptive+dynamic  both
+
+Runs go seed-major (seed 0 of every variant, then seed 1, ...) so that whatever else the machine does
+touches every variant alike; a finished run (its final/ exists) is not run again, so the script resumes.
+Each run is its own `rlvr train` process. Afterwards every run, and the start model once, is evaluated with
+`rlvr eval` on the same held-out problems (greedy plus one sample each). The comparison pairs problems:
+per problem, each variant's accuracy averaged over seeds, paired bootstrap over problems against `default`
+(rlvr.evaluation.compare); per seed the same, to show whether the seeds agree. It writes OUT/results.md,
+OUT/results.json and OUT/choose-default.png (validation accuracy and nonzero-variance fraction against
+wall-clock minutes, mean over seeds). It measures; it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+VARIANTS = {
+    "default": [],
+    "adaptive": ["curriculum={kind: adaptive}"],
+    "dynamic": ["algorithm={preset: grpo, dynamic_sampling: true}"],
+    "adaptive+dynamic": ["curriculum={kind: adaptive}", "algorithm={preset: grpo, dynamic_sampling: true}"],
+}
+START = "start"
+
+
+def rlvr(*args: str, log: Path) -> None:
+    """One rlvr command in its own process, its output to log; a failure stops the experiment."""
+    cmd = [sys.executable, "-m", "rlvr", *args]
+    print("$", " ".join(cmd), flush=True)
+    with open(log, "w") as fh:
+        if subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT).returncode:
+            sys.exit(f"failed: {' '.join(cmd)} (see {log})")
+
+
+def train_runs(out: Path, seeds: list[int], minutes: float, sets: list[str]) -> None:
+    for seed in seeds:
+        for name, overrides in VARIANTS.items():
+            run = out / f"{name}-s{seed}"
+            if (run / "final").exists():
+                continue
+            load = os.getloadavg()[0]
+            if load > 0.5:
+                print(f"note: load average {load:.1f} before {run.name}; the budget is wall-clock", flush=True)
+            args = ["train", "default", "--overwrite", "--output-dir", str(run), "--set", f"seed={seed}",
+                    "--set", f"train.time_budget_min={minutes}"]
+            for s in overrides + sets:
+                args += ["--set", s]
+            out.mkdir(parents=True, exist_ok=True)
+            t0 = time.time()
+            rlvr(*args, log=out / f"{run.name}.train.log")
+            print(f"{run.name}: {time.time() - t0:.0f} s", flush=True)
+
+
+def eval_runs(out: Path, seeds: list[int], limit: int) -> None:
+    """Every run and the start model on the same held-out problems, the same seed and samples."""
+    common = ["--split", "heldout", "--n", "1", "--k", "1", "--limit", str(limit), "--backend", "fast",
+              "--seed", "0", "--rows-per-call", "64", "--max-new-tokens", "96", "--quiet"]
+    models = {START: None} | {f"{v}-s{s}": out / f"{v}-s{s}" for s in seeds for v in VARIANTS}
+    for name, run in models.items():
+        dest = out / "eval" / name
+        if (dest / "records.jsonl").exists():
+            continue
+        if run is None:
+            target = ["--model", "smollm2-135m-instruct", "--task", "arithmetic"] + _task_sets(out / f"default-s{seeds[0]}")
+        else:
+            target = ["--model", str(run)]
+        rlvr("eval", *target, *common, "--out", str(dest), log=out / f"{name}.eval.log")
+
+
+def _task_sets(run: Path) -> list[str]:
+    """The run's task settings as --set flags, so the start model sees the same prompts (the one-shot example)."""
+    import yaml
+
+    task = yaml.safe_load((run / "config.yaml").read_text())["task"]
+    flags = []
+    for key, value in task["settings"].items():
+        flags += ["--set", f"task.settings.{key}={json.dumps(value)}"]
+    return flags
+
+
+def load_records(path: Path, prefix: str = ""):
+    from rlvr.evaluation.records import EvalRecord
+
+    recs = [EvalRecord(**json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+    if prefix:
+        for r in recs:
+            r.problem_id = prefix + r.problem_id
+    return recs
+
+
+def seed_mean_records(out: Path, variant: str, seeds: list[int]):
+    """One greedy record per problem whose reward is the variant's mean over seeds (the paired unit is the problem)."""
+    from dataclasses import replace
+
+    per_seed = [{r.problem_id: r for r in load_records(out / "eval" / f"{variant}-s{s}" / "records.jsonl")
+                 if r.mode == "greedy"} for s in seeds]
+    merged = []
+    for pid, rec in per_seed[0].items():
+        mean = sum(float(d[pid].correct) for d in per_seed) / len(per_seed)
+        merged.append((rec, mean))
+    return merged
+
+
+def pooled_values(out: Path, seeds: list[int]) -> dict[str, dict[str, tuple[str, float]]]:
+    """{variant: {pid: (band, greedy accuracy averaged over seeds)}}, the start model as one more variant."""
+    values = {v: {r.problem_id: (r.band, m) for r, m in seed_mean_records(out, v, seeds)} for v in VARIANTS}
+    start = load_records(out / "eval" / START / "records.jsonl")
+    values[START] = {r.problem_id: (r.band, float(r.correct)) for r in start if r.mode == "greedy"}
+    return values
+
+
+def compare_values(values: dict, baseline: str, n_boot: int = 4000) -> dict:
+    """Per band and overall: each variant's mean with a bootstrap interval and its paired difference to baseline."""
+    from rlvr.evaluation.stats import bootstrap_ci, paired_bootstrap, paired_verdict
+
+    pids = sorted(values[baseline])
+    bands = sorted({values[baseline][p][0] for p in pids}) + ["all"]
+    table = {}
+    for name, vals in values.items():
+        table[name] = {}
+        for band in bands:
+            members = [p for p in pids if band == "all" or values[baseline][p][0] == band]
+            a = [vals[p][1] for p in members]
+            row = dict(zip(("value", "lo", "hi"), bootstrap_ci(a, n_boot=n_boot)))
+            if name != baseline:
+                d, lo, hi = paired_bootstrap(a, [values[baseline][p][1] for p in members], n_boot=n_boot)
+                row |= {"diff": d, "diff_lo": lo, "diff_hi": hi, "verdict": paired_verdict(lo, hi),
+                        "sd_diff": _sd([vals[p][1] - values[baseline][p][1] for p in members]), "n": len(members)}
+            table[name][band] = row
+    return {"bands": bands, "baseline": baseline, "table": table}
+
+
+def _sd(xs: list[float]) -> float:
+    m = sum(xs) / len(xs)
+    return (sum((x - m) ** 2 for x in xs) / max(1, len(xs) - 1)) ** 0.5
+
+
+def run_summary(out: Path, seeds: list[int]) -> dict:
+    """Per run: steps, minutes, mean nonzero-variance fraction, generated/kept groups, last validation accuracy."""
+    rows = {}
+    for s in seeds:
+        for v in VARIANTS:
+            m = [json.loads(x) for x in (out / f"{v}-s{s}" / "metrics.jsonl").read_text().splitlines()]
+            vals = [r["val/accuracy"] for r in m if "val/accuracy" in r]
+            rows[f"{v}-s{s}"] = {
+                "steps": len(m), "minutes": sum(r["time/step"] for r in m) / 60,
+                "nonzero_var_frac": sum(r["groups/nonzero_var_frac"] for r in m) / len(m),
+                "generated_groups": sum(r.get("dynamic_sampling/generated_groups", 0) for r in m),
+                "last_val": vals[-1] if vals else None}
+    return rows
+
+
+def per_seed_diffs(out: Path, seeds: list[int]) -> dict:
+    """{variant: {seed: {band: diff}}}: the variant minus default, same seed, same problems (greedy)."""
+    res = {}
+    for v in VARIANTS:
+        if v == "default":
+            continue
+        res[v] = {}
+        for s in seeds:
+            vals = {}
+            for name in (v, "default"):
+                recs = load_records(out / "eval" / f"{name}-s{s}" / "records.jsonl")
+                vals[name] = {r.problem_id: (r.band, float(r.correct)) for r in recs if r.mode == "greedy"}
+            c = compare_values(vals, "default", n_boot=1000)
+            res[v][s] = {b: c["table"][v][b]["diff"] for b in c["bands"]}
+    return res
+
+
+def write_markdown(out: Path, seeds: list[int], pooled: dict, seeds_table: dict, runs: dict) -> str:
+    bands = pooled["bands"]
+    names = [START] + list(VARIANTS)
+    lines = [f"Greedy held-out accuracy, mean over seeds {seeds} per problem, 95% bootstrap intervals over problems "
+             f"({pooled['table'][START]['all']['n']} problems).", "",
+             "| band | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    for b in bands:
+        cells = [f"{pooled['table'][n][b]['value']:.3f} [{pooled['table'][n][b]['lo']:.3f}, "
+                 f"{pooled['table'][n][b]['hi']:.3f}]" for n in names]
+        lines.append(f"| {b} | " + " | ".join(cells) + " |")
+    lines += ["", "Paired against `default` (same problems, seeds averaged per problem):", "",
+              "| band | variant | difference [95% CI] | verdict | problems | sd of per-problem difference |",
+              "|---|---|---|---|---|---|"]
+    for b in bands:
+        for n in names[2:] + [START]:
+            r = pooled["table"][n][b]
+            lines.append(f"| {b} | {n} | {r['diff']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}] | "
+                         f"{r['verdict']} | {r['n']} | {r['sd_diff']:.3f} |")
+    lines += ["", "Per seed, variant minus default (greedy, same problems):", "",
+              "| variant | " + " | ".join(f"seed {s} ({b})" for s in seeds for b in ("all",)) + " |",
+              "|---" * (len(seeds) + 1) + "|"]
+    for v, per in seeds_table.items():
+        lines.append(f"| {v} | " + " | ".join(f"{per[s]['all']:+.3f}" for s in seeds) + " |")
+    lines += ["", "Runs:", "", "| run | RL steps | minutes | mean nonzero-var fraction | groups generated | "
+              "last validation accuracy |", "|---|---|---|---|---|---|"]
+    for name, r in runs.items():
+        lv = "" if r["last_val"] is None else f"{r['last_val']:.3f}"
+        lines.append(f"| {name} | {r['steps']} | {r['minutes']:.1f} | {r['nonzero_var_frac']:.2f} | "
+                     f"{r['generated_groups']} | {lv} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(out: Path, seeds: list[int], minutes: float) -> Path:
+    """Validation accuracy and nonzero-variance fraction against wall-clock minutes, each variant's seeds averaged
+    on a common time grid (thin lines: the single seeds)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    grid = np.linspace(0, minutes, 37)
+    for i, v in enumerate(VARIANTS):
+        color = f"C{i}"
+        for ax, key in zip(axes, ("val/accuracy", "groups/nonzero_var_frac")):
+            curves = []
+            for s in seeds:
+                m = [json.loads(x) for x in (out / f"{v}-s{s}" / "metrics.jsonl").read_text().splitlines()]
+                t = np.cumsum([r["time/step"] for r in m]) / 60
+                pts = [(tt, r[key]) for tt, r in zip(t, m) if key in r]
+                x, y = np.array([p[0] for p in pts]), np.array([p[1] for p in pts])
+                ax.plot(x, y, color=color, alpha=0.25, lw=0.8)
+                curves.append(np.interp(grid, x, y, left=np.nan, right=np.nan))
+            ax.plot(grid, np.nanmean(np.array(curves), axis=0), color=color, lw=2, label=v)
+    axes[0].set(title="greedy validation accuracy (45 problems)", xlabel="wall-clock minutes")
+    axes[1].set(title="nonzero-variance fraction of groups", xlabel="wall-clock minutes")
+    axes[0].legend()
+    fig.tight_layout()
+    path = out / "choose-default.png"
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def report(out: Path, seeds: list[int], minutes: float) -> None:
+    pooled = compare_values(pooled_values(out, seeds), "default")
+    seeds_table = per_seed_diffs(out, seeds)
+    runs = run_summary(out, seeds)
+    md = write_markdown(out, seeds, pooled, seeds_table, runs)
+    (out / "results.md").write_text(md)
+    (out / "results.json").write_text(json.dumps({"pooled": pooled, "per_seed": seeds_table, "runs": runs}, indent=1))
+    plot(out, seeds, minutes)
+    print(md)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="runs/choose-default")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--minutes", type=float, default=9.0, help="each run's RL budget (the main job's: 9)")
+    ap.add_argument("--limit", type=int, default=300, help="held-out problems, evenly across bands")
+    ap.add_argument("--set", dest="sets", action="append", default=[], help="more overrides for every run")
+    ap.add_argument("--report", action="store_true", help="only tabulate and plot finished runs")
+    args = ap.parse_args()
+    out, seeds = Path(args.out), [int(s) for s in args.seeds.split(",")]
+    if not args.report:
+        train_runs(out, seeds, args.minutes, args.sets)
+        eval_runs(out, seeds, args.limit)
+    report(out, seeds, args.minutes)
+
+
+if __name__ == "__main__":
+    main()
