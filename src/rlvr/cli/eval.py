@@ -2,6 +2,8 @@
 
     rlvr eval --model smollm2-135m-instruct --task arithmetic --split heldout --n 4 --limit 60
     rlvr eval --model runs/train            # a run directory: its own task, settings and reward
+    rlvr eval --model runs/train/checkpoints/step-40    # the run at one of its checkpoints (training may go on)
+    rlvr eval --model trl-out/checkpoint-20 --task arithmetic   # a PEFT adapter folder on the base it names
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                                           "training verifier, and report pass@k and greedy accuracy per band with "
                                           "bootstrap CIs. Refuses a split that overlaps the training data.")
     p.add_argument("--model", required=True, metavar="PATH_OR_ID_OR_RUNDIR",
-                   help="embedded model name, local folder, hub id, or a run directory (uses its final/merged "
-                        "model and its recorded task and reward)")
+                   help="embedded model name, local folder, hub id, a run directory (uses its final/merged "
+                        "model and its recorded task and reward), one of its checkpoints (RUN/checkpoints/step-N, "
+                        "the run's task and reward too), or a PEFT adapter folder (merged into the base it names)")
     p.add_argument("--task", help="task name (default: the run directory's task)")
     p.add_argument("--split", default="heldout", help="split to evaluate (default heldout)")
     p.add_argument("--n", type=int, default=8, help="samples per problem (default 8)")
@@ -72,17 +75,19 @@ def _rollout_cfg(args, overrides: dict) -> dict | None:
     if not overrides:
         return None
     from rlvr.config import DEFAULTS, merge
-    from rlvr.evaluation.run_eval import is_run_dir, read_run
+    from rlvr.evaluation.run_eval import run_config
 
-    base = read_run(args.model)[1]["rollout"] if is_run_dir(args.model) else DEFAULTS["rollout"]
+    base = (run_config(args.model) or DEFAULTS)["rollout"]
     return merge(base, overrides, "rollout.")
 
 
 def default_out(args) -> Path:
-    from rlvr.evaluation.run_eval import is_run_dir
+    from rlvr.evaluation.run_eval import is_checkpoint_dir, is_run_dir
 
     if is_run_dir(args.model):
         return Path(args.model) / "eval" / args.split
+    if is_checkpoint_dir(args.model):  # beside the run's own evaluations: checkpoints are pruned as training goes
+        return Path(args.model).parent.parent / "eval" / f"{Path(args.model).name}-{args.split}"
     slug = re.sub(r"[^\w.-]+", "_", f"{Path(args.model).name}-{args.task}-{args.split}")
     return Path("runs") / "eval" / slug
 
@@ -94,9 +99,9 @@ def _reward_cfg(args, overrides: dict) -> dict | None:
     import copy
 
     from rlvr.config import DEFAULTS
-    from rlvr.evaluation.run_eval import is_run_dir, read_run
+    from rlvr.evaluation.run_eval import run_config
 
-    base = read_run(args.model)[1]["reward"] if is_run_dir(args.model) else DEFAULTS["reward"]
+    base = (run_config(args.model) or DEFAULTS)["reward"]
     return {**copy.deepcopy(base), **overrides}
 
 

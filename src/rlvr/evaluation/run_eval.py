@@ -53,6 +53,68 @@ def read_run(path) -> tuple[Path, dict]:
     return merged, yaml.safe_load((path / "config.yaml").read_text())
 
 
+def is_checkpoint_dir(path) -> bool:
+    """A checkpoint of a run (RUN/checkpoints/step-N): evaluated as the run's model at that step."""
+    if not isinstance(path, (str, os.PathLike)):
+        return False
+    p = Path(path)
+    return (p / "trainable.safetensors").exists() and p.parent.name == "checkpoints" and is_run_dir(p.parent.parent)
+
+
+def is_adapter_dir(path) -> bool:
+    """A PEFT adapter folder (adapter_config.json naming its base model), such as TRL's or rlvr's final/adapter."""
+    if not isinstance(path, (str, os.PathLike)):
+        return False
+    p = Path(path)
+    return (p / "adapter_config.json").exists() and not (p / "config.json").exists()
+
+
+def run_config(path) -> dict | None:
+    """The resolved config of a run directory, or of the run a checkpoint belongs to; None for anything else."""
+    import yaml
+
+    if is_checkpoint_dir(path):
+        path = Path(path).parent.parent
+    elif not is_run_dir(path):
+        return None
+    return yaml.safe_load((Path(path) / "config.yaml").read_text())
+
+
+def checkpoint_policy(path, cfg: dict):
+    """(model, tokenizer) of a run at one of its checkpoints: the run's model and LoRA adapter, the checkpoint's
+    trainable tensors copied in, the adapter merged as the run's final model is (policy.load.merged_copy). Under
+    bf16 autocast the trainer stores the frozen base in bf16 (policy.fastpath.prepare_for_update), so the base is
+    rounded the same way first: the last checkpoint then gives the run's final/merged weights exactly."""
+    from rlvr.policy.load import add_lora, cast_frozen_base, load_policy, merged_copy
+    from rlvr.rundir.checkpoint import load_trainable
+
+    model, tokenizer = load_policy(cfg["model"]["name"], cfg["model"]["dtype"])
+    lora = cfg["model"]["lora"]
+    if lora["enabled"]:
+        model = add_lora(model, r=lora["r"], alpha=lora["alpha"], dropout=lora["dropout"],
+                         target_modules=lora["target_modules"])
+        if cfg["train"]["autocast"] == "bfloat16" and not cfg["train"]["fsdp"]:
+            cast_frozen_base(model, torch.bfloat16)
+    load_trainable(Path(path), model)
+    return (merged_copy(model) if lora["enabled"] else model), tokenizer
+
+
+def adapter_policy(path):
+    """(model, tokenizer) of a PEFT adapter folder: its base model (an embedded name, folder or hub id, as
+    adapter_config.json names it) with the adapter merged."""
+    import json
+
+    from peft import PeftModel
+
+    from rlvr.policy.load import load_policy
+
+    base = json.loads((Path(path) / "adapter_config.json").read_text()).get("base_model_name_or_path")
+    if not base:
+        raise ValueError(f"{path}/adapter_config.json names no base_model_name_or_path")
+    model, tokenizer = load_policy(base, "float32")
+    return PeftModel.from_pretrained(model, str(path)).merge_and_unload(), tokenizer
+
+
 def run_as_adapter(path, cfg: dict):
     """(model, tokenizer) of a run directory (its resolved config `cfg`) as its base model plus its final LoRA
     adapter (peft), for the remote backend, whose servers hold the base model and take the policy as an adapter."""
@@ -146,18 +208,31 @@ def resolve_model(model_or_path, task, task_settings: dict | None, reward_cfg: d
         merged, cfg = read_run(model_or_path)
         model, tokenizer = run_as_adapter(model_or_path, cfg) if as_adapter else load_policy(str(merged), "float32")
         label = str(model_or_path)
-        reward_cfg = reward_cfg or cfg["reward"]
-        run_task = load_task(cfg["task"]["name"], **cfg["task"]["settings"])
-        run_train = run_task.problems("train")
-        if task is None or task == cfg["task"]["name"]:
-            task, settings = cfg["task"]["name"], {**cfg["task"]["settings"], **settings}
+        task, settings, reward_cfg, run_train = _as_run(cfg, task, settings, reward_cfg)
+    elif is_checkpoint_dir(model_or_path):
+        cfg = run_config(model_or_path)
+        model, tokenizer = checkpoint_policy(model_or_path, cfg)
+        task, settings, reward_cfg, run_train = _as_run(cfg, task, settings, reward_cfg)
+        label = str(model_or_path)
     else:
-        model, tokenizer = load_policy(str(model_or_path), "float32")
+        model, tokenizer = (adapter_policy(model_or_path) if is_adapter_dir(model_or_path)
+                            else load_policy(str(model_or_path), "float32"))
         label = str(model_or_path)
     if task is None:
         raise ValueError("no task given (only a run directory records its own)")
     task_obj = load_task(task, **settings) if isinstance(task, str) else task
     return model, tokenizer, task_obj, settings, reward_cfg or DEFAULTS["reward"], run_train, label
+
+
+def _as_run(cfg: dict, task, settings: dict, reward_cfg: dict | None):
+    """(task, settings, reward config, training problems) of a model that a run trained: its reward and, when the
+    task is the run's own (or not given), its task settings; its training split for the contamination check."""
+    from rlvr.tasks import load_task
+
+    run_train = load_task(cfg["task"]["name"], **cfg["task"]["settings"]).problems("train")
+    if task is None or task == cfg["task"]["name"]:
+        task, settings = cfg["task"]["name"], {**cfg["task"]["settings"], **settings}
+    return task, settings, reward_cfg or cfg["reward"], run_train
 
 
 def hygiene_report(train: Sequence[Problem], problems: Sequence[Problem], split: str,
@@ -224,4 +299,5 @@ def evaluate_model(model_or_path, task=None, split: str = "heldout", n: int = 8,
     return records, summary
 
 
-__all__ = ["evaluate_model", "config_settings", "limit_problems", "is_run_dir", "read_run", "hygiene_report"]
+__all__ = ["evaluate_model", "config_settings", "limit_problems", "is_run_dir", "is_checkpoint_dir", "is_adapter_dir",
+           "run_config", "read_run", "hygiene_report"]

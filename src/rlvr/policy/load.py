@@ -269,8 +269,6 @@ def save_policy(model, tokenizer, out_dir: Path, *, merged: bool = True, save_dt
     under out_dir/merged that plain `AutoModelForCausalLM.from_pretrained` loads, with the tokenizer, in
     `save_dtype` ("auto": the model's own dtype, the training dtype). A full fine-tune saves the model itself under
     out_dir/merged. The adapter names the base model by its hub id where it has one (base_model_id)."""
-    import copy
-
     from peft import PeftModel
 
     out_dir = Path(out_dir)
@@ -279,14 +277,20 @@ def save_policy(model, tokenizer, out_dir: Path, *, merged: bool = True, save_dt
         tokenizer.save_pretrained(out_dir / "adapter")
         name_base_model(out_dir / "adapter", getattr(base_model(model), "rlvr_base_model", None))
         if merged:
-            plain = copy.deepcopy(model)
-            # merge in the model's own precision: a LoRA delta is small next to its weight, and adding it to
-            # a bf16-stored base (cast_frozen_base) in bf16 would round much of it away
-            cast_frozen_base(plain, plain.get_input_embeddings().weight.dtype)
-            plain = plain.merge_and_unload()
-            _save_merged(plain, tokenizer, out_dir / "merged", save_dtype)
+            _save_merged(merged_copy(model), tokenizer, out_dir / "merged", save_dtype)
     else:
         _save_merged(model, tokenizer, out_dir / "merged", save_dtype)
+
+
+def merged_copy(model):
+    """A plain transformers model: a copy of a LoRA-wrapped `model` with the adapter merged into its weights (the
+    model itself is left as it is). Merged in the model's own precision: a LoRA delta is small next to its weight,
+    and adding it to a bf16-stored base (cast_frozen_base) in bf16 would round much of it away."""
+    import copy
+
+    plain = copy.deepcopy(model)
+    cast_frozen_base(plain, plain.get_input_embeddings().weight.dtype)
+    return plain.merge_and_unload()
 
 
 def _save_merged(model, tokenizer, path: Path, save_dtype: str) -> None:

@@ -119,27 +119,37 @@ def latest_complete(ckpt_root: Path) -> Path | None:
     return None
 
 
-def load_checkpoint(path: Path, *, model, optimizer, scheduler) -> dict:
-    """Restore weights, optimizer, scheduler and RNGs in place; return the loop state. A model sharded by FSDP
-    takes its shards of the whole tensors: then every rank calls this together."""
+def checkpoint_weights(path: Path, model) -> dict[str, torch.Tensor]:
+    """The trainable tensors a checkpoint holds, checked to cover every trainable parameter of `model`."""
     from safetensors.torch import load_file
 
-    from rlvr.training.fsdp import is_sharded, load_full
-
-    path = Path(path)
-    weights = load_file(path / "trainable.safetensors")
-    params = dict(model.named_parameters())
-    missing = [n for n, p in params.items() if p.requires_grad and n not in weights]
+    weights = load_file(Path(path) / "trainable.safetensors")
+    missing = [n for n, p in model.named_parameters() if p.requires_grad and n not in weights]
     if missing:
         raise RuntimeError(f"checkpoint {path} lacks {len(missing)} trainable tensors (e.g. {missing[0]}); "
                            f"was it made with another model or LoRA setting?")
+    return weights
+
+
+def load_trainable(path: Path, model) -> None:
+    """Copy a checkpoint's trainable tensors into `model` (not sharded) in place."""
+    params = dict(model.named_parameters())
+    with torch.no_grad():
+        for name, value in checkpoint_weights(path, model).items():
+            params[name].copy_(value)
+
+
+def load_checkpoint(path: Path, *, model, optimizer, scheduler) -> dict:
+    """Restore weights, optimizer, scheduler and RNGs in place; return the loop state. A model sharded by FSDP
+    takes its shards of the whole tensors: then every rank calls this together."""
+    from rlvr.training.fsdp import is_sharded, load_full
+
+    path = Path(path)
     state = torch.load(path / "optim.pt", weights_only=False)
     if is_sharded(model):
-        load_full(model, optimizer, weights, state["optimizer"])
+        load_full(model, optimizer, checkpoint_weights(path, model), state["optimizer"])
     else:
-        with torch.no_grad():
-            for name, value in weights.items():
-                params[name].copy_(value)
+        load_trainable(path, model)
         optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
     set_rng_state(state["rng"])
