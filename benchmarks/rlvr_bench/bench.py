@@ -71,6 +71,17 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "else this one)")
     p.add_argument("--trl-gradient-checkpointing", action="store_true",
                    help="leave TRL's default gradient checkpointing on (off by default: see docs/performance.md)")
+    p.add_argument("--budget", type=float, default=0.0,
+                   help="with --vs trl: time to accuracy instead of step speed; each side trains the default preset "
+                        "for this many wall-clock minutes, then both are scored on the held-out problems "
+                        "(rlvr_bench.time_to_accuracy)")
+    p.add_argument("--out", default="runs/time-to-accuracy", help="with --budget: the comparison's folder")
+    p.add_argument("--rlvr-run", default="", help="with --budget: a finished run of the default preset to use as "
+                                                  "rlvr's side instead of training one")
+    p.add_argument("--points", default="", help="with --budget: minutes at which checkpoints are scored "
+                                                "(default: a third and two thirds of the budget), plus the finals")
+    p.add_argument("--eval-limit", type=int, default=300, help="with --budget: held-out problems, evenly over bands")
+    p.add_argument("--trl-save-every", type=int, default=2, help="with --budget: TRL saves its adapter every N steps")
     p.add_argument("--probe-size", type=int, default=2048, help="matrix size of the FLOP-ceiling probe")
     p.add_argument("--json", help="also write every figure to this file")
     p.add_argument("--verbose", action="store_true", help="show the children's logs")
@@ -82,6 +93,14 @@ def run(args) -> int:
         from rlvr_bench.vllm import run_vs_vllm
 
         return run_vs_vllm(args)
+    if getattr(args, "budget", 0):
+        from rlvr_bench.time_to_accuracy import run_time_to_accuracy
+
+        try:
+            return run_time_to_accuracy(args)
+        except (BenchError, RuntimeError) as e:
+            print(f"rlvr bench --budget: {e}", file=sys.stderr)
+            return 1
     frameworks = [f.strip() for f in args.frameworks.split(",") if f.strip()]
     bad = [f for f in frameworks if f not in FRAMEWORKS]
     if bad or not frameworks:

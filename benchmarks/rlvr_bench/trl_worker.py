@@ -115,17 +115,14 @@ def trl_config(spec: dict, cfg: dict, out_dir: str):
     )
 
 
-def run_trl(spec: dict) -> None:
-    import tempfile
-
+def build_trainer(spec: dict, out_dir: str, callbacks: list):
+    """TRL's GRPOTrainer on the bench config's task, prompt stream, reward, LoRA and shape, for spec["steps"] steps."""
     from rlvr.verifiers.compose import task_reward
 
-    t0 = time.perf_counter()
     cfg = bench_config(spec)
     task, steps = step_problems(cfg, spec["steps"])
     reward = task_reward(cfg["reward"], task)[1]
     model, tokenizer = load_model(spec["model"])
-    n_params = sum(p.numel() for p in model.parameters())
     peft_config = None
     if spec["lora"]:
         from peft import LoraConfig
@@ -133,13 +130,75 @@ def run_trl(spec: dict) -> None:
         lc = cfg["model"]["lora"]
         peft_config = LoraConfig(r=lc["r"], lora_alpha=lc["alpha"], lora_dropout=lc["dropout"],
                                  target_modules=lc["target_modules"], task_type="CAUSAL_LM", bias="none")
+    args = trl_config(spec, cfg, out_dir)
+    args.reward_weights = reward.weights
+    trainer = _trainer_class()(model=model, processing_class=tokenizer, reward_funcs=reward.as_trl(), args=args,
+                               train_dataset=_dataset(task, steps), peft_config=peft_config, callbacks=callbacks)
+    trainer._reset_timers()
+    return trainer, sum(p.numel() for p in model.parameters())
+
+
+def run_trl(spec: dict) -> None:
+    import tempfile
+
+    t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="rlvr-bench-trl-") as out_dir:
-        args = trl_config(spec, cfg, out_dir)
-        args.reward_weights = reward.weights
         gate = _callback()
-        trainer = _trainer_class()(model=model, processing_class=tokenizer, reward_funcs=reward.as_trl(), args=args,
-                                   train_dataset=_dataset(task, steps), peft_config=peft_config, callbacks=[gate])
-        trainer._reset_timers()
+        trainer, n_params = build_trainer(spec, out_dir, [gate])
         gate.trainer = trainer
         emit("ready", load_s=time.perf_counter() - t0, params=n_params, rss=peak_rss_bytes(), versions=_versions())
         trainer.train()
+
+
+def _budget_callback(out, budget_min: float, save_every: int):
+    from transformers import TrainerCallback
+
+    class BudgetClock(TrainerCallback):
+        """Stops training on the wall clock as rlvr's loop does: a step that starts past the budget is the last one.
+        Saves the LoRA adapter every `save_every` steps and after the last, with the minutes trained so far."""
+
+        def __init__(self):
+            self.trainer, self.t0, self.step_t0, self.last = None, 0.0, 0.0, False
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.t0 = time.perf_counter()
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            self.step_t0 = time.perf_counter()
+            self.last = self.step_t0 - self.t0 > 60 * budget_min
+            self.trainer._reset_timers()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            import json
+
+            now = time.perf_counter()
+            b, step = self.trainer.bench, state.global_step
+            row = {"step": step, "minutes": (now - self.t0) / 60, "time/step": now - self.step_t0,
+                   "time/generate": b["generate"], "time/verify": b["verify"], "reward/mean": b["reward"],
+                   "gen_tokens": b["gen_tokens"]}
+            with open(out / "metrics.jsonl", "a") as fh:
+                fh.write(json.dumps(row) + "\n")
+            if step % save_every == 0 or self.last or step >= args.max_steps:
+                self.trainer.model.save_pretrained(out / "checkpoints" / f"step-{step}")
+                with open(out / "checkpoints.jsonl", "a") as fh:
+                    fh.write(json.dumps({"step": step, "minutes": row["minutes"]}) + "\n")
+            if self.last:
+                control.should_training_stop = True
+
+    return BudgetClock()
+
+
+def run_trl_budget(spec: dict) -> None:
+    """`rlvr bench --vs trl --budget`: TRL's GRPOTrainer trained for spec["budget_min"] minutes of wall clock (at most
+    spec["steps"] steps), its adapter saved as it goes under spec["out"] (checkpoints/step-N, checkpoints.jsonl
+    with the minutes each was saved at, metrics.jsonl per step), for evaluation afterwards."""
+    from pathlib import Path
+
+    out = Path(spec["out"])
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    clock = _budget_callback(out, spec["budget_min"], spec["save_every"])
+    trainer, n_params = build_trainer(spec, str(out / "trainer"), [clock])
+    clock.trainer = trainer
+    emit("ready", load_s=time.perf_counter() - t0, params=n_params, rss=peak_rss_bytes(), versions=_versions())
+    trainer.train()

@@ -160,6 +160,10 @@ def main(argv: list[str]) -> int:
         from rlvr_bench.trl_worker import run_trl
 
         run_trl(spec)
+    elif spec["framework"] == "trl-budget":
+        from rlvr_bench.trl_worker import run_trl_budget
+
+        run_trl_budget(spec)
     else:  # sampler-only workers of `rlvr bench --vs vllm`: "rlvr-sampler", "vllm"
         from rlvr_bench.vllm import WORKERS
 

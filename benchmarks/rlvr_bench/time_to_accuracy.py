@@ -1,0 +1,207 @@
+"""`rlvr bench --vs trl --budget MINUTES`: what a faster step buys. rlvr and TRL's GRPOTrainer each train the default
+preset (model, task, reward, P x G, length limit, temperature, learning rate, LoRA) for the same wall-clock budget,
+one after the other on this machine; then the start model and both sides' checkpoints are scored by `rlvr eval` on
+the same held-out problems (same seed, samples and verifier), and the finals are compared with paired intervals.
+
+    rlvr bench --vs trl --budget 9 --out runs/tta --trl-python /work/trl-venv/bin/python
+
+rlvr: `rlvr train default` with `train.time_budget_min` (its clock starts after loading; a step that starts past
+the budget is its last; every checkpoint kept). `--rlvr-run DIR` reuses a finished run of the default preset instead.
+TRL: rlvr_bench.trl_worker.run_trl_budget under TRL's interpreter, the step bench's settings (`loss_type="grpo"`,
+`beta=0`, bf16, no gradient checkpointing, rlvr's prompt stream and reward functions), the same clock rule, its
+adapter saved every `--trl-save-every` steps. Points on the curve: each side's checkpoint nearest each of
+`--points` minutes, plus its final model. Evaluations already made (OUT/eval/NAME/records.jsonl) are reused, so an
+interrupted comparison resumes and the start model can be copied in from another comparison with the same settings.
+Writes OUT/time_to_accuracy.md / .json / .png and OUT/compare-*.{md,json,png}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+EVAL_ARGS = ["--split", "heldout", "--n", "1", "--k", "1", "--backend", "fast", "--seed", "0",
+             "--rows-per-call", "64", "--quiet"]
+START = "start"
+
+
+def rlvr_cli(args: list[str], log: Path, threads: int) -> None:
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    print("$ rlvr " + " ".join(args), file=sys.stderr, flush=True)
+    with open(log, "w") as fh:
+        if subprocess.run([sys.executable, "-m", "rlvr", *args], stdout=fh, stderr=subprocess.STDOUT, env=env).returncode:
+            raise RuntimeError(f"rlvr {args[0]} failed; see {log}")
+
+
+def train_rlvr(out: Path, args) -> Path:
+    if args.rlvr_run:
+        return Path(args.rlvr_run)
+    run = out / "rlvr"
+    if not (run / "final").exists():
+        rlvr_cli(["train", "default", "--overwrite", "--output-dir", str(run), "--set", f"seed={args.seed}",
+                  "--set", f"train.time_budget_min={args.budget}", "--set", "log.keep_checkpoints=0"],
+                 out / "rlvr.train.log", args.threads)
+    return run
+
+
+def trl_spec(run: Path, args, side: Path) -> dict:
+    """The TRL worker's spec: the rlvr run's model, shape, seed and LoRA (the worker's bench_config reads the rest,
+    learning rate and temperature included, from the same default preset)."""
+    import yaml
+
+    from rlvr.policy.load import resolve_model_path
+
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    r = cfg["rollout"]
+    return {"model": resolve_model_path(cfg["model"]["name"]), "prompts": r["prompts_per_step"],
+            "group": r["group_size"], "max_new_tokens": r["max_new_tokens"], "lora": cfg["model"]["lora"]["enabled"],
+            "bf16": cfg["train"]["autocast"] == "bfloat16", "sampler": r["backend"], "seed": cfg["seed"],
+            "threads": args.threads, "steps": 10_000, "budget_min": args.budget, "save_every": args.trl_save_every,
+            "out": str(side)}
+
+
+def train_trl(out: Path, run: Path, args) -> Path:
+    from rlvr_bench.bench import Worker
+
+    side = out / "trl"
+    if not (side / "done.json").exists():
+        spec = trl_spec(run, args, side)
+        for stale in ("metrics.jsonl", "checkpoints.jsonl"):
+            (side / stale).unlink(missing_ok=True)
+        print("$ TRL GRPOTrainer, budget", args.budget, "min", file=sys.stderr, flush=True)
+        worker = Worker("trl-budget", args.trl_python, spec, args.verbose)
+        try:
+            ready = worker.read("ready")
+            done = worker.close()
+        finally:
+            worker.kill()
+        (side / "done.json").write_text(json.dumps({"ready": ready, "done": done}))
+    return side
+
+
+def rlvr_points(run: Path) -> list[tuple[float, Path]]:
+    """(minutes trained, checkpoint) for every checkpoint of the rlvr run; minutes from its per-step times."""
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    cum = [0.0]
+    for r in rows:
+        cum.append(cum[-1] + r["time/step"] / 60)
+    points = []
+    for ckpt in (run / "checkpoints").glob("step-*"):
+        steps = int(ckpt.name.split("-")[1])
+        points.append((cum[min(steps, len(rows))], ckpt))
+    return sorted(points)
+
+
+def trl_points(side: Path) -> list[tuple[float, Path]]:
+    rows = [json.loads(x) for x in (side / "checkpoints.jsonl").read_text().splitlines() if x.strip()]
+    return sorted((r["minutes"], side / "checkpoints" / f"step-{r['step']}") for r in rows)
+
+
+def choose(points: list[tuple[float, Path]], targets: list[float]) -> list[tuple[float, Path]]:
+    """The checkpoint nearest each target minute, and the last one (the final model), without repeats."""
+    picked = [min(points, key=lambda p: abs(p[0] - t)) for t in targets] + [points[-1]]
+    return sorted(dict.fromkeys(picked))
+
+
+def task_flags(run: Path) -> list[str]:
+    """--task and the run's task settings, for models that carry none (the start model, TRL's adapters)."""
+    import yaml
+
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    flags = ["--task", cfg["task"]["name"], "--max-new-tokens", str(cfg["rollout"]["max_new_tokens"])]
+    for key, value in cfg["task"]["settings"].items():
+        flags += ["--set", f"task.settings.{key}={json.dumps(value)}"]
+    return flags
+
+
+def evaluate_all(out: Path, run: Path, models: dict[str, list[str]], args) -> None:
+    for name, target in models.items():
+        dest = out / "eval" / name
+        if not (dest / "records.jsonl").exists():
+            rlvr_cli(["eval", *target, *EVAL_ARGS, "--limit", str(args.eval_limit), "--out", str(dest)],
+                     out / f"eval-{name}.log", args.threads)
+
+
+def curve_values(out: Path, name: str) -> dict:
+    """Greedy accuracy with its bootstrap interval, per band and over all bands, of one evaluation."""
+    from rlvr.evaluation.records import read_records
+    from rlvr.evaluation.summary import interval, per_problem_values
+
+    vals = per_problem_values(read_records(out / "eval" / name / "records.jsonl"), "greedy")
+    bands = sorted({b for b, _ in vals.values()})
+    res = {b: interval([v for bb, v in vals.values() if bb == b], 2000, 0.05, 0) for b in bands}
+    res["all"] = interval([v for _, v in vals.values()], 2000, 0.05, 0)
+    return res
+
+
+def run_time_to_accuracy(args) -> int:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    load = os.getloadavg()[0]
+    if load > 0.5:
+        print(f"note: load average {load:.1f}: the budget is wall-clock, so anything else running costs steps",
+              file=sys.stderr)
+    targets = [float(t) for t in args.points.split(",") if t.strip()] if args.points else [args.budget / 3,
+                                                                                             2 * args.budget / 3]
+    run = train_rlvr(out, args)
+    side = train_trl(out, run, args)
+    flags = task_flags(run)
+    curves = {"rlvr": choose(rlvr_points(run), targets), "trl": choose(trl_points(side), targets)}
+    models = {START: ["--model", "smollm2-135m-instruct", *flags]}
+    for name, points in curves.items():
+        for minutes, ckpt in points:
+            models[f"{name}-{ckpt.name}"] = ["--model", str(ckpt)] + (flags if name == "trl" else [])
+    evaluate_all(out, run, models, args)
+    return report(out, run, side, curves)
+
+
+def report(out: Path, run: Path, side: Path, curves: dict) -> int:
+    from rlvr.evaluation.compare import compare, compare_markdown, write_comparison
+    from rlvr.evaluation.records import read_records
+
+    finals = {name: f"{name}-{points[-1][1].name}" for name, points in curves.items()}
+    recs = {n: read_records(out / "eval" / n / "records.jsonl") for n in (START, *finals.values())}
+    evals = {"start": recs[START], "trl": recs[finals["trl"]], "rlvr": recs[finals["rlvr"]]}
+    md = []
+    for metric in ("greedy", "pass@1"):
+        for base in ("start", "trl"):
+            result = compare(evals, baseline=base, metric=metric)
+            write_comparison(result, out, name=f"compare-{metric.replace('@', '')}-vs-{base}")
+            md.append(f"### {metric}, against {base}\n\n" + compare_markdown(result))
+    steps = {"rlvr": sum(1 for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()),
+             "trl": sum(1 for x in (side / "metrics.jsonl").read_text().splitlines() if x.strip())}
+    points = {name: [{"minutes": m, "model": f"{name}-{c.name}", **curve_values(out, f"{name}-{c.name}")}
+                     for m, c in pts] for name, pts in curves.items()}
+    points["start"] = [{"minutes": 0.0, "model": START, **curve_values(out, START)}]
+    head = [f"RL steps in the budget: rlvr {steps['rlvr']}, TRL {steps['trl']}.", ""]
+    (out / "time_to_accuracy.md").write_text("\n".join(head + md))
+    (out / "time_to_accuracy.json").write_text(json.dumps({"steps": steps, "points": points}, indent=1))
+    plot(points, out / "time_to_accuracy.png")
+    print("\n".join(head + md))
+    return 0
+
+
+def plot(points: dict, path: Path) -> None:
+    """Greedy held-out accuracy against minutes trained, per band and over all, one line per framework."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bands = [k for k in points["start"][0] if k not in ("minutes", "model")]
+    fig, axes = plt.subplots(1, len(bands), figsize=(3.6 * len(bands), 3.4), sharey=True)
+    for ax, band in zip(axes, bands):
+        for name, color in (("rlvr", "C0"), ("trl", "C1")):
+            pts = points["start"] + points[name]
+            x = [p["minutes"] for p in pts]
+            y = [p[band]["value"] for p in pts]
+            err = [[p[band]["value"] - p[band]["lo"] for p in pts], [p[band]["hi"] - p[band]["value"] for p in pts]]
+            ax.errorbar(x, y, yerr=err, color=color, marker="o", capsize=3, label=name)
+        ax.set(title=band, xlabel="minutes trained")
+    axes[0].set_ylabel("greedy held-out accuracy")
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)

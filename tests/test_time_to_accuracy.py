@@ -1,0 +1,63 @@
+"""`rlvr bench --vs trl --budget`: which checkpoints become points on the curve, the minutes each side had trained at
+them, and the report's paired comparison of the finals, on hand-made records with known answers. (The TRL worker
+itself runs under TRL's interpreter; tests/test_bench.py runs it where RLVR_TRL_PYTHON is set.)"""
+
+import json
+
+import pytest
+
+from rlvr.evaluation.records import EvalRecord, write_records
+from rlvr_bench import time_to_accuracy as tta
+
+
+def test_choose_takes_the_nearest_checkpoint_per_target_and_the_final():
+    pts = [(0.9, "a"), (2.8, "b"), (3.3, "c"), (5.9, "d"), (9.1, "e")]
+    assert tta.choose(pts, [3.0, 6.0]) == [(2.8, "b"), (5.9, "d"), (9.1, "e")]
+    assert tta.choose(pts, [9.0, 20.0]) == [(9.1, "e")]  # no repeats when targets land on the final
+
+
+def test_points_read_each_sides_minutes(tmp_path):
+    run = tmp_path / "rlvr"
+    (run / "checkpoints" / "step-2").mkdir(parents=True)
+    (run / "checkpoints" / "step-3").mkdir()
+    (run / "metrics.jsonl").write_text("".join(json.dumps({"time/step": t}) + "\n" for t in (30, 60, 90)))
+    assert tta.rlvr_points(run) == [(1.5, run / "checkpoints" / "step-2"), (3.0, run / "checkpoints" / "step-3")]
+    side = tmp_path / "trl"
+    side.mkdir()
+    (side / "checkpoints.jsonl").write_text('{"step": 4, "minutes": 2.5}\n{"step": 2, "minutes": 1.0}\n')
+    assert tta.trl_points(side) == [(1.0, side / "checkpoints" / "step-2"), (2.5, side / "checkpoints" / "step-4")]
+
+
+def records(correct: list[bool]) -> list[EvalRecord]:
+    """One greedy and one sampled record per problem, bands a/b alternating."""
+    out = []
+    for i, ok in enumerate(correct):
+        for mode in ("greedy", "sampled"):
+            out.append(EvalRecord(problem_id=f"p{i}", band="ab"[i % 2], sample_idx=0,
+                                  status="correct" if ok else "wrong", reward=float(ok), extracted="1",
+                                  completion="", mode=mode))
+    return out
+
+
+def test_report_compares_the_finals_and_draws_the_curve(tmp_path):
+    run, side = tmp_path / "rlvr", tmp_path / "trl"
+    for folder, n in ((run, 12), (side, 3)):
+        folder.mkdir()
+        (folder / "metrics.jsonl").write_text("{}\n" * n)
+    curves = {"rlvr": [(4.0, run / "checkpoints" / "step-6"), (9.0, run / "checkpoints" / "step-12")],
+              "trl": [(9.2, side / "checkpoints" / "step-3")]}
+    truth = {"start": [False] * 8, "rlvr-step-6": [True, False] * 4, "rlvr-step-12": [True] * 6 + [False] * 2,
+             "trl-step-3": [True] + [False] * 7}
+    for name, correct in truth.items():
+        write_records(records(correct), tmp_path / "eval" / name / "records.jsonl")
+    assert tta.report(tmp_path, run, side, curves) == 0
+    result = json.loads((tmp_path / "compare-greedy-vs-trl.json").read_text())
+    assert result["diffs"]["rlvr"]["all"]["diff"] == pytest.approx(6 / 8 - 1 / 8)
+    vs_start = json.loads((tmp_path / "compare-greedy-vs-start.json").read_text())
+    assert vs_start["diffs"]["trl"]["a"]["diff"] == pytest.approx(1 / 4)
+    summary = json.loads((tmp_path / "time_to_accuracy.json").read_text())
+    assert summary["steps"] == {"rlvr": 12, "trl": 3}
+    assert [p["all"]["value"] for p in summary["points"]["rlvr"]] == [0.5, 0.75]
+    assert summary["points"]["start"][0]["minutes"] == 0.0
+    assert (tmp_path / "time_to_accuracy.png").stat().st_size > 10_000
+    assert "RL steps in the budget: rlvr 12, TRL 3." in (tmp_path / "time_to_accuracy.md").read_text()
