@@ -147,6 +147,11 @@ def compare_values(values: dict, baseline: str, n_boot: int = 4000) -> dict:
     return {"bands": bands, "baseline": baseline, "table": table}
 
 
+def problems_needed(sd: float, half_width: float = 0.15, z: float = 1.96) -> int:
+    """Problems for a paired 95% interval of half-width `half_width` at this per-problem sd of the difference."""
+    return int((z * sd / half_width) ** 2) + 1
+
+
 def _sd(xs: list[float]) -> float:
     m = sum(xs) / len(xs)
     return (sum((x - m) ** 2 for x in xs) / max(1, len(xs) - 1)) ** 0.5
@@ -195,13 +200,13 @@ def write_markdown(out: Path, seeds: list[int], pooled: dict, seeds_table: dict,
                  f"{pooled['table'][n][b]['hi']:.3f}]" for n in names]
         lines.append(f"| {b} | " + " | ".join(cells) + " |")
     lines += ["", "Paired against `default` (same problems, seeds averaged per problem):", "",
-              "| band | variant | difference [95% CI] | verdict | problems | sd of per-problem difference |",
-              "|---|---|---|---|---|---|"]
+              "| band | variant | difference [95% CI] | verdict | problems | sd of per-problem difference | "
+              "problems for +/-0.15 |", "|---|---|---|---|---|---|---|"]
     for b in bands:
         for n in names[2:] + [START]:
             r = pooled["table"][n][b]
             lines.append(f"| {b} | {n} | {r['diff']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}] | "
-                         f"{r['verdict']} | {r['n']} | {r['sd_diff']:.3f} |")
+                         f"{r['verdict']} | {r['n']} | {r['sd_diff']:.3f} | {problems_needed(r['sd_diff'])} |")
     lines += ["", "Per seed, variant minus default (greedy, same problems):", "",
               "| variant | " + " | ".join(f"seed {s} ({b})" for s in seeds for b in ("all",)) + " |",
               "|---" * (len(seeds) + 1) + "|"]

@@ -111,17 +111,22 @@ def task_flags(run: Path) -> list[str]:
     import yaml
 
     cfg = yaml.safe_load((run / "config.yaml").read_text())
-    flags = ["--task", cfg["task"]["name"], "--max-new-tokens", str(cfg["rollout"]["max_new_tokens"])]
+    flags = ["--task", cfg["task"]["name"]]
     for key, value in cfg["task"]["settings"].items():
         flags += ["--set", f"task.settings.{key}={json.dumps(value)}"]
     return flags
 
 
 def evaluate_all(out: Path, run: Path, models: dict[str, list[str]], args) -> None:
+    """Every model with the same settings: EVAL_ARGS, the run's generation length, --eval-limit problems."""
+    import yaml
+
+    length = yaml.safe_load((run / "config.yaml").read_text())["rollout"]["max_new_tokens"]
     for name, target in models.items():
         dest = out / "eval" / name
         if not (dest / "records.jsonl").exists():
-            rlvr_cli(["eval", *target, *EVAL_ARGS, "--limit", str(args.eval_limit), "--out", str(dest)],
+            rlvr_cli(["eval", *target, *EVAL_ARGS, "--max-new-tokens", str(length), "--limit", str(args.eval_limit),
+                      "--out", str(dest)],
                      out / f"eval-{name}.log", args.threads)
 
 
