@@ -122,3 +122,22 @@ def test_the_bench_worker_runs_the_trainers_step(tmp_path, tokenizer):
     assert figures["reward"] == logged[1]["reward/mean"] and figures["active_rows"] == logged[1]["active_rows"]
     assert figures["gen_tokens"] == int(results[1].batch.lengths.sum()) > 0
 
+
+
+def test_a_peer_venv_is_checked_for_each_package_it_needs(tmp_path):
+    import sys
+
+    why = bench.check_peer_python(sys.executable, {"json": "json-pkg", "no_such_module_xyz": "no-such-pkg"}, "RECIPE")
+    assert "lacks no-such-pkg:" in why and "json-pkg" not in why and "-m pip install no-such-pkg" in why
+    assert bench.check_peer_python(sys.executable, {"json": "json"}, "RECIPE") is None
+    assert "no such interpreter" in bench.check_peer_python(str(tmp_path / "python"), {"json": "json"}, "RECIPE")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("trl") is not None, reason="TRL is installed in this venv")
+def test_bench_names_the_package_a_trl_venv_lacks_before_loading_anything(capsys):
+    import sys
+
+    assert bench.run(parse(["--trl-python", sys.executable])) == 1
+    err = capsys.readouterr().err
+    assert "lacks trl" in err and "pip install trl" in err
+    assert bench.run(parse(["--budget", "1", "--frameworks", "rlvr", "--trl-python", sys.executable])) == 1

@@ -43,6 +43,32 @@ class BenchError(RuntimeError):
     """A child process failed; the message carries the tail of its log."""
 
 
+# what the TRL worker imports, as import name -> pip name (torch comes with trl; rlvr itself goes on its path)
+TRL_PACKAGES = {"trl": "trl", "peft": "peft", "math_verify": "math-verify", "yaml": "pyyaml"}
+TRL_RECIPE = ("python3 -m venv trl-venv && trl-venv/bin/pip install torch==2.13.0 && "
+              "trl-venv/bin/pip install trl peft math-verify pyyaml")
+
+
+def check_peer_python(python: str, packages: dict[str, str], recipe: str, timeout_s: float = 600.0) -> str | None:
+    """None when `python` imports every module of `packages` (import name -> pip name); else why not, naming the
+    missing pip packages and how to install them, so a peer's venv fails in seconds and not after a model load."""
+    probe = ("import importlib.util, json; print(json.dumps([m for m in %r if importlib.util.find_spec(m) is None]))"
+             % list(packages))
+    try:
+        proc = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=timeout_s)
+    except FileNotFoundError:
+        return f"{python}: no such interpreter; make a venv with: {recipe}"
+    except subprocess.TimeoutExpired:
+        return f"{python}: probing its packages took over {timeout_s:.0f} s"
+    if proc.returncode != 0:
+        return f"{python} failed to start (exit {proc.returncode}): {proc.stderr.strip()[-300:]}"
+    missing = [packages[m] for m in json.loads(proc.stdout.strip().splitlines()[-1])]
+    if missing:
+        return (f"{python} lacks {', '.join(missing)}: install with `{python} -m pip install {' '.join(missing)}` "
+                f"(the whole venv: {recipe})")
+    return None
+
+
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("bench", help="speed of a training step: rlvr vs TRL's GRPOTrainer, side by side",
                               description=__doc__.split("\n\n")[0])
@@ -93,6 +119,11 @@ def run(args) -> int:
         from rlvr_bench.vllm import run_vs_vllm
 
         return run_vs_vllm(args)
+    if "trl" in args.frameworks.split(",") or getattr(args, "budget", 0):
+        why = check_peer_python(args.trl_python, TRL_PACKAGES, TRL_RECIPE)
+        if why:
+            print(f"rlvr bench: --trl-python {why}", file=sys.stderr)
+            return 1
     if getattr(args, "budget", 0):
         from rlvr_bench.time_to_accuracy import run_time_to_accuracy
 
