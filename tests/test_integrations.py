@@ -284,3 +284,19 @@ def test_docs_trl_snippet_trains_two_steps(tmp_path):
                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     assert out.returncode == 0, out.stderr[-3000:]
     assert "'verdict/correct/timeout_frac'" in out.stdout.splitlines()[-1]
+
+
+def test_a_whole_config_reads_answers_in_its_tasks_format():
+    """A config whose task asks for <answer> tags grades tags through an adapter, as its own training does."""
+    from rlvr.integrations.rewards import build
+    from rlvr.tasks.base import Problem
+
+    problem = Problem(id="0", prompt="What is 2 + 3?", answer="5")
+    tags = build({"task": {"name": "arithmetic", "settings": {"per_band": 20, "answer_format": "tags"}},
+                  "reward": {"workers": 0}})
+    result = tags(["<answer>5</answer>", "\\boxed{5}"], [problem, problem])
+    assert [v.status for v in result.verdicts] == ["correct", "no_answer"]
+    assert result.total == pytest.approx([1.1, 0.0])
+    boxed = build({"task": {"name": "arithmetic", "settings": {"per_band": 20}}, "reward": {"workers": 0}})
+    assert [v.status for v in boxed(["<answer>5</answer>", "\\boxed{5}"], [problem, problem]).verdicts] == \
+        ["no_answer", "correct"]

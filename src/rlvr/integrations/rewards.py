@@ -28,32 +28,39 @@ _CACHE: dict[str, Reward] = {}
 
 def reward_section(spec=None, **overrides) -> dict:
     """The reward section a spec names (see the module doc), completed from rlvr's defaults, with `overrides`."""
+    return reward_and_format(spec, **overrides)[0]
+
+
+def reward_and_format(spec=None, **overrides) -> tuple[dict, str | None]:
+    """(the reward section a spec names, the answer format its terms read: the config's task's for a whole config,
+    else None, which is each term's own default, boxed)."""
     if spec is None:
         section = copy.deepcopy(DEFAULTS["reward"])
     elif isinstance(spec, str) and spec in KINDS:
         section = {"terms": [{"name": spec, "kind": spec, "weight": 1.0}]}
     elif isinstance(spec, (str, Path)):
-        return reward_section(read_yaml(str(spec)), **overrides)
+        return reward_and_format(read_yaml(str(spec)), **overrides)
     elif isinstance(spec, dict) and "terms" in spec:
         section = copy.deepcopy(spec)
     elif isinstance(spec, dict) and "kind" in spec:
         section = {"terms": [{"name": spec["kind"], **copy.deepcopy(spec)}]}
     elif isinstance(spec, dict) and spec and set(spec) <= set(DEFAULTS):  # a whole rlvr config, checked as train checks it
         cfg = merge(DEFAULTS, spec)
-        return {**resolve_reward(cfg["reward"], load_task(cfg["task"]["name"], **cfg["task"]["settings"])), **overrides}
+        task = load_task(cfg["task"]["name"], **cfg["task"]["settings"])
+        return {**resolve_reward(cfg["reward"], task), **overrides}, getattr(task, "answer_format", None)
     else:
         raise ConfigError(f"reward spec {spec!r}: give a verifier kind ({', '.join(sorted(KINDS))}), a config file "
                           f"or preset, a reward section {{terms: [...]}}, one term {{kind: ...}}, or None")
     section = {**{k: v for k, v in DEFAULTS["reward"].items() if k != "terms"}, **section, **overrides}
     # no task here to take a grader from: rlvr's answer grader (math + the boxed format term at 0.1)
-    return {**section, "terms": section.get("terms") or math_grader("math")}
+    return {**section, "terms": section.get("terms") or math_grader("math")}, None
 
 
 def build(spec=None, **overrides) -> Reward:
-    """The Reward a spec names (a Reward is returned as it is)."""
+    """The Reward a spec names (a Reward is returned as it is), reading answers in the format of the spec's task."""
     if isinstance(spec, Reward):
         return spec
-    return build_reward(reward_section(spec, **overrides))
+    return build_reward(*reward_and_format(spec, **overrides))
 
 
 def cached(spec=None, **overrides) -> Reward:
