@@ -1,5 +1,7 @@
 """Math verifier: one case per line with why; every status and every hack family of the issue."""
 
+import subprocess
+import sys
 import threading
 import time
 
@@ -163,6 +165,63 @@ def test_deadline_returns_value_and_raises_timedout():
     assert time.monotonic() - t < 1.5
     time.sleep(0.3)  # no stray exception lands in this thread afterwards
     assert call_with_deadline(lambda: "ok", 1.0) == "ok"
+
+
+RACE = """
+import functools, sys, threading, time
+from rlvr.verifiers.deadline import DeadlineExceeded, TimedOut, call_with_deadline
+sys.setswitchinterval(1e-6)  # switch threads as often as possible: the races below need a switch at a bad moment
+stray = timed_out = 0
+
+def outer():
+    try:
+        call_with_deadline(functools.partial(time.sleep, 0.0015), 0.0015)  # ends about as the inner deadline fires
+    except TimedOut:
+        pass
+
+for i in range(N):
+    d = 0.002 * (0.9 + 0.02 * (i % 11))
+    try:  # a deadline that fires about as the call returns, alone and around a nested one
+        call_with_deadline(functools.partial(time.sleep, d) if i % 2 else outer, 0.002)
+    except TimedOut:
+        timed_out += 1
+    except DeadlineExceeded:
+        stray += 1
+try:
+    time.sleep(0.5)
+    sum(range(200_000))  # Python-level work, where a stray interruption would land
+except DeadlineExceeded:
+    stray += 1
+print(stray, timed_out, sum(t.name == "rlvr-deadline" for t in threading.enumerate()))
+"""
+
+
+def test_deadlines_that_fire_as_calls_return_leave_nothing_behind():
+    """Calls whose deadline fires about as they return, nested and not: none leaks an interruption into later code,
+    none loses its watchdog, and the process keeps one watchdog thread (it used to start one per call; with 3000
+    calls here the old design hung or raised into a freshly started watchdog thread)."""
+    proc = subprocess.run([sys.executable, "-c", "N = 1000\n" + RACE], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "Exception ignored" not in proc.stderr, proc.stderr[-2000:]
+    stray, timed_out, watchdogs = map(int, proc.stdout.split())
+    assert stray == 0 and watchdogs == 1 and 0 < timed_out <= 1000
+
+
+def test_nested_deadlines_each_time_out_and_leave_no_interruption():
+    def inner_spins():
+        while True:
+            pass
+
+    def outer():
+        with pytest.raises(TimedOut):
+            call_with_deadline(inner_spins, 0.1)  # the inner deadline fires first
+        time.sleep(0.05)
+        return "outer done"
+
+    assert call_with_deadline(outer, 1.0) == "outer done"
+    with pytest.raises(TimedOut):  # the outer deadline fires inside the inner call: both report a timeout
+        call_with_deadline(lambda: call_with_deadline(inner_spins, 5.0), 0.1)
+    time.sleep(0.3)
+    assert sum(range(100_000)) > 0  # nothing stray lands here
 
 
 @pytest.mark.parametrize("text,depth", [("2^3", 1), ("2^{3^4}", 2), ("2^{2^{2^2}}", 3), ("x^2 + y^2", 1), ("12", 0)])

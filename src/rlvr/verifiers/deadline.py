@@ -12,7 +12,9 @@ worker that still overruns, which is the only truly hard limit.
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
+import time
 from typing import Callable, TypeVar
 
 from rlvr.verifiers.base import Verdict
@@ -36,58 +38,103 @@ def _raise_in(thread_id: int, exc: type[BaseException] | None) -> None:
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(exc) if exc else None)
 
 
+class _Deadline:
+    """One armed call: the thread to interrupt, when, and whether it was interrupted."""
+
+    __slots__ = ("target", "at", "fired")
+
+    def __init__(self, target: int, at: float):
+        self.target, self.at, self.fired = target, at, False
+
+
+class _Watchdog:
+    """One daemon thread per process fires every armed deadline.
+
+    Why one and not a thread per call: starting a thread per call costs ~0.1 ms, and in CPython 3.11 a thread being
+    started carries its creator's id until it runs, so an interruption meant for the creator (a nested call's outer
+    deadline firing just then) could land in the new thread instead: the creator ran on unbounded and the new
+    watchdog died. With one long-lived thread, no thread is started while a deadline is armed.
+
+    Why bare locks: an interruption can land in the interrupted thread at any Python-level step, so the code it
+    runs here (arm, disarm) touches only primitives whose acquire and release are single C calls. A
+    `threading.Condition` or `Event` runs Python code between taking and releasing its lock, and an interruption
+    landing there left the lock held for good: the next call hung.
+    """
+
+    def __init__(self):
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)  # the thread and its locks do not survive a fork
+
+    def _reset(self) -> None:
+        self._lock = threading.Lock()  # guards _armed
+        self._wake = threading.Lock()  # a binary semaphore: released by arm() to wake the thread early
+        self._wake.acquire()
+        self._armed: set[_Deadline] = set()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, d: _Deadline) -> None:
+        if self._thread is None:  # the first deadline of this process: none is armed, so nothing can interrupt this
+            self._thread = threading.Thread(target=self._run, name="rlvr-deadline", daemon=True)
+            self._thread.start()
+        with self._lock:
+            self._armed.add(d)
+        try:
+            self._wake.release()
+        except RuntimeError:  # already released, not yet taken: the thread will wake anyway
+            pass
+
+    def disarm(self, d: _Deadline) -> bool:
+        """Stop `d` for good and drop an interruption it scheduled that has not landed yet; whether it fired.
+        Idempotent, so a caller can simply call it again when an interruption lands on the way in."""
+        with self._lock:
+            self._armed.discard(d)
+            if d.fired:
+                _raise_in(d.target, None)
+        return d.fired
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                now = time.monotonic()
+                for d in self._armed:
+                    if d.at <= now:
+                        d.fired, d.at = True, now + _REARM_S
+                        _raise_in(d.target, DeadlineExceeded)
+                nearest = min((d.at for d in self._armed), default=None)
+            self._wake.acquire(timeout=-1 if nearest is None else max(0.0, nearest - time.monotonic()))
+
+
+_WATCHDOG = _Watchdog()
+
+
+def _disarm(d: _Deadline) -> bool:
+    """_Watchdog.disarm, retried when a scheduled interruption lands on the way in (before its own `with`): a
+    deadline left armed would keep raising into whatever code the thread runs next."""
+    while True:
+        try:
+            return _WATCHDOG.disarm(d)
+        except DeadlineExceeded:
+            d.fired = True
+
+
 def call_with_deadline(fn: Callable[[], T], timeout_s: float | None) -> T:
     """Return fn(), or raise TimedOut once `timeout_s` seconds have passed (None or <= 0: no limit)."""
     if timeout_s is None or timeout_s <= 0:
         return fn()
-    target = threading.get_ident()
-    lock = threading.Lock()
-    state = {"done": False, "fired": False}
-    stop = threading.Event()
-
-    def watchdog() -> None:
-        if stop.wait(timeout_s):
-            return
-        while True:
-            with lock:
-                if state["done"]:
-                    return
-                state["fired"] = True
-                _raise_in(target, DeadlineExceeded)
-            if stop.wait(_REARM_S):
-                return
-
-    dog = threading.Thread(target=watchdog, name="rlvr-deadline", daemon=True)
-    dog.start()
+    d = _Deadline(threading.get_ident(), time.monotonic() + timeout_s)
     try:
         try:
+            _WATCHDOG.arm(d)
             result = fn()
         finally:
-            _disarm(state, lock, stop, target)
+            _disarm(d)
     except DeadlineExceeded:
+        _disarm(d)  # it may have landed at the entry of the disarm in `finally`, before that could finish
         raise TimedOut(f"exceeded {timeout_s:g}s") from None
-    if state["fired"]:
+    if d.fired:
         # fn swallowed every interruption and finished late: still a timeout, so results don't depend on luck.
         raise TimedOut(f"exceeded {timeout_s:g}s")
     return result
-
-
-def _disarm(state: dict, lock: threading.Lock, stop: threading.Event, target: int) -> None:
-    """Stop the watchdog for good and drop an exception it scheduled but that has not been delivered.
-
-    A scheduled exception may still land while this runs; then we simply go round again. Once `done` is
-    set under the lock the watchdog schedules nothing more, so the loop ends on the next pass.
-    """
-    while True:
-        try:
-            with lock:
-                state["done"] = True
-                if state["fired"]:
-                    _raise_in(target, None)
-            stop.set()
-            return
-        except DeadlineExceeded:
-            state["fired"] = True
 
 
 # Time for a worker (a pool process, a Ray task) to report after its verifier's own deadline fired, before it is killed.
