@@ -79,7 +79,7 @@ def test_evaluate_builds_records_and_hand_checked_summary():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"n": 4, "ks": [8]}, "1..n=4"), ({"n": 0}, "n must be"),
+    ({"n": 4, "ks": [8]}, "1..n=4"), ({"n": 0, "greedy": False}, "n must be"), ({"n": -1}, "n must be"),
 ])
 def test_evaluate_fails_fast_on_bad_settings(kwargs, match):
     policy = scripted_policy(lambda i, n: 0)

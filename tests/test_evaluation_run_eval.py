@@ -56,6 +56,24 @@ def test_records_and_summary_add_up(tmp_path, tokenizer):
     assert [r.completion for r in again] == [r.completion for r in records]
 
 
+def test_greedy_only_evaluation(tmp_path, tokenizer):
+    """n = 0: the greedy decode alone, the same greedy completions as beside samples; n = 0 without it is refused."""
+    from rlvr.evaluation.summary import summary_markdown
+
+    policy = (make_tiny_llama(len(tokenizer)), tokenizer)
+    kw = dict(task_settings={"splits": splits(tmp_path)}, ks=(1, 4), max_new_tokens=6, reward_cfg=FIRST_CHAR,
+              progress=False, n_boot=50)
+    records, summary = evaluate_model(policy, "jsonl", n=0, **kw)
+    assert [r.mode for r in records] == ["greedy"] * 6 and summary["ks"] == []
+    assert summary["overall"]["pass@k"] == {} and summary["overall"]["status"] is None
+    both, _ = evaluate_model(policy, "jsonl", n=2, **kw)
+    assert [r.completion for r in records] == [r.completion for r in both if r.mode == "greedy"]
+    assert summary["overall"]["greedy"]["value"] == pytest.approx(sum(r.correct for r in records) / 6)
+    assert "Verdict statuses of the greedy completions" in summary_markdown(summary)
+    with pytest.raises(ValueError, match="greedy only"):
+        evaluate_model(policy, "jsonl", n=0, greedy=False, **kw)
+
+
 def test_contaminated_split_is_refused_before_sampling(tmp_path, tokenizer):
     copy = {"id": "dup", "prompt": "  TELL me a story   about the number 3 ", "answer": "[a-m]"}
     task = {"splits": splits(tmp_path, [copy])}

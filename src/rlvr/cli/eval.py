@@ -25,7 +25,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "the run's task and reward too), or a PEFT adapter folder (merged into the base it names)")
     p.add_argument("--task", help="task name (default: the run directory's task)")
     p.add_argument("--split", default="heldout", help="split to evaluate (default heldout)")
-    p.add_argument("--n", type=int, default=8, help="samples per problem (default 8)")
+    p.add_argument("--n", type=int, default=8, help="samples per problem (default 8; 0: the greedy decode only)")
     p.add_argument("--k", default="1,4,8", help="comma-separated k for pass@k (default 1,4,8; k > n is dropped)")
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--max-new-tokens", type=int, default=128)

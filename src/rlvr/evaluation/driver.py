@@ -55,20 +55,20 @@ def evaluate(policy_generate: PolicyGenerate, reward, problems: Sequence[Problem
              to_messages: Callable[[Problem], list[dict]] = user_messages,
              batch_size: int = 32) -> list[EvalRecord]:
     """n sampled completions per problem (mode "sampled") plus, when greedy, one at temperature 0
-    (mode "greedy"); every completion scored by `reward`, the one training used.
+    (mode "greedy"); every completion scored by `reward`, the one training used. n = 0 with greedy: greedy only.
 
     ks is checked against n before any sampling, so a pass@8 asked of 4 samples fails in a second
     and not after an hour. Problems go to policy_generate batch_size at a time.
     Returns P*n (+ P greedy) records, problems in the order given.
     """
-    if n < 1:
-        raise ValueError(f"n must be >= 1 samples per problem, got {n}")
+    if n < 0 or (n == 0 and not greedy):
+        raise ValueError(f"n must be >= 1 samples per problem (or 0 with the greedy pass: greedy only), got {n}")
     if any(k < 1 or k > n for k in ks):
         raise ValueError(f"every k in pass@k must be in 1..n={n}, got ks={list(ks)}")
     if len({p.id for p in problems}) != len(problems):
         raise ValueError("problem ids repeat: records are keyed by id, so each must be unique")
     records: list[EvalRecord] = []
-    passes = [("sampled", n, temperature)] + ([("greedy", 1, 0.0)] if greedy else [])
+    passes = ([("sampled", n, temperature)] if n else []) + ([("greedy", 1, 0.0)] if greedy else [])
     for mode, count, temp in passes:
         for start in range(0, len(problems), batch_size):
             batch = list(problems[start:start + batch_size])

@@ -264,7 +264,7 @@ def evaluate_model(model_or_path, task=None, split: str = "heldout", n: int = 8,
     from rlvr.sampling import build_sampler
     from rlvr.verifiers.compose import task_reward
 
-    ks = sorted({k for k in ks if k <= n} | {1})
+    ks = sorted({k for k in ks if k <= n} | ({1} if n else set()))  # n = 0: the greedy pass alone
     if rollout is None:
         rollout = read_run(model_or_path)[1]["rollout"] if is_run_dir(model_or_path) else DEFAULTS["rollout"]
     backend = backend or rollout["backend"]
@@ -287,7 +287,7 @@ def evaluate_model(model_or_path, task=None, split: str = "heldout", n: int = 8,
     with tqdm(total=total, desc=f"rlvr eval {split}", unit="completion", disable=not progress) as bar:
         records = evaluate(_Generate(sampler, tokenizer, max_new_tokens, seed), _Tracked(reward, bar, len(problems) * n),
                            problems, n=n, ks=ks, temperature=temperature, greedy=greedy, to_messages=task_obj.messages,
-                           batch_size=max(1, rows_per_call // n))
+                           batch_size=max(1, rows_per_call // max(n, 1)))
     wall = time.perf_counter() - t0
     summary = summarize(records, ks=ks, n_boot=n_boot, seed=seed, label=f"{label} on {split}")
     summary["setup"] = {"model": label, "task": getattr(task_obj, "name", str(task)),

@@ -91,7 +91,8 @@ def summarize(records: Sequence[EvalRecord], ks: Sequence[int] = (1,), n_boot: i
     """
     if not records:
         raise ValueError("no evaluation records to summarise")
-    ks = sorted({1, *ks})
+    # pass@1 always, unless there are no sampled completions at all (greedy only)
+    ks = sorted({1, *ks}) if any(r.mode == "sampled" for r in records) else []
     return {"label": label, "alpha": alpha, "ks": ks,
             "bands": {b: _block([r for r in records if r.band == b], ks, n_boot, alpha, seed)
                       for b in bands_in_order(records)},
@@ -116,10 +117,11 @@ def summary_markdown(summary: dict) -> str:
         cells = [band, str(b["n_problems"]), str(b["samples_per_problem"])]
         cells += [fmt_interval(b["pass@k"].get(str(k))) for k in ks] + [fmt_interval(b["greedy"])]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "Verdict statuses of the sampled completions (fractions):", "",
-              "| band | " + " | ".join(STATUSES) + " |", "|" + "---|" * (len(STATUSES) + 1)]
+    which = "status" if summary["overall"]["status"] else "greedy_status"  # greedy only: the greedy ones
+    lines += ["", f"Verdict statuses of the {'sampled' if which == 'status' else 'greedy'} completions (fractions):",
+              "", "| band | " + " | ".join(STATUSES) + " |", "|" + "---|" * (len(STATUSES) + 1)]
     for band, b in rows:
-        fr = b["status"] or {}
+        fr = b[which] or {}
         lines.append(f"| {band} | " + " | ".join(f"{fr.get(s, 0.0):.3f}" for s in STATUSES) + " |")
     lines.append(f"\nIntervals: percentile bootstrap over problems ({pct}%).")
     return "\n".join(lines).lstrip("\n") + "\n"
