@@ -14,7 +14,7 @@ Variants (each a set of overrides of the `default` preset; nothing else changes)
 Runs go seed-major (seed 0 of every variant, then seed 1, ...) so that whatever else the machine does
 touches every variant alike; a finished run (its final/ exists) is not run again, so the script resumes.
 Each run is its own `rlvr train` process. Afterwards every run, and the start model once, is evaluated with
-`rlvr eval` on the same held-out problems (greedy plus one sample each). The comparison pairs problems:
+`rlvr eval` on the same held-out problems (the greedy decode, `--n 0`). The comparison pairs problems:
 per problem, each variant's accuracy averaged over seeds, paired bootstrap over problems against `default`
 (rlvr.evaluation.compare); per seed the same, to show whether the seeds agree. It writes OUT/results.md,
 OUT/results.json and OUT/choose-default.png (validation accuracy and nonzero-variance fraction against
@@ -70,7 +70,7 @@ def train_runs(out: Path, seeds: list[int], minutes: float, sets: list[str]) -> 
 
 def eval_runs(out: Path, seeds: list[int], limit: int) -> None:
     """Every run and the start model on the same held-out problems, the same seed and samples."""
-    common = ["--split", "heldout", "--n", "1", "--k", "1", "--limit", str(limit), "--backend", "fast",
+    common = ["--split", "heldout", "--n", "0", "--limit", str(limit), "--backend", "fast",
               "--seed", "0", "--rows-per-call", "64", "--max-new-tokens", "96", "--quiet"]
     models = {START: None} | {f"{v}-s{s}": out / f"{v}-s{s}" for s in seeds for v in VARIANTS}
     for name, run in models.items():
