@@ -61,3 +61,17 @@ def test_report_compares_the_finals_and_draws_the_curve(tmp_path):
     assert summary["points"]["start"][0]["minutes"] == 0.0
     assert (tmp_path / "time_to_accuracy.png").stat().st_size > 10_000
     assert "RL steps in the budget: rlvr 12, TRL 3." in (tmp_path / "time_to_accuracy.md").read_text()
+
+
+def test_cpu_busy_is_a_fraction_and_sees_a_busy_core():
+    import os
+    import threading
+    import time
+
+    stop = time.monotonic() + 0.6
+    spinner = threading.Thread(target=lambda: [None for _ in iter(lambda: time.monotonic() > stop, True)])
+    spinner.start()
+    busy = tta.cpu_busy(0.3)
+    spinner.join()
+    assert 0.0 <= busy <= 1.0
+    assert busy >= 0.5 / (os.cpu_count() or 1)  # one spinning thread shows, however many cores

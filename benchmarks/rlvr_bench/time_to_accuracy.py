@@ -28,6 +28,22 @@ EVAL_ARGS = ["--split", "heldout", "--n", "0", "--backend", "fast", "--seed", "0
 START = "start"
 
 
+def cpu_busy(seconds: float = 2.0) -> float:
+    """The fraction of CPU time spent busy over the next `seconds` (from /proc/stat; 0.0 where it is absent). The
+    load average would lag: it still counts a job that ended a minute ago."""
+    def sample():
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return sum(fields), fields[3] + fields[4]  # total, idle + iowait
+
+    if not Path("/proc/stat").exists():
+        return 0.0
+    import time
+
+    (t0, i0), _ = sample(), time.sleep(seconds)
+    t1, i1 = sample()
+    return 1.0 - (i1 - i0) / max(1, t1 - t0)
+
+
 def rlvr_cli(args: list[str], log: Path, threads: int) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     print("$ rlvr " + " ".join(args), file=sys.stderr, flush=True)
@@ -145,10 +161,10 @@ def curve_values(out: Path, name: str) -> dict:
 def run_time_to_accuracy(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    load = os.getloadavg()[0]
-    if load > 0.5:
-        print(f"note: load average {load:.1f}: the budget is wall-clock, so anything else running costs steps",
-              file=sys.stderr)
+    busy = cpu_busy()
+    if busy > 0.25:
+        print(f"note: the CPUs are {busy:.0%} busy before training starts: the budget is wall-clock, so anything else "
+              f"running costs steps", file=sys.stderr)
     targets = [float(t) for t in args.points.split(",") if t.strip()] if args.points else [args.budget / 3,
                                                                                              2 * args.budget / 3]
     run = train_rlvr(out, args)
