@@ -43,14 +43,12 @@ def is_run_dir(path) -> bool:
 
 def read_run(path) -> tuple[Path, dict]:
     """(final/merged folder, resolved config) of a training or SFT run directory."""
-    import yaml
-
     path = Path(path)
     merged = path / "final" / "merged"
     if not (merged / "config.json").exists():
         raise FileNotFoundError(f"{path} is a run directory without a final model ({merged} is missing); "
                                 f"is it still training?")
-    return merged, yaml.safe_load((path / "config.yaml").read_text())
+    return merged, run_config(path)
 
 
 def is_checkpoint_dir(path) -> bool:
@@ -81,22 +79,23 @@ def run_config(path) -> dict | None:
 
 
 def checkpoint_policy(path, cfg: dict):
-    """(model, tokenizer) of a run at one of its checkpoints: the run's model and LoRA adapter, the checkpoint's
-    trainable tensors copied in, the adapter merged as the run's final model is (policy.load.merged_copy). Under
-    bf16 autocast the trainer stores the frozen base in bf16 (policy.fastpath.prepare_for_update), so the base is
-    rounded the same way first: the last checkpoint then gives the run's final/merged weights exactly."""
-    from rlvr.policy.load import add_lora, cast_frozen_base, load_policy, merged_copy
+    """(model, tokenizer) of a run at one of its checkpoints: the run's model and LoRA adapter (policy.build.
+    with_adapter), the checkpoint's trainable tensors copied in, the adapter merged as the run's final model is
+    (policy.load.merged_copy). Where the trainer stored the frozen base in bf16 (policy.fastpath.stores_base_in_bf16)
+    the base is rounded the same way first: the last checkpoint then gives the run's final/merged weights exactly."""
+    from rlvr.config import Config
+    from rlvr.policy.build import with_adapter
+    from rlvr.policy.fastpath import stores_base_in_bf16
+    from rlvr.policy.load import cast_frozen_base, load_policy, merged_copy
     from rlvr.rundir.checkpoint import load_trainable
 
-    model, tokenizer = load_policy(cfg["model"]["name"], cfg["model"]["dtype"])
-    lora = cfg["model"]["lora"]
-    if lora["enabled"]:
-        model = add_lora(model, r=lora["r"], alpha=lora["alpha"], dropout=lora["dropout"],
-                         target_modules=lora["target_modules"])
-        if cfg["train"]["autocast"] == "bfloat16" and not cfg["train"]["fsdp"]:
-            cast_frozen_base(model, torch.bfloat16)
+    c = Config.from_dict(cfg)
+    model, tokenizer = load_policy(c.model.name, c.model.dtype)
+    model = with_adapter(model, c)
+    if c.model.lora.enabled and stores_base_in_bf16(c.train):
+        cast_frozen_base(model, torch.bfloat16)
     load_trainable(Path(path), model)
-    return (merged_copy(model) if lora["enabled"] else model), tokenizer
+    return (merged_copy(model) if c.model.lora.enabled else model), tokenizer
 
 
 def adapter_policy(path):
@@ -266,7 +265,7 @@ def evaluate_model(model_or_path, task=None, split: str = "heldout", n: int = 8,
 
     ks = sorted({k for k in ks if k <= n} | ({1} if n else set()))  # n = 0: the greedy pass alone
     if rollout is None:
-        rollout = read_run(model_or_path)[1]["rollout"] if is_run_dir(model_or_path) else DEFAULTS["rollout"]
+        rollout = (run_config(model_or_path) or DEFAULTS)["rollout"]
     backend = backend or rollout["backend"]
     # the remote servers hold the base model: a run directory is evaluated as its adapter on that base
     model, tokenizer, task_obj, settings, reward_cfg, run_train, label = resolve_model(

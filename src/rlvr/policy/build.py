@@ -18,12 +18,18 @@ def load_seeded(cfg, policy=None):
     return model, tokenizer
 
 
+def with_adapter(model, cfg):
+    """The model wrapped with `cfg.model.lora`'s fresh LoRA adapter when it is enabled, else the model itself."""
+    if not cfg.model.lora.enabled:
+        return model
+    lc = cfg.model.lora
+    return add_lora(model, r=lc.r, alpha=lc.alpha, dropout=lc.dropout, target_modules=lc.target_modules)
+
+
 def make_trainable(model, cfg):
     """The LoRA adapter when `model.lora.enabled`, then the update's fast path (`train.autocast`, attention,
     checkpointing); returns the model to train (a peft wrapper with LoRA)."""
-    if cfg.model.lora.enabled:
-        lc = cfg.model.lora
-        model = add_lora(model, r=lc.r, alpha=lc.alpha, dropout=lc.dropout, target_modules=lc.target_modules)
+    model = with_adapter(model, cfg)
     prepare_for_update(model, cfg.train)
     return model
 

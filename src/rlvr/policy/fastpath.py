@@ -30,12 +30,18 @@ def prepare_for_update(model, train) -> dict:
         done["gradient_checkpointing"] = True
     if train.autocast != "bfloat16":
         return done
-    if not train.fsdp:  # FSDP2 wants one dtype in a sharded group
+    if stores_base_in_bf16(train):
         done["bf16_frozen_linears"] = cast_frozen_base(model, torch.bfloat16)
         done["bf16_frozen_head"] = cache_frozen_head_cast(model, torch.bfloat16)
     done["bf16_norm_outputs"] = cast_norm_outputs(model, torch.bfloat16)
     done["fused_lora"] = fuse_lora_forward(model)
     return done
+
+
+def stores_base_in_bf16(train) -> bool:
+    """Whether the update stores the frozen base of the LoRA-wrapped linears in bf16 (cast_frozen_base): under bf16
+    autocast, except with FSDP, which wants one dtype in a sharded group. A checkpoint's model is rebuilt the same way."""
+    return train.autocast == "bfloat16" and not train.fsdp
 
 
 def cache_frozen_head_cast(model, dtype) -> bool:
