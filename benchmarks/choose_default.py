@@ -26,10 +26,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
+
+from rlvr.evaluation.records import read_records
+from rlvr.evaluation.summary import per_problem_values
+from rlvr_bench.time_to_accuracy import cpu_busy, evaluate_all, rlvr_cli, task_flags
 
 VARIANTS = {
     "default": [],
@@ -40,89 +42,45 @@ VARIANTS = {
 START = "start"
 
 
-def rlvr(*args: str, log: Path) -> None:
-    """One rlvr command in its own process, its output to log; a failure stops the experiment."""
-    cmd = [sys.executable, "-m", "rlvr", *args]
-    print("$", " ".join(cmd), flush=True)
-    with open(log, "w") as fh:
-        if subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT).returncode:
-            sys.exit(f"failed: {' '.join(cmd)} (see {log})")
-
-
 def train_runs(out: Path, seeds: list[int], minutes: float, sets: list[str]) -> None:
     for seed in seeds:
         for name, overrides in VARIANTS.items():
             run = out / f"{name}-s{seed}"
             if (run / "final").exists():
                 continue
-            load = os.getloadavg()[0]
-            if load > 0.5:
-                print(f"note: load average {load:.1f} before {run.name}; the budget is wall-clock", flush=True)
+            busy = cpu_busy()
+            if busy > 0.25:
+                print(f"note: the CPUs are {busy:.0%} busy before {run.name}; the budget is wall-clock", flush=True)
             args = ["train", "default", "--overwrite", "--output-dir", str(run), "--set", f"seed={seed}",
                     "--set", f"train.time_budget_min={minutes}"]
             for s in overrides + sets:
                 args += ["--set", s]
             out.mkdir(parents=True, exist_ok=True)
             t0 = time.time()
-            rlvr(*args, log=out / f"{run.name}.train.log")
+            rlvr_cli(args, out / f"{run.name}.train.log", os.cpu_count() or 1)
             print(f"{run.name}: {time.time() - t0:.0f} s", flush=True)
 
 
 def eval_runs(out: Path, seeds: list[int], limit: int) -> None:
-    """Every run and the start model on the same held-out problems, the same seed and samples."""
-    common = ["--split", "heldout", "--n", "0", "--limit", str(limit), "--backend", "fast",
-              "--seed", "0", "--rows-per-call", "64", "--max-new-tokens", "96", "--quiet"]
-    models = {START: None} | {f"{v}-s{s}": out / f"{v}-s{s}" for s in seeds for v in VARIANTS}
-    for name, run in models.items():
-        dest = out / "eval" / name
-        if (dest / "records.jsonl").exists():
-            continue
-        if run is None:
-            target = ["--model", "smollm2-135m-instruct", "--task", "arithmetic"] + _task_sets(out / f"default-s{seeds[0]}")
-        else:
-            target = ["--model", str(run)]
-        rlvr("eval", *target, *common, "--out", str(dest), log=out / f"{name}.eval.log")
+    """Every run and the start model on the same held-out problems, with the time-to-accuracy bench's settings."""
+    first = out / f"default-s{seeds[0]}"
+    models = {START: ["--model", "smollm2-135m-instruct", *task_flags(first)]}
+    models |= {f"{v}-s{s}": ["--model", str(out / f"{v}-s{s}")] for s in seeds for v in VARIANTS}
+    evaluate_all(out, first, models, argparse.Namespace(eval_limit=limit, threads=os.cpu_count() or 1))
 
 
-def _task_sets(run: Path) -> list[str]:
-    """The run's task settings as --set flags, so the start model sees the same prompts (the one-shot example)."""
-    import yaml
-
-    task = yaml.safe_load((run / "config.yaml").read_text())["task"]
-    flags = []
-    for key, value in task["settings"].items():
-        flags += ["--set", f"task.settings.{key}={json.dumps(value)}"]
-    return flags
-
-
-def load_records(path: Path, prefix: str = ""):
-    from rlvr.evaluation.records import EvalRecord
-
-    recs = [EvalRecord(**json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
-    if prefix:
-        for r in recs:
-            r.problem_id = prefix + r.problem_id
-    return recs
-
-
-def seed_mean_records(out: Path, variant: str, seeds: list[int]):
-    """One greedy record per problem whose reward is the variant's mean over seeds (the paired unit is the problem)."""
-    from dataclasses import replace
-
-    per_seed = [{r.problem_id: r for r in load_records(out / "eval" / f"{variant}-s{s}" / "records.jsonl")
-                 if r.mode == "greedy"} for s in seeds]
-    merged = []
-    for pid, rec in per_seed[0].items():
-        mean = sum(float(d[pid].correct) for d in per_seed) / len(per_seed)
-        merged.append((rec, mean))
-    return merged
+def greedy_values(out: Path, name: str) -> dict[str, tuple[str, float]]:
+    """{pid: (band, greedy correct 0/1)} of one evaluation."""
+    return per_problem_values(read_records(out / "eval" / name / "records.jsonl"), "greedy")
 
 
 def pooled_values(out: Path, seeds: list[int]) -> dict[str, dict[str, tuple[str, float]]]:
     """{variant: {pid: (band, greedy accuracy averaged over seeds)}}, the start model as one more variant."""
-    values = {v: {r.problem_id: (r.band, m) for r, m in seed_mean_records(out, v, seeds)} for v in VARIANTS}
-    start = load_records(out / "eval" / START / "records.jsonl")
-    values[START] = {r.problem_id: (r.band, float(r.correct)) for r in start if r.mode == "greedy"}
+    values = {}
+    for v in VARIANTS:
+        per_seed = [greedy_values(out, f"{v}-s{s}") for s in seeds]
+        values[v] = {pid: (band, sum(d[pid][1] for d in per_seed) / len(seeds)) for pid, (band, _) in per_seed[0].items()}
+    values[START] = greedy_values(out, START)
     return values
 
 
@@ -180,10 +138,7 @@ def per_seed_diffs(out: Path, seeds: list[int]) -> dict:
             continue
         res[v] = {}
         for s in seeds:
-            vals = {}
-            for name in (v, "default"):
-                recs = load_records(out / "eval" / f"{name}-s{s}" / "records.jsonl")
-                vals[name] = {r.problem_id: (r.band, float(r.correct)) for r in recs if r.mode == "greedy"}
+            vals = {name: greedy_values(out, f"{name}-s{s}") for name in (v, "default")}
             c = compare_values(vals, "default", n_boot=1000)
             res[v][s] = {b: c["table"][v][b]["diff"] for b in c["bands"]}
     return res
