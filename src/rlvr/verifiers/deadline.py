@@ -73,10 +73,10 @@ class _Watchdog:
         self._thread: threading.Thread | None = None
 
     def arm(self, d: _Deadline) -> None:
-        if self._thread is None:  # the first deadline of this process: none is armed, so nothing can interrupt this
-            self._thread = threading.Thread(target=self._run, name="rlvr-deadline", daemon=True)
-            self._thread.start()
-        with self._lock:
+        with self._lock:  # under the lock, so two threads arming their first deadlines start one watchdog
+            if self._thread is None:  # the process's first deadline: none is armed, so nothing interrupts this
+                self._thread = threading.Thread(target=self._run, name="rlvr-deadline", daemon=True)
+                self._thread.start()
             self._armed.add(d)
         try:
             self._wake.release()
