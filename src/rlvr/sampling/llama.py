@@ -51,6 +51,7 @@ class LlamaWeights:
     head_gain: torch.Tensor  # (Hq + Hkv, 1) float32: rope attention_scaling, times 1/sqrt(D) on q heads
     dtype: torch.dtype
     linear: Callable = F.linear  # (x, weight, bias) -> x @ weight.T + bias, for weights as stored here
+    fused: object | None = None  # rlvr.sampling.native's decode ops (bf16 only), or None for the torch ops
 
 
 def check_supported(config) -> None:
@@ -89,8 +90,9 @@ def packed_linear(dtype: torch.dtype, batch_hint: int) -> tuple[Callable, Callab
         return None
 
 
-def load_weights(model, dtype: torch.dtype, batch_hint: int = 32) -> LlamaWeights:
-    """Pull (LoRA-merged) weights from a transformers or peft model into the fused layout above."""
+def load_weights(model, dtype: torch.dtype, batch_hint: int = 32, native: bool = True) -> LlamaWeights:
+    """Pull (LoRA-merged) weights from a transformers or peft model into the fused layout above. In bf16 the
+    forward uses the native fused ops where they build (`native=False`: torch's ops only)."""
     config = plain_config(model)
     check_supported(config)
     sd = merged_weights_lazily(model)  # one merged float weight at a time, converted, then dropped
@@ -123,8 +125,14 @@ def load_weights(model, dtype: torch.dtype, batch_hint: int = 32) -> LlamaWeight
         embed=f32("model.embed_tokens.weight"), layers=layers, norm=f32("model.norm.weight"), lm_head=mat(head),
         n_heads=Hq, n_kv=Hkv, head_dim=D, eps=config.rms_norm_eps, inv_freq=inv_freq,
         head_gain=torch.tensor([scale / math.sqrt(D)] * Hq + [scale] * Hkv)[:, None], dtype=dtype,
-        linear=packed[1] if packed else F.linear,
+        linear=packed[1] if packed else F.linear, fused=_native_ops() if native and dtype == torch.bfloat16 else None,
     )
+
+
+def _native_ops():
+    from .native import decode_ops
+
+    return decode_ops()
 
 
 def _interleave(w: torch.Tensor, D: int) -> torch.Tensor:
@@ -160,19 +168,42 @@ def forward(w: LlamaWeights, tokens: torch.Tensor, positions: torch.Tensor, atte
     normed hidden states (N, H) in the compute dtype (feed to `logits`)."""
     x = w.embed[tokens]  # (N, H) float32 residual stream
     N, H = x.shape
-    D, Hq, Hkv, dt = w.head_dim, w.n_heads, w.n_kv, w.dtype
+    D, Hq, Hkv = w.head_dim, w.n_heads, w.n_kv
     rot = rope_rotation(w, positions)
     nqk = (Hq + Hkv) * D
     linear = w.linear
     for i, L in enumerate(w.layers):
-        qkv = linear(F.rms_norm(x, (H,), L.ln1, w.eps).to(dt), L.wqkv, L.bqkv)
-        qk = torch.view_as_complex(qkv[:, :nqk].float().view(N, Hq + Hkv, D // 2, 2)) * rot
-        qk = torch.view_as_real(qk).to(dt).view(N, Hq + Hkv, D)
+        qkv = linear(_norm(w, x, L.ln1), L.wqkv, L.bqkv)
+        qk = _rope(w, qkv, rot, nqk)  # (N, Hq + Hkv, D) compute dtype
         q, k, v = qk[:, :Hq].view(N, Hkv, Hq // Hkv, D), qk[:, Hq:], qkv[:, nqk:].view(N, Hkv, D)
         x += linear(attend(i, q, k, v), L.wo)
-        gate, up = linear(F.rms_norm(x, (H,), L.ln2, w.eps).to(dt), L.wgu).chunk(2, dim=-1)
-        x += linear(F.silu(gate) * up, L.wd)
-    return F.rms_norm(x, (H,), w.norm, w.eps).to(dt)
+        x += linear(_silu_mul(w, linear(_norm(w, x, L.ln2), L.wgu)), L.wd)
+    return _norm(w, x, w.norm)
+
+
+# The three small steps of a layer, fused natively in bf16 (one call, float32 inside, one rounding) or as torch ops
+def _norm(w: LlamaWeights, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """RMSNorm of the float32 stream (N, H), in the compute dtype."""
+    if w.fused is not None:
+        return w.fused.rms_norm_bf16(x, weight, w.eps)
+    return F.rms_norm(x, (x.shape[1],), weight, w.eps).to(w.dtype)
+
+
+def _rope(w: LlamaWeights, qkv: torch.Tensor, rot: torch.Tensor, nqk: int) -> torch.Tensor:
+    """q and k heads of the qkv output (N, >= nqk), rotated: (N, Hq + Hkv, D) in the compute dtype."""
+    if w.fused is not None:
+        return w.fused.rope_bf16(qkv, rot)
+    N, D = qkv.shape[0], w.head_dim
+    qk = torch.view_as_complex(qkv[:, :nqk].float().view(N, -1, D // 2, 2)) * rot
+    return torch.view_as_real(qk).to(w.dtype).view(N, -1, D)
+
+
+def _silu_mul(w: LlamaWeights, gate_up: torch.Tensor) -> torch.Tensor:
+    """silu(gate) * up of the fused gate|up output (N, 2 I)."""
+    if w.fused is not None:
+        return w.fused.silu_mul_bf16(gate_up)
+    gate, up = gate_up.chunk(2, dim=-1)
+    return F.silu(gate) * up
 
 
 def logits(w: LlamaWeights, hidden: torch.Tensor, upcast: bool = True) -> torch.Tensor:

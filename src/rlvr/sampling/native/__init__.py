@@ -1,0 +1,71 @@
+"""Native kernels of the fast sampler, compiled on first use for this machine (torch's C++ extension builder;
+a C++ compiler and ninja needed) and cached per source, torch version and CPU.
+
+Only where a fused kernel replaces several small torch ops and keeps the numerics (float32 arithmetic over bf16
+inputs, one rounding to bf16): `decode_ops()` holds one decode step's cascade attention for a layer, RMSNorm to
+bf16, RoPE of q and k, and silu(gate) * up (decode.cpp). Where the build
+fails (no compiler, say) the sampler keeps its torch path, with one warning saying why; RLVR_NATIVE=0 turns the
+kernels off.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import warnings
+from functools import lru_cache
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def _cpu_key() -> str:
+    """What -march=native compiles for: the CPU's model and feature flags (a cached build must not move to
+    another CPU)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+        lines = [ln for ln in info.splitlines() if ln.startswith(("flags", "model name"))][:2]
+        return "\n".join(lines)
+    except OSError:
+        return platform.processor() or platform.machine()
+
+
+CFLAGS = ["-O3", "-march=native", "-fno-math-errno", "-fopenmp"]  # at::parallel_for runs serially without OpenMP
+
+
+def _build_dir(source: Path) -> tuple[str, Path]:
+    import torch
+
+    key = hashlib.sha256(source.read_bytes() + torch.__version__.encode() + _cpu_key().encode()
+                         + " ".join(CFLAGS).encode()).hexdigest()[:12]
+    root = Path(os.environ.get("RLVR_NATIVE_CACHE", Path.home() / ".cache" / "rlvr" / "native"))
+    folder = root / f"{source.stem}-{key}"
+    folder.mkdir(parents=True, exist_ok=True)
+    return f"rlvr_{source.stem}_{key}", folder
+
+
+@lru_cache(maxsize=None)
+def _load(stem: str):
+    if os.environ.get("RLVR_NATIVE", "1") == "0":
+        return None
+    source = HERE / f"{stem}.cpp"
+    try:
+        from torch.utils.cpp_extension import load
+
+        name, folder = _build_dir(source)
+        return load(name=name, sources=[str(source)], build_directory=str(folder), verbose=False,
+                    extra_cflags=CFLAGS, extra_ldflags=["-fopenmp"])
+    except Exception as e:  # noqa: BLE001  (any build failure: keep the torch path)
+        warnings.warn(f"rlvr's native {stem} kernel could not be built ({type(e).__name__}: {str(e)[-300:]}); the "
+                      "fast sampler uses its torch path (set RLVR_NATIVE=0 to skip the build)", RuntimeWarning,
+                      stacklevel=3)
+        return None
+
+
+def decode_ops():
+    """The compiled module (decode_attend, rms_norm_bf16, rope_bf16, silu_mul_bf16), or None where it cannot be
+    built."""
+    return _load("decode")
+
+
+__all__ = ["decode_ops"]
