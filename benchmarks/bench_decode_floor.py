@@ -15,7 +15,10 @@ From them:
   attention replaced by a no-op; the floor; and the token draw alone;
 - for real batches of the bench shape (4 prompts x 8 completions, at most 128 new tokens, temperature 1, the
   arithmetic task's prompts), the batch's tokens/s at each floor (a floor step for every decode step, at its
-  number of active rows, plus the measured prefill) beside the sampler's own.
+  number of active rows, plus the measured prefill) beside the sampler's own, and the sampler's rate as a fraction
+  of the roofline at the rows alive (rlvr_bench.roofline: each step at the larger of the read floor and the
+  compute floor, the step's weight FLOPs at the bf16 probe's rate; `rlvr bench --vs ENGINE` prints the same
+  fraction for each engine).
 Prints figures; asserts nothing.
 
 Usage: PYTHONPATH=src python benchmarks/bench_decode_floor.py [--batches 3] [--reps 20]
@@ -37,6 +40,7 @@ def main() -> None:
 
     from rlvr.prompts.chat import encode_prompt
     from rlvr_bench.bench import matmul_gflops
+    from rlvr_bench.roofline import batch_roofline_s, live_rows, read_floor_s
     from rlvr.policy.load import load_policy
     from rlvr.sampling import llama, make_sampler, stop_ids
     from rlvr.tasks import load_task
@@ -53,7 +57,7 @@ def main() -> None:
     print(f"{threads} threads; bf16 matmul probe {bf16:.0f} GFLOP/s; {n_params / 1e6:.1f}M parameters; "
           f"{weight_bytes / 1e6:.0f} MB of bf16 weights read per decode step")
 
-    read_s = _read_floor(weight_bytes, args.reps)
+    read_s = read_floor_s(weight_bytes, args.reps)
     print(f"read floor: {read_s * 1e3:.1f} ms a step ({weight_bytes / read_s / 1e9:.1f} GB/s)")
 
     H = model.config.hidden_size
@@ -95,42 +99,25 @@ def main() -> None:
     sampler = make_sampler("fast", model, tokenizer, stop_ids=stop_ids(model.config, tokenizer), dtype="bfloat16")
     print("\nreal batches, 4 prompts x 8 completions, at most 128 new tokens, temperature 1 (batch 0 = warm-up):")
     print(f"{'batch':>5} {'tokens':>7} {'steps':>6} {'decode s':>9} {'linear floor s':>15} {'decode/floor':>13} "
-          f"{'tok/s':>6} {'linear-floor tok/s':>19} {'read-floor tok/s':>17} {'% of probe':>11}")
+          f"{'tok/s':>6} {'linear-floor tok/s':>19} {'read-floor tok/s':>17} {'% of probe':>11} {'% of roofline':>14}")
     for b in range(args.batches + 1):
         prompts = [encode_prompt(tokenizer, task.messages(p)) for p in problems[4 * b: 4 * b + 4]]
         ro = sampler.generate(prompts, 8, max_new_tokens=128, temperature=1.0,
                               generator=torch.Generator().manual_seed(b))
         lengths = [int(n) for n in ro.mask.sum(dim=1)]
         steps = max(lengths)
-        # step t decodes the rows still running after t tokens (the first token comes from the prefill)
-        active = [sum(L > t for L in lengths) for t in range(1, steps)]
+        active = live_rows(lengths)  # step t decodes the rows still running after t tokens
+        roof_s = batch_roofline_s(lengths, sum(len(p) for p in prompts), n_params, read_s, bf16)
         floor_s = sum(floors[min(n, 64)] for n in active if n)
         read_tps = tokens_at(lengths, len(active) * read_s + ro.timings["prefill"])
         decode_s, tokens = ro.timings["decode"], sum(lengths)
         print(f"{b:>5} {tokens:>7} {steps:>6} {decode_s:>9.2f} {floor_s:>15.2f} {decode_s / floor_s:>13.2f} "
               f"{tokens / ro.seconds:>6.0f} {tokens_at(lengths, floor_s + ro.timings['prefill']):>19.0f}"
-              f" {read_tps:>17.0f} {pct(read_tps):>10.1f}%")
+              f" {read_tps:>17.0f} {pct(read_tps):>10.1f}% {100 * roof_s / ro.seconds:>13.1f}%")
 
 
 def tokens_at(lengths: list[int], seconds: float) -> float:
     return sum(lengths) / seconds
-
-
-def _read_floor(n_bytes: int, reps: int) -> float:
-    """Best seconds to read n_bytes of bf16 once: a matrix-vector product over them, and an int16 max (the
-    faster of the two; both only read the buffer)."""
-    import torch
-
-    buf = torch.randn(n_bytes // 2 // 576, 576).to(torch.bfloat16)
-    ones = torch.ones(576, dtype=torch.bfloat16)
-    best = float("inf")
-    for f in (lambda: torch.mv(buf, ones), lambda: buf.view(torch.int16).max()):
-        f()
-        for _ in range(reps):
-            t = time.perf_counter()
-            f()
-            best = min(best, time.perf_counter() - t)
-    return best * n_bytes / (buf.numel() * 2)
 
 
 def _step_parts(w, n: int, reps: int, vocab: int) -> tuple[float, float, float]:

