@@ -118,7 +118,7 @@ def test_report_by_hand():
 def test_the_comparison_loop_with_rlvrs_side(tokenizer, tmp_path, capsys):
     folder = save_tiny_model(tokenizer, tmp_path)
     args = parse(["--vs", "ct2", "--model", str(folder), "-P", "2", "-G", "3", "--max-new-tokens", "5",
-                  "--steps", "2", "--warmup", "1", "--threads", "1", "--probe-size", "64", "--syncs", "1"])
+                  "--steps", "2", "--warmup", "1", "--threads", "1", "--probe-size", "64", "--syncs", "1", "--torch-ops"])
     result = rollouts.bench_vs_engines(args, [])  # rlvr's side alone: no engine venv here
     side = result["sides"]["rlvr bf16"]
     batch = result["steps"]["rlvr bf16"][1]
@@ -128,3 +128,5 @@ def test_the_comparison_loop_with_rlvrs_side(tokenizer, tmp_path, capsys):
     assert side["sync_s"] > 0 and side["logp_mean"] < 0 and 0 < side["roofline_frac"]
     assert result["params"] > 0 and result["weight_bytes"] > 0
     assert "| rlvr bf16 |" in rollouts.format_vs_engines(result)
+    # the torch-ops side samples the same rows (its own draws): same shape, its own figures
+    assert result["steps"]["rlvr bf16-torch-ops"][1]["rows"] == 6 and "rlvr bf16-torch-ops" in result["sides"]

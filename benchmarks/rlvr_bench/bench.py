@@ -99,6 +99,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                             "recipes in docs/performance.md)")
     p.add_argument("--precisions", default="", help="with --vs ENGINE: only these precisions (comma-separated, e.g. "
                                                      "bf16,float32); default every engine's all")
+    p.add_argument("--torch-ops", action="store_true",
+                   help="with --vs ENGINE: also run rlvr's sampler on torch's ops (RLVR_NATIVE=0) as its own side")
     p.add_argument("--syncs", type=int, default=2, help="with --vs ENGINE: weight syncs timed per side after the batches")
     p.add_argument("--work-dir", default="", help="with --vs ENGINE: where engines put their converted models "
                                                   "(default: a new temporary folder)")

@@ -18,6 +18,7 @@ ratio to each.
 """
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import tempfile
@@ -27,6 +28,7 @@ from pathlib import Path
 from rlvr_bench.engines import ENGINES, engine_module, serve
 
 OURS = "rlvr"
+TORCH_OPS = "bf16-torch-ops"  # rlvr's sampler with RLVR_NATIVE=0: what its native fused ops buy, in the same run
 
 
 def sampler_spec(args) -> dict:
@@ -60,6 +62,8 @@ def run_rlvr_sampler(spec: dict) -> None:
     from rlvr.policy.load import load_policy
     from rlvr.sampling import make_sampler
 
+    if not spec.get("native", True):  # the sampler's torch ops instead of its native fused ones (read at first build)
+        os.environ["RLVR_NATIVE"] = "0"
     t0 = time.perf_counter()
     model, tokenizer = load_policy(spec["model"])
     model.eval()
@@ -105,7 +109,7 @@ def run_engine_worker(spec: dict) -> None:
 def entries(args, engines: list[str]) -> list[tuple[str, str, str]]:
     """(engine, precision, interpreter) of every side, rlvr's sampler first."""
     wanted = [p.strip() for p in args.precisions.split(",") if p.strip()] if args.precisions else None
-    out = [(OURS, "bf16", sys.executable)]
+    out = [(OURS, "bf16", sys.executable)] + ([(OURS, TORCH_OPS, sys.executable)] if args.torch_ops else [])
     for name in engines:
         precisions = engine_module(name).PRECISIONS
         for p in precisions:
@@ -131,7 +135,7 @@ def bench_vs_engines(args, engines: list[str]) -> dict:
     try:
         for name, precision, python in sides:
             key = f"{name} {precision}"
-            child = spec if name == OURS else {**spec, "engine": name, "precision": precision,
+            child = {**spec, "native": precision != TORCH_OPS} if name == OURS else {**spec, "engine": name, "precision": precision,
                                                "work_dir": str(work / f"{name}-{precision}")}
             workers[key] = Worker("rlvr-sampler" if name == OURS else "engine", python, child, args.verbose, label=key)
             ready[key] = workers[key].read("ready")
@@ -146,9 +150,10 @@ def bench_vs_engines(args, engines: list[str]) -> dict:
                 steps[k].append(s)
                 print(f"{k} batch {s['step']}: {s['gen_tokens']} tokens in {s['seconds']:.1f} s "
                       f"({s['gen_tokens'] / max(s['seconds'], 1e-9):.0f} tok/s)", file=sys.stderr, flush=True)
-        syncs = {k: [w.command("sync", "sync") for _ in range(args.syncs)] for k, w in workers.items()}
-        for w in workers.values():
-            w.close()
+        syncs = {k: timed_syncs(k, w, args.syncs) for k, w in workers.items()}
+        for k, w in workers.items():
+            if not (syncs[k] and "error" in syncs[k][-1]):
+                w.close()
     finally:
         for w in workers.values():
             w.kill()
@@ -161,6 +166,20 @@ def bench_vs_engines(args, engines: list[str]) -> dict:
             "ready": ready}
 
 
+def timed_syncs(key: str, worker, n: int) -> list[dict]:
+    """n weight syncs of one side; a side whose sync fails keeps its batches, with the error in place of a time."""
+    from rlvr_bench.bench import BenchError
+
+    out = []
+    for _ in range(n):
+        try:
+            out.append(worker.command("sync", "sync"))
+        except BenchError as e:
+            print(f"{key}: sync failed: {str(e)[-600:]}", file=sys.stderr, flush=True)
+            return out + [{"error": str(e).splitlines()[-1][:300]}]
+    return out
+
+
 def side_figures(batches: list[dict], prompt_tokens: list[int], syncs: list[dict], ready: dict, params: int,
                  read_s: float, gflops: float) -> dict:
     """One side's means over the measured batches: tokens/s (totals over totals), with one sync a batch, and as a
@@ -168,7 +187,8 @@ def side_figures(batches: list[dict], prompt_tokens: list[int], syncs: list[dict
     from rlvr_bench.roofline import batch_roofline_s
 
     tokens, seconds = sum(b["gen_tokens"] for b in batches), sum(b["seconds"] for b in batches)
-    sync_s = statistics.median(s["seconds"] for s in syncs) if syncs else 0.0
+    timed = [s["seconds"] for s in syncs if "seconds" in s]
+    sync_s = statistics.median(timed) if timed else (float("nan") if syncs else 0.0)
     roof = sum(batch_roofline_s(b["lengths"], pt, params, read_s, gflops) for b, pt in zip(batches, prompt_tokens)
                if b.get("lengths"))
     logps = [b["logp_mean"] for b in batches if b.get("logp_mean") is not None]
