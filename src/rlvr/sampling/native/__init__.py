@@ -1,5 +1,6 @@
 """Native kernels of the fast sampler, compiled on first use for this machine (torch's C++ extension builder;
-a C++ compiler and ninja needed) and cached per source, torch version and CPU.
+a C++ compiler and ninja needed) and cached per source, torch version, flags and CPU under $RLVR_CACHE/native
+(~/.cache/rlvr/native; $RLVR_NATIVE_CACHE moves it alone).
 
 Only where a fused kernel replaces several small torch ops and keeps the numerics (float32 arithmetic over bf16
 inputs, one rounding to bf16): `decode_ops()` holds one decode step's cascade attention for a layer, RMSNorm to
@@ -38,7 +39,9 @@ def _build_dir(source: Path) -> tuple[str, Path]:
 
     key = hashlib.sha256(source.read_bytes() + torch.__version__.encode() + _cpu_key().encode()
                          + " ".join(CFLAGS).encode()).hexdigest()[:12]
-    root = Path(os.environ.get("RLVR_NATIVE_CACHE", Path.home() / ".cache" / "rlvr" / "native"))
+    from rlvr.policy.load import cache_dir
+
+    root = Path(os.environ.get("RLVR_NATIVE_CACHE", "") or cache_dir() / "native")  # beside the converted models
     folder = root / f"{source.stem}-{key}"
     folder.mkdir(parents=True, exist_ok=True)
     return f"rlvr_{source.stem}_{key}", folder
