@@ -62,6 +62,24 @@ def serve(spec: dict, generate: Callable[[int, list[list[int]]], dict], sync: Ca
             return
 
 
+def replace_model(state: dict, make: Callable, path, unload: Callable | None = None) -> float:
+    """A sync's load: free the engine's old model (state["model"]) before the new one comes in, load `make(path)`,
+    delete the old model's folder (state["dir"]); returns the load's seconds."""
+    import gc
+    import shutil
+
+    if state.get("model") is not None:
+        if unload is not None:
+            unload(state["model"])
+        state["model"] = None
+        gc.collect()
+    state["model"], seconds = timed(make, path)
+    if state.get("dir") is not None:
+        shutil.rmtree(state["dir"], ignore_errors=True)
+    state["dir"] = path
+    return seconds
+
+
 def timed(f: Callable, *a, **kw):
     """(f's result, seconds)."""
     t0 = time.perf_counter()
@@ -69,4 +87,4 @@ def timed(f: Callable, *a, **kw):
     return out, time.perf_counter() - t0
 
 
-__all__ = ["ENGINES", "engine_module", "serve", "timed"]
+__all__ = ["ENGINES", "engine_module", "serve", "timed", "replace_model"]

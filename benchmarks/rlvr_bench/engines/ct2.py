@@ -13,12 +13,10 @@ float32, then int8 weights.
 """
 from __future__ import annotations
 
-import gc
-import shutil
 import sys
 from pathlib import Path
 
-from rlvr_bench.engines import serve, timed
+from rlvr_bench.engines import replace_model, serve, timed
 from rlvr_bench.rollouts import step_result
 
 PACKAGES = {"ctranslate2": "ctranslate2", "transformers": "transformers", "torch": "torch"}
@@ -69,7 +67,7 @@ def run_worker(spec: dict) -> None:
     work = Path(spec["work_dir"])
     work.mkdir(parents=True, exist_ok=True)
     tokenizer = AutoTokenizer.from_pretrained(spec["model"])
-    state = {"version": 0, "generator": None, "dir": None}
+    state = {"version": 0, "model": None, "dir": None}
 
     def convert() -> tuple[Path, float]:
         out = work / f"model-{state['version']}"
@@ -78,16 +76,9 @@ def run_worker(spec: dict) -> None:
         return out, seconds
 
     def load(path: Path) -> float:
-        if state["generator"] is not None:  # free the old model before the new one comes in
-            state["generator"].unload_model()
-            state["generator"] = None
-            gc.collect()
-        state["generator"], seconds = timed(ctranslate2.Generator, str(path), device="cpu", compute_type=precision,
-                                            intra_threads=threads, inter_threads=1)
-        if state["dir"] is not None:
-            shutil.rmtree(state["dir"], ignore_errors=True)
-        state["dir"] = path
-        return seconds
+        return replace_model(state, lambda p: ctranslate2.Generator(str(p), device="cpu", compute_type=precision,
+                                                                    intra_threads=threads, inter_threads=1),
+                             path, unload=lambda g: g.unload_model())
 
     path, convert_s = convert()
     load_s = load(path)
@@ -95,7 +86,7 @@ def run_worker(spec: dict) -> None:
 
     def generate(step: int, prompts: list[list[int]]) -> dict:
         ctranslate2.set_random_seed(seed_for(spec, step))
-        results = state["generator"].generate_batch([tokenizer.convert_ids_to_tokens(p) for p in prompts], **kwargs)
+        results = state["model"].generate_batch([tokenizer.convert_ids_to_tokens(p) for p in prompts], **kwargs)
         return figures([(ids, score) for r in results for ids, score in zip(r.sequences_ids, r.scores)],
                        spec["stop_ids"], threads)
 

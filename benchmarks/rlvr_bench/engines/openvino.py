@@ -15,13 +15,12 @@ int8_asym, `--weight-format int8`), still bf16 activations and KV cache, so the 
 """
 from __future__ import annotations
 
-import gc
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from rlvr_bench.engines import serve, timed
+from rlvr_bench.engines import replace_model, serve, timed
 from rlvr_bench.rollouts import step_result
 
 # what the worker and the export it runs import; find_spec probes top-level names, so optimum-intel is "optimum"
@@ -96,7 +95,7 @@ def run_worker(spec: dict) -> None:
     work = Path(spec["work_dir"])
     work.mkdir(parents=True, exist_ok=True)
     properties = plugin_properties(spec, ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
-    state = {"version": 0, "pipe": None, "dir": None}
+    state = {"version": 0, "model": None, "dir": None}
 
     def convert() -> tuple[Path, float]:
         out = work / f"model-{state['version']}"
@@ -110,15 +109,8 @@ def run_worker(spec: dict) -> None:
         return out, seconds
 
     def load(path: Path) -> float:
-        if state["pipe"] is not None:  # free the old model before the new one comes in
-            state["pipe"] = None
-            gc.collect()
-        state["pipe"], seconds = timed(openvino_genai.ContinuousBatchingPipeline, str(path),
-                                       openvino_genai.SchedulerConfig(), "CPU", properties)
-        if state["dir"] is not None:
-            shutil.rmtree(state["dir"], ignore_errors=True)
-        state["dir"] = path
-        return seconds
+        return replace_model(state, lambda p: openvino_genai.ContinuousBatchingPipeline(
+            str(p), openvino_genai.SchedulerConfig(), "CPU", properties), path)
 
     path, convert_s = convert()
     load_s = load(path)
@@ -130,7 +122,7 @@ def run_worker(spec: dict) -> None:
             for k, v in config_fields(spec, step, i).items():
                 setattr(config, k, v)
             configs.append(config)
-        results = state["pipe"].generate([ov.Tensor(np.array([p], dtype=np.int64)) for p in prompts], configs)
+        results = state["model"].generate([ov.Tensor(np.array([p], dtype=np.int64)) for p in prompts], configs)
         return figures([(list(ids), score) for r in results for ids, score in zip(r.m_generation_ids, r.m_scores)],
                        spec["stop_ids"], spec["threads"])
 
