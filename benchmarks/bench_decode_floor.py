@@ -131,7 +131,7 @@ def _step_parts(w, n: int, reps: int, vocab: int) -> tuple[float, float, float]:
 
     P, G, step = 4, 8, 40
     g = torch.Generator().manual_seed(n)
-    cache = CascadeCache(len(w.layers), P, G, w.n_kv, w.head_dim, [100] * P, w.dtype)
+    cache = CascadeCache(len(w.layers), P, G, w.n_kv, w.head_dim, [100] * P, w.dtype, kernel=w.fused)
     for t in (cache.pk, cache.pv, cache.gk, cache.gv):
         t.copy_(torch.randn(t.shape, generator=g))
     keep = torch.zeros(P * G, dtype=torch.bool)

@@ -15,8 +15,8 @@ pytestmark = pytest.mark.skipif(kernel is None, reason="the native kernel cannot
 
 def twin_caches(P, G, n_kv, D, lens, layers=2, seed=0):
     g = torch.Generator().manual_seed(seed)
-    a = CascadeCache(layers, P, G, n_kv, D, lens, torch.bfloat16, native=True)
-    b = CascadeCache(layers, P, G, n_kv, D, lens, torch.bfloat16, native=False)
+    a = CascadeCache(layers, P, G, n_kv, D, lens, torch.bfloat16, kernel=kernel)
+    b = CascadeCache(layers, P, G, n_kv, D, lens, torch.bfloat16, kernel=None)
     assert a.kernel is not None and b.kernel is None
     for name in ("pk", "pv"):
         x = torch.randn(getattr(a, name).shape, generator=g).to(torch.bfloat16)
@@ -67,7 +67,7 @@ def test_rows_leaving_compaction_and_a_new_block():
 
 def test_one_query_attends_exactly_by_hand():
     # one prompt token (key 0, value 1) and the generated key (key 0, value 3): equal scores -> mean value 2
-    a = CascadeCache(1, 1, 1, 1, 2, [1], torch.bfloat16, native=True)
+    a = CascadeCache(1, 1, 1, 1, 2, [1], torch.bfloat16, kernel=kernel)
     a.pv.fill_(1.0)
     a.begin_step(0)
     q = torch.zeros(1, 1, 1, 2, dtype=torch.bfloat16)
@@ -120,7 +120,7 @@ def test_the_fused_forward_follows_the_torch_forward():
     prompt = torch.tensor([5, 6, 7, 8, 9, 10])
     outs = []
     for w in (fused, plain):
-        cache = CascadeCache(len(w.layers), 1, 1, w.n_kv, w.head_dim, [6], w.dtype, native=w.fused is not None)
+        cache = CascadeCache(len(w.layers), 1, 1, w.n_kv, w.head_dim, [6], w.dtype, kernel=w.fused)
         hidden = llama.forward(w, prompt, torch.arange(6), llama.prefill_attend_into(cache.pk, cache.pv, [6]))
         outs.append(llama.logits(w, hidden[-1:]))
     torch.testing.assert_close(outs[0], outs[1], atol=0.1, rtol=0.05)

@@ -12,8 +12,8 @@ of 3 x 64 query blocks were 2x slower.) Finished samples leave the decode batch 
 matmuls see only the n active rows); the caches keep their slots until the active set falls to 3/4
 of the slots, then are compacted. The generated cache grows in blocks of BLOCK positions.
 
-In bf16, where rlvr.sampling.native's decode-attention kernel builds, one call a layer does all of a step's
-attention (cache write, prompt and generated keys under one float32 softmax): the same result as the two flash
+Given rlvr.sampling.native's decode ops (`kernel`: the sampler passes its weights' `fused`, set in bf16 where they
+build), one call a layer does all of a step's attention (cache write, prompt and generated keys under one float32 softmax): the same result as the two flash
 calls and their merge up to float32 rounding, for a fraction of their fixed costs.
 """
 from __future__ import annotations
@@ -44,9 +44,9 @@ def attention_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch
 
 class CascadeCache:
     def __init__(self, n_layers: int, n_prompts: int, group: int, n_kv: int, head_dim: int,
-                 prompt_lens: list[int], dtype: torch.dtype, native: bool = True):
+                 prompt_lens: list[int], dtype: torch.dtype, kernel=None):
         Lmax = max(prompt_lens)
-        self.kernel = _native_kernel() if native and dtype == torch.bfloat16 else None
+        self.kernel = kernel  # rlvr.sampling.native's decode ops (bf16 caches), or None for the torch path
         self.prompt_lens = torch.tensor(prompt_lens, dtype=torch.long)
         self.P, self.G, self.dtype = n_prompts, group, dtype
         self.pk = torch.zeros(n_layers, n_prompts, n_kv, Lmax, head_dim, dtype=dtype)
@@ -62,7 +62,7 @@ class CascadeCache:
         self.slots = torch.arange(B)  # their slots in the generated cache
         self.step = 0
         self.full = True
-        self._prompt_of = None  # the active rows' prompts, for the kernel (made once per active set)
+        self.prompt_of = self.rows // group  # the active rows' prompts (the kernel's index into the prompt cache)
 
     @property
     def n_active(self) -> int:
@@ -71,7 +71,7 @@ class CascadeCache:
     def keep(self, still: torch.Tensor) -> None:
         """Drop active rows whose entry in the boolean (n,) `still` is False; compact when worthwhile."""
         self.rows, self.slots = self.rows[still], self.slots[still]
-        self._prompt_of = None
+        self.prompt_of = self.rows // self.G
         if 0 < self.n_active <= 0.75 * self.n_slots:
             self.gk, self.gv = self.gk[:, self.slots], self.gv[:, self.slots]  # indexing copies: compact
             self.n_slots, self.slots = self.n_active, torch.arange(self.n_active)
@@ -89,9 +89,7 @@ class CascadeCache:
         n, Hkv, rep, D = q.shape
         t, gk, gv = self.step, self.gk[i], self.gv[i]
         if self.kernel is not None:
-            if self._prompt_of is None:
-                self._prompt_of = torch.div(self.rows, self.G, rounding_mode="floor")
-            return self.kernel.decode_attend(q, k, v, self.pk[i], self.pv[i], gk, gv, self._prompt_of, self.slots,
+            return self.kernel.decode_attend(q, k, v, self.pk[i], self.pv[i], gk, gv, self.prompt_of, self.slots,
                                              self.prompt_lens, t)
         if self.full:
             gk[:, :, t], gv[:, :, t] = k, v
@@ -118,12 +116,6 @@ class CascadeCache:
         P, Hkv, Grep, X = y.shape
         y = y.view(P, Hkv, self.G, Grep // self.G, X).transpose(1, 2).reshape(P * self.G, Hkv, Grep // self.G, X)
         return y if self.n_active == P * self.G else y[self.rows]
-
-
-def _native_kernel():
-    from .native import decode_ops
-
-    return decode_ops()
 
 
 def _scatter(x: torch.Tensor, index: torch.Tensor, size: int) -> torch.Tensor:

@@ -61,7 +61,8 @@ def _generate_chunk(w: llama.LlamaWeights, prompts: list[list[int]], G: int, max
     """Generate G samples for each of a few prompts. Returns per-row (tokens, logp, finish) and timings."""
     t0 = time.perf_counter()
     P, B = len(prompts), len(prompts) * G
-    cache = CascadeCache(len(w.layers), P, G, w.n_kv, w.head_dim, [len(p) for p in prompts], w.dtype)
+    cache = CascadeCache(len(w.layers), P, G, w.n_kv, w.head_dim, [len(p) for p in prompts], w.dtype,
+                         kernel=w.fused)
     # prefill: every prompt once, whatever G is, all prompts through the weights in one pass
     lens = [len(p) for p in prompts]
     attend = llama.prefill_attend_into(cache.pk, cache.pv, lens)

@@ -178,8 +178,9 @@ torch::Tensor rms_norm_bf16(torch::Tensor x, torch::Tensor w, double eps) {
   auto xc = x.contiguous();
   const int64_t N = xc.size(0), H = xc.size(1);
   auto out = torch::empty({N, H}, xc.options().dtype(at::kBFloat16));
+  auto wc = w.contiguous();  // held: a temporary's data would be freed at the end of the statement
   const float* X = xc.data_ptr<float>();
-  const float* W = w.contiguous().data_ptr<float>();
+  const float* W = wc.data_ptr<float>();
   auto* O = reinterpret_cast<uint16_t*>(out.data_ptr());
   at::parallel_for(0, N, 4, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
