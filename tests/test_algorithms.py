@@ -27,7 +27,7 @@ def test_presets_hold_the_papers_choices(name):
 def test_every_preset_is_listed_and_runs_through_the_loss():
     assert set(PRESETS) == set(PAPER_CHOICES)
     logp = torch.zeros(2, 3, requires_grad=True)
-    for algo in PRESETS.values():
+    for algo in (entry.value for entry in PRESETS.entries()):
         adv, mask = torch.tensor([1.0, -1.0]), torch.ones(2, 3)
         loss, stats = policy_loss(logp, None, adv, mask, **algo.loss_kwargs())
         assert loss.item() == 0.0  # ratio 1: -A summed over +1 and -1 rows cancels
@@ -55,10 +55,10 @@ def test_overrides_replace_fields_and_coerce_strings():
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        ({"clip_hi": 0.3}, "algorithm.clip_hi is not a field; allowed: preset, adv_scale, ratio, clip_low"),
+        ({"clip_hi": 0.3}, "algorithm.clip_hi is not a field; allowed: preset, adv_scale, ratio, surrogate, clip_low"),
         ({"name": "x"}, "algorithm.name is not a field"),
-        ({"agg": "mean"}, "algorithm.agg='mean' is not one of token-mean, seq-mean-token-mean"),
-        ({"ratio": "seq"}, "algorithm.ratio='seq' is not one of token, sequence"),
+        ({"agg": "mean"}, "algorithm.agg: unknown loss aggregation 'mean'; choose from token-mean, seq-mean-token-mean"),
+        ({"ratio": "seq"}, "algorithm.ratio: unknown loss ratio level 'seq'; choose from token, sequence, or package.module:attr"),
         ({"overlong": "cut"}, "is not one of none, filter, soft"),
         ({"clip_high": "wide"}, "algorithm.clip_high='wide' is not a valid float"),
         ({"max_sampling_rounds": 2.5}, "is not a valid int"),

@@ -243,7 +243,7 @@ def test_same_seed_same_batches_other_seed_other_batches():
 @pytest.mark.parametrize(
     "cfg, message",
     [
-        ({"kind": "random"}, "curriculum.kind: unknown 'random'; choices: fixed, schedule, adaptive"),
+        ({"kind": "random"}, "curriculum.kind: unknown curriculum 'random'; choose from fixed, schedule, adaptive, or package.module:attr"),
         (
             {"kind": "adaptive", "targets": [0.1, 0.9]},
             "curriculum.targets: unknown key for kind 'adaptive'; choices: kind, target, floor, window",

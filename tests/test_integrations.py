@@ -43,7 +43,7 @@ class Flaky:
 def flaky_kind():
     register_kind("flaky", lambda: Flaky())
     yield
-    KINDS.pop("flaky", None)
+    KINDS.remove("flaky")
 
 
 # ---------------------------------------------------------------- TRL, in process (the calling convention)

@@ -5,16 +5,10 @@ import math
 import pytest
 import torch
 
-from rlvr.algorithms.losses import (
-    AGGS,
-    RATIOS,
-    aggregate,
-    batch_counts,
-    kl_k3,
-    policy_loss,
-    selective_log_softmax,
-    token_entropy_from_logits,
-)
+from rlvr.algorithms.losses import AGGREGATIONS, RATIO_LEVELS, aggregate, batch_counts, kl_k3, policy_loss
+from rlvr.policy.softmax import selective_log_softmax, token_entropy_from_logits
+
+AGGS, RATIOS = AGGREGATIONS.names(), RATIO_LEVELS.names()
 
 F64 = torch.float64
 # Row 0: A = +1, all three tokens count; row 1: A = -1, its last token is padding.
@@ -186,7 +180,7 @@ def test_local_counts_are_not_invariant_which_is_why_the_arguments_exist():
 
 # ---- aggregation edge cases, KL, old_logp=None ---------------------------------------------------
 def test_aggregate_unknown_mode_names_the_choices():
-    with pytest.raises(ValueError, match="token-mean, seq-mean-token-mean, seq-mean-token-sum-norm"):
+    with pytest.raises(ValueError, match="token-mean, seq-mean-token-mean, seq-mean-token-sum-norm, or package"):
         aggregate(torch.ones(1, 1), torch.ones(1, 1), "mean")
     with pytest.raises(ValueError, match="token, sequence"):
         policy_loss(torch.zeros(1, 1), None, torch.zeros(1), torch.ones(1, 1), ratio="seq")

@@ -149,6 +149,6 @@ def test_a_bad_out_of_domain_set_is_refused_before_anything_runs(tmp_path, tiny_
     with pytest.raises(ConfigError, match=r"eval.out_of_domain\[0\].splitt: unknown key; choose from name, settings"):
         run_main(cfg, quiet=True)
     cfg["eval"]["out_of_domain"] = [{"name": "nope"}]
-    with pytest.raises(ConfigError, match="eval.out_of_domain 'nope': task 'nope': choose from"):
+    with pytest.raises(ConfigError, match="eval.out_of_domain 'nope': task.name: unknown task 'nope'; choose from"):
         run_main(cfg, quiet=True)
     assert not (tmp_path / "main").exists()

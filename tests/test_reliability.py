@@ -37,7 +37,7 @@ def faulty_kind():
 
     fault_entry.register()
     yield
-    KINDS.pop(fault_entry.KIND, None)
+    KINDS.remove(fault_entry.KIND)
 
 
 def make_config(tmp_path, model_dir, term=None, **over):

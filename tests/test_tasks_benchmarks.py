@@ -55,7 +55,7 @@ def test_bad_row_is_named_by_file_and_line(tmp_path, extra, match):
 def test_missing_file_and_unknown_benchmark(tmp_path):
     with pytest.raises(DatasetError, match="no such file"):
         load_math500(tmp_path / "absent.jsonl")
-    with pytest.raises(ValueError, match="task 'gsm9k': choose from .*champ.*math500"):
+    with pytest.raises(ValueError, match="unknown task 'gsm9k'; choose from .*math500.*champ"):
         load_task("gsm9k")
 
 

@@ -305,7 +305,7 @@ def faulty_kind():
 
     fault_entry.register()
     yield
-    KINDS.pop(fault_entry.KIND, None)
+    KINDS.remove(fault_entry.KIND)
 
 
 def test_sigkill_then_resume_shows_each_step_once_in_every_tracker(tmp_path, model_dir, faulty_kind):

@@ -56,7 +56,7 @@ def test_verify_setting_and_unknown_verifier(tmp_path, capsys):
     assert code == 0 and rows[-1]["status"] == "no_answer"  # "no box" has no number either way
     args = _parse(["verify", "--verifier", "nope", "--input", "x", "--output", str(tmp_path / "o")])
     assert run_verify(args) == 2
-    assert "unknown kind 'nope'; choose from" in capsys.readouterr().err
+    assert "unknown verifier kind 'nope'; choose from" in capsys.readouterr().err
 
 
 def test_verify_missing_input_is_exit_2(tmp_path, capsys):
@@ -110,7 +110,7 @@ def test_verify_task_refuses_a_verifier_beside_it_and_an_unknown_task(tmp_path, 
     out = str(tmp_path / "o.jsonl")
     assert main(["verify", "--task", "arithmetic", "--verifier", "math", "--input", str(src), "--output", out]) == 2
     assert main(["verify", "--task", "nope", "--input", str(src), "--output", out]) == 2
-    assert "task 'nope': choose from" in capsys.readouterr().err
+    assert "unknown task 'nope'; choose from" in capsys.readouterr().err
 
 
 def test_verify_reads_the_gold_by_the_gold_column_rule(tmp_path, capsys):

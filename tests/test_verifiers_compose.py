@@ -58,7 +58,7 @@ def test_dominance_scales_with_correctness_weight():
 
 
 @pytest.mark.parametrize("cfg,match", [
-    ({"terms": [{"kind": "maths"}]}, r"terms\[0\]\.kind: unknown kind 'maths'; choose from .*math"),
+    ({"terms": [{"kind": "maths"}]}, r"terms\[0\]\.kind: unknown verifier kind 'maths'; choose from .*math"),
     ({"terms": [{"kind": "math", "hedge": "x"}]}, r"terms\[0\]\.hedge: unknown setting .*hedging"),
     ({"terms": [{"kind": "math", "hedging": "any"}]}, r"terms\[0\]: bad settings .*hedging"),
     ({"terms": [], "workers": 1}, r"reward\.terms: need a non-empty list"),
@@ -83,7 +83,7 @@ def test_register_kind_adds_a_verifier():
         res = build_reward({"terms": [{"name": "x", "kind": "always_test"}], "workers": 0})(["a"], [Problem("1", "q", "z")])
         assert res.total == [1.0]
     finally:
-        del KINDS["always_test"]
+        KINDS.remove("always_test")
 
 
 # TRL passes completions as plain strings (standard format) or as lists of messages (conversational),

@@ -56,7 +56,7 @@ def test_expressions_do_not_have_the_number_form(answer, gold, why):
 
 def test_every_answer_has_the_math_form_and_unknown_forms_are_refused():
     assert check_form("math", "8 - 3", "5") is None
-    with pytest.raises(ValueError, match="answer_form='words'; choose from math, number"):
+    with pytest.raises(ValueError, match="answer_form: unknown answer form 'words'; choose from math, number"):
         check_form("words", "5")
     with pytest.raises(ValueError, match="answer_form"):
         MathVerifier(answer_form="words")

@@ -16,20 +16,22 @@ from dataclasses import asdict, dataclass, field, fields
 
 import yaml
 
-
-class ConfigError(ValueError):
-    """A configuration mistake; the message is one line naming the key, the value and the choices."""
-
-
-def _choice(default, *others):
-    """A field whose value must be the default or one of `others` (checked by `merge`)."""
-    return field(default=default, metadata={"choices": (default, *others)})
+from rlvr.errors import ConfigError
+from rlvr.registry import Registry, is_plugin
 
 
-def _each(*choices):
-    """A list field (default: empty) whose items must each be one of `choices`; a comma-separated string is read as
-    the list it names ("tensorboard,mlflow"), and "none" as the empty list (checked by `merge`)."""
-    return field(default_factory=list, metadata={"each": choices})
+
+def _choice(default, *others, plugin: bool = False):
+    """A field whose value must be the default or one of `others` (checked by `merge`); with `plugin`, also a
+    `package.module:attr` reference (an extension point: the named registry resolves it when it is built)."""
+    return field(default=default, metadata={"choices": (default, *others), "plugin": plugin})
+
+
+def _each(*choices, plugin: bool = False):
+    """A list field (default: empty) whose items must each be one of `choices` (or, with `plugin`, a
+    `package.module:attr` reference); a comma-separated string is read as the list it names ("tensorboard,mlflow"),
+    and "none" as the empty list (checked by `merge`)."""
+    return field(default_factory=list, metadata={"each": choices, "plugin": plugin})
 
 
 def _open(factory):
@@ -88,7 +90,7 @@ class VllmConfig:
 
 @dataclass
 class RolloutConfig:
-    backend: str = _choice("hf", "fast", "remote", "vllm")  # rlvr.sampling.BACKENDS
+    backend: str = _choice("hf", "fast", "remote", "vllm", plugin=True)  # rlvr.sampling.BACKENDS
     prompts_per_step: int = 4   # P
     group_size: int = 8         # G
     max_new_tokens: int = 128
@@ -155,7 +157,7 @@ class LogConfig:
     eval_problems: int = 60  # how many validation problems (spread over the bands)
     # Experiment trackers that also get every step's metrics line, the config, the samples and, in `rlvr run`, the
     # held-out tables and plots (rank 0 only; metrics.jsonl stays the source of truth). rlvr.rundir.trackers
-    report_to: list = _each("tensorboard", "mlflow", "trackio", "wandb")
+    report_to: list = _each("tensorboard", "mlflow", "trackio", "wandb", plugin=True)  # rlvr.rundir.trackers.TRACKERS
     project: str = "rlvr"    # MLflow experiment, trackio / W&B project
     run_name: str = ""       # the run's name in the trackers; "" = the output directory's name
 
@@ -223,6 +225,7 @@ DEFAULTS: dict = asdict(Config())
 OPEN_KEYS = {key for key, f in _walk(Config) if f.metadata.get("open")}
 CHOICES = {key: f.metadata["choices"] for key, f in _walk(Config) if "choices" in f.metadata}
 EACH = {key: f.metadata["each"] for key, f in _walk(Config) if "each" in f.metadata}
+PLUGGABLE = {key for key, f in _walk(Config) if f.metadata.get("plugin")}
 
 
 def _type_ok(value, default) -> bool:
@@ -254,7 +257,7 @@ def merge(base: dict, update: dict, prefix: str = "") -> dict:
         elif not _type_ok(value, default):
             raise ConfigError(f"config key '{path}' must be {type(default).__name__}, got {value!r}")
         else:
-            if path in CHOICES and value not in CHOICES[path]:
+            if path in CHOICES and value not in CHOICES[path] and not (path in PLUGGABLE and is_plugin(value)):
                 raise ConfigError(f"config key '{path}' = {value!r}; choose from {', '.join(CHOICES[path])}")
             out[key] = float(value) if isinstance(default, float) else value
     return out
@@ -266,7 +269,7 @@ def _each_value(path: str, value) -> list:
         value = [] if value.strip().lower() in ("", "none") else [v.strip() for v in value.split(",")]
     if not isinstance(value, list):
         raise ConfigError(f"config key '{path}' must be a list, got {value!r}")
-    bad = [v for v in value if v not in EACH[path]]
+    bad = [v for v in value if v not in EACH[path] and not (path in PLUGGABLE and is_plugin(v))]
     if bad:
         raise ConfigError(f"config key '{path}' lists {bad[0]!r}; choose from {', '.join(EACH[path])}")
     return list(dict.fromkeys(value))
@@ -294,16 +297,31 @@ def _looks_numeric(text: str) -> bool:
         return False
 
 
+def _config_presets() -> Registry[Path]:
+    """Config presets: the YAML files shipped in rlvr/presets, each described by its first comment line."""
+    presets: Registry[Path] = Registry("config preset", key="config")
+    for item in sorted(resources.files("rlvr.presets").iterdir(), key=lambda p: p.name):
+        if item.name.endswith(".yaml"):
+            first = next(iter(item.read_text().splitlines()), "")
+            presets.add(item.name[:-5], Path(str(item)), first.lstrip("# ") if first.startswith("#") else "")
+    return presets
+
+
+# Named whole configs (`rlvr train default`, `rlvr run --preset reasoning-gym`); not to be confused with the
+# algorithm presets (rlvr.algorithms.PRESETS: grpo, dapo, ...), which fill only the `algorithm` section.
+CONFIG_PRESETS = _config_presets()
+
+
 def preset_names() -> list[str]:
-    return sorted(p.name[:-5] for p in resources.files("rlvr.presets").iterdir() if p.name.endswith(".yaml"))
+    return list(CONFIG_PRESETS.names())
 
 
 def read_yaml(source: str) -> dict:
     """A YAML file path, or the name of a preset shipped in rlvr/presets."""
     path = Path(source)
     if not path.exists():
-        if source in preset_names():
-            path = Path(str(resources.files("rlvr.presets") / f"{source}.yaml"))
+        if source in CONFIG_PRESETS:
+            path = CONFIG_PRESETS.get(source)
         else:
             raise ConfigError(f"config {source!r}: no such file, and not a preset ({', '.join(preset_names())})")
     data = yaml.safe_load(path.read_text()) or {}

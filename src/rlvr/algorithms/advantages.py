@@ -11,6 +11,8 @@ from typing import Callable, Sequence
 
 import torch
 
+from rlvr.registry import Registry
+
 def _as_float(x) -> torch.Tensor:
     t = torch.as_tensor(x)
     return t if t.is_floating_point() else t.to(torch.float32)
@@ -58,13 +60,12 @@ def _batch_std(r, std, batch_rewards):
     return b.std() if b.numel() > 1 else b.new_zeros(())
 
 
-# How r - mean_g is scaled, by name: the std to divide by (None = do not divide). A new scale is a new entry.
-ADVANTAGE_SCALES: dict[str, Callable] = {
-    "group": _group_std,   # GRPO: the group's sample std
-    "batch": _batch_std,   # the std of every reward in the (global) batch
-    "none": None,          # Dr. GRPO: no division
-}
-SCALES = tuple(ADVANTAGE_SCALES)
+# How r - mean_g is scaled, by name: fn(r (B,), group std (B,), batch_rewards) -> the std to divide by, or None (do
+# not divide). A new scale is a new entry, or `package.module:attr` in algorithm.adv_scale.
+ADVANTAGE_SCALES: Registry[Callable | None] = Registry("advantage scale", key="algorithm.adv_scale")
+ADVANTAGE_SCALES.add("group", _group_std, "GRPO: divide by the group's sample std")
+ADVANTAGE_SCALES.add("batch", _batch_std, "divide by the std of every reward in the (global) batch")
+ADVANTAGE_SCALES.add("none", None, "Dr. GRPO: no division")
 
 
 def group_advantages(rewards, group_ids, scale: str = "group", eps: float = 1e-4, batch_rewards=None) -> torch.Tensor:
@@ -78,12 +79,10 @@ def group_advantages(rewards, group_ids, scale: str = "group", eps: float = 1e-4
     A group whose rewards are all equal (including a group of one row) gets exactly 0: it carries no
     learning signal, and float rounding of the mean must not invent one.
     """
-    if scale not in ADVANTAGE_SCALES:
-        raise ValueError(f"unknown advantage scale {scale!r}; choose from {', '.join(SCALES)}")
     r = _as_float(rewards)
     mean, std, constant = group_stats(r, group_ids)
     centered = r - mean
-    divisor = ADVANTAGE_SCALES[scale]
+    divisor = ADVANTAGE_SCALES.get(scale)
     adv = centered if divisor is None else centered / (divisor(r, std, batch_rewards) + eps)
     return torch.where(constant, torch.zeros_like(adv), adv)
 
@@ -202,5 +201,5 @@ def mask_truncated(mask: torch.Tensor, truncated) -> torch.Tensor:
     return mask * keep.unsqueeze(-1).to(mask.dtype)
 
 
-__all__ = ["ADVANTAGE_SCALES", "SCALES", "group_stats", "group_advantages", "nonzero_variance_groups", "nonzero_variance_frac",
+__all__ = ["ADVANTAGE_SCALES", "group_stats", "group_advantages", "nonzero_variance_groups", "nonzero_variance_frac",
            "select_informative_groups", "dynamic_sampling", "overlong_soft_penalty", "truncated_rows", "mask_truncated"]

@@ -10,14 +10,14 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from rlvr.algorithms.advantages import SCALES
-from rlvr.config import ConfigError
-from rlvr.algorithms.losses import AGGS, RATIOS
+from rlvr.algorithms.advantages import ADVANTAGE_SCALES
+from rlvr.algorithms.losses import AGGREGATIONS, RATIO_LEVELS, SURROGATES
+from rlvr.registry import ConfigError, Registry
 
 OVERLONG = ("none", "filter", "soft")
 
-# The allowed values of each string field, checked on construction.
-_CHOICES = {"adv_scale": SCALES, "ratio": RATIOS, "agg": AGGS, "overlong": OVERLONG}
+# The registry that names each string field's choices (a name there, or package.module:attr), checked on construction.
+_REGISTRIES = {"adv_scale": ADVANTAGE_SCALES, "ratio": RATIO_LEVELS, "surrogate": SURROGATES, "agg": AGGREGATIONS}
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,7 @@ class Algorithm:
 
     adv_scale: "group" | "batch" | "none", how `group_advantages` scales r - mean (advantages).
     ratio: "token" | "sequence", the importance-ratio level of `policy_loss`.
+    surrogate: "clip", the per-token objective of the ratio and the advantage (losses.SURROGATES).
     clip_low, clip_high: the trust region [1 - clip_low, 1 + clip_high] for the ratio.
     agg: "token-mean" | "seq-mean-token-mean" | "seq-mean-token-sum-norm", how `aggregate` reduces.
     beta: weight of the k3 KL to the reference (the base model, adapter disabled); 0 skips its pass.
@@ -38,6 +39,7 @@ class Algorithm:
     name: str
     adv_scale: str = "group"
     ratio: str = "token"
+    surrogate: str = "clip"
     clip_low: float = 0.2
     clip_high: float = 0.2
     agg: str = "seq-mean-token-mean"
@@ -49,10 +51,10 @@ class Algorithm:
     adv_eps: float = 1e-4
 
     def __post_init__(self):
-        for key, choices in _CHOICES.items():
-            value = getattr(self, key)
-            if value not in choices:
-                raise ConfigError(f"algorithm.{key}={value!r} is not one of {', '.join(choices)}")
+        for key, registry in _REGISTRIES.items():
+            registry.check(getattr(self, key), f"algorithm.{key}")
+        if self.overlong not in OVERLONG:
+            raise ConfigError(f"algorithm.overlong={self.overlong!r} is not one of {', '.join(OVERLONG)}")
         for key in ("clip_low", "clip_high", "beta", "adv_eps"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"algorithm.{key}={getattr(self, key)!r} must be >= 0")
@@ -66,7 +68,7 @@ class Algorithm:
 
     def loss_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of `losses.policy_loss` that this algorithm fixes."""
-        return {"ratio": self.ratio, "clip_low": self.clip_low, "clip_high": self.clip_high,
+        return {"ratio": self.ratio, "surrogate": self.surrogate, "clip_low": self.clip_low, "clip_high": self.clip_high,
                 "agg": self.agg, "beta": self.beta}
 
     def overlong_buffer(self, max_len: int) -> int:
@@ -74,37 +76,45 @@ class Algorithm:
         return int(round(self.overlong_buffer_frac * max_len))
 
 
-PRESETS: dict[str, Algorithm] = {
+# Algorithm presets (algorithm.preset); a plug-in `package.module:attr` names an Algorithm of the user's.
+PRESETS: Registry[Algorithm] = Registry("algorithm preset", key="algorithm.preset")
+for _name, _algorithm, _doc in (
     # GRPO (Shao et al. 2024, DeepSeekMath): group mean/std advantages, PPO's symmetric clip 0.2,
     # each sequence's token mean, then the mean over sequences. The paper used a KL term (beta 0.04);
     # we default to 0 as DAPO, TRL and verl now do, which also saves the reference forward pass.
-    "grpo": Algorithm(name="grpo", adv_scale="group", ratio="token", clip_low=0.2, clip_high=0.2,
-                      agg="seq-mean-token-mean", beta=0.0),
+    ("grpo", Algorithm(name="grpo", adv_scale="group", ratio="token", clip_low=0.2, clip_high=0.2,
+                       agg="seq-mean-token-mean", beta=0.0),
+     "GRPO: group mean/std advantages, symmetric clip 0.2, sequence mean of token means"),
     # DAPO (Yu et al. 2025): clip-higher 0.2 / 0.28 against entropy collapse, token-level mean so long
     # answers are not down-weighted, dynamic sampling (no zero-variance groups), overlong reward shaping
     # (soft punishment; the paper's buffer is 4096 of 20480 tokens, i.e. 20%), no KL.
-    "dapo": Algorithm(name="dapo", adv_scale="group", ratio="token", clip_low=0.2, clip_high=0.28,
-                      agg="token-mean", beta=0.0, dynamic_sampling=True, overlong="soft",
-                      overlong_buffer_frac=0.2),
+    ("dapo", Algorithm(name="dapo", adv_scale="group", ratio="token", clip_low=0.2, clip_high=0.28,
+                       agg="token-mean", beta=0.0, dynamic_sampling=True, overlong="soft",
+                       overlong_buffer_frac=0.2),
+     "DAPO: clip-higher 0.28, token mean, dynamic sampling, soft overlong penalty, no KL"),
     # GSPO (Zheng et al. 2025, Qwen): a sequence-level ratio (length-normalised) whose trust region is
     # tiny, 3e-4 / 4e-4, aggregated as each sequence's token mean then mean over sequences.
-    "gspo": Algorithm(name="gspo", adv_scale="group", ratio="sequence", clip_low=3e-4, clip_high=4e-4,
-                      agg="seq-mean-token-mean", beta=0.0),
+    ("gspo", Algorithm(name="gspo", adv_scale="group", ratio="sequence", clip_low=3e-4, clip_high=4e-4,
+                       agg="seq-mean-token-mean", beta=0.0),
+     "GSPO: sequence-level (length-normalised) ratio, trust region 3e-4 / 4e-4"),
     # Dr. GRPO (Liu et al. 2025, "Understanding R1-Zero-like training"): no std division (it favours
     # too-easy and too-hard prompts) and a constant normaliser (sum / (N_seq * max length)) instead of
     # per-sequence length (which rewards long wrong answers); otherwise GRPO.
-    "dr_grpo": Algorithm(name="dr_grpo", adv_scale="none", ratio="token", clip_low=0.2, clip_high=0.2,
-                         agg="seq-mean-token-sum-norm", beta=0.0),
-}
+    ("dr_grpo", Algorithm(name="dr_grpo", adv_scale="none", ratio="token", clip_low=0.2, clip_high=0.2,
+                          agg="seq-mean-token-sum-norm", beta=0.0),
+     "Dr. GRPO: no std division, a constant normaliser (no length bias)"),
+):
+    PRESETS.add(_name, _algorithm, _doc)
 
 FIELDS = tuple(f.name for f in dataclasses.fields(Algorithm))
 
 
 def get_preset(name: str) -> Algorithm:
-    """The preset called `name`; ConfigError listing the presets otherwise."""
-    if name not in PRESETS:
-        raise ConfigError(f"algorithm {name!r} is unknown; choose from {', '.join(PRESETS)}")
-    return PRESETS[name]
+    """The preset called `name` (or a plug-in Algorithm); ConfigError listing the presets otherwise."""
+    algorithm = PRESETS.get(name)
+    if not isinstance(algorithm, Algorithm):
+        raise ConfigError(f"algorithm.preset={name!r} is a {type(algorithm).__name__}, not an rlvr Algorithm")
+    return algorithm
 
 
 def _coerce(key: str, value: Any, like: Any) -> Any:

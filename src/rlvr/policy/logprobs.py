@@ -2,7 +2,7 @@
 
 Rows are laid out as [left-padded prompt | completion], so every completion starts at the same column and
 `logits_to_keep` asks the model for the completion positions only. Log-probs are taken in float32 a few
-rows at a time (losses.selective_log_softmax), so the full-vocabulary float32 logits of a whole batch
+rows at a time (policy.softmax.selective_log_softmax), so the full-vocabulary float32 logits of a whole batch
 never exist at once.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from rlvr.algorithms.losses import selective_log_softmax, token_entropy_from_logits
+from rlvr.policy.softmax import selective_log_softmax, token_entropy_from_logits
 
 
 def pack_rows(prompts: list[list[int]], completion_ids: torch.Tensor, completion_mask: torch.Tensor, pad_id: int):

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rlvr.config import ConfigError
+from rlvr.registry import Registry
 from rlvr.tasks.base import Problem
 
 STAT_KEYS = ("reward", "success", "nonzero_var_frac")
@@ -277,12 +278,14 @@ def _check_target(target: Any) -> tuple[float, float]:
     return float(target[0]), float(target[1])
 
 
-# kind -> (class, allowed keys besides "kind"); data, so a new sampler is one line here
-KINDS: dict[str, tuple[type[_Sampler], tuple[str, ...]]] = {
-    "fixed": (FixedMix, ("weights", "window")),
-    "schedule": (ScheduleMix, ("points", "window")),
-    "adaptive": (Adaptive, ("target", "floor", "window")),
-}
+# kind -> (class, allowed keys besides "kind"); data, so a new sampler is one line here. A sampler of the user's is
+# `curriculum.kind: package.module:attr`, a class taking (problems, **settings) with the samplers' methods.
+CURRICULA: Registry[tuple[type[_Sampler], tuple[str, ...] | None]] = Registry(
+    "curriculum", key="curriculum.kind", plugin=lambda cls, ref: (cls, None))
+CURRICULA.add("fixed", (FixedMix, ("weights", "window")), "fixed band shares (equal by default)")
+CURRICULA.add("schedule", (ScheduleMix, ("points", "window")), "band shares interpolated between steps")
+CURRICULA.add("adaptive", (Adaptive, ("target", "floor", "window")),
+              "band shares toward bands whose success lies in the target range")
 
 
 def build_curriculum(cfg: dict | None, problems: Sequence[Problem]) -> _Sampler:
@@ -293,11 +296,9 @@ def build_curriculum(cfg: dict | None, problems: Sequence[Problem]) -> _Sampler:
     """
     cfg = dict(cfg or {})
     kind = cfg.pop("kind", "fixed")
-    if kind not in KINDS:
-        raise ConfigError(f"curriculum.kind: unknown {kind!r}; choices: {', '.join(KINDS)}")
-    cls, allowed = KINDS[kind]
+    cls, allowed = CURRICULA.get(kind)
     for key in cfg:
-        if key not in allowed:
+        if allowed is not None and key not in allowed:
             raise ConfigError(f"curriculum.{key}: unknown key for kind {kind!r}; choices: kind, {', '.join(allowed)}")
     window = cfg.get("window", 8)
     if not isinstance(window, int) or isinstance(window, bool) or window < 1:

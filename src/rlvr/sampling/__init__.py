@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from rlvr.registry import Registry
+
 from .rollouts import Rollouts, Sampler
 
 
@@ -42,8 +44,13 @@ def _vllm(model, tokenizer, stop_ids, dtype, threads, settings):
     return VLLMSampler(model, tokenizer, stop_ids=stop_ids, **{"dtype": dtype, **settings})  # rollout.vllm.dtype wins
 
 
-# name -> maker(model, tokenizer, stop_ids, dtype, threads, settings); a new backend is a new entry
-BACKENDS = {"hf": _hf, "fast": _fast, "remote": _remote, "vllm": _vllm}
+# name -> maker(model, tokenizer, stop_ids, dtype, threads, settings) -> Sampler; a new backend is a new entry, or
+# `rollout.backend: package.module:attr` naming a maker of the user's
+BACKENDS = Registry("sampler backend", key="rollout.backend")
+BACKENDS.add("hf", _hf, "transformers generate: any architecture")
+BACKENDS.add("fast", _fast, "rlvr's CPU decoder for the Llama family: shared prompt cache, native bf16 ops")
+BACKENDS.add("remote", _remote, "vLLM servers over HTTP, the LoRA adapter pushed each step")
+BACKENDS.add("vllm", _vllm, "vLLM's engine on the trainer's GPU (extra rlvr[vllm])")
 
 
 def make_sampler(backend: str, model, tokenizer, *, stop_ids: list[int], dtype: str = "bfloat16",
@@ -52,9 +59,7 @@ def make_sampler(backend: str, model, tokenizer, *, stop_ids: list[int], dtype: 
     while generating (None leaves the process setting alone); `settings` go to the remote backend
     (urls, adapter_dir, timeout_s) or the vllm one (gpu_memory_utilization, enforce_eager, max_model_len,
     weight_sync); hf and fast take none. Use `build_sampler` to build one from the rollout config."""
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown sampler backend {backend!r}; choose one of {tuple(BACKENDS)}")
-    return BACKENDS[backend](model, tokenizer, stop_ids, dtype, threads, settings)
+    return BACKENDS.get(backend)(model, tokenizer, stop_ids, dtype, threads, settings)
 
 
 def stop_ids(config, tokenizer) -> list[int]:

@@ -1,9 +1,12 @@
 """Tasks: data (generated or loaded) next to the verifier that grades it. `load_task(name, **settings)`.
 
 A task has `name`, `bands`, `problems(split)` for split in SPLITS, and `messages(problem)` (the chat
-that asks the question). Loaders import their data lazily.
+that asks the question). Loaders import their data lazily. `TASKS` is the registry: a new task is a new entry, or
+`task.name: package.module:attr` naming a class or function that takes the task's settings as keyword arguments
+and returns such an object (docs/extending.md).
 """
 
+from rlvr.registry import ConfigError, Registry
 from rlvr.tasks.base import CODE_SYSTEM, SPLITS, DatasetError, Problem, ProblemSetTask, validate_problem
 
 
@@ -47,18 +50,27 @@ def _reasoning_gym(**kw):
     return load_reasoning_gym(**kw)
 
 
-TASKS = {"arithmetic": _arithmetic, "reasoning_gym": _reasoning_gym, "hub": _hub, "jsonl": _jsonl, "humaneval": _humaneval, "code_procedural": _code_procedural,
-         "math500": _benchmark("load_math500"), "champ": _benchmark("load_champ")}
+TASKS = Registry("task", key="task.name")
+for _name, _make, _doc in (
+    ("arithmetic", _arithmetic, "the default: arithmetic word problems in difficulty bands, id-hash splits"),
+    ("reasoning_gym", _reasoning_gym, "reasoning-gym's procedural families, graded by rlvr (extra rlvr[reasoning-gym])"),
+    ("hub", _hub, "a datasets hub id or a local dataset folder"),
+    ("jsonl", _jsonl, "your own JSON-lines file (text or chat prompts; answer, gold, solution or tests)"),
+    ("humaneval", _humaneval, "HumanEval's 164 problems with hidden tests, from its wheel (held-out only)"),
+    ("code_procedural", _code_procedural, "one-line Python functions from examples, in bands"),
+    ("math500", _benchmark("load_math500"), "MATH-500 (hub or local file), out-of-domain evaluation"),
+    ("champ", _benchmark("load_champ"), "CHAMP competition problems from its wheel, out-of-domain evaluation"),
+):
+    TASKS.add(_name, _make, _doc)
 
 
 def load_task(name: str, **settings):
-    """Build a task by name; an unknown name lists the known ones."""
-    if name not in TASKS:
-        raise ValueError(f"task {name!r}: choose from {', '.join(sorted(TASKS))}")
+    """Build a task by name (or `package.module:attr`); an unknown name lists the known ones."""
+    factory = TASKS.get(name)
     try:
-        return TASKS[name](**settings)
+        return factory(**settings)
     except TypeError as e:
-        raise ValueError(f"task {name!r}: bad settings {sorted(settings)}: {e}") from None
+        raise ConfigError(f"task.settings for task {name!r}: {e}") from None
 
 
 __all__ = ["SPLITS", "DatasetError", "Problem", "ProblemSetTask", "validate_problem", "load_task", "TASKS"]

@@ -60,8 +60,7 @@ class JsonlTask:
         from rlvr.tasks.arithmetic import DEFAULT_SYSTEM, split_of
         from rlvr.verifiers.forms import ANSWER_FORMS
 
-        if answer_form not in ANSWER_FORMS:
-            raise ValueError(f"answer_form={answer_form!r}; choose from {', '.join(ANSWER_FORMS)}")
+        ANSWER_FORMS.check(answer_form, "task.settings.answer_form")
         self.answer_format = check_answer_format(answer_format)
         self.system_prompt = system_prompt or (TAGS_SYSTEM if answer_format == "tags" else DEFAULT_SYSTEM)
         if splits:

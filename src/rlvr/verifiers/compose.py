@@ -145,9 +145,10 @@ def _check_grades(terms: list, task) -> None:
     if sample is None:
         return
     has = {"answer": sample.answer is not None and str(sample.answer).strip() != "", "tests": bool(sample.tests)}
-    fits = ", ".join(f"{t['kind']}" for t in getattr(task, "grader", None) or [] if KINDS[t["kind"]].grades)
+    fits = ", ".join(f"{t['kind']}" for t in getattr(task, "grader", None) or [] if KINDS.get(t["kind"]).grades)
     for i, term in enumerate(terms):
-        grades = KINDS[term["kind"]].grades if isinstance(term, dict) and term.get("kind") in KINDS else None
+        kind = term.get("kind") if isinstance(term, dict) else None
+        grades = KINDS.get(kind, f"reward.terms[{i}].kind").grades if isinstance(kind, str) else None
         if grades and not has[grades]:
             carried = "hidden tests" if has["tests"] else "answers"
             raise ConfigError(f"reward.terms[{i}] (kind {term['kind']!r}) grades {grades}, but task {task.name!r} "
@@ -185,10 +186,10 @@ def _build_term(spec, i: int, workers: int, timeout_s: float, engine: str = "loc
     if not isinstance(spec, dict):
         raise ConfigError(f"{where}: expected a mapping with name, kind, weight and kind settings")
     if "kind" not in spec:
-        raise ConfigError(f"{where}.kind: missing; choose from {', '.join(sorted(KINDS))}")
+        raise ConfigError(f"{where}.kind: missing; choose from {KINDS.choices()}")
     kind = spec["kind"]
     settings = {k: v for k, v in spec.items() if k not in TERM_KEYS}
-    if answer_format and kind in KINDS and "answer_format" in KINDS[kind].settings:
+    if answer_format and isinstance(kind, str) and "answer_format" in KINDS.get(kind, f"{where}.kind").settings:
         settings.setdefault("answer_format", answer_format)
     verifier = build_verifier(kind, settings, where)
     try:

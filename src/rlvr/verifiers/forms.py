@@ -14,6 +14,8 @@ a short reason. Forms only refuse; whether an answer that has the form is right 
 
 from __future__ import annotations
 
+from rlvr.registry import Registry
+
 import math
 import re
 from typing import Callable
@@ -69,15 +71,16 @@ def math_form(answer: str, gold: str = "") -> str | None:
     return None
 
 
-# name -> form; a task names one (task.answer_form), a math reward term may set its own (answer_form: ...)
-ANSWER_FORMS: dict[str, Callable[[str, str], str | None]] = {"math": math_form, "number": number_form}
+# name -> form; a task names one (task.answer_form), a math reward term may set its own (answer_form: ...); a form of
+# the user's is `answer_form: package.module:attr`, a function of the same shape
+ANSWER_FORMS: Registry[Callable[[str, str], str | None]] = Registry("answer form", key="answer_form")
+ANSWER_FORMS.add("math", math_form, "anything math-verify can compare (MATH-style answers)")
+ANSWER_FORMS.add("number", number_form, "a numeral (a fraction in lowest terms where the gold is one); no expressions")
 
 
 def check_form(form: str, answer: str, gold: str = "") -> str | None:
-    """None when `answer` has `form`; else the reason it does not. An unknown form is a ValueError."""
-    if form not in ANSWER_FORMS:
-        raise ValueError(f"answer_form={form!r}; choose from {', '.join(ANSWER_FORMS)}")
-    return ANSWER_FORMS[form](answer, gold)
+    """None when `answer` has `form`; else the reason it does not. An unknown form is a ConfigError."""
+    return ANSWER_FORMS.get(form)(answer, gold)
 
 
 __all__ = ["ANSWER_FORMS", "check_form", "number_form", "math_form"]

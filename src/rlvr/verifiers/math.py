@@ -61,8 +61,7 @@ class MathVerifier:
             raise ValueError(f"rel_tol={rel_tol!r}; must be in [0, 1)")
         self.hedging, self.require_boxed, self.rel_tol = hedging, bool(require_boxed), float(rel_tol)
         self.timeout_s, self.max_answer_chars = timeout_s, int(max_answer_chars)
-        if answer_form not in forms.ANSWER_FORMS:
-            raise ValueError(f"answer_form={answer_form!r}; choose from {', '.join(forms.ANSWER_FORMS)}")
+        forms.ANSWER_FORMS.check(answer_form)
         self.answer_form = answer_form
 
     def __repr__(self) -> str:

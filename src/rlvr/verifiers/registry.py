@@ -1,17 +1,21 @@
-"""Verifier kinds by name: the one table that config files, `rlvr verify` and `rlvr audit` look up.
+"""Verifier kinds by name (`KINDS`, a registry): the one table that reward terms, `rlvr verify` and `rlvr audit`
+look up.
 
-A kind is data: how to build it, which settings it takes, its maximum reward (for composition's
-dominance rule), and whether it is cheap enough to score in-process. Another module adds its own
-kind with `register_kind` (the code verifier registers `python_tests` this way). Factories import
-their module lazily, so reading the registry does not load sympy.
+A kind is data: how to build it, which settings it takes, its maximum reward (for composition's dominance rule),
+whether it is cheap enough to score in-process, and which gold it reads. Every kind is registered below with
+`register_kind`; factories import their module lazily, so reading the registry does not load sympy. A grader
+written outside rlvr is `kind: package.module:attr`: a class (or function) whose keyword arguments are its settings
+and whose instances have `.score(completion, problem) -> Verdict`; class attributes `max_reward`, `cheap` and
+`grades` override the defaults (1.0, False, "answer") (docs/extending.md).
 """
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Callable
 
-from rlvr.config import ConfigError
+from rlvr.registry import ConfigError, Registry
 from rlvr.verifiers.base import Verdict
 
 
@@ -27,21 +31,31 @@ class Kind:
     grades: str | None = "answer"  # the gold it reads: "answer", "tests", or None (shaping: reads no gold)
 
 
-KINDS: dict[str, Kind] = {}
+def plugin_kind(obj, ref: str) -> Kind:
+    """A user's grader class or function (`package.module:attr`) as a Kind: its keyword parameters are its settings."""
+    if not callable(obj):
+        raise ConfigError(f"kind={ref!r} is a {type(obj).__name__}, not a class or function that builds a grader")
+    params = inspect.signature(obj).parameters.values()
+    settings = tuple(p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
+    doc = (obj.__doc__ or "").strip().splitlines()[0] if (obj.__doc__ or "").strip() else ""
+    return Kind(obj, settings, float(getattr(obj, "max_reward", 1.0)), bool(getattr(obj, "cheap", False)), doc,
+                getattr(obj, "grades", "answer"))
+
+
+KINDS: Registry[Kind] = Registry("verifier kind", key="kind", plugin=plugin_kind)
 
 
 def register_kind(name: str, factory: Callable[..., object], settings: tuple[str, ...] = (),
                   max_reward: float = 1.0, cheap: bool = False, doc: str = "", grades: str | None = "answer") -> None:
     """Add (or replace) a verifier kind; `settings` are the keyword arguments a config may pass; `grades` is
     the gold a problem must carry for it ("answer", "tests", or None for a shaping term)."""
-    KINDS[name] = Kind(factory, tuple(settings), float(max_reward), bool(cheap), doc, grades)
+    KINDS.add(name, Kind(factory, tuple(settings), float(max_reward), bool(cheap), doc, grades), doc)
 
 
 def build_verifier(kind: str, settings: dict | None = None, where: str = "verifier"):
-    """Construct a verifier of `kind`; a wrong kind or setting is a ConfigError naming key and choices."""
-    if kind not in KINDS:
-        raise ConfigError(f"{where}.kind: unknown kind {kind!r}; choose from {', '.join(sorted(KINDS))}")
-    spec, settings = KINDS[kind], dict(settings or {})
+    """Construct a verifier of `kind` (a name or `package.module:attr`); a wrong kind or setting is a ConfigError
+    naming key and choices."""
+    spec, settings = KINDS.get(kind, f"{where}.kind"), dict(settings or {})
     for key in settings:
         if key not in spec.settings:
             allowed = ", ".join(spec.settings) or "(none)"

@@ -21,6 +21,7 @@ import warnings
 from pathlib import Path
 
 from rlvr.config import ConfigError
+from rlvr.registry import Registry
 from rlvr.rundir.files import atomic_write_text, read_jsonl
 from rlvr.rundir.trackers.base import Resume, Tracker, Where, first_line, numeric
 from rlvr.rundir.trackers.to_mlflow import MlflowTracker
@@ -28,8 +29,11 @@ from rlvr.rundir.trackers.to_tensorboard import TensorBoardTracker
 from rlvr.rundir.trackers.to_trackio import TrackioTracker
 from rlvr.rundir.trackers.to_wandb import WandbTracker
 
-# name (as log.report_to spells it, and the pip extra rlvr[<name>]) -> adapter
-TRACKERS: dict[str, type[Tracker]] = {t.name: t for t in (TensorBoardTracker, MlflowTracker, TrackioTracker, WandbTracker)}
+# name (as log.report_to spells it, and the pip extra rlvr[<name>]) -> adapter; a tracker of the user's is
+# `package.module:attr` in log.report_to, a Tracker subclass
+TRACKERS: Registry[type[Tracker]] = Registry("tracker", key="log.report_to")
+for _tracker in (TensorBoardTracker, MlflowTracker, TrackioTracker, WandbTracker):
+    TRACKERS.add(_tracker.name, _tracker, _tracker.__doc__ or "")
 STATE_FILE = "trackers.json"  # in the run directory: each tracker's run ids, to find its run again
 
 

@@ -30,6 +30,8 @@ def mlflow_name(key: str) -> str:
 
 
 class MlflowTracker(Tracker):
+    """MLflow: a run in RUN/mlruns or MLFLOW_TRACKING_URI (extra rlvr[mlflow])"""
+
     name = "mlflow"
     module = "mlflow"
     setting = "set MLFLOW_TRACKING_URI to a writable store or a reachable server (default: RUN/mlruns)"

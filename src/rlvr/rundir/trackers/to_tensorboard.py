@@ -16,6 +16,8 @@ HPARAM_METRICS = ("reward/mean", "verdict/correct_frac", "val/accuracy")
 
 
 class TensorBoardTracker(Tracker):
+    """TensorBoard: event files under RUN/tensorboard (extra rlvr[tensorboard])"""
+
     name = "tensorboard"
     module = "tensorboard"
     setting = "the run directory must be writable (RUN/tensorboard)"

@@ -16,6 +16,8 @@ from rlvr.rundir.trackers.base import Resume, Tracker, sample_table, table_colum
 
 
 class TrackioTracker(Tracker):
+    """trackio: a run in trackio's local store (extra rlvr[trackio])"""
+
     name = "trackio"
     module = "trackio"
     setting = "set TRACKIO_DIR to a writable folder"

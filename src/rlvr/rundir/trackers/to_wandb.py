@@ -23,6 +23,8 @@ from rlvr.rundir.trackers.base import Resume, Tracker, sample_table, table_colum
 
 
 class WandbTracker(Tracker):
+    """Weights & Biases: an offline run under RUN/wandb unless WANDB_MODE says otherwise (extra rlvr[wandb])"""
+
     name = "wandb"
     module = "wandb"
     setting = "set WANDB_DIR to a writable folder (default: the run directory)"

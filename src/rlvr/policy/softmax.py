@@ -1,0 +1,102 @@
+"""Log-softmax kernels of the policy's forward: the chosen tokens' log-probs and the entropy, from logits (..., V),
+without ever holding the float32 log-softmax of a whole batch (rows are processed in chunks)."""
+
+from __future__ import annotations
+
+import torch
+from torch.utils.checkpoint import checkpoint
+
+
+def _chunk_rows(vocab: int, chunk_rows: int | None) -> int:
+    # about 2**24 float32 values (64 MiB) per chunk unless told otherwise
+    return chunk_rows if chunk_rows else max(1, 2**24 // max(1, vocab))
+
+
+def _rowwise(fn, logits: torch.Tensor, ids: torch.Tensor | None, chunk_rows: int | None) -> torch.Tensor:
+    """Apply fn(logits chunk (n, V) [, ids chunk (n,)]) -> (n,) over row chunks of (..., V) logits.
+
+    Under autograd each chunk is checkpointed: its float32 intermediates are rebuilt during backward
+    instead of being kept, so at most one chunk's float32 copy exists at a time.
+    """
+    flat = logits.reshape(-1, logits.shape[-1])
+    step = _chunk_rows(flat.shape[-1], chunk_rows)
+    grad = torch.is_grad_enabled() and flat.requires_grad
+    # split, not slicing in a loop: its backward writes every chunk's gradient into one (N, V) tensor
+    # at once, where each slice's backward would allocate a full-size zero tensor of its own
+    chunks = flat.split(step)
+    id_chunks = [()] * len(chunks) if ids is None else [(c,) for c in ids.reshape(-1).split(step)]
+    outs = []
+    for chunk, extra in zip(chunks, id_chunks):
+        if grad:
+            outs.append(checkpoint(fn, chunk, *extra, use_reentrant=False, preserve_rng_state=False))
+        else:
+            outs.append(fn(chunk, *extra))
+    out = torch.cat(outs) if outs else flat.new_zeros(0, dtype=torch.float32)
+    return out.reshape(logits.shape[:-1])
+
+
+def _entropy(chunk: torch.Tensor) -> torch.Tensor:
+    z = chunk.float()
+    logp = torch.log_softmax(z, dim=-1)
+    # H = -sum_v p_v log p_v
+    return -(logp.exp() * logp).sum(-1)
+
+
+class _ChosenLogp(torch.autograd.Function):
+    """log softmax(z)_y over row chunks, float32 inside whatever the logits' dtype, with a hand-written
+    backward: d/dz = g * (onehot(y) - softmax(z)), rebuilt chunk by chunk from the saved logits and the
+    saved log-sum-exps. Nothing of size (N, V) in float32 is kept between forward and backward, and each
+    chunk stays small enough to be reused from the allocator (large tensors are fresh pages every time).
+    """
+
+    @staticmethod
+    def forward(ctx, flat: torch.Tensor, ids: torch.Tensor, rows: torch.Tensor, step: int) -> torch.Tensor:
+        lse = torch.empty(rows.numel(), dtype=torch.float32)
+        out = torch.empty(rows.numel(), dtype=torch.float32)
+        for s in range(0, rows.numel(), step):
+            z = flat[rows[s:s + step]].float()
+            lse[s:s + step] = torch.logsumexp(z, dim=-1)
+            out[s:s + step] = z.gather(-1, ids[s:s + step, None])[:, 0] - lse[s:s + step]
+        ctx.save_for_backward(flat, ids, rows, lse)
+        ctx.step = step
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out: torch.Tensor):
+        flat, ids, rows, lse = ctx.saved_tensors
+        grad = torch.zeros_like(flat)
+        for s in range(0, rows.numel(), ctx.step):
+            g = grad_out[s:s + ctx.step, None].float()
+            z = flat[rows[s:s + ctx.step]].float()
+            z.sub_(lse[s:s + ctx.step, None]).exp_().mul_(-g)  # -g * softmax(z)
+            z.scatter_add_(-1, ids[s:s + ctx.step, None], g)  # + g at the chosen token
+            grad[rows[s:s + ctx.step]] = z.to(flat.dtype)
+        return grad, None, None, None
+
+
+def selective_log_softmax(logits: torch.Tensor, ids: torch.Tensor, chunk_rows: int | None = None,
+                          mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Log-probability of the chosen ids: logits (..., V) any float dtype, ids (...) long -> (...) float32.
+
+    Equal to log_softmax(logits.float(), -1).gather(-1, ids), without ever holding the float32
+    log-softmax of the whole batch: rows are processed `chunk_rows` at a time (default: ~4 MiB of float32).
+    With `mask` (...) only the positions where it is nonzero are computed (padding costs nothing); the others
+    are 0 with zero gradient.
+    """
+    if logits.shape[:-1] != ids.shape:
+        raise ValueError(f"logits {tuple(logits.shape)} must be ids {tuple(ids.shape)} plus a vocab axis")
+    flat = logits.reshape(-1, logits.shape[-1])
+    keep = mask.reshape(-1) != 0 if mask is not None else torch.ones(flat.shape[0], dtype=torch.bool)
+    rows = keep.nonzero()[:, 0]
+    step = chunk_rows or max(1, 2**20 // max(1, flat.shape[-1]))
+    chosen = _ChosenLogp.apply(flat, ids.reshape(-1)[rows], rows, step)
+    out = torch.zeros(flat.shape[0], dtype=torch.float32).index_put((rows,), chosen)
+    return out.reshape(ids.shape)
+
+
+def token_entropy_from_logits(logits: torch.Tensor, chunk_rows: int | None = None) -> torch.Tensor:
+    """Entropy of the next-token distribution: logits (..., V) -> (...) float32, in nats, chunked."""
+    return _rowwise(_entropy, logits, None, chunk_rows)
+
+
+__all__ = ["selective_log_softmax", "token_entropy_from_logits"]
