@@ -11,7 +11,7 @@ import importlib
 import sys
 
 # verb -> module under rlvr.cli, in the order `rlvr --help` lists them
-VERBS = ("run", "train", "sft", "eval", "compare", "verify", "audit", "convert-config", "bench", "export")
+VERBS = ("run", "train", "sft", "eval", "compare", "verify", "audit", "convert-config", "bench", "export", "list")
 
 
 def build_parser() -> argparse.ArgumentParser:
