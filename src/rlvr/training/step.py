@@ -16,6 +16,7 @@ import torch
 
 from rlvr.algorithms import Algorithm, algorithm_from_config
 from rlvr.config import Config, ConfigError
+from rlvr.evaluation.out_of_domain import check_sets
 from rlvr.evaluation.validation import validate
 from rlvr.policy.build import build_policy
 from rlvr.policy.update import UpdateSettings, update_policy
@@ -80,6 +81,8 @@ def check_components(cfg: dict) -> Components:
         build_reward(cfg["reward"])  # the reward's own mistakes first, named as before
     task = load_configured_task(cfg)
     resolved, reward = task_reward(cfg["reward"], task)
+    make_stream(cfg["curriculum"], task.problems("train"), cfg["seed"])  # the curriculum's kind, keys and bands
+    check_sets(cfg)  # eval.out_of_domain: the sets the main job and `rlvr eval` will load
     cfg = {**cfg, "reward": resolved}
     return Components(Config.from_dict(cfg), algo, reward, task, cfg)
 
