@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from conftest import make_tiny_llama
-from rlvr.evaluation.hygiene import ContaminationError
+from rlvr.tasks.hygiene import ContaminationError
 from rlvr.evaluation.records import read_records
 from rlvr.evaluation.run_eval import evaluate_model, limit_problems
 from rlvr.tasks.base import Problem

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from conftest import make_tiny_llama
-from rlvr.training import distributed, fsdp
+from rlvr.rundir import fsdp
+from rlvr.training import distributed
 from rlvr.sampling.weights import merged_state_dict
 from test_distributed import free_port, launch, train_config
 

@@ -1,12 +1,19 @@
-"""House rules of the source tree, checked on the files themselves: no import cycle between rlvr's modules
-(imports inside functions included: a lazy import is still a dependency), no function over 60 lines, and the
-benchmark harness outside the product."""
+"""House rules of the source tree, checked on the files themselves: packages in one declared order (a package imports
+only packages before it), no import cycle between rlvr's modules (imports inside functions included: a lazy import is
+still a dependency), no function over 60 lines, no module over 400 lines, and the benchmark harness outside the
+product."""
 
 import ast
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 MAX_FUNCTION_LINES = 60
+MAX_MODULE_LINES = 400
+
+# rlvr's top-level packages and modules in the order data moves through them; each may import only those before it.
+# Shared records sit early: Problem and the answer forms in tasks, Verdict in verifiers, ConfigError in errors.
+ORDER = ("errors", "registry", "config", "presets", "tasks", "prompts", "verifiers", "algorithms", "policy", "sampling",
+         "rundir", "evaluation", "training", "serve", "integrations", "cli", "__init__", "__main__")
 
 
 def modules() -> dict[str, Path]:
@@ -83,6 +90,37 @@ def test_no_import_cycle_in_src():
     graph = {name: imported(name, path, known) for name, path in known.items()}
     assert graph["rlvr.training.loop"] >= {"rlvr.training.step", "rlvr.rundir.checkpoint"}  # the parser sees imports
     assert cycles(graph) == []
+
+
+def package_of(module: str) -> str:
+    """rlvr.tasks.base -> tasks; rlvr.config -> config; rlvr -> __init__."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_packages_import_only_earlier_packages():
+    known = modules()
+    assert {package_of(m) for m in known} <= set(ORDER), "a new package: place it in ORDER"
+    later = []
+    for name, path in known.items():
+        here = ORDER.index(package_of(name))
+        for target in imported(name, path, known):
+            if ORDER.index(package_of(target)) > here:
+                later.append(f"{name} imports {target}")
+    assert later == []
+
+
+def test_the_order_check_sees_a_lazy_import_of_a_later_package():
+    known = modules()
+    graph = imported("rlvr.training.step", known["rlvr.training.step"], known)
+    assert "rlvr.evaluation.out_of_domain" in graph  # a package before training: allowed
+    assert ORDER.index("training") > ORDER.index("evaluation")
+
+
+def test_no_module_over_400_lines():
+    long = [f"{p.relative_to(SRC)}: {n} lines" for p in sorted((SRC / "rlvr").rglob("*.py"))
+            if (n := p.read_text().count("\n")) > MAX_MODULE_LINES]
+    assert long == []
 
 
 def test_no_function_over_60_lines():

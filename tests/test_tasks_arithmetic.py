@@ -38,7 +38,7 @@ def test_split_depends_on_the_fact_only_so_seeds_and_wordings_agree():
 
 
 def test_heldout_passes_the_contamination_check():
-    from rlvr.evaluation.hygiene import find_contamination
+    from rlvr.tasks.hygiene import find_contamination
 
     task = load_task("arithmetic", seed=0, per_band=400)
     assert find_contamination(task.problems("train"), task.problems("heldout")) == []

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from rlvr.evaluation.hygiene import find_leaks
+from rlvr.tasks.hygiene import find_leaks
 from rlvr.tasks.base import DatasetError
 from rlvr.tasks import load_task
 from rlvr.tasks.benchmarks import OUT_OF_DOMAIN, load_champ, load_math500

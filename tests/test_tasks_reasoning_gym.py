@@ -32,7 +32,7 @@ def test_splits_never_overlap_and_gsm_symbolic_templates_are_unseen(task):
     assert task.bands == ["basic_arithmetic", "gsm_symbolic", "number_sorting", "countdown", "leg_counting/easy",
                           "leg_counting/hard"]
     # near copies (small generators repeat themselves) are dropped from the evaluation splits
-    from rlvr.evaluation.hygiene import find_contamination
+    from rlvr.tasks.hygiene import find_contamination
     assert find_contamination(splits["train"], splits["heldout"]) == []
     # ids are stable: the same settings give the same problems
     again = load_task("reasoning_gym", families=FAMILIES, size=600, seed=3)
@@ -105,7 +105,7 @@ def test_grading_by_family(family, completion, status):
 
 def test_the_audit_refuses_every_hack_and_pays_every_notation(capsys):
     from rlvr.cli import main
-    from rlvr.tasks.reasoning_gym_audit import run_audit
+    from rlvr.verifiers.reasoning_gym_audit import run_audit
 
     rows = run_audit(per_family=2)
     assert {r["family"] for r in rows} == set(GRADERS)
@@ -147,7 +147,7 @@ def test_the_preset_on_reasoning_gym_families_is_graded_by_rlvr_only():
     """rlvr run --preset reasoning-gym: every family has an rlvr grader (routed), its evaluation split is clean
     against its training split, and its out-of-domain set loads."""
     from rlvr.config import resolve
-    from rlvr.evaluation.hygiene import find_contamination
+    from rlvr.tasks.hygiene import find_contamination
     from rlvr.evaluation.out_of_domain import check_sets
     from rlvr.training.step import check_components
 

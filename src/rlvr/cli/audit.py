@@ -30,14 +30,14 @@ def run(args) -> int:
 
 
 def _audit_task(args) -> int:
-    """A task with its own audit (a module rlvr.tasks.<name>_audit with audit_task()) runs it; any other is audited
+    """A task with its own audit (a module rlvr.verifiers.<name>_audit with audit_task()) runs it; any other is audited
     through its correctness term's verifier."""
     import importlib.util
 
     from rlvr.verifiers.commands import task_from_args
 
     task = task_from_args(args, "audits")
-    own = f"rlvr.tasks.{args.task}_audit"
+    own = f"rlvr.verifiers.{args.task}_audit"
     if importlib.util.find_spec(own) is not None:
         report, code = importlib.import_module(own).audit_task()
         print(report)

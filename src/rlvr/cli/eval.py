@@ -107,7 +107,7 @@ def _reward_cfg(args, overrides: dict) -> dict | None:
 
 def run(args) -> int:
     from rlvr.config import ConfigError
-    from rlvr.evaluation.hygiene import ContaminationError
+    from rlvr.tasks.hygiene import ContaminationError
     from rlvr.evaluation.records import write_records
     from rlvr.evaluation.run_eval import evaluate_model
     from rlvr.evaluation.summary import summary_markdown, write_summary

@@ -7,7 +7,7 @@ import importlib
 
 # the modules whose import fills rlvr.registry.ALL, in data order
 REGISTRY_MODULES = ("rlvr.config", "rlvr.tasks", "rlvr.prompts.curriculum", "rlvr.verifiers.registry",
-                    "rlvr.verifiers.forms", "rlvr.algorithms", "rlvr.sampling", "rlvr.rundir.trackers")
+                    "rlvr.tasks.forms", "rlvr.algorithms", "rlvr.sampling", "rlvr.rundir.trackers")
 
 
 def add_parser(subparsers):

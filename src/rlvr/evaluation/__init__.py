@@ -15,7 +15,7 @@ In: a model and problems (or records already written). Out: records, summaries, 
 
 from rlvr.evaluation.compare import compare, compare_markdown, compare_plot, write_comparison
 from rlvr.evaluation.driver import evaluate
-from rlvr.evaluation.hygiene import (ContaminationError, check_contamination, find_contamination, find_leaks,
+from rlvr.tasks.hygiene import (ContaminationError, check_contamination, find_contamination, find_leaks,
                                     normalize_text)
 from rlvr.evaluation.records import EvalRecord, read_records, write_records
 from rlvr.evaluation.stats import (bootstrap_ci, mean_correct, paired_bootstrap, paired_verdict, pass_at_k,

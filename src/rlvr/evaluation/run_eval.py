@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 from rlvr.prompts.chat import encode_prompt
 from rlvr.config import DEFAULTS
 from rlvr.evaluation.driver import evaluate
-from rlvr.evaluation.hygiene import check_contamination, find_leaks
+from rlvr.tasks.hygiene import check_contamination, find_leaks
 from rlvr.evaluation.summary import summarize
 from rlvr.tasks.base import Problem
 

@@ -53,7 +53,7 @@ def set_rng_state(state: dict) -> None:
 def save_checkpoint(ckpt_root: Path, step: int, *, model, optimizer, scheduler, loop_state: dict, keep: int = 2,
                     full: tuple[dict, dict] | None = None) -> Path:
     """full: (trainable weights, optimizer state) gathered beforehand by every rank when FSDP shards the model
-    (rlvr.training.fsdp.gather_checkpoint); by default both are read from `model` and `optimizer`."""
+    (rlvr.rundir.fsdp.gather_checkpoint); by default both are read from `model` and `optimizer`."""
     from safetensors.torch import save_file
 
     ckpt_root = Path(ckpt_root)
@@ -142,7 +142,7 @@ def load_trainable(path: Path, model) -> None:
 def load_checkpoint(path: Path, *, model, optimizer, scheduler) -> dict:
     """Restore weights, optimizer, scheduler and RNGs in place; return the loop state. A model sharded by FSDP
     takes its shards of the whole tensors: then every rank calls this together."""
-    from rlvr.training.fsdp import is_sharded, load_full
+    from rlvr.rundir.fsdp import is_sharded, load_full
 
     path = Path(path)
     state = torch.load(path / "optim.pt", weights_only=False)

@@ -116,7 +116,7 @@ class ProblemSetTask:
 
     Used for loaded data sets (HumanEval, MATH-500, CHAMP, the procedural code task); a split the data
     set does not have is empty. `grader`: the reward terms that grade it (default: what its problems need);
-    `answer_form`: what an answer must look like (rlvr.verifiers.forms)."""
+    `answer_form`: what an answer must look like (rlvr.tasks.forms)."""
 
     def __init__(self, name: str, splits: dict[str, list[Problem]], system_prompt: str, bands=None,
                  grader: list[dict] | None = None, answer_form: str = "math"):

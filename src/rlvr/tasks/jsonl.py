@@ -58,7 +58,7 @@ class JsonlTask:
     def __init__(self, path: str | None = None, splits: dict | None = None, system_prompt: str | None = None,
                  answer_form: str = "math", answer_format: str = "boxed"):
         from rlvr.tasks.arithmetic import DEFAULT_SYSTEM, split_of
-        from rlvr.verifiers.forms import ANSWER_FORMS
+        from rlvr.tasks.forms import ANSWER_FORMS
 
         ANSWER_FORMS.check(answer_form, "task.settings.answer_form")
         self.answer_format = check_answer_format(answer_format)

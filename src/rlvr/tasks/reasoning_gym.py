@@ -142,8 +142,8 @@ class ReasoningGymTask:
 
     def _drop_near_copies(self) -> None:
         """Small generators repeat themselves: a validation or held-out problem that the contamination check
-        (rlvr.evaluation.hygiene) finds in the training split is dropped, so evaluation never refuses this task."""
-        from rlvr.evaluation.hygiene import find_contamination
+        (rlvr.tasks.hygiene) finds in the training split is dropped, so evaluation never refuses this task."""
+        from rlvr.tasks.hygiene import find_contamination
 
         for split in ("validation", "heldout"):
             near = {h.eval_id for h in find_contamination(self._splits["train"], self._splits[split])}

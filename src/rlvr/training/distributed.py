@@ -170,7 +170,7 @@ def shard_model(model, comm: Comm):
     """FSDP2 (torch's `fully_shard`) over the ranks: each decoder layer, then the root, for models whose weights,
     gradients and optimizer state do not fit one device. Gradients end up summed over ranks (our losses are
     per-rank shares of the global loss; see Comm.sum_grads), so the update is that of data parallel. Whole-weight
-    reads and writes of the sharded model: rlvr.training.fsdp. The trainer calls this under `train.fsdp: true`."""
+    reads and writes of the sharded model: rlvr.rundir.fsdp. The trainer calls this under `train.fsdp: true`."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
@@ -202,7 +202,7 @@ def sync_sampler(comm: Comm, sampler, model) -> None:
     are served. Under FSDP every rank gathers the whole weights together: the adapter that rank 0 pushes, or
     (local samplers) the merged weights in `merged_state_dict`."""
     if getattr(sampler, "shared", False):
-        from rlvr.training.fsdp import gather_trainable
+        from rlvr.rundir.fsdp import gather_trainable
 
         sampler.sync(model, push=comm.is_main, state_dict=gather_trainable(model) if comm.sharded else None)
         comm.barrier()

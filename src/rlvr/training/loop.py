@@ -13,7 +13,7 @@ Read it top to bottom. Simplifications, and why:
 - Launched by torchrun on W ranks, each rank samples and trains on its block of the step's prompts and
   the gradients are summed (rlvr.training.distributed); rank 0 alone writes the run directory and feeds
   the trackers. On one rank every `comm` call is a no-op. With train.fsdp the policy is sharded over the ranks
-  (FSDP2): saving it then gathers the whole weights, with every rank taking part (rlvr.training.fsdp).
+  (FSDP2): saving it then gathers the whole weights, with every rank taking part (rlvr.rundir.fsdp).
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ from rlvr.rundir import checkpoint as ckpt
 from rlvr.rundir.files import RunDir, RunDirError, check_output_dir
 from rlvr.rundir.final import write_final
 from rlvr.rundir.trackers import Trackers, check_trackers, resume_point, run_name
-from rlvr.training import distributed, fsdp
+from rlvr.rundir import fsdp
+from rlvr.training import distributed
 from rlvr.training.metrics import sample_rows
 from rlvr.training.step import TrainState, check_components, run_step, setup
 

@@ -147,7 +147,7 @@ EQUIVALENCES: list[tuple[str, str, str, str]] = [
 ]
 
 
-# The answer form "number" (rlvr.verifiers.forms), e.g. the arithmetic task: its suite is HACKS plus the
+# The answer form "number" (rlvr.tasks.forms), e.g. the arithmetic task: its suite is HACKS plus the
 # unevaluated expressions below, which the "math" form accepts on purpose (MATH-style answers are expressions).
 NUMBER_HACKS: list[tuple[str, str, str, str]] = [
     ("unevaluated_expression", r"\boxed{8 - 3}", "5", "the problem's operands copied into the box, not computed"),

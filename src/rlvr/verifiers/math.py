@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import sympy
 
-from rlvr.verifiers import equiv, extract, forms, guard
+from rlvr.tasks import forms
+from rlvr.verifiers import equiv, extract, guard
 from rlvr.verifiers.base import Verdict
 from rlvr.verifiers.deadline import TimedOut, call_with_deadline
 from rlvr.verifiers.format import completion_text

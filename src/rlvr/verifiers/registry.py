@@ -89,7 +89,7 @@ def _boxed_format(**kw):
 
 # Kinds with an `answer_format` setting read the final answer in the task's format (boxed or <answer> tags):
 # build_reward fills it in from the task unless the term sets it. `answer_form` (math only) is what the answer must
-# look like (rlvr.verifiers.forms); resolve_reward fills it in from the task.
+# look like (rlvr.tasks.forms); resolve_reward fills it in from the task.
 register_kind("math", _math, ("hedging", "require_boxed", "rel_tol", "timeout_s", "max_answer_chars", "answer_form",
                               "answer_format"),
               doc="final math answer vs gold, on math-verify, in the task's answer form")

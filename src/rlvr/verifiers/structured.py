@@ -18,7 +18,8 @@ from collections import Counter
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
-from rlvr.verifiers import extract, forms
+from rlvr.tasks import forms
+from rlvr.verifiers import extract
 from rlvr.verifiers.base import Verdict
 from rlvr.verifiers.format import completion_text
 

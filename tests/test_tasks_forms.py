@@ -3,7 +3,7 @@ form changes in grading: the unevaluated expressions a policy could copy from th
 
 import pytest
 
-from rlvr.verifiers.forms import check_form, number_form
+from rlvr.tasks.forms import check_form, number_form
 from rlvr.verifiers.math import MathVerifier
 
 NUMERALS = [  # (answer as boxed, gold, why it is a numeral)

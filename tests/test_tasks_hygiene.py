@@ -2,7 +2,7 @@
 
 import pytest
 
-from rlvr.evaluation.hygiene import (ContaminationError, check_contamination, find_contamination, find_leaks,
+from rlvr.tasks.hygiene import (ContaminationError, check_contamination, find_contamination, find_leaks,
                                     normalize_text, word_ngrams)
 from rlvr.tasks.base import Problem
 
