@@ -7,6 +7,7 @@ The kind `faulty_regex` scores exactly like `regex`, except:
   so a run sees each fault exactly once, whichever worker draws it;
 - environment RLVR_TEST_SIGNAL="TERM@n" or "KILL@n": the n-th call (0-based) in this process sends that
   signal to this process. A real OS signal at a chosen point, so a "kill mid-run" test is deterministic.
+- environment RLVR_TEST_SFT_SIGNAL="KILL@n": the same at the start of SFT's n-th optimizer step (0-based).
 
 Usage as a script: python tests/fault_entry.py train CONFIG [--resume ...]  (PYTHONPATH must hold src/).
 """
@@ -67,8 +68,28 @@ def register() -> None:
                   doc="regex with injected faults (tests only)")
 
 
+def signal_at_sft_step() -> None:
+    """RLVR_TEST_SFT_SIGNAL="NAME@n": SFT's step n sends the signal to this process before it starts."""
+    spec = os.environ.get("RLVR_TEST_SFT_SIGNAL")
+    if not spec:
+        return
+    from rlvr.training import sft
+
+    name, at = spec.split("@")
+    step, calls = sft.sft_step, {"n": 0}
+
+    def wrapped(*args, **kw):
+        if calls["n"] == int(at):
+            os.kill(os.getpid(), getattr(signal, f"SIG{name}"))
+        calls["n"] += 1
+        return step(*args, **kw)
+
+    sft.sft_step = wrapped
+
+
 if __name__ == "__main__":
     register()
+    signal_at_sft_step()
     from rlvr.cli import main
 
     sys.exit(main(sys.argv[1:]))

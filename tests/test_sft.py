@@ -3,6 +3,7 @@ on completion tokens only (checked by hand), the kept set holds only verifier-co
 completions, the adapter moves, and the run directory holds what `rlvr eval` and the report read."""
 
 import json
+from pathlib import Path
 import math
 
 import pytest
@@ -128,3 +129,48 @@ def test_reference_traces_and_budget(tmp_path, tokenizer):
     assert sample_budget(sft_config(tmp_path / "d", **{"sft.samples": 0, "sft.match_run": str(rl)})) == 15 * 4
     with pytest.raises(ConfigError, match="sft.source"):
         sft_config(tmp_path / "e", **{"sft.source": "vibes"})
+
+
+def test_sft_resumes_after_kill_9_to_the_same_adapter(tmp_path, tokenizer):
+    """`rlvr sft` SIGKILLed at the start of its 4th optimizer step (checkpoint step-2 is the newest), then
+    `rlvr sft --resume`: the same metrics (times aside), kept completions and final adapter, bit for bit, as a run
+    never interrupted. The resume reads the kept completions back (sampling is not redone)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from safetensors.torch import load_file
+
+    model_dir = tmp_path / "stopping-model"
+    make_stopping_llama(len(tokenizer)).save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    over = {"model.name": str(model_dir), "log.checkpoint_every": 2, "sft.epochs": 3}
+    reference = sft(sft_config(tmp_path / "ref", **over), quiet=True)
+    cfg = sft_config(tmp_path / "kill", **over)
+    config_file = tmp_path / "kill" / "config.yaml"
+    config_file.write_text(yaml.safe_dump(cfg))
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root / "src")}
+
+    def child(*extra, sft_signal=None):
+        run_env = {**env, **({"RLVR_TEST_SFT_SIGNAL": sft_signal} if sft_signal else {})}
+        return subprocess.run([sys.executable, str(root / "tests" / "fault_entry.py"), "sft", str(config_file),
+                               "--quiet", *extra], env=run_env, cwd=root, capture_output=True, text=True, timeout=300)
+
+    p = child(sft_signal="KILL@3")
+    assert p.returncode == -signal.SIGKILL, p.stderr[-2000:]
+    run = tmp_path / "kill" / "run-sft"
+    assert [r["step"] for r in _rows(run)] == [0, 1, 2] and not (run / "final").exists()
+    p = child("--resume")
+    assert p.returncode == 0, p.stderr[-2000:]
+    stable = lambda rows: [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]  # noqa: E731
+    assert stable(_rows(run)) == stable(_rows(reference)) and len(_rows(run)) > 4
+    assert (run / "kept.jsonl").read_text() == (reference / "kept.jsonl").read_text()
+    a = load_file(run / "final" / "adapter" / "adapter_model.safetensors")
+    b = load_file(reference / "final" / "adapter" / "adapter_model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def _rows(run):
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]

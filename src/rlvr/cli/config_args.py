@@ -18,6 +18,11 @@ def add_config_source(p: argparse.ArgumentParser, example: str = "train.lr=1e-5"
 def add_config_args(p: argparse.ArgumentParser) -> None:
     """add_config_source, plus resuming a run (train, run)."""
     add_config_source(p)
+    add_resume_args(p)
+
+
+def add_resume_args(p: argparse.ArgumentParser) -> None:
+    """--resume and --allow-config-change: every recipe resumes the same way (rlvr.training.lifecycle)."""
     p.add_argument("--resume", action="store_true", help="continue the run in the output directory")
     p.add_argument("--allow-config-change", action="store_true", help="with --resume: accept a changed config")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from rlvr.cli.config_args import add_config_source
+from rlvr.cli.config_args import add_config_source, add_resume_args
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -17,6 +17,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                                           "fine-tune on them (LoRA, as the RL run) with a matched sampling budget. "
                                           "Settings: the `sft` section of the config.")
     add_config_source(p, "sft.epochs=3", "run directory (same as --set sft.output_dir=...; default OUTPUT_DIR-sft)")
+    add_resume_args(p)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
 
@@ -26,6 +27,7 @@ def run(args) -> int:
     from rlvr.training.sft import sft
 
     sets = list(args.sets) + ([f"sft.output_dir={args.output_dir}"] if args.output_dir else [])
-    path = sft(resolve(args.config, sets), quiet=args.quiet, overwrite=args.overwrite)
+    path = sft(resolve(args.config, sets), quiet=args.quiet, overwrite=args.overwrite, resume=args.resume,
+               allow_config_change=args.allow_config_change)
     print(f"run directory: {path}")
     return 0

@@ -18,23 +18,18 @@ Read it top to bottom. Simplifications, and why:
 
 from __future__ import annotations
 
-import json
 import math
-import shutil
-import signal
 import time
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from rlvr.config import ConfigError, dump
-from rlvr.policy.load import model_origin, resolve_model_path, save_policy
 from rlvr.rundir import checkpoint as ckpt
-from rlvr.rundir.files import RunDir, RunDirError, check_output_dir
-from rlvr.rundir.final import write_final
-from rlvr.rundir.trackers import Trackers, check_trackers, resume_point, run_name
 from rlvr.rundir import fsdp
+from rlvr.rundir.files import RunDir
+from rlvr.rundir.trackers import Trackers
 from rlvr.training import distributed
+from rlvr.training.lifecycle import StopFlag, exit_on_signal, open_run, resume_step, save_final
 from rlvr.training.metrics import sample_rows
 from rlvr.training.step import TrainState, check_components, run_step, setup
 
@@ -48,67 +43,25 @@ class TrainingAborted(RuntimeError):
 MAX_BAD_STEPS = 3
 
 
-class StopFlag:
-    """Ctrl-C / SIGTERM ask the loop to finish the step in flight, checkpoint and exit (130 / 143)."""
-
-    def __init__(self):
-        self.signum = None
-
-    def __enter__(self):
-        self._old = {s: signal.signal(s, self._set) for s in (signal.SIGINT, signal.SIGTERM)}
-        return self
-
-    def _set(self, signum, _frame):
-        if self.signum is not None:  # a second Ctrl-C: stop now
-            raise KeyboardInterrupt
-        self.signum = signum
-
-    def __exit__(self, *exc):
-        for s, h in self._old.items():
-            signal.signal(s, h)
-
-
 def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_config_change: bool = False,
           policy=None, quiet: bool = False) -> Path:
     """Run RLVR training as configured; returns the run directory. `policy` = (model, tokenizer) overrides
     loading by name (tests use a tiny random model)."""
     parts = check_components(cfg)
     cfg = parts.resolved  # the run records the grading it uses, the task's own when the config names none
-    if policy is None:  # a hub id the hub cannot give stops here (exit 2), before a run directory exists
-        check_output_dir(parts.cfg.output_dir, resume=resume, overwrite=overwrite)  # but an unusable one first
-        resolve_model_path(parts.cfg.model.name)
     comm = distributed.setup()  # scale-out: W ranks under torchrun, else one
-    c, run_path = parts.cfg, Path(parts.cfg.output_dir)
-    run, trackers = None, Trackers([], None)  # data parallel: rank 0 alone owns the run directory and the trackers
-    if comm.is_main:
-        check_trackers(c.log.report_to, run_path, c.log.project)  # a missing extra: before anything is written
-        run = RunDir(parts.cfg.output_dir, resume=resume, overwrite=overwrite)
-        _check_config(run, cfg, resume, allow_config_change)
-    resume_from = ckpt.latest_complete(run_path / "checkpoints") if resume else None
-    if comm.is_main:
-        trackers = _open_trackers(run, cfg, c, resume, resume_from)
+    # data parallel: rank 0 alone owns the run directory and the trackers
+    opened = open_run(cfg, parts.cfg, parts.cfg.output_dir, resume=resume, overwrite=overwrite,
+                      allow_config_change=allow_config_change, policy=policy, is_main=comm.is_main)
     comm.barrier()  # the others wait until the run directory is ready
     try:
         state = setup(parts, policy, comm)
-        start = _resume(run_path, run, state, resume_from) if resume else 0
-        done = _loop(state, run, trackers, start, quiet)
-        _save_final(run, state, done)
+        start = _resume(opened.run, state, opened.resume_from) if resume else 0
+        done = _loop(state, opened.run, opened.trackers, start, quiet)
+        save_final(opened.run, state.model, state.tokenizer, state.cfg, state.task, done, comm=comm)
     finally:
-        trackers.finish()
-    return run_path
-
-
-def _open_trackers(run: RunDir, cfg: dict, c, resume: bool, resume_from: Path | None) -> Trackers:
-    """The trackers of log.report_to, started before any step; on a resume they get the steps before the
-    checkpoint they lack. A fresh run whose trackers cannot start leaves no run directory behind."""
-    start = json.loads((resume_from / "loop_state.json").read_text())["step"] if resume_from else 0
-    try:
-        return Trackers.open(c.log.report_to, run.path, project=c.log.project, run_name=run_name(c.log, run.path),
-                             config=cfg, resume=resume_point(run.path, start) if resume else None)
-    except ConfigError:
-        if not resume:
-            shutil.rmtree(run.path, ignore_errors=True)
-        raise
+        opened.trackers.finish()
+    return opened.path
 
 
 def _loop(state: TrainState, run: RunDir | None, trackers: Trackers, start: int, quiet: bool) -> int:
@@ -141,7 +94,7 @@ def _loop(state: TrainState, run: RunDir | None, trackers: Trackers, start: int,
                                       f"last checkpoint: {ckpt.latest_complete(run_path / 'checkpoints') or 'none'}")
             if stopping:
                 bar.close()
-                _exit_on_signal(comm, stop.signum, step, run_path)
+                exit_on_signal(stop.signum, step + 1, run_path, comm)
             if last:
                 break
     return done
@@ -168,30 +121,6 @@ def _save_checkpoint(run: RunDir | None, state: TrainState, step: int) -> None:
                              keep=state.cfg.log.keep_checkpoints, full=full)
 
 
-def _exit_on_signal(comm, signum: int, step: int, run_path: Path) -> None:
-    comm.barrier()
-    if comm.is_main:
-        print(f"stopped by signal at step {step + 1}; checkpoint saved; resume with --resume {run_path}")
-    raise SystemExit(130 if signum == signal.SIGINT else 143)
-
-
-def _save_final(run: RunDir | None, state: TrainState, steps: int) -> None:
-    """final/: the adapter and the merged model, then what makes them travel (the prompt template, the faithful
-    tokenizer, the model card: rlvr.rundir.final). Under FSDP every rank gathers, rank 0 writes."""
-    from dataclasses import asdict
-
-    comm, c = state.comm, state.cfg
-    if comm.sharded:
-        fsdp.save_policy(state.model, state.tokenizer, run.path / "final" if run else None, is_main=comm.is_main,
-                         save_dtype=c.model.save_dtype)
-    elif comm.is_main:
-        save_policy(state.model, state.tokenizer, run.path / "final", save_dtype=c.model.save_dtype)
-    if comm.is_main:
-        base, loaded_from = model_origin(state.model, c.model.name)
-        write_final(run.path / "final", asdict(c), state.tokenizer, state.task, steps, base, loaded_from)
-    comm.barrier()
-
-
 def _budget_eta(bar, train, steps_done: int, elapsed_s: float) -> None:
     """With a time budget the run ends on the clock, not at train.steps: size the bar to the steps the
     budget leaves room for at the mean step time so far, so its ETA is the budget's."""
@@ -215,40 +144,15 @@ def _progress(row: dict) -> dict:
     return out
 
 
-def _check_config(run: RunDir, cfg: dict, resume: bool, allow_change: bool) -> None:
-    import yaml
-
-    path = run.path / "config.yaml"
-    if resume:
-        saved = yaml.safe_load(path.read_text())
-        changed = sorted(_diff(saved, cfg))
-        if changed and not allow_change:
-            raise ConfigError(f"--resume: config differs from the saved run in {', '.join(changed)}; "
-                              f"pass --allow-config-change to accept")
-    run.write_config(dump(cfg))
-
-
-def _diff(a, b, prefix=""):
-    if isinstance(a, dict) and isinstance(b, dict):
-        for k in set(a) | set(b):
-            yield from _diff(a.get(k), b.get(k), f"{prefix}{k}.")
-    elif a != b:
-        yield prefix[:-1]
-
-
-def _resume(run_path: Path, run: RunDir | None, state: TrainState, path: Path | None) -> int:
+def _resume(run: RunDir | None, state: TrainState, path: Path | None) -> int:
     """Every rank loads the same checkpoint (`path`, the newest complete one); rank 0 (the one holding `run`)
     trims the logs."""
-    if path is None:
-        if run is not None:
-            run.truncate_after(-1)
-        return 0
-    saved = ckpt.load_checkpoint(path, model=state.model, optimizer=state.optimizer, scheduler=state.scheduler)
-    distributed.check_resume(state.comm, saved)
-    state.stream.load_state_dict(saved["prompts"])
-    if run is not None:
-        run.truncate_after(saved["step"] - 1)
-    return saved["step"]
+    saved = None
+    if path is not None:
+        saved = ckpt.load_checkpoint(path, model=state.model, optimizer=state.optimizer, scheduler=state.scheduler)
+        distributed.check_resume(state.comm, saved)
+        state.stream.load_state_dict(saved["prompts"])
+    return resume_step(run, saved)
 
 
-__all__ = ["train", "TrainingAborted", "RunDirError", "MAX_BAD_STEPS"]
+__all__ = ["train", "TrainingAborted", "MAX_BAD_STEPS"]

@@ -19,6 +19,7 @@ at most what the RL update spends on the same completions once each.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import random
 import time
@@ -27,11 +28,14 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from rlvr.prompts.chat import encode_prompt
-from rlvr.config import Config, ConfigError, dump
+from rlvr.config import Config, ConfigError
 from rlvr.policy.logprobs import completion_logprobs
-from rlvr.rundir.files import RunDir, atomic_write_text, check_output_dir, read_jsonl
+from rlvr.prompts.chat import encode_prompt
+from rlvr.rundir import checkpoint as ckpt
+from rlvr.rundir.files import atomic_write_text, read_jsonl
+from rlvr.sampling import build_sampler
 from rlvr.tasks.base import DatasetError
+from rlvr.training.lifecycle import OpenedRun, StopFlag, exit_on_signal, open_run, resume_step, save_final
 
 # Sequences per sampler call: at most the RL step's P x G (the shape the run is sized for), and at most 32 for
 # the HF sampler, which holds (rows, T, vocab) logits; the fast sampler decodes 64 rows ~30% faster than 32.
@@ -141,63 +145,87 @@ def pad_examples(examples: list[dict], pad_id: int) -> tuple[list[list[int]], to
     return [e["prompt_ids"] for e in examples], ids, mask
 
 
-def fine_tune(model, examples: list[dict], *, sft, train, pad_id: int, seed: int, run: RunDir, quiet: bool) -> int:
-    """sft.epochs passes over the examples in seeded order, sft.batch_size per optimizer step; one metrics
-    line per step (loss = token-mean NLL of that batch). Returns the number of steps taken."""
+def batch_plan(examples: list[dict], epochs: int, batch_size: int, seed: int) -> list[tuple[int, list[int]]]:
+    """Every optimizer step's (epoch, example indices): `epochs` passes in seeded order, `batch_size` per step. A
+    function of the seed alone, so a resumed run takes the same batches from any step."""
+    plan = []
+    for epoch in range(epochs):
+        order = list(range(len(examples)))
+        random.Random(f"{seed}-sft-epoch-{epoch}").shuffle(order)
+        plan += [(epoch, order[start:start + batch_size]) for start in range(0, len(order), batch_size)]
+    return plan
+
+
+def sft_step(model, rows: list[dict], optimizer, scheduler, trainable, train, pad_id: int) -> dict:
+    """One optimizer step on `rows`: loss = the token-mean NLL of the batch, micro-batched exactly."""
     from rlvr.policy.update import micro_batches
+
+    num_tokens = float(sum(len(e["completion_ids"]) for e in rows))
+    optimizer.zero_grad(set_to_none=True)
+    loss_sum = 0.0
+    for chunk in micro_batches(list(range(len(rows))), [len(e["completion_ids"]) for e in rows],
+                               train.micro_batch_size, train.micro_batch_tokens):
+        prompts, ids, mask = pad_examples([rows[i] for i in chunk], pad_id)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=train.autocast == "bfloat16"):
+            loss = completion_nll(model, prompts, ids, mask, pad_id=pad_id, num_tokens=num_tokens)
+        loss.backward()
+        loss_sum += float(loss.detach())
+    grad_norm = float(torch.nn.utils.clip_grad_norm_(trainable, train.max_grad_norm))
+    lr = scheduler.get_last_lr()[0]
+    if math.isfinite(loss_sum) and math.isfinite(grad_norm):
+        optimizer.step()
+    scheduler.step()
+    return {"loss": loss_sum, "grad_norm": grad_norm, "lr": lr, "tokens": int(num_tokens), "rows": len(rows)}
+
+
+def fine_tune(model, examples: list[dict], c: Config, opened: OpenedRun, pad_id: int, quiet: bool) -> int:
+    """sft.epochs passes over the examples in seeded order, sft.batch_size per optimizer step; one metrics line per
+    step (loss = token-mean NLL of that batch), to the run directory and the trackers. Checkpoints every
+    log.checkpoint_every steps and on Ctrl-C / SIGTERM (then exits 130 / 143); a resume continues from the newest
+    one. Returns the number of steps taken."""
     from rlvr.training.step import make_scheduler
 
-    per_epoch = math.ceil(len(examples) / sft.batch_size)
-    total = sft.epochs * per_epoch
+    plan = batch_plan(examples, c.sft.epochs, c.sft.batch_size, c.seed)
     trainable = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(trainable, lr=sft.lr, weight_decay=train.weight_decay)
-    scheduler = make_scheduler(optimizer, dataclasses.replace(train, steps=total))
+    optimizer = torch.optim.AdamW(trainable, lr=c.sft.lr, weight_decay=c.train.weight_decay)
+    scheduler = make_scheduler(optimizer, dataclasses.replace(c.train, steps=len(plan)))
+    saved = None
+    if opened.resume_from is not None:
+        saved = ckpt.load_checkpoint(opened.resume_from, model=model, optimizer=optimizer, scheduler=scheduler)
+    start = resume_step(opened.run, saved)
     model.train()
-    step = 0
-    with tqdm(total=total, desc="rlvr sft", disable=quiet) as bar:
-        for epoch in range(sft.epochs):
-            order = list(range(len(examples)))
-            random.Random(f"{seed}-sft-epoch-{epoch}").shuffle(order)
-            for start in range(0, len(order), sft.batch_size):
-                t0 = time.perf_counter()
-                rows = [examples[i] for i in order[start:start + sft.batch_size]]
-                num_tokens = float(sum(len(e["completion_ids"]) for e in rows))
-                optimizer.zero_grad(set_to_none=True)
-                loss_sum = 0.0
-                for chunk in micro_batches(list(range(len(rows))), [len(e["completion_ids"]) for e in rows],
-                                           train.micro_batch_size, train.micro_batch_tokens):
-                    prompts, ids, mask = pad_examples([rows[i] for i in chunk], pad_id)
-                    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=train.autocast == "bfloat16"):
-                        loss = completion_nll(model, prompts, ids, mask, pad_id=pad_id, num_tokens=num_tokens)
-                    loss.backward()
-                    loss_sum += float(loss.detach())
-                grad_norm = float(torch.nn.utils.clip_grad_norm_(trainable, train.max_grad_norm))
-                lr = scheduler.get_last_lr()[0]
-                if math.isfinite(loss_sum) and math.isfinite(grad_norm):
-                    optimizer.step()
-                scheduler.step()
-                run.append(run.metrics_path, [{"step": step, "epoch": epoch, "loss": loss_sum, "grad_norm": grad_norm,
-                                               "lr": lr, "tokens": int(num_tokens), "rows": len(rows),
-                                               "time/step": time.perf_counter() - t0}])
-                bar.update(1)
-                bar.set_postfix({"loss": f"{loss_sum:.3f}"})
-                step += 1
-    return step
+    with StopFlag() as stop, tqdm(total=len(plan), initial=start, desc="rlvr sft", disable=quiet) as bar:
+        for step in range(start, len(plan)):
+            t0 = time.perf_counter()
+            epoch, batch = plan[step]
+            figures = sft_step(model, [examples[i] for i in batch], optimizer, scheduler, trainable, c.train, pad_id)
+            row = {"step": step, "epoch": epoch, **figures, "time/step": time.perf_counter() - t0}
+            opened.run.append(opened.run.metrics_path, [row])
+            opened.trackers.log_step(row)
+            bar.update(1)
+            bar.set_postfix({"loss": f"{figures['loss']:.3f}"})
+            every = c.log.checkpoint_every and (step + 1) % c.log.checkpoint_every == 0
+            if (every and step + 1 < len(plan)) or stop.signum is not None:
+                ckpt.save_checkpoint(opened.path / "checkpoints", step + 1, model=model, optimizer=optimizer,
+                                     scheduler=scheduler, loop_state={"step": step + 1},
+                                     keep=c.log.keep_checkpoints)
+            if stop.signum is not None:
+                bar.close()
+                exit_on_signal(stop.signum, step + 1, opened.path)
+    return len(plan)
 
 
 def sft_output_dir(cfg: dict) -> str:
     return cfg["sft"]["output_dir"] or f"{cfg['output_dir'].rstrip('/')}-sft"
 
 
-def sft(cfg: dict, policy=None, quiet: bool = False, overwrite: bool = False) -> Path:
+def sft(cfg: dict, policy=None, quiet: bool = False, overwrite: bool = False, resume: bool = False,
+        allow_config_change: bool = False) -> Path:
     """Run the supervised baseline as configured (rlvr.config.resolve, with its `sft` section); returns the
-    run directory. `policy` = (model, tokenizer) overrides loading by name (tests use a tiny model)."""
-    from dataclasses import asdict
-
+    run directory. `policy` = (model, tokenizer) overrides loading by name (tests use a tiny model). The run's
+    lifecycle is the RL loop's (rlvr.training.lifecycle): checks before anything is written, trackers, checkpoints,
+    Ctrl-C / SIGTERM, `resume` from the newest checkpoint (the kept completions are read back, not sampled again)."""
     from rlvr.policy.build import load_seeded, make_trainable
-    from rlvr.policy.load import model_origin, resolve_model_path, save_policy
-    from rlvr.rundir.final import write_final
-    from rlvr.sampling import build_sampler
     from rlvr.training.step import load_configured_task
     from rlvr.verifiers.compose import task_reward
 
@@ -209,14 +237,34 @@ def sft(cfg: dict, policy=None, quiet: bool = False, overwrite: bool = False) ->
     if not problems:
         raise DatasetError(f"task {c.task.name!r} has no training problems")
     budget = sample_budget(cfg) if c.sft.source == "samples" else 0
-    if policy is None:  # a hub id the hub cannot give stops here (exit 2), before a run directory exists
-        check_output_dir(sft_output_dir(cfg), overwrite=overwrite)  # but an unusable one first
-        resolve_model_path(c.model.name)
-    run = RunDir(sft_output_dir(cfg), overwrite=overwrite)
-    run.write_config(dump(cfg))
-    # the starting model samples first; its LoRA adapter is added after, for the fine-tune
-    model, tokenizer = load_seeded(c, policy)
-    pad_id = tokenizer.pad_token_id
+    opened = open_run(cfg, c, sft_output_dir(cfg), resume=resume, overwrite=overwrite,
+                      allow_config_change=allow_config_change, policy=policy)
+    try:
+        # the starting model samples first; its LoRA adapter is added after, for the fine-tune
+        model, tokenizer = load_seeded(c, policy)
+        examples, stats = kept_examples(opened, c, model, tokenizer, task, reward, problems, budget, quiet)
+        model = make_trainable(model, c)
+        t1 = time.perf_counter()
+        steps = 0
+        if examples:
+            steps = fine_tune(model, examples, c, opened, tokenizer.pad_token_id, quiet)
+        elif not quiet:
+            print("rlvr sft: no verifier-correct completions were sampled; the final model is the starting model")
+        stats.update({"steps": steps, "time/train": time.perf_counter() - t1})
+        atomic_write_text(opened.path / "sft_data.json", json.dumps(stats, indent=2) + "\n")
+        save_final(opened.run, model, tokenizer, c, task, steps, kind=f"SFT ({c.sft.source})")
+    finally:
+        opened.trackers.finish()
+    return opened.path
+
+
+def kept_examples(opened: OpenedRun, c: Config, model, tokenizer, task, reward, problems, budget: int, quiet: bool):
+    """(examples, stats): the completions to fine-tune on, sampled and kept (or the dataset's traces), written to
+    kept.jsonl (readable) and kept_ids.jsonl (with token ids); a resumed run reads them back instead."""
+    ids_path = opened.path / "kept_ids.jsonl"
+    if opened.resume_from is not None and ids_path.exists():
+        examples = read_jsonl(ids_path)
+        return examples, json.loads((opened.path / "sft_data.json").read_text())
     t0 = time.perf_counter()
     if c.sft.source == "reference":
         examples, stats = reference_examples(tokenizer, task, problems, c.sft.reference_field), {}
@@ -229,22 +277,12 @@ def sft(cfg: dict, policy=None, quiet: bool = False, overwrite: bool = False) ->
         del sampler
     stats.update({"source": c.sft.source, "budget_completions": budget, "examples": len(examples),
                   "time/collect": time.perf_counter() - t0})
-    run.append(run.path / "kept.jsonl", [{k: v for k, v in e.items() if not k.endswith("_ids")} for e in examples])
-    model = make_trainable(model, c)
-    t1 = time.perf_counter()
-    steps = 0
-    if examples:
-        steps = fine_tune(model, examples, sft=c.sft, train=c.train, pad_id=pad_id, seed=c.seed, run=run, quiet=quiet)
-    elif not quiet:
-        print("rlvr sft: no verifier-correct completions were sampled; the final model is the starting model")
-    stats.update({"steps": steps, "time/train": time.perf_counter() - t1})
-    import json
-
-    atomic_write_text(run.path / "sft_data.json", json.dumps(stats, indent=2) + "\n")
-    save_policy(model, tokenizer, run.path / "final", save_dtype=c.model.save_dtype)
-    base, loaded_from = model_origin(model, c.model.name)
-    write_final(run.path / "final", asdict(c), tokenizer, task, steps, base, loaded_from, kind=f"SFT ({c.sft.source})")
-    return run.path
+    readable = [{k: v for k, v in e.items() if not k.endswith("_ids")} for e in examples]
+    atomic_write_text(opened.path / "kept.jsonl", "".join(json.dumps(e) + "\n" for e in readable))
+    atomic_write_text(opened.path / "sft_data.json", json.dumps(stats, indent=2) + "\n")
+    atomic_write_text(ids_path, "".join(json.dumps(e) + "\n" for e in examples))  # last: its presence marks done
+    return examples, stats
 
 
-__all__ = ["sft", "collect_correct", "reference_examples", "completion_nll", "sample_budget", "sft_output_dir"]
+__all__ = ["sft", "collect_correct", "reference_examples", "completion_nll", "sample_budget", "sft_output_dir",
+           "batch_plan", "fine_tune"]

@@ -1,0 +1,149 @@
+"""One run lifecycle for every recipe (the RL loop, SFT, the main job's phases): start-up and save-out.
+
+    opened = open_run(cfg, c, resume=..., overwrite=..., policy=policy)   # checks first, then the run directory
+    with StopFlag() as stop: ... recipe's loop, checkpointing on stop ...
+    save_final(opened.run, model, tokenizer, c, task, steps)
+
+Start-up, in the order that loses nothing: an unusable output directory and a model that cannot load are refused
+before anything is written; a tracker that is not installed too; then the run directory and its config.yaml (on a
+resume: the same config, or --allow-config-change); then the trackers, replaying what they lack. Save-out: the
+adapter and the merged model in final/, then what makes them travel (prompt template, tokenizer, model card).
+Under data parallel only rank 0 holds the run directory and the trackers (`run` is None elsewhere).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from rlvr.config import Config, ConfigError, dump
+from rlvr.policy.load import model_origin, resolve_model_path, save_policy
+from rlvr.rundir import checkpoint as ckpt
+from rlvr.rundir import fsdp
+from rlvr.rundir.files import RunDir, check_output_dir
+from rlvr.rundir.final import write_final
+from rlvr.rundir.trackers import Trackers, check_trackers, resume_point, run_name
+
+
+class StopFlag:
+    """Ctrl-C / SIGTERM ask the recipe to finish the step in flight, checkpoint and exit (130 / 143)."""
+
+    def __init__(self):
+        self.signum = None
+
+    def __enter__(self):
+        self._old = {s: signal.signal(s, self._set) for s in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def _set(self, signum, _frame):
+        if self.signum is not None:  # a second Ctrl-C: stop now
+            raise KeyboardInterrupt
+        self.signum = signum
+
+    def __exit__(self, *exc):
+        for s, h in self._old.items():
+            signal.signal(s, h)
+
+
+@dataclass
+class OpenedRun:
+    """What start-up gives a recipe: its folder, the run directory (rank 0; None elsewhere), the trackers and, on a
+    resume, the newest complete checkpoint (None: start from step 0)."""
+
+    path: Path
+    run: RunDir | None
+    trackers: Trackers
+    resume_from: Path | None
+
+
+def open_run(cfg: dict, c: Config, output_dir: str, *, resume: bool = False, overwrite: bool = False,
+             allow_config_change: bool = False, policy=None, is_main: bool = True) -> OpenedRun:
+    """Start-up shared by every recipe; `cfg` is the resolved config the run records, `c` its typed view."""
+    path = Path(output_dir)
+    if policy is None:  # a hub id the hub cannot give stops here (exit 2), before a run directory exists
+        check_output_dir(output_dir, resume=resume, overwrite=overwrite)  # but an unusable one first
+        resolve_model_path(c.model.name)
+    run, trackers = None, Trackers([], None)
+    if is_main:
+        check_trackers(c.log.report_to, path, c.log.project)  # a missing extra: before anything is written
+        run = RunDir(output_dir, resume=resume, overwrite=overwrite)
+        check_config(run, cfg, resume, allow_config_change)
+    resume_from = ckpt.latest_complete(path / "checkpoints") if resume else None
+    if is_main:
+        trackers = open_trackers(run, cfg, c, resume, resume_from)
+    return OpenedRun(path, run, trackers, resume_from)
+
+
+def open_trackers(run: RunDir, cfg: dict, c: Config, resume: bool, resume_from: Path | None) -> Trackers:
+    """The trackers of log.report_to, started before any step; on a resume they get the steps before the
+    checkpoint they lack. A fresh run whose trackers cannot start leaves no run directory behind."""
+    start = json.loads((resume_from / "loop_state.json").read_text())["step"] if resume_from else 0
+    try:
+        return Trackers.open(c.log.report_to, run.path, project=c.log.project, run_name=run_name(c.log, run.path),
+                             config=cfg, resume=resume_point(run.path, start) if resume else None)
+    except ConfigError:
+        if not resume:
+            shutil.rmtree(run.path, ignore_errors=True)
+        raise
+
+
+def check_config(run: RunDir, cfg: dict, resume: bool, allow_change: bool) -> None:
+    """config.yaml written; on a resume it must equal the saved one unless the change is allowed."""
+    import yaml
+
+    path = run.path / "config.yaml"
+    if resume:
+        saved = yaml.safe_load(path.read_text())
+        changed = sorted(_diff(saved, cfg))
+        if changed and not allow_change:
+            raise ConfigError(f"--resume: config differs from the saved run in {', '.join(changed)}; "
+                              f"pass --allow-config-change to accept")
+    run.write_config(dump(cfg))
+
+
+def _diff(a, b, prefix=""):
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in set(a) | set(b):
+            yield from _diff(a.get(k), b.get(k), f"{prefix}{k}.")
+    elif a != b:
+        yield prefix[:-1]
+
+
+def resume_step(run: RunDir | None, saved: dict | None) -> int:
+    """The step a resume continues from (0 without a checkpoint); rank 0 drops the log lines after it."""
+    step = saved["step"] if saved else 0
+    if run is not None:
+        run.truncate_after(step - 1)
+    return step
+
+
+def exit_on_signal(signum: int, step: int, run_path: Path, comm=None) -> None:
+    if comm is not None:
+        comm.barrier()
+    if comm is None or comm.is_main:
+        print(f"stopped by signal at step {step}; checkpoint saved; resume with --resume {run_path}")
+    raise SystemExit(130 if signum == signal.SIGINT else 143)
+
+
+def save_final(run: RunDir | None, model, tokenizer, c: Config, task, steps: int, *, comm=None,
+               kind: str = "RLVR") -> None:
+    """final/: the adapter and the merged model, then what makes them travel (the prompt template, the faithful
+    tokenizer, the model card: rlvr.rundir.final). Under FSDP every rank gathers, rank 0 writes."""
+    is_main = comm is None or comm.is_main
+    if comm is not None and comm.sharded:
+        fsdp.save_policy(model, tokenizer, run.path / "final" if run else None, is_main=is_main,
+                         save_dtype=c.model.save_dtype)
+    elif is_main:
+        save_policy(model, tokenizer, run.path / "final", save_dtype=c.model.save_dtype)
+    if is_main:
+        base, loaded_from = model_origin(model, c.model.name)
+        write_final(run.path / "final", asdict(c), tokenizer, task, steps, base, loaded_from, kind=kind)
+    if comm is not None:
+        comm.barrier()
+
+
+__all__ = ["StopFlag", "OpenedRun", "open_run", "open_trackers", "check_config", "resume_step", "exit_on_signal",
+           "save_final"]
