@@ -101,6 +101,32 @@ def flatten(cfg: dict, prefix: str = "") -> dict:
     return out
 
 
+class RunLogTracker(Tracker):
+    """A tracker whose library logs through `run.log({name: value}, step=)` with `Table(columns=, data=)` and
+    `Image(path)` from its top-level module: trackio and W&B share this shape. Subclasses set `self.run`."""
+
+    run = None
+
+    def _lib(self):
+        import importlib
+
+        return importlib.import_module(self.module)
+
+    def log_metrics(self, step: int, metrics: dict) -> None:
+        self.run.log(metrics, step=step)
+
+    def log_samples(self, step: int, rows: list[dict]) -> None:
+        cols, data = sample_table(rows)
+        self.run.log({"samples": self._lib().Table(columns=cols, data=data)}, step=step)
+
+    def log_table(self, step: int, name: str, rows: list[dict]) -> None:
+        cols = table_columns(rows)
+        self.run.log({name: self._lib().Table(columns=cols, data=[[r.get(c) for c in cols] for r in rows])}, step=step)
+
+    def log_image(self, step: int, name: str, path: Path) -> None:
+        self.run.log({name: self._lib().Image(str(path))}, step=step)
+
+
 def table_columns(rows: list[dict]) -> list[str]:
     """The columns of a list of row dicts, in first-seen order."""
     return list(dict.fromkeys(k for r in rows for k in r))

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlvr.rundir.trackers.base import Resume, Tracker, sample_table, table_columns
+from rlvr.rundir.trackers.base import Resume, RunLogTracker
 
 
-class TrackioTracker(Tracker):
+class TrackioTracker(RunLogTracker):
     """trackio: a run in trackio's local store (extra rlvr[trackio])"""
 
     name = "trackio"
@@ -48,26 +48,6 @@ class TrackioTracker(Tracker):
         self._init(None, "must")
         if self.run.id != self.state["id"]:
             raise RuntimeError(f"trackio run {self.state['name']} ({self.state['id']}) is not the newest of its name")
-
-    def log_metrics(self, step: int, metrics: dict) -> None:
-        self.run.log(metrics, step=step)
-
-    def log_samples(self, step: int, rows: list[dict]) -> None:
-        import trackio
-
-        cols, data = sample_table(rows)
-        self.run.log({"samples": trackio.Table(columns=cols, data=data)}, step=step)
-
-    def log_table(self, step: int, name: str, rows: list[dict]) -> None:
-        import trackio
-
-        cols = table_columns(rows)
-        self.run.log({name: trackio.Table(columns=cols, data=[[r.get(c) for c in cols] for r in rows])}, step=step)
-
-    def log_image(self, step: int, name: str, path: Path) -> None:
-        import trackio
-
-        self.run.log({name: trackio.Image(str(path))}, step=step)
 
     def finish(self) -> None:
         import trackio

@@ -19,10 +19,10 @@ import time
 import uuid
 from pathlib import Path
 
-from rlvr.rundir.trackers.base import Resume, Tracker, sample_table, table_columns
+from rlvr.rundir.trackers.base import Resume, RunLogTracker
 
 
-class WandbTracker(Tracker):
+class WandbTracker(RunLogTracker):
     """Weights & Biases: an offline run under RUN/wandb unless WANDB_MODE says otherwise (extra rlvr[wandb])"""
 
     name = "wandb"
@@ -70,26 +70,6 @@ class WandbTracker(Tracker):
 
     def reopen(self) -> None:
         self._init(None, self.state["id"], "allow")
-
-    def log_metrics(self, step: int, metrics: dict) -> None:
-        self.run.log(metrics, step=step)
-
-    def log_samples(self, step: int, rows: list[dict]) -> None:
-        import wandb
-
-        cols, data = sample_table(rows)
-        self.run.log({"samples": wandb.Table(columns=cols, data=data)}, step=step)
-
-    def log_table(self, step: int, name: str, rows: list[dict]) -> None:
-        import wandb
-
-        cols = table_columns(rows)
-        self.run.log({name: wandb.Table(columns=cols, data=[[r.get(c) for c in cols] for r in rows])}, step=step)
-
-    def log_image(self, step: int, name: str, path: Path) -> None:
-        import wandb
-
-        self.run.log({name: wandb.Image(str(path))}, step=step)
 
     def finish(self) -> None:
         self.run.finish()
