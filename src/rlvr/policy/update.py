@@ -196,7 +196,7 @@ class UpdateSettings:
 @returns_freed_memory
 def update_policy(model, optimizer, batch, algo, settings: UpdateSettings, *, ref_model=None, comm=None) -> dict:
     """One pass (or mu passes) of gradient steps over the batch; returns floats for the metrics line.
-    With `comm` (a rlvr.training.distributed.Comm) this rank's batch is its share of a global batch; the returned
+    With `comm` (a rlvr.training.comm.Comm) this rank's batch is its share of a global batch; the returned
     stats are those of the global batch."""
     s = settings
     num_tokens, num_seqs = batch_counts(batch.mask)

@@ -14,6 +14,7 @@ import torch
 
 from rlvr.algorithms.advantages import dynamic_sampling, group_advantages, overlong_soft_penalty
 from rlvr.tasks.base import Problem
+from rlvr.training.comm import Comm
 
 # Verdicts that say nothing about the policy (a broken reference, a crashed checker): such rows are kept out
 # of the loss entirely instead of being scored 0, and counted in the metrics.
@@ -117,22 +118,21 @@ def concat(batches: list[StepBatch], pad_id: int) -> StepBatch:
 
 def collect(sampler, next_prompts, reward, algo, rollout, generator, pad_id: int, comm=None) -> StepBatch:
     """The step's batch (on this rank: its block of it). next_prompts() -> (problems (P,), prompt_ids (P,)) draws
-    the next prompts; with `comm` (rlvr.training.distributed.Comm) every rank makes the same call and keeps its
+    the next prompts; with `comm` (rlvr.training.comm.Comm) every rank makes the same call and keeps its
     contiguous block, so a group never straddles ranks.
 
     Without dynamic sampling: one round, every group kept. With it: rounds until P informative (nonzero
     variance) groups are kept or `algo.max_sampling_rounds` rounds ran; the kept groups are those one process
     would keep (advantages.dynamic_sampling decides, the ranks exchanging their counts).
     """
-    want, world = rollout.prompts_per_step, comm.world if comm is not None else 1
-    if want < world:
-        raise ValueError(f"rollout.prompts_per_step={want} is less than the {world} ranks: a rank would idle")
-    shard = comm.shard if comm is not None else list
-    local = dataclasses.replace(rollout, prompts_per_step=len(shard(range(want))))
+    comm, want = comm or Comm(), rollout.prompts_per_step  # one process: a Comm of one rank, every call a no-op
+    if want < comm.world:
+        raise ValueError(f"rollout.prompts_per_step={want} is less than the {comm.world} ranks: a rank would idle")
+    local = dataclasses.replace(rollout, prompts_per_step=len(comm.shard(range(want))))
 
     def draw() -> StepBatch:
         problems, ids = next_prompts()
-        return rollout_round(sampler, shard(problems), shard(ids), reward, algo, local, generator)
+        return rollout_round(sampler, comm.shard(problems), comm.shard(ids), reward, algo, local, generator)
 
     if not algo.dynamic_sampling:
         batch = draw()
@@ -157,14 +157,14 @@ def _refill(draw, want: int, max_rounds: int, pad_id: int, comm) -> StepBatch:
         return sum(counts[:comm.rank]), sum(counts)
 
     kept, ds_stats = dynamic_sampling(next_round, want_groups=want, max_rounds=max_rounds,
-                                      exchange=exchange if comm is not None and comm.world > 1 else None)
+                                      exchange=exchange if comm.world > 1 else None)
     parts = [select_rows(rounds[r], rows.tolist()) for r, rows in kept if len(rows)]
     batch = concat(parts, pad_id) if parts else select_rows(rounds[-1], [])
     # Time and reward metrics of the step cover every generated row, not only the kept ones.
     batch.stats.update({k: sum(r.stats[k] for r in rounds) for k in ("time/generate", "time/verify", "gen_tokens")})
     batch.stats.update(ds_stats)
     batch.generated = concat(rounds, pad_id)
-    if comm is not None and comm.world > 1:
+    if comm.world > 1:
         batch.rounds = rounds
     return batch
 
@@ -173,7 +173,7 @@ def _advantages(batch: StepBatch, algo, comm) -> torch.Tensor:
     """Group advantages (a group lives on one rank); scale "batch" divides by the std of the global batch's
     rewards, gathered in rank order so the float sums run as in one process."""
     batch_rewards = None
-    if algo.adv_scale == "batch" and comm is not None and comm.world > 1:  # a collective: every rank, rows or none
+    if algo.adv_scale == "batch" and comm.world > 1:  # a collective: every rank, rows or none
         batch_rewards = torch.cat([torch.as_tensor(r, dtype=torch.float32)
                                    for r in comm.all_gather(batch.rewards.tolist())])
     if not len(batch):
