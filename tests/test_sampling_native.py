@@ -125,3 +125,21 @@ def test_the_fused_forward_follows_the_torch_forward():
         outs.append(llama.logits(w, hidden[-1:]))
     torch.testing.assert_close(outs[0], outs[1], atol=0.1, rtol=0.05)
     assert outs[0].argmax() == outs[1].argmax()
+
+
+def test_a_build_lock_left_by_a_killed_build_does_not_hang_the_next_run(tmp_path):
+    """torch's build lock (a `lock` file in the build folder) survives a process killed mid-build; the next run
+    must not wait for it forever. A child loads the kernel beside such a stale lock, with a deadline."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from rlvr.sampling.native import HERE, _build_dir
+
+    _, folder = _build_dir(HERE / "decode.cpp")
+    (folder / "lock").touch()  # as a build SIGKILLed while holding it leaves it
+    code = "from rlvr.sampling.native import decode_ops; print(decode_ops() is not None)"
+    root = Path(__file__).resolve().parents[1]
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=root)
+    assert p.returncode == 0 and p.stdout.strip() == "True", p.stderr[-2000:]
+    assert not (folder / "lock").exists()

@@ -10,10 +10,12 @@ kernels off.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import platform
 import warnings
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -47,6 +49,20 @@ def _build_dir(source: Path) -> tuple[str, Path]:
     return f"rlvr_{source.stem}_{key}", folder
 
 
+@contextmanager
+def _exclusive(folder: Path):
+    """One build per cache folder at a time, under a lock the kernel releases when its holder dies. torch's own
+    build lock (a `lock` file it deletes when done) outlives a process killed mid-build, and every later run would
+    wait for it forever; under this lock no other rlvr build is running, so a `lock` file left there is stale."""
+    with open(folder / "rlvr.flock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            (folder / "lock").unlink(missing_ok=True)
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 @lru_cache(maxsize=None)
 def _load(stem: str):
     if os.environ.get("RLVR_NATIVE", "1") == "0":
@@ -56,8 +72,9 @@ def _load(stem: str):
         from torch.utils.cpp_extension import load
 
         name, folder = _build_dir(source)
-        return load(name=name, sources=[str(source)], build_directory=str(folder), verbose=False,
-                    extra_cflags=CFLAGS, extra_ldflags=["-fopenmp"])
+        with _exclusive(folder):
+            return load(name=name, sources=[str(source)], build_directory=str(folder), verbose=False,
+                        extra_cflags=CFLAGS, extra_ldflags=["-fopenmp"])
     except Exception as e:  # noqa: BLE001  (any build failure: keep the torch path)
         warnings.warn(f"rlvr's native {stem} kernel could not be built ({type(e).__name__}: {str(e)[-300:]}); the "
                       "fast sampler uses its torch path (set RLVR_NATIVE=0 to skip the build)", RuntimeWarning,
