@@ -159,6 +159,9 @@ def policy_loss(
     norm_len: float | None = None,
     num_tokens=None,
     num_seqs=None,
+    sampler_logp: torch.Tensor | None = None,
+    rollout_correction: str = "none",
+    correction_cap: float = 2.0,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """The policy loss of GRPO / DAPO / GSPO / Dr. GRPO (and any registered variant), as one scalar to minimise.
 
@@ -168,6 +171,10 @@ def policy_loss(
     Returns (loss 0-d, stats) with stats "clip/low_frac", "clip/high_frac", "ratio/mean" and, when
     beta > 0, "kl": 0-d tensors over the unmasked tokens of this batch, detached. The clip fractions say where
     the ratio lies against [1 - clip_low, 1 + clip_high] on the side that its advantage makes binding.
+    rollout_correction (rlvr.algorithms.correction) with sampler_logp (B, T): each token's loss times the
+    correction's detached weight, or 0 where it drops the token; the denominators stay the batch's (a dropped token
+    counts as a zero loss, so micro-batches still sum to the batch). Stats then add "correction/ratio_mean" (the
+    sampler ratio before the cap), "correction/weight_mean" (after it) and "correction/kept_frac".
     """
     if beta > 0 and ref_logp is None:
         raise ValueError("beta > 0 needs ref_logp (the reference policy's log-probs)")
@@ -176,11 +183,15 @@ def policy_loss(
     log_r = log_ratio(logp, old, mask, ratio)
     a = adv.to(logp.dtype).unsqueeze(-1)
     per_token = SURROGATES.get(surrogate)(log_r, a, clip_low, clip_high)
+    correction = {}
+    if rollout_correction != "none":
+        per_token, correction = _corrected(per_token, old, sampler_logp, mask, rollout_correction, correction_cap)
     r = torch.exp(log_r.detach())
     stats = {
         "clip/low_frac": _masked_mean(((r < 1.0 - clip_low) & (a < 0)).to(mask.dtype), mask).detach(),
         "clip/high_frac": _masked_mean(((r > 1.0 + clip_high) & (a > 0)).to(mask.dtype), mask).detach(),
         "ratio/mean": _masked_mean(r, mask).detach(),
+        **correction,
     }
     if beta > 0:
         kl = kl_k3(logp, ref_logp)
@@ -189,6 +200,20 @@ def policy_loss(
         stats["kl"] = _masked_mean(kl, mask).detach()
     loss = aggregate(per_token, mask, agg, norm_len=norm_len, num_tokens=num_tokens, num_seqs=num_seqs)
     return loss, stats
+
+
+def _corrected(per_token, old_logp, sampler_logp, mask, name: str, cap: float):
+    """(per-token loss times the rollout correction's weight and kept mask, its figures over the batch's tokens)."""
+    from rlvr.algorithms.correction import ROLLOUT_CORRECTIONS
+
+    if sampler_logp is None:
+        raise ValueError(f"rollout_correction={name!r} needs the sampler's log-probs (sampler_logp)")
+    weight, keep = ROLLOUT_CORRECTIONS.get(name)(old_logp, sampler_logp, mask, cap)
+    ratio = torch.exp(torch.where(mask > 0, old_logp.detach() - sampler_logp, torch.zeros_like(old_logp)))
+    figures = {"correction/ratio_mean": _masked_mean(ratio, mask).detach(),
+               "correction/weight_mean": _masked_mean(weight * keep, mask).detach(),
+               "correction/kept_frac": _masked_mean(keep, mask).detach()}
+    return per_token * (weight * keep).detach(), figures
 
 
 __all__ = ["AGGREGATIONS", "RATIO_LEVELS", "SURROGATES", "batch_counts", "aggregate", "kl_k3", "log_ratio",

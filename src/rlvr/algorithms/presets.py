@@ -11,13 +11,15 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from rlvr.algorithms.advantages import ADVANTAGE_SCALES
+from rlvr.algorithms.correction import ROLLOUT_CORRECTIONS
 from rlvr.algorithms.losses import AGGREGATIONS, RATIO_LEVELS, SURROGATES
 from rlvr.registry import ConfigError, Registry
 
 OVERLONG = ("none", "filter", "soft")
 
 # The registry that names each string field's choices (a name there, or package.module:attr), checked on construction.
-_REGISTRIES = {"adv_scale": ADVANTAGE_SCALES, "ratio": RATIO_LEVELS, "surrogate": SURROGATES, "agg": AGGREGATIONS}
+_REGISTRIES = {"adv_scale": ADVANTAGE_SCALES, "ratio": RATIO_LEVELS, "surrogate": SURROGATES, "agg": AGGREGATIONS,
+               "rollout_correction": ROLLOUT_CORRECTIONS}
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,8 @@ class Algorithm:
     overlong: "none" | "filter" (truncated rows leave the loss) | "soft" (linear reward penalty over
       the last `overlong_buffer_frac` of the generation budget).
     adv_eps: added to the std before dividing.
+    rollout_correction: "none" | "truncated" | "masked-token" | "masked-sequence", how the loss corrects for the
+      sampler's probabilities differing from the trainer's (rlvr.algorithms.correction), with `correction_cap`.
     """
 
     name: str
@@ -49,6 +53,8 @@ class Algorithm:
     overlong: str = "none"
     overlong_buffer_frac: float = 0.2
     adv_eps: float = 1e-4
+    rollout_correction: str = "none"
+    correction_cap: float = 2.0
 
     def __post_init__(self):
         for key, registry in _REGISTRIES.items():
@@ -63,13 +69,17 @@ class Algorithm:
         if not 0 <= self.overlong_buffer_frac <= 1:
             frac = self.overlong_buffer_frac
             raise ConfigError(f"algorithm.overlong_buffer_frac={frac!r} must be in [0, 1]")
+        if self.correction_cap <= 1:
+            raise ConfigError(f"algorithm.correction_cap={self.correction_cap!r} must be > 1 (ratios beyond it are "
+                              f"capped or dropped)")
         if self.max_sampling_rounds < 1:
             raise ConfigError(f"algorithm.max_sampling_rounds={self.max_sampling_rounds!r} must be >= 1")
 
     def loss_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of `losses.policy_loss` that this algorithm fixes."""
         return {"ratio": self.ratio, "surrogate": self.surrogate, "clip_low": self.clip_low, "clip_high": self.clip_high,
-                "agg": self.agg, "beta": self.beta}
+                "agg": self.agg, "beta": self.beta, "rollout_correction": self.rollout_correction,
+                "correction_cap": self.correction_cap}
 
     def overlong_buffer(self, max_len: int) -> int:
         """The soft-penalty buffer in tokens for a generation budget of max_len tokens."""

@@ -6,8 +6,8 @@ from __future__ import annotations
 import importlib
 
 # the modules whose import fills rlvr.registry.ALL, in data order
-REGISTRY_MODULES = ("rlvr.config", "rlvr.tasks", "rlvr.prompts.curriculum", "rlvr.verifiers.registry",
-                    "rlvr.tasks.forms", "rlvr.algorithms", "rlvr.sampling", "rlvr.rundir.trackers")
+REGISTRY_MODULES = ("rlvr.config", "rlvr.tasks", "rlvr.tasks.forms", "rlvr.prompts.curriculum", "rlvr.verifiers.registry",
+                    "rlvr.algorithms", "rlvr.algorithms.correction", "rlvr.sampling", "rlvr.rundir.trackers")
 
 
 def add_parser(subparsers):
