@@ -12,7 +12,8 @@ MAX_MODULE_LINES = 400
 
 # rlvr's top-level packages and modules in the order data moves through them; each may import only those before it.
 # Shared records sit early: Problem and the answer forms in tasks, Verdict in verifiers, ConfigError in errors.
-ORDER = ("errors", "registry", "config", "presets", "tasks", "prompts", "verifiers", "algorithms", "policy", "sampling",
+ORDER = ("errors", "registry", "config", "presets", "tasks", "prompts", "verifiers", "environments", "algorithms", "policy",
+         "sampling",
          "rundir", "evaluation", "training", "serve", "integrations", "cli", "__init__", "__main__")
 
 

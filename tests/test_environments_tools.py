@@ -1,0 +1,148 @@
+"""The environment pieces that stand alone: a tool's schema from its signature and docstring, tool calls parsed and
+run (every failure text for the model, with a status), the exact calculator, and the python tool in the sandbox,
+replayed against the code verifier's hostile suite: nothing escapes, nothing is left running."""
+
+import json
+
+import pytest
+
+from rlvr.environments.builtin import calculator, python_tool
+from rlvr.environments.calls import TOOL_CALL_PARSERS, ToolCall, parse_hermes, run_call
+from rlvr.environments.tools import tool_from_function
+from rlvr.errors import ConfigError
+
+
+def lookup(city: str, days: int = 1, units: list[str] | None = None) -> str:
+    """Weather for a city.
+
+    Spread over two lines of description.
+
+    Args:
+        city: the city's name.
+        days (int): how many days ahead,
+            counted from today.
+        units: the units to report.
+
+    Returns:
+        the forecast as text.
+    """
+    return f"{city}: sunny for {days} days"
+
+
+def test_a_tools_schema_comes_from_its_signature_and_docstring():
+    tool = tool_from_function(lookup)
+    assert tool.schema == {"type": "function", "function": {
+        "name": "lookup", "description": "Weather for a city. Spread over two lines of description.",
+        "parameters": {"type": "object", "required": ["city"], "properties": {
+            "city": {"type": "string", "description": "the city's name."},
+            "days": {"type": "integer", "description": "how many days ahead, counted from today."},
+            "units": {"type": "array", "items": {"type": "string"}, "description": "the units to report."}}}}}
+
+
+def no_doc(x: int) -> int:
+    return x
+
+
+def undocumented_arg(x: int, y: int) -> int:
+    """Adds.
+
+    Args:
+        x: the first.
+    """
+    return x + y
+
+
+def untyped(x) -> int:
+    """Nothing.
+
+    Args:
+        x: a value.
+    """
+    return x
+
+
+@pytest.mark.parametrize("fn, message", [
+    (no_doc, "tool 'no_doc': no docstring"),
+    (undocumented_arg, "tool 'undocumented_arg': argument 'y' has no line in the docstring's Args: section"),
+    (untyped, "tool 'untyped': argument 'x' has no type annotation"),
+])
+def test_a_tool_that_cannot_be_described_is_refused_by_name(fn, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        tool_from_function(fn)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('<tool_call>{"name": "calculator", "arguments": {"expression": "2+3"}}</tool_call>',
+     [("calculator", {"expression": "2+3"}, None)]),
+    ('a <tool_call>{"name": "a", "arguments": "{\\"x\\": 1}"}</tool_call> b <tool_call>{"name": "b"}</tool_call>',
+     [("a", {"x": 1}, None), ("b", {}, None)]),
+    ("<tool_call>{name: calculator}</tool_call>", [(None, {}, "not JSON (Expecting property name enclosed in "
+                                                              "double quotes at character 1)")]),
+    ('<tool_call>["calculator"]</tool_call>', [(None, {}, 'expected {"name": "...", "arguments": {...}}')]),
+    ('<tool_call>{"name": "calculator", "arguments": 5}</tool_call>',
+     [("calculator", {}, "arguments must be a JSON object")]),
+    ('<tool_call>{"name": "calculator"', [(None, {}, "<tool_call> without </tool_call>")]),
+    ("no call here", []),
+])
+def test_hermes_tool_calls_are_parsed_or_say_why_not(text, expected):
+    assert [(c.name, c.arguments, c.error) for c in parse_hermes(text)] == expected
+    assert TOOL_CALL_PARSERS.get("hermes") is parse_hermes
+
+
+def test_every_failure_of_a_call_is_text_with_a_status():
+    tools = {"calculator": tool_from_function(calculator)}
+    ok = run_call(ToolCall("calculator", {"expression": "1234 * 5678"}), tools)
+    assert (ok.text, ok.status) == ("7006652", "ok")
+    assert run_call(ToolCall(None, error="not JSON"), tools).status == "parse_error"
+    unknown = run_call(ToolCall("search", {}), tools)
+    assert (unknown.status, unknown.text) == ("unknown_tool", "Error: unknown tool 'search'; tools: calculator.")
+    assert run_call(ToolCall("calculator", {"expr": "1"}), tools).status == "bad_arguments"
+    failed = run_call(ToolCall("calculator", {"expression": "1/0"}), tools)
+    assert (failed.status, failed.text) == ("tool_error", "Error: ZeroDivisionError: division by zero")
+
+
+@pytest.mark.parametrize("expression, value", [
+    ("123456 * 789012", "97408265472"), ("(7 + 5) * 3 - 4 ** 2", "20"), ("10 / 4", "5/2 (= 2.5)"),
+    ("2^10", "1024"), ("-3 // 2", "-2"), ("17 % 5", "2"), ("0.1 + 0.2", "3/10 (= 0.3)"),
+])
+def test_the_calculator_is_exact(expression, value):
+    assert calculator(expression) == value
+
+
+@pytest.mark.parametrize("expression, error", [
+    ("__import__('os').system('id')", "only numbers"), ("10 ** 10 ** 9", "exponents must be whole numbers up to 64"),
+    ("9" * 300, "past 200 digits"), ("2 ** 0.5", "exponents must be whole numbers"), ("x + 1", "only numbers"),
+])
+def test_the_calculator_runs_no_code_and_bounds_its_work(expression, error):
+    with pytest.raises(ValueError, match=error):
+        calculator(expression)
+
+
+def test_the_python_tool_runs_code_in_the_sandbox():
+    tool = python_tool(wall_s=3)
+    assert tool.fn(code="print(sum(range(101)))") == "5050"
+    assert "ZeroDivisionError" in tool.fn(code="print(1/0)")
+    assert tool.fn(code="import time\ntime.sleep(60)").endswith("[stopped: over 3 s]")
+    assert json.dumps(tool.schema["function"]["parameters"]["required"]) == '["code"]'
+
+
+def test_the_hostile_code_suite_as_python_tool_calls_escapes_nothing():
+    from rlvr.verifiers.code_attacks import host_damage, hostile_suite
+    from rlvr.verifiers.sandbox import sandbox_processes
+
+    tools = {"python": python_tool(wall_s=2)}
+    attacks, listener = hostile_suite()
+    try:
+        for attack in attacks:
+            code = attack.completion.removeprefix("```python\n").removesuffix("```")
+            entry = attack.problem.meta["entry_point"]
+            code += f"\nprint({entry}(3) if '{entry}' in globals() and '{entry}' != 'steal' else {entry}())\n" \
+                if entry in code else ""
+            call = ToolCall("python", {"code": code})
+            result = run_call(call, tools)
+            assert result.status == "ok" and isinstance(result.text, str), attack.name
+            assert "rlvr-secret-4e7bd1" not in result.text, attack.name
+            assert host_damage(attack, listener) == [], attack.name
+    finally:
+        listener.close()
+    assert sandbox_processes() == []
