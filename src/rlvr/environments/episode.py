@@ -1,0 +1,176 @@
+"""Episodes, token in and token out: the policy writes a turn, the environment answers, until it says done or a
+limit is hit; what the update trains on is exactly the ids the sampler produced with the environment's ids spliced in
+between (mask 1 on the policy's, 0 on the environment's). Nothing is decoded and re-tokenized.
+
+The environment's messages become ids through the model's chat template, as the *suffix* that the conversation with
+them adds to the conversation so far: render(messages + turn + env messages, generation prompt) minus
+render(messages + turn). That is only sound when the template is append-only for this conversation (rendering more
+messages never changes the text of the earlier ones); a template that is not (one that drops earlier reasoning, say)
+is refused with `TemplateNotAppendOnly`, never silently re-rendered. A template that ignores `tools` gets the tools'
+schemas in the system message instead (TOOLS_SYSTEM).
+
+Shapes per episode: prompt_ids (the opening messages, generation prompt included), then ids / mask / sampler_logp of
+equal length: every token after the prompt, the policy's and the environment's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+
+from rlvr.environments.protocol import Step
+
+# How a template without tool support hears of the tools: appended to the system message (Hermes style).
+TOOLS_SYSTEM = ("\n\nYou may call these tools; write a call as <tool_call>{{\"name\": ..., \"arguments\": {{...}}}}"
+                "</tool_call> and wait for its result.\n<tools>\n{schemas}\n</tools>")
+LIMITS = ("done", "turns", "tokens", "error")
+
+
+class TemplateNotAppendOnly(ValueError):
+    """The chat template renders earlier messages differently once more follow: splicing would be unsound."""
+
+
+@dataclass
+class Episode:
+    """One rollout as an episode. `status` "ok" or a fault ("error": the environment raised; excluded from the
+    loss); `ended_by` one of LIMITS; `reward_parts` summed over turns; `tool_calls` counts by call status."""
+
+    problem: object
+    prompt_ids: list[int]
+    messages: list[dict]
+    ids: list[int] = field(default_factory=list)
+    mask: list[float] = field(default_factory=list)
+    sampler_logp: list[float] = field(default_factory=list)
+    turn_tokens: list[int] = field(default_factory=list)
+    reward_parts: dict[str, float] = field(default_factory=dict)
+    tool_calls: Counter = field(default_factory=Counter)
+    status: str = "ok"
+    ended_by: str | None = None
+    detail: str = ""
+
+    @property
+    def reward(self) -> float:
+        return float(sum(self.reward_parts.values()))
+
+    @property
+    def policy_tokens(self) -> int:
+        return int(sum(self.mask))
+
+
+def template_kwargs(tokenizer, messages: list[dict], tools: dict) -> tuple[list[dict], dict]:
+    """(messages, apply_chat_template's extra arguments) that show the tools to the policy: the template's own
+    `tools` where it renders them, else the schemas in the system message."""
+    if not tools:
+        return messages, {}
+    schemas = [t.schema for t in tools.values()]
+    plain = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    if tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, tools=schemas) != plain:
+        return messages, {"tools": schemas}
+    block = TOOLS_SYSTEM.format(schemas="\n".join(json.dumps(s) for s in schemas))
+    if messages and messages[0]["role"] == "system":
+        return [{**messages[0], "content": messages[0]["content"] + block}, *messages[1:]], {}
+    return [{"role": "system", "content": block.lstrip()}, *messages], {}
+
+
+def _render(tokenizer, messages, extra, generation_prompt: bool) -> str:
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt, **extra)
+
+
+def suffix_ids(tokenizer, messages: list[dict], turn: str, turn_stopped: bool, new_messages: list[dict],
+               extra: dict, stop_text: str) -> list[int]:
+    """The ids that follow the sampled turn: what closes it (when the sampler did not stop it), the environment's
+    messages, and the next assistant header. Raises TemplateNotAppendOnly where splicing would be unsound."""
+    before = _render(tokenizer, messages, extra, True)
+    with_turn = _render(tokenizer, [*messages, {"role": "assistant", "content": turn}], extra, False)
+    after = _render(tokenizer, [*messages, {"role": "assistant", "content": turn}, *new_messages], extra, True)
+    if not (with_turn.startswith(before + turn) and after.startswith(with_turn)):
+        raise TemplateNotAppendOnly("the chat template renders the conversation so far differently once the "
+                                    "environment's messages follow; rlvr splices ids only where it is append-only")
+    rest = after[len(before) + len(turn):]
+    if turn_stopped:  # the sampler's stop token already closed the turn
+        if not rest.startswith(stop_text):
+            raise TemplateNotAppendOnly(f"the template does not close an assistant turn with {stop_text!r}")
+        rest = rest[len(stop_text):]
+    return tokenizer(rest, add_special_tokens=False)["input_ids"]
+
+
+def _turn_messages(step: Step) -> list[dict]:
+    return [m if isinstance(m, dict) else {"role": "user", "content": str(m)} for m in step.messages]
+
+
+def start_episode(env, problem, tokenizer) -> tuple[Episode, dict]:
+    """reset the environment and encode its opening messages (tools shown); (episode, template arguments)."""
+    messages, extra = template_kwargs(tokenizer, list(env.reset(problem)), getattr(env, "tools", {}) or {})
+    prompt = tokenizer(_render(tokenizer, messages, extra, True), add_special_tokens=False)["input_ids"]
+    return Episode(problem, prompt, messages), extra
+
+
+def record_turn(ep: Episode, ids: list[int], logp: list[float], text: str) -> None:
+    """The sampled turn, as the sampler produced it: mask 1."""
+    ep.ids += ids
+    ep.mask += [1.0] * len(ids)
+    ep.sampler_logp += [float(x) for x in logp]
+    ep.turn_tokens.append(len(ids))
+    ep.messages.append({"role": "assistant", "content": text})
+
+
+def answer_turn(ep: Episode, env, tokenizer, extra: dict, text: str, stopped: bool, stop_text: str) -> bool:
+    """The environment's step after the turn; its messages spliced in with mask 0. True while the episode goes on.
+    An environment that raises ends the episode with status "error" (out of the loss); the run goes on."""
+    try:
+        step = env.step(text)
+    except Exception as e:  # a faulty environment costs its episode, never the run
+        ep.status, ep.ended_by, ep.detail = "error", "error", f"{type(e).__name__}: {e}"[:300]
+        return False
+    for name, value in (step.reward_parts or {}).items():
+        ep.reward_parts[name] = ep.reward_parts.get(name, 0.0) + float(value)
+    for status in getattr(step, "tool_statuses", ()):
+        ep.tool_calls[status] += 1
+    if step.done:
+        ep.ended_by = "done"
+        return False
+    new = _turn_messages(step)
+    env_ids = suffix_ids(tokenizer, ep.messages[:-1], text, stopped, new, extra, stop_text)
+    ep.ids += env_ids
+    ep.mask += [0.0] * len(env_ids)
+    ep.sampler_logp += [0.0] * len(env_ids)
+    ep.messages += new
+    return True
+
+
+def run_episodes(sampler, tokenizer, envs: list, problems: list, *, max_turns: int, max_total_tokens: int,
+                 max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
+                 generator=None, stop_text: str | None = None) -> list[Episode]:
+    """One episode per (environment, problem) pair, all advanced together: each round samples one turn for every
+    episode still running (the prompt is exactly its ids so far: token in), records it (token out), and lets the
+    environment answer. Limits: `max_turns` policy turns, `max_total_tokens` ids after the prompt."""
+    stop_text = stop_text if stop_text is not None else tokenizer.eos_token
+    started = [start_episode(env, p, tokenizer) for env, p in zip(envs, problems)]
+    episodes = [ep for ep, _ in started]
+    live = list(range(len(episodes)))
+    for turn in range(max_turns):
+        if not live:
+            break
+        budgets = [max_total_tokens - len(episodes[i].ids) for i in live]
+        ro = sampler.generate([episodes[i].prompt_ids + episodes[i].ids for i in live], 1,
+                              max_new_tokens=max(1, min(max_new_tokens, min(budgets))), temperature=temperature,
+                              top_p=top_p, top_k=top_k, generator=generator)
+        still = []
+        for row, i in enumerate(live):
+            ep, n = episodes[i], int(ro.mask[row].sum())
+            record_turn(ep, ro.completion_ids[row, :n].tolist(), ro.sampler_logp[row, :n].tolist(), ro.texts[row])
+            going = answer_turn(ep, envs[i], tokenizer, started[i][1], ro.texts[row], ro.finish[row] == "stop",
+                                stop_text)
+            if going and len(ep.ids) >= max_total_tokens:
+                ep.ended_by, going = "tokens", False
+            if going:
+                still.append(i)
+        live = still
+    for i in live:
+        episodes[i].ended_by = "turns"
+    return episodes
+
+
+__all__ = ["Episode", "TemplateNotAppendOnly", "TOOLS_SYSTEM", "LIMITS", "template_kwargs", "suffix_ids",
+           "run_episodes", "start_episode", "record_turn", "answer_turn"]
