@@ -146,3 +146,23 @@ def test_the_hostile_code_suite_as_python_tool_calls_escapes_nothing():
     finally:
         listener.close()
     assert sandbox_processes() == []
+
+
+def test_the_tool_environment_answers_calls_then_grades_the_final_answer():
+    from rlvr.environments.builtin import calculator
+    from rlvr.environments.tool_env import ToolEnvironment
+    from rlvr.tasks.base import Problem
+    from rlvr.verifiers.compose import build_reward
+
+    reward = build_reward({"terms": [{"kind": "math", "answer_form": "number"}], "workers": 0})
+    env = ToolEnvironment(lambda p: [{"role": "user", "content": p.prompt}], reward,
+                          {"calculator": tool_from_function(calculator)})
+    problem = Problem("m1", "What is 1234 * 5678?", answer="7006652")
+    assert env.reset(problem) == [{"role": "user", "content": "What is 1234 * 5678?"}]
+    step = env.step('<tool_call>{"name": "calculator", "arguments": {"expression": "1234 * 5678"}}</tool_call>'
+                    '<tool_call>{"name": "calc"}</tool_call><tool_call>oops</tool_call>')
+    assert [m["content"] for m in step.messages][0] == "7006652" and not step.done
+    assert step.tool_statuses == ["ok", "unknown_tool", "parse_error"]
+    final = env.step("The product is \\boxed{7006652}.")
+    assert final.done and final.reward_parts == {"answer": 1.0} and final.verdict.status == "correct"
+    assert env.step("\\boxed{1234*5678}").reward_parts == {"answer": 0.0}  # the number form: no expressions

@@ -48,6 +48,7 @@ class Episode:
     status: str = "ok"
     ended_by: str | None = None
     detail: str = ""
+    verdict: object = None  # the final answer's Verdict, where the environment grades one
 
     @property
     def reward(self) -> float:
@@ -127,6 +128,7 @@ def answer_turn(ep: Episode, env, tokenizer, extra: dict, text: str, stopped: bo
         ep.reward_parts[name] = ep.reward_parts.get(name, 0.0) + float(value)
     for status in getattr(step, "tool_statuses", ()):
         ep.tool_calls[status] += 1
+    ep.verdict = getattr(step, "verdict", None) or ep.verdict
     if step.done:
         ep.ended_by = "done"
         return False
