@@ -318,7 +318,7 @@ def test_unsupported_architecture_falls_back_to_hf():
 
 
 def test_unknown_backend_names_choices(model):
-    with pytest.raises(ValueError, match="'hf', 'fast'"):
+    with pytest.raises(ValueError, match="rollout.backend: unknown sampler backend 'vllm-cpu'; choose from hf, fast, remote, vllm"):
         make_sampler("vllm-cpu", model, CharTok(), stop_ids=[STOP])
 
 
