@@ -59,6 +59,9 @@ class Term:
 
     def verdicts(self, completions: list, problems: list) -> list[Verdict]:
         texts = [completion_text(c) for c in completions]
+        many = getattr(self.verifier, "score_many", None)
+        if callable(many):  # a verifier that scores a whole batch itself (remote: one request per chunk)
+            return many(texts, problems)
         return score_batch(self.verifier, texts, problems, workers=self.workers, timeout_s=self.timeout_s,
                            engine=self.engine)
 
