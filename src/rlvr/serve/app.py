@@ -55,7 +55,8 @@ def openrlhf_answer(answers: list[dict]) -> dict:
             "extra_logs": {f"rlvr/{s}": [float(x == s) for x in statuses] for s in STATUSES}}
 
 
-def create_app(scheduler, metrics, token: bytes | None = None, max_body_bytes: int = 8 << 20, max_items: int = 1024):
+def create_app(scheduler, metrics, token: bytes | None = None, max_body_bytes: int = 8 << 20, max_items: int = 1024,
+               reaper=None):
     """The ASGI app over a Scheduler (rlvr.serve.scoring) and Metrics (rlvr.serve.metrics)."""
     from starlette.applications import Starlette  # lazy: the serve extra
     from starlette.responses import JSONResponse, Response
@@ -103,7 +104,7 @@ def create_app(scheduler, metrics, token: bytes | None = None, max_body_bytes: i
             check_token(request, token)
         except BadRequest as e:
             return refusal(e)
-        body, content_type = metrics.text(scheduler.pending)
+        body, content_type = metrics.text(scheduler.pending, reaper.killed if reaper else 0)
         return Response(body, media_type=content_type)
 
     verify = route("/v1/verify", verify_items,

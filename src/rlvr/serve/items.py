@@ -75,7 +75,7 @@ def check_keys(body: dict, allowed: tuple[str, ...]) -> None:
 def choose_scorer(where: str, task, verifier, default: str, served: dict) -> str:
     """The served scorer a request or item names (`task` or `verifier`), else `default`; 400 naming the choices."""
     if task is not None and verifier is not None:
-        raise BadRequest(422, f"{where}: give task or verifier, not both")
+        raise BadRequest(422, f"{where.rstrip('.') or 'body'}: give task or verifier, not both")
     for field, value, prefix in (("task", task, "task:"), ("verifier", verifier, "verifier:")):
         if value is None:
             continue

@@ -8,6 +8,7 @@
     rlvr_serve_deadline_hits_total{scorer}        items past their deadline (status timeout: worker or sandbox killed)
     rlvr_serve_worker_deaths_total{scorer}        items whose pool worker died while scoring them (status error)
     rlvr_serve_sandbox_kills_total{scorer}        code items whose sandboxed run was killed (deadline, signal)
+    rlvr_serve_orphans_killed_total               sandboxed processes whose pool worker died, killed (serve/reaper.py)
     rlvr_serve_rejected_total{reason}             requests refused: auth, too_large, invalid, unknown_scorer, queue_full
 
 Each service has its own registry (two in one process, as in the tests, never share counters).
@@ -52,6 +53,8 @@ class Metrics:
             ("worker_died", "worker_deaths", "items whose pool worker died"),
             ("sandbox_killed", "sandbox_kills", "code items whose sandboxed run was killed"))}
         self.rejected = Counter("rlvr_serve_rejected", "requests refused", ("reason",), registry=r)
+        self.orphans = Counter("rlvr_serve_orphans_killed", "orphaned sandboxed processes killed", registry=r)
+        self._orphans_seen = 0
 
     def observe_batch(self, scorer: str, answers: list[dict], seconds: float) -> None:
         self.batch.labels(scorer).observe(seconds)
@@ -67,8 +70,10 @@ class Metrics:
         if code in REJECT_REASONS:
             self.rejected.labels(REJECT_REASONS[code]).inc()
 
-    def text(self, queue_items: int) -> tuple[bytes, str]:
+    def text(self, queue_items: int, orphans_killed: int = 0) -> tuple[bytes, str]:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
         self.queue.set(queue_items)
+        self.orphans.inc(max(0, orphans_killed - self._orphans_seen))
+        self._orphans_seen = max(self._orphans_seen, orphans_killed)
         return generate_latest(self.registry), CONTENT_TYPE_LATEST

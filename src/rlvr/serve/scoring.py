@@ -43,14 +43,16 @@ class Scorer:
 def build_scorers(tasks: list[str], verifiers: list[str], settings: dict, workers: int,
                   timeout_s: float) -> dict[str, Scorer]:
     """The served scorers in the order given (the first is the default); mistakes raise ConfigError."""
-    from rlvr.tasks import load_task
+    from rlvr.tasks import TASKS, load_task
 
     pool = {"workers": workers, "timeout_s": timeout_s}
     out = {}
     for name in tasks:
+        TASKS.get(name, "--task")  # an unknown name, named as the flag that gave it
         task = load_task(name)
         out[f"task:{name}"] = Scorer(f"task:{name}", task_reward({**DEFAULTS["reward"], **pool}, task)[1], task)
     for kind in verifiers:
+        KINDS.get(kind, "--verifier")
         term = {"name": kind, "kind": kind, "weight": 1.0, **settings}
         out[f"verifier:{kind}"] = Scorer(f"verifier:{kind}", build_reward({"terms": [term], **pool}))
     return out

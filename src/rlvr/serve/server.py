@@ -45,9 +45,14 @@ class ServeOptions:
 
 
 def check_extra() -> None:
-    import importlib.util
+    import importlib
 
-    missing = [m for m in EXTRA if importlib.util.find_spec(m) is None]
+    missing = []
+    for name in EXTRA:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
     if missing:
         raise ConfigError(f'needs the serve extra (missing: {", ".join(missing)}): pip install "rlvr[serve]"')
 
@@ -129,9 +134,11 @@ def serve(opts: ServeOptions) -> int:
     from rlvr.serve.app import create_app
     from rlvr.serve.metrics import Metrics
 
-    metrics = Metrics()
+    from rlvr.serve.reaper import Reaper
+
+    metrics, reaper = Metrics(), Reaper()
     scheduler = Scheduler(scorers, opts.max_queue_items, opts.max_batch_items, metrics.observe_batch)
-    app = create_app(scheduler, metrics, token, opts.max_body_bytes, opts.max_items)
+    app = create_app(scheduler, metrics, token, opts.max_body_bytes, opts.max_items, reaper)
     config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=opts.grace_s)
     server = uvicorn.Server(config)
     stops = []
@@ -142,9 +149,10 @@ def serve(opts: ServeOptions) -> int:
     print(f"rlvr serve: listening on http://{shown}:{port} ({', '.join(scorers)}; "
           f"{'bearer token' if token else 'no token'})", file=sys.stderr, flush=True)
     try:
-        server.run(sockets=[sock])
+        with reaper:
+            server.run(sockets=[sock])
+            scheduler.close()
     finally:
-        scheduler.close()
         sock.close()
     print(f"rlvr serve: stopped ({scheduler.pending} items left unanswered)", file=sys.stderr, flush=True)
     return 0
