@@ -22,11 +22,11 @@ START_S = 90.0
 
 
 class Service:
-    def __init__(self, *args: str, token: str | None = None):
+    def __init__(self, *args: str, token: str | None = None, env: dict | None = None, port: int = 0):
         self.args, self.token = list(args), token
         self.lines: list[str] = []
-        self.proc = subprocess.Popen([RLVR, "serve", "--port", "0", *self.args], stderr=subprocess.PIPE,
-                                     stdout=subprocess.DEVNULL, text=True)
+        self.proc = subprocess.Popen([RLVR, "serve", "--port", str(port), *self.args], stderr=subprocess.PIPE,
+                                     stdout=subprocess.DEVNULL, text=True, env={**os.environ, **(env or {})})
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         self.url = self._wait_listening()
