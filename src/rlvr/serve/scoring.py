@@ -3,7 +3,9 @@
 A scorer is what training grades with: a task's Reward (rlvr.verifiers.compose.task_reward: its grader, answer
 form, answer format and every weighted term) or one verifier kind as a one-term Reward. Its terms score through
 the same worker pool with per-item deadlines (rlvr.verifiers.pool) and, for code, the same sandbox as training;
-a worker killed mid-item gives that item `error` and is replaced, so the service goes on.
+a worker killed mid-item gives that item `error` and is replaced, so the service goes on. Where training opens a
+pool per batch, the service keeps one per term for its lifetime (`keep_pools`): a request of a few items would
+otherwise pay for forking the workers.
 
 `Scheduler` admits a request's items only while the items waiting or being scored stay under `max_queue_items`
 (else 429 with a Retry-After from the recent scoring rate: memory stays bounded, the client backs off). One thread
@@ -56,6 +58,23 @@ def build_scorers(tasks: list[str], verifiers: list[str], settings: dict, worker
         term = {"name": kind, "kind": kind, "weight": 1.0, **settings}
         out[f"verifier:{kind}"] = Scorer(f"verifier:{kind}", build_reward({"terms": [term], **pool}))
     return out
+
+
+def keep_pools(reward: Reward) -> None:
+    """Give each term that scores in worker processes a pool kept across batches: the same VerifierPool (per-item
+    deadlines, a dead worker's item `error`) training uses, without forking the workers again for every request."""
+    from rlvr.verifiers.pool import VerifierPool
+
+    for term in reward.terms:
+        if term.workers > 0 and term.engine == "local" and not callable(getattr(term.verifier, "score_many", None)):
+            term.pool = VerifierPool(term.verifier, workers=term.workers, timeout_s=term.timeout_s)
+
+
+def close_pools(reward: Reward) -> None:
+    for term in reward.terms:
+        if term.pool is not None:
+            term.pool.close()
+            term.pool = None
 
 
 def score_jobs(reward: Reward, completions: list, problems: list) -> list[dict]:
@@ -122,9 +141,11 @@ class Scheduler:
 
     def _run(self, name: str) -> None:
         q, reward = self._queues[name], self.scorers[name].reward
+        keep_pools(reward)
         while True:
             job = q.get()
             if job is None:
+                close_pools(reward)
                 return
             jobs, size = [job], len(job.completions)
             while size < self.max_batch_items:

@@ -50,7 +50,9 @@ class _Slot:
 
     def kill(self) -> None:
         if self.proc.is_alive():
-            self.proc.kill()
+            from rlvr.verifiers.sandbox import kill_tree  # the worker's sandboxed runs die with it
+
+            kill_tree(self.proc.pid)
         self.proc.join(timeout=5)
         self.conn.close()
 
@@ -79,6 +81,7 @@ class VerifierPool:
             raise ValueError(f"{len(completions)} completions but {len(problems)} problems")
         results: list[Verdict | None] = [None] * len(completions)
         todo = list(range(len(completions)))[::-1]
+        resent: set[int] = set()
         while todo or any(s.item for s in self.slots):
             for k, slot in enumerate(self.slots):
                 if slot.item is None and todo:
@@ -87,8 +90,12 @@ class VerifierPool:
                         slot.conn.send((i, completions[i], problems[i]))
                         slot.item = (i, time.monotonic())
                     except (OSError, ValueError) as e:
-                        results[i] = Verdict("error", 0.0, None, f"could not send item to worker: {e}")
-                        self._replace(k)
+                        self._replace(k)  # an idle worker that died since the last batch (a kept pool)
+                        if i in resent:
+                            results[i] = Verdict("error", 0.0, None, f"could not send item to worker: {e}")
+                        else:
+                            resent.add(i)  # the item never started: a fresh worker takes it
+                            todo.append(i)
             self._collect(results)
         return results  # type: ignore[return-value]
 
