@@ -60,7 +60,8 @@ class Service:
         h = {"Content-Type": "application/json", **(headers or {})}
         if token:
             h["Authorization"] = f"Bearer {token}"
-        req = urllib.request.Request(self.url + path, data=data, headers=h, method="POST" if data is not None else "GET")
+        method = "POST" if data is not None else "GET"
+        req = urllib.request.Request(self.url + path, data=data, headers=h, method=method)
         try:
             with urllib.request.urlopen(req, timeout=timeout) as r:
                 return r.status, _parse(r.read()), dict(r.headers)

@@ -6,9 +6,10 @@ import json
 import os
 import socket
 import textwrap
+import threading
 
 import pytest
-from serve_util import Service
+from serve_util import Service, wait_for
 
 from rlvr.cli import main
 from rlvr.config import DEFAULTS
@@ -117,23 +118,38 @@ def _train(run, model_dir, terms: str) -> list[dict]:
 
 
 def test_train_through_two_services_equals_local_training(tmp_path, model_dir, monkeypatch):
-    """Two steps of `rlvr train` on the tiny model, scored locally and through two services (the first URL dead):
-    every reward and every update the same."""
+    """Two steps of `rlvr train` on the tiny model, scored locally and through two services (the first URL dead;
+    the second service SIGKILLed once step 0 is logged and restarted on its port): every reward and every update
+    the same, no step lost."""
     (tmp_path / "parity_grader.py").write_text(textwrap.dedent(GRADER))
     monkeypatch.syspath_prepend(str(tmp_path))
     env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    args = ("--verifier", "parity_grader:LengthParity")
     local = _train(tmp_path / "local", model_dir, "[{kind: 'parity_grader:LengthParity'}]")
-    with Service("--verifier", "parity_grader:LengthParity", env=env) as a, \
-         Service("--verifier", "parity_grader:LengthParity", env=env) as b:
-        urls = f"[{dead_url()}, {a.url}, {b.url}]"
-        # three chunks a step: round robin spreads them over both live services
-        terms = f"[{{kind: remote, urls: {urls}, backoff_s: 0.05, batch_items: 3}}]"
-        remote = _train(tmp_path / "remote", model_dir, terms)
-        served = [s.metric('rlvr_serve_items_total{scorer="verifier:parity_grader:LengthParity",status="correct"}')
-                  + s.metric('rlvr_serve_items_total{scorer="verifier:parity_grader:LengthParity",status="wrong"}')
-                  for s in (a, b)]
-    assert [r["step"] for r in remote] == [0, 1]
-    assert sum(served) == 2 * 8 and min(served) > 0  # both services scored (round robin over the live ones)
+    run, box = tmp_path / "remote", {}
+    with Service(*args, env=env) as a, Service(*args, env=env) as b:
+        port_b = int(b.url.rsplit(":", 1)[1])
+
+        def kill_and_restart_b():
+            assert wait_for(lambda: (run / "metrics.jsonl").exists() and (run / "metrics.jsonl").read_text(),
+                            timeout=300)
+            b.proc.kill()  # SIGKILL, between steps 0 and 1
+            b.proc.wait(timeout=30)
+            box["b"] = Service(*args, env=env, port=port_b)
+
+        chaos = threading.Thread(target=kill_and_restart_b, daemon=True)
+        chaos.start()
+        try:
+            # three chunks a step: round robin spreads them over both services
+            terms = f"[{{kind: remote, urls: [{dead_url()}, {a.url}, {b.url}], backoff_s: 0.05, batch_items: 3}}]"
+            remote = _train(run, model_dir, terms)
+            chaos.join(timeout=120)
+            served_a = a.metric('rlvr_serve_requests_total{code="200",route="/v1/verify"}')
+        finally:
+            if "b" in box:
+                box["b"].close()
+    assert [r["step"] for r in remote] == [0, 1] and "b" in box
+    assert 0 < served_a < 6  # A took its share of the six chunks (and B's while B was down), not all of them
     mine_term = "reward/parity_grader:LengthParity/mean"
     same = [k for k in local[0] if not k.startswith(("time/", "throughput/")) and k != mine_term]
     for mine, theirs in zip(local, remote):
