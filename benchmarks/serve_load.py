@@ -50,9 +50,11 @@ def item_pool() -> dict[str, list[dict]]:
     problems = load_task("arithmetic").problems("train")[:40]
     plain = [{"completion": f"so \\boxed{{{p.answer}}}", "answer": p.answer} for p in problems[:20]]
     plain += [{"completion": f"\\boxed{{{p.answer}7}}", "answer": p.answer} for p in problems[20:]]
+    # refused before sympy sees them (power tower, factorial of a factorial, too long): deterministic verdicts. An
+    # item whose parse takes about the deadline (300 nested parentheses: ~5 s here) is not used: its verdict is
+    # `timeout` or `no_answer` by the machine's load, so it cannot be checked against a local pass.
     patho = [{"completion": c, "answer": "2"} for c in (
-        "\\boxed{10^{10^{10^{10}}}}", "\\boxed{9!!!!!!!!}", "\\boxed{" + "1+" * 3000 + "1}",
-        "\\boxed{" + "(" * 300 + "1" + ")" * 300 + "}")]
+        "\\boxed{10^{10^{10^{10}}}}", "\\boxed{9!!!!!!!!}", "\\boxed{" + "1+" * 3000 + "1}")]
     code = "```python\n{}```"
     return {"math_plain": plain, "math_pathological": patho,
             "code_passing": [{"completion": code.format("def sq(x):\n    return x * x\n"), **SQ}],
