@@ -159,7 +159,8 @@ def check(items, status, answer, expected, tally, faults_ok) -> None:
         else:
             mismatched += 1
             with tally.lock:
-                tally.mismatches.append(f"{item['id']}: got {(v['status'], v['reward'])}, local {want}")
+                tally.mismatches.append(f"{item['id']}: got {(v['status'], v['reward'])} ({v['detail'][:70]}), "
+                                        f"local {want}")
     tally.add(requests=1, items=len(items), lost=lost, duplicated=duplicated, mismatched=mismatched,
               fault_errors=faults)
 

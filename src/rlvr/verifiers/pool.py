@@ -81,23 +81,26 @@ class VerifierPool:
             raise ValueError(f"{len(completions)} completions but {len(problems)} problems")
         results: list[Verdict | None] = [None] * len(completions)
         todo = list(range(len(completions)))[::-1]
-        resent: set[int] = set()
         while todo or any(s.item for s in self.slots):
             for k, slot in enumerate(self.slots):
                 if slot.item is None and todo:
                     i = todo.pop()
-                    try:
-                        slot.conn.send((i, completions[i], problems[i]))
-                        slot.item = (i, time.monotonic())
-                    except (OSError, ValueError) as e:
-                        self._replace(k)  # an idle worker that died since the last batch (a kept pool)
-                        if i in resent:
-                            results[i] = Verdict("error", 0.0, None, f"could not send item to worker: {e}")
-                        else:
-                            resent.add(i)  # the item never started: a fresh worker takes it
-                            todo.append(i)
+                    self._start(k, i, completions[i], problems[i], results)
             self._collect(results)
         return results  # type: ignore[return-value]
+
+    def _start(self, k: int, i: int, completion, problem, results: list) -> None:
+        """Hand item i to worker k; an idle worker that died since the last batch (a kept pool) is replaced and the
+        item, which never started, goes to the fresh one; a second failure is the item's `error`."""
+        for attempt in range(2):
+            try:
+                self.slots[k].conn.send((i, completion, problem))
+                self.slots[k].item = (i, time.monotonic())
+                return
+            except (OSError, ValueError) as e:
+                self._replace(k)
+                if attempt:
+                    results[i] = Verdict("error", 0.0, None, f"could not send item to worker: {e}")
 
     def _collect(self, results: list) -> None:
         """Wait for the next finished item or the nearest deadline, and settle what is due."""
