@@ -143,6 +143,9 @@ def post_until_admitted(svc, body, tally, tries: int = 30):
 
 
 def check(items, status, answer, expected, tally, faults_ok) -> None:
+    if status == 429:  # never admitted: the client's retry budget ran out (not lost by the service)
+        tally.add(requests=1, gave_up_429=len(items))
+        return
     if status != 200:
         tally.add(requests=1, lost=len(items))
         return
@@ -187,7 +190,8 @@ def report(clients: int, tally: Tally) -> None:
     print(f"\n== {clients} client(s): {c['requests']} requests, {c['items']} items in {tally.wall:.1f}s = "
           f"{c['items'] / tally.wall:.1f} items/s; lost {c['lost']}, duplicated {c['duplicated']}, mismatched "
           f"{c['mismatched']}; malformed answered right {c['malformed_ok']} / wrong {c['malformed_bad']}; "
-          f"429s {c['rejected_429']}; worker-kill errors {c['fault_errors']}")
+          f"429s {c['rejected_429']} (items given up after 30: {c['gave_up_429']}); worker-kill errors "
+          f"{c['fault_errors']}")
     for kind in WEIGHTS:
         lat = tally.latency.get(kind, [])
         if lat:
