@@ -9,7 +9,8 @@ code); `GET /healthz`, `GET /metrics` (Prometheus text).
     scoring.py   the served scorers (a task's grader or one verifier kind) and the bounded queue in front of them
     metrics.py   the Prometheus metrics (requests, items by status, latency, queue depth, kills, deadline hits)
     app.py       the Starlette application: routes, bearer token, body limit, JSON answers
-    server.py    start-up checks (extra installed, loopback or token), uvicorn, graceful SIGTERM
+    server.py    start-up checks (extra installed, loopback or token, sandbox uid), uvicorn, graceful SIGTERM
+    reaper.py    the service as child subreaper: a dead pool worker's sandboxed processes killed and reaped
 
 This package imports rlvr.config, rlvr.tasks and rlvr.verifiers only; Starlette, uvicorn and prometheus-client
 are the optional extra `rlvr[serve]`, imported when the service starts.
