@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import math
 import queue
+import sys
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 
 from rlvr.config import DEFAULTS
@@ -167,11 +168,17 @@ class Scheduler:
         with self._lock:
             now = size / max(seconds, 1e-6)
             self.rate = now if self.rate == 0 else 0.7 * self.rate + 0.3 * now
-        self.observe(name, answers, seconds)
+        try:
+            self.observe(name, answers, seconds)
+        except Exception as e:  # noqa: BLE001 - metrics never cost an answer
+            print(f"rlvr serve: metrics failed: {e}", file=sys.stderr)
         at = 0
         for job in jobs:
             n = len(job.completions)
-            job.future.set_result(answers[at:at + n])
+            try:
+                job.future.set_result(answers[at:at + n])
+            except InvalidStateError:  # the request was cancelled (its client went away): nobody waits
+                pass
             self.release(n)
             at += n
 
