@@ -84,9 +84,14 @@ class Service:
         return self.proc.wait(timeout=timeout)
 
     def close(self) -> None:
+        """SIGTERM (the service closes its pools), then SIGKILL if it has not stopped within 20 s."""
         if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=30)
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
 
     def __enter__(self):
         return self

@@ -2,6 +2,7 @@
 `error`, the next request fine, no sandboxed process left), SIGTERM (the request in flight answered, exit 0), and
 the hostile code suite through the service (every attack 0, the host untouched, nothing left running)."""
 
+import os
 import signal
 import tempfile
 import threading
@@ -100,3 +101,25 @@ def test_the_hostile_suite_through_the_service_scores_zero_and_leaves_nothing():
     finally:
         listener.close()
         scratch.cleanup()
+
+
+def test_a_service_killed_outright_leaves_no_pool_worker():
+    """SIGKILL gives the service no chance to close its pools: its workers die with it (PR_SET_PDEATHSIG)."""
+    s = Service("--task", "arithmetic", "--verifier", "python_tests", "--workers", "2")
+    try:
+        assert s.post("/v1/verify", {"items": [QUICK], "verifier": "python_tests"})[0] == 200
+        assert wait_for(lambda: len(s.children()) == 4, timeout=60)  # two kept pools of two (math's warms up first)
+        workers = s.children()
+        s.proc.kill()
+        s.proc.wait(timeout=30)
+        assert wait_for(lambda: not any(os.path.exists(f"/proc/{p}") and _alive(p) for p in workers), timeout=20)
+    finally:
+        s.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

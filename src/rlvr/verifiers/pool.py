@@ -19,14 +19,31 @@ pickled but the items); elsewhere with `spawn`, where the verifier must be pickl
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import time
 from multiprocessing.connection import wait
 
 from rlvr.verifiers.base import Verdict
 from rlvr.verifiers.deadline import GRACE_S, score_one
 
-def _worker_loop(verifier, conn, timeout_s) -> None:
+def _die_with_parent(parent: int) -> None:
+    """SIGKILL this worker when the thread that started it dies (Linux prctl PR_SET_PDEATHSIG): a supervisor killed
+    outright (SIGKILL, OOM) leaves no worker behind, even one whose pipe a sibling fork still holds open."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the prctl took
+        os._exit(1)
+
+
+def _worker_loop(verifier, conn, timeout_s, parent: int | None = None) -> None:
     """Receive (index, completion, problem), send back (index, Verdict); None or a closed pipe ends it."""
+    if parent is not None:
+        _die_with_parent(parent)
     while True:
         try:
             msg = conn.recv()
@@ -43,7 +60,7 @@ class _Slot:
 
     def __init__(self, ctx, verifier, timeout_s):
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_loop, args=(verifier, child, timeout_s), daemon=True)
+        self.proc = ctx.Process(target=_worker_loop, args=(verifier, child, timeout_s, os.getpid()), daemon=True)
         self.proc.start()
         child.close()
         self.item: tuple[int, float] | None = None
