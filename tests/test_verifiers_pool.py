@@ -81,3 +81,18 @@ def test_math_verifier_in_pool_matches_in_process():
 def test_length_mismatch_is_refused():
     with pytest.raises(ValueError, match="2 completions but 1 problems"):
         score_batch(Misbehaving(), ["a", "b"], [None], workers=0)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="sandbox processes are found by their own uid (needs root)")
+def test_a_worker_killed_at_its_deadline_takes_its_sandboxed_runs_with_it():
+    """The pool's deadline (here 1 s) is shorter than the sandbox's (10 s): killing the worker must not leave the
+    sleeping candidate behind (it would sleep for an hour under init)."""
+    from rlvr.verifiers.code import PythonTestsVerifier
+    from rlvr.verifiers.code_attacks import TARGET
+    from rlvr.verifiers.sandbox import sandbox_processes
+
+    sleeper = "```python\nimport time\ndef sq(x):\n    time.sleep(3600)\n```"
+    with VerifierPool(PythonTestsVerifier(), workers=1, timeout_s=1.0) as pool:
+        [verdict] = pool.map([sleeper], [TARGET])
+        assert verdict.status == "timeout"
+        assert sandbox_processes() == []

@@ -17,16 +17,8 @@ counted apart in `rlvr/timeout`, `rlvr/error` and `rlvr/invalid_gold`.
 from __future__ import annotations
 
 from rlvr.integrations import rewards
+from rlvr.tasks.rows import strip_prompt  # the shared row rule, re-exported here
 from rlvr.verifiers.base import FAULT_STATUSES, STATUSES
-
-
-def strip_prompt(query: str, prompt: str) -> str:
-    """The response inside an OpenRLHF query (the prompt, then the response)."""
-    query, prompt = str(query), str(prompt or "")
-    if prompt and query.startswith(prompt):
-        return query[len(prompt):]
-    at = query.find(prompt) if prompt else -1
-    return query[at + len(prompt):] if at >= 0 else query
 
 
 def make_reward_func(spec=None, **overrides):

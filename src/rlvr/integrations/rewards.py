@@ -19,7 +19,8 @@ from pathlib import Path
 
 from rlvr.config import DEFAULTS, ConfigError, merge, read_yaml
 from rlvr.tasks import load_task
-from rlvr.tasks.base import Problem, math_grader
+from rlvr.tasks.base import math_grader
+from rlvr.tasks.rows import parse_tests, problem_for  # the shared row rules, re-exported here
 from rlvr.verifiers.compose import Reward, build_reward, resolve_reward
 from rlvr.verifiers.registry import KINDS
 
@@ -71,29 +72,6 @@ def cached(spec=None, **overrides) -> Reward:
     if key not in _CACHE:
         _CACHE[key] = build(spec, **overrides)
     return _CACHE[key]
-
-
-def parse_tests(gold):
-    """Hidden tests for the code verifiers from a framework's ground truth: a JSON string is decoded, and verl /
-    PRIME-style {"inputs": [...], "outputs": [...]} becomes the stdio verifier's [{"stdin", "stdout"}] cases."""
-    tests = gold
-    if isinstance(gold, str) and gold.lstrip()[:1] in ("[", "{"):
-        try:
-            tests = json.loads(gold)
-        except json.JSONDecodeError:
-            tests = gold
-    if isinstance(tests, dict) and isinstance(tests.get("inputs"), list) and isinstance(tests.get("outputs"), list):
-        tests = [{"stdin": str(i), "stdout": str(o)} for i, o in zip(tests["inputs"], tests["outputs"])]
-    return tests
-
-
-def problem_for(gold, prompt: str = "", pid: str = "0", meta: dict | None = None) -> Problem:
-    """One Problem from a framework's gold: the answer verifiers read it as text, the code verifiers as tests."""
-    if gold is None or isinstance(gold, str):
-        answer = gold
-    else:
-        answer = json.dumps(gold) if isinstance(gold, (dict, list)) else str(gold)
-    return Problem(id=pid, prompt=prompt or "", answer=answer, tests=parse_tests(gold), meta=dict(meta or {}))
 
 
 __all__ = ["reward_section", "build", "cached", "problem_for", "parse_tests"]

@@ -35,7 +35,7 @@ def register_audit_suite(kind: str, hacks: list, equivalences: list) -> None:
     AUDIT_SUITES[kind] = (list(hacks), list(equivalences))
 
 
-def _settings(pairs: list[str]) -> dict:
+def parse_settings(pairs: list[str]) -> dict:
     out = {}
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
@@ -75,7 +75,7 @@ def _flush(rows: list, score, out) -> Counter:
 
 def verifier_scorer(args):
     """Rows scored by one verifier (--verifier KIND --set ...): the verdict's own reward."""
-    verifier = build_verifier(args.verifier or "math", _settings(args.set), "verifier")
+    verifier = build_verifier(args.verifier or "math", parse_settings(args.set), "verifier")
 
     def score(rows):
         golds = [None if (k := gold_column(r)) is None else str(r[k]) for r in rows]
@@ -101,19 +101,15 @@ def task_scorer(args):
     weighted reward of every term; the status is the correctness term's. Rows may carry `tests` and
     `entry_point` for code tasks, or what the task reads from a row (reasoning_gym: `entry`, the generator's item)."""
     from rlvr.config import DEFAULTS
-    from rlvr.tasks.base import Problem
+    from rlvr.tasks.rows import problem_from_row
     from rlvr.verifiers.compose import task_reward
 
     task = task_from_args(args, "grades with")
     cfg = {**DEFAULTS["reward"], "workers": args.workers, "timeout_s": args.timeout_s}
     reward = task_reward(cfg, task)[1]  # as training grades: the task's grader, answer form and answer format
 
-    from_row = getattr(task, "problem_from_row", None)  # tasks whose golds are richer than a string
-
     def score(rows):
-        problems = [from_row(r) if from_row else
-                    Problem(id=str(r.get("id", i)), prompt="", answer=None if (k := gold_column(r)) is None else str(r[k]),
-                            tests=r.get("tests"), meta={"entry_point": r.get("entry_point")}) for i, r in enumerate(rows)]
+        problems = [problem_from_row(r, i, task) for i, r in enumerate(rows)]
         result = reward([r["completion"] for r in rows], problems)
         return list(zip(result.verdicts, result.total))
     return score
@@ -173,7 +169,7 @@ def run_audit(args) -> int:
         register_audit_suite("math/number", HACKS + NUMBER_HACKS, NUMBER_EQUIVALENCES)
     kind = args.verifier or "math"
     try:
-        verifier = build_verifier(kind, _settings(args.set), "verifier")
+        verifier = build_verifier(kind, parse_settings(args.set), "verifier")
     except ConfigError as e:
         print(f"rlvr audit: {e}", file=sys.stderr)
         return 2

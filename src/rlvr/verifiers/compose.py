@@ -51,6 +51,7 @@ class Term:
         self.name, self.kind, self.weight, self.verifier = name, kind, float(weight), verifier
         self.workers = 0 if KINDS[kind].cheap else workers
         self.timeout_s, self.engine = timeout_s, engine
+        self.pool = None  # a VerifierPool kept across calls (rlvr serve); None: a pool per call, as training uses
         self.__name__ = name  # TRL logs a reward function under its __name__
 
     @property
@@ -59,6 +60,11 @@ class Term:
 
     def verdicts(self, completions: list, problems: list) -> list[Verdict]:
         texts = [completion_text(c) for c in completions]
+        many = getattr(self.verifier, "score_many", None)
+        if callable(many):  # a verifier that scores a whole batch itself (remote: one request per chunk)
+            return many(texts, problems)
+        if self.pool is not None and texts:
+            return self.pool.map(texts, problems)
         return score_batch(self.verifier, texts, problems, workers=self.workers, timeout_s=self.timeout_s,
                            engine=self.engine)
 

@@ -19,14 +19,31 @@ pickled but the items); elsewhere with `spawn`, where the verifier must be pickl
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import time
 from multiprocessing.connection import wait
 
 from rlvr.verifiers.base import Verdict
 from rlvr.verifiers.deadline import GRACE_S, score_one
 
-def _worker_loop(verifier, conn, timeout_s) -> None:
+def _die_with_parent(parent: int) -> None:
+    """SIGKILL this worker when the thread that started it dies (Linux prctl PR_SET_PDEATHSIG): a supervisor killed
+    outright (SIGKILL, OOM) leaves no worker behind, even one whose pipe a sibling fork still holds open."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the prctl took
+        os._exit(1)
+
+
+def _worker_loop(verifier, conn, timeout_s, parent: int | None = None) -> None:
     """Receive (index, completion, problem), send back (index, Verdict); None or a closed pipe ends it."""
+    if parent is not None:
+        _die_with_parent(parent)
     while True:
         try:
             msg = conn.recv()
@@ -43,14 +60,16 @@ class _Slot:
 
     def __init__(self, ctx, verifier, timeout_s):
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_loop, args=(verifier, child, timeout_s), daemon=True)
+        self.proc = ctx.Process(target=_worker_loop, args=(verifier, child, timeout_s, os.getpid()), daemon=True)
         self.proc.start()
         child.close()
         self.item: tuple[int, float] | None = None
 
     def kill(self) -> None:
         if self.proc.is_alive():
-            self.proc.kill()
+            from rlvr.verifiers.sandbox import kill_tree  # the worker's sandboxed runs die with it
+
+            kill_tree(self.proc.pid)
         self.proc.join(timeout=5)
         self.conn.close()
 
@@ -83,14 +102,22 @@ class VerifierPool:
             for k, slot in enumerate(self.slots):
                 if slot.item is None and todo:
                     i = todo.pop()
-                    try:
-                        slot.conn.send((i, completions[i], problems[i]))
-                        slot.item = (i, time.monotonic())
-                    except (OSError, ValueError) as e:
-                        results[i] = Verdict("error", 0.0, None, f"could not send item to worker: {e}")
-                        self._replace(k)
+                    self._start(k, i, completions[i], problems[i], results)
             self._collect(results)
         return results  # type: ignore[return-value]
+
+    def _start(self, k: int, i: int, completion, problem, results: list) -> None:
+        """Hand item i to worker k; an idle worker that died since the last batch (a kept pool) is replaced and the
+        item, which never started, goes to the fresh one; a second failure is the item's `error`."""
+        for attempt in range(2):
+            try:
+                self.slots[k].conn.send((i, completion, problem))
+                self.slots[k].item = (i, time.monotonic())
+                return
+            except (OSError, ValueError) as e:
+                self._replace(k)
+                if attempt:
+                    results[i] = Verdict("error", 0.0, None, f"could not send item to worker: {e}")
 
     def _collect(self, results: list) -> None:
         """Wait for the next finished item or the nearest deadline, and settle what is due."""

@@ -172,3 +172,15 @@ register_kind("python_tests", _code("PythonTestsVerifier"), ("wall_s", "memory_m
               doc="hidden tests run against the completion's code in a sandbox", grades="tests")
 register_kind("stdio", _code("StdioVerifier"), ("wall_s", "memory_mb", "exact"),
               doc="program output on given stdin vs the expected output", grades="tests")
+
+
+def _remote(**kw):
+    from rlvr.verifiers.remote import RemoteVerifier
+
+    return RemoteVerifier(**kw)
+
+
+# grades=None: the service checks the gold its own grader reads; cheap: the client does no scoring work itself
+register_kind("remote", _remote, ("urls", "token_env", "task", "verifier", "timeout_s", "retries", "backoff_s",
+                                  "batch_items"), cheap=True, grades=None,
+              doc="scored by `rlvr serve` services over HTTP: round robin, failover, bounded retries")

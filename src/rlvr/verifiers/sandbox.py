@@ -282,6 +282,40 @@ def _kill_run(pid: int, uid: int | None) -> None:
         time.sleep(0.01)
 
 
+def descendants(pid: int) -> list[tuple[int, int]]:
+    """(pid, uid) of every live descendant of `pid` (one scan of /proc)."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    children.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(name))
+            except (OSError, ValueError, IndexError):
+                continue
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            try:
+                out.append((child, os.stat(f"/proc/{child}").st_uid))
+            except OSError:
+                continue
+            todo.append(child)
+    return out
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a process and everything it started, sandboxed runs included (their process groups and every
+    process of their uid): a supervisor killed mid-run (a pool worker past its deadline) leaves nothing running."""
+    tree = descendants(pid)
+    for p in [pid] + [p for p, _ in tree]:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for p, uid in tree:
+        _kill_run(p, uid if UID_LOW <= uid < UID_HIGH else None)
+
+
 def processes_of_uid(uid: int) -> list[int]:
     """Pids of live processes whose uid is `uid` (scans /proc; zombies excluded).
 

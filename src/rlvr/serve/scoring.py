@@ -1,0 +1,190 @@
+"""The served scorers and the bounded queue in front of them.
+
+A scorer is what training grades with: a task's Reward (rlvr.verifiers.compose.task_reward: its grader, answer
+form, answer format and every weighted term) or one verifier kind as a one-term Reward. Its terms score through
+the same worker pool with per-item deadlines (rlvr.verifiers.pool) and, for code, the same sandbox as training;
+a worker killed mid-item gives that item `error` and is replaced, so the service goes on. Where training opens a
+pool per batch, the service keeps one per term for its lifetime (`keep_pools`): a request of a few items would
+otherwise pay for forking the workers.
+
+`Scheduler` admits a request's items only while the items waiting or being scored stay under `max_queue_items`
+(else 429 with a Retry-After from the recent scoring rate: memory stays bounded, the client backs off). One thread
+per scorer takes the queued jobs, joins jobs that wait together into one batch (up to `max_batch_items`), scores
+it with one Reward call and hands each job its verdicts, in order.
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import sys
+import threading
+import time
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass
+
+from rlvr.config import DEFAULTS
+from rlvr.serve.items import BadRequest
+from rlvr.verifiers.base import Verdict
+from rlvr.verifiers.compose import Reward, build_reward, task_reward
+from rlvr.verifiers.registry import KINDS
+
+
+@dataclass
+class Scorer:
+    """name: "task:NAME" or "verifier:KIND"; task: the task object (its row reader) or None."""
+
+    name: str
+    reward: Reward
+    task: object = None
+
+    @property
+    def runs_code(self) -> bool:
+        return any(KINDS[t.kind].grades == "tests" for t in self.reward.terms if t.kind in KINDS)
+
+
+def build_scorers(tasks: list[str], verifiers: list[str], settings: dict, workers: int,
+                  timeout_s: float) -> dict[str, Scorer]:
+    """The served scorers in the order given (the first is the default); mistakes raise ConfigError."""
+    from rlvr.tasks import TASKS, load_task
+
+    pool = {"workers": workers, "timeout_s": timeout_s}
+    out = {}
+    for name in tasks:
+        TASKS.get(name, "--task")  # an unknown name, named as the flag that gave it
+        task = load_task(name)
+        out[f"task:{name}"] = Scorer(f"task:{name}", task_reward({**DEFAULTS["reward"], **pool}, task)[1], task)
+    for kind in verifiers:
+        KINDS.get(kind, "--verifier")
+        term = {"name": kind, "kind": kind, "weight": 1.0, **settings}
+        out[f"verifier:{kind}"] = Scorer(f"verifier:{kind}", build_reward({"terms": [term], **pool}))
+    return out
+
+
+def keep_pools(reward: Reward) -> None:
+    """Give each term that scores in worker processes a pool kept across batches: the same VerifierPool (per-item
+    deadlines, a dead worker's item `error`) training uses, without forking the workers again for every request."""
+    from rlvr.verifiers.pool import VerifierPool
+
+    for term in reward.terms:
+        if term.workers > 0 and term.engine == "local" and not callable(getattr(term.verifier, "score_many", None)):
+            term.pool = VerifierPool(term.verifier, workers=term.workers, timeout_s=term.timeout_s)
+
+
+def close_pools(reward: Reward) -> None:
+    for term in reward.terms:
+        if term.pool is not None:
+            term.pool.close()
+            term.pool = None
+
+
+def score_jobs(reward: Reward, completions: list, problems: list) -> list[dict]:
+    """One Reward call -> one answer per item: status, reward (the weighted total), extracted, detail, terms. A
+    failure of the call itself gives every item `error` rather than an exception."""
+    try:
+        result = reward(completions, problems)
+    except Exception as e:  # noqa: BLE001 - the service answers every item; a fault is a verdict
+        v = Verdict("error", 0.0, None, f"scoring failed: {type(e).__name__}: {e}"[:300])
+        return [{**verdict_fields(v), "reward": 0.0, "terms": {}} for _ in completions]
+    return [{**verdict_fields(v), "reward": total, "terms": {name: vals[i] for name, vals in result.terms.items()}}
+            for i, (v, total) in enumerate(zip(result.verdicts, result.total))]
+
+
+def verdict_fields(v: Verdict) -> dict:
+    return {"status": v.status, "extracted": v.extracted, "detail": v.detail}
+
+
+class Job:
+    """One request's items for one scorer, and the future its answers arrive on."""
+
+    def __init__(self, completions: list, problems: list):
+        self.completions, self.problems, self.future = completions, problems, Future()
+
+
+class Scheduler:
+    """Bounded admission + one batching thread per scorer; `observe(scorer, answers, seconds)` sees each batch."""
+
+    def __init__(self, scorers: dict[str, Scorer], max_queue_items: int = 4096, max_batch_items: int = 256,
+                 observe=None):
+        self.scorers, self.max_queue_items, self.max_batch_items = scorers, max_queue_items, max_batch_items
+        self.observe = observe or (lambda *a: None)
+        self.pending, self.rate = 0, 0.0  # items admitted and not yet answered; recent items/s (for Retry-After)
+        self._lock = threading.Lock()
+        self._queues = {name: queue.Queue() for name in scorers}
+        self._threads = [threading.Thread(target=self._run, args=(name,), name=f"rlvr-serve-{name}", daemon=True)
+                         for name in scorers]
+        for t in self._threads:
+            t.start()
+
+    def admit(self, n: int) -> None:
+        """Reserve room for n items, or 429 (BadRequest with `retry_after` seconds) when the queue is full."""
+        with self._lock:
+            if self.pending + n > self.max_queue_items:
+                err = BadRequest(429, f"queue full: {self.pending} items waiting (limit {self.max_queue_items}); "
+                                      f"retry later")
+                err.retry_after = self.retry_after()
+                raise err
+            self.pending += n
+
+    def retry_after(self) -> int:
+        """Seconds until the queue has drained at the recent rate, 1 to 60."""
+        return int(min(60, max(1, math.ceil(self.pending / self.rate)))) if self.rate > 0 else 1
+
+    def submit(self, scorer: str, completions: list, problems: list) -> Future:
+        """Queue admitted items; the future resolves to one answer dict per item, in order."""
+        job = Job(completions, problems)
+        self._queues[scorer].put(job)
+        return job.future
+
+    def release(self, n: int) -> None:
+        with self._lock:
+            self.pending -= n
+
+    def _run(self, name: str) -> None:
+        q, reward = self._queues[name], self.scorers[name].reward
+        keep_pools(reward)
+        while True:
+            job = q.get()
+            if job is None:
+                close_pools(reward)
+                return
+            jobs, size = [job], len(job.completions)
+            while size < self.max_batch_items:
+                try:
+                    more = q.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    q.put(None)  # stop after this batch
+                    break
+                jobs.append(more)
+                size += len(more.completions)
+            self._score(name, reward, jobs, size)
+
+    def _score(self, name: str, reward: Reward, jobs: list[Job], size: int) -> None:
+        start = time.monotonic()
+        answers = score_jobs(reward, sum((j.completions for j in jobs), []), sum((j.problems for j in jobs), []))
+        seconds = time.monotonic() - start
+        with self._lock:
+            now = size / max(seconds, 1e-6)
+            self.rate = now if self.rate == 0 else 0.7 * self.rate + 0.3 * now
+        try:
+            self.observe(name, answers, seconds)
+        except Exception as e:  # noqa: BLE001 - metrics never cost an answer
+            print(f"rlvr serve: metrics failed: {e}", file=sys.stderr)
+        at = 0
+        for job in jobs:
+            n = len(job.completions)
+            try:
+                job.future.set_result(answers[at:at + n])
+            except InvalidStateError:  # the request was cancelled (its client went away): nobody waits
+                pass
+            self.release(n)
+            at += n
+
+    def close(self, timeout_s: float = 60.0) -> None:
+        """Finish every queued job, then stop the threads."""
+        for q in self._queues.values():
+            q.put(None)
+        for t in self._threads:
+            t.join(timeout=timeout_s)
