@@ -153,6 +153,9 @@ class LogConfig:
     keep_checkpoints: int = 2
     eval_every: int = 0      # greedy accuracy on validation problems every N steps (0 = never)
     eval_problems: int = 60  # how many validation problems (spread over the bands)
+    # C of mismatch/outside_frac: the share of trained tokens whose ratio pi_train / pi_sampler lies outside
+    # [1/C, C] (rlvr.algorithms.mismatch; 2 = the cap verl's corrections use by default)
+    mismatch_cap: float = 2.0
     # Experiment trackers that also get every step's metrics line, the config, the samples and, in `rlvr run`, the
     # held-out tables and plots (rank 0 only; metrics.jsonl stays the source of truth). rlvr.rundir.trackers
     report_to: list = _each("tensorboard", "mlflow", "trackio", "wandb")

@@ -93,6 +93,28 @@ def training_plot(rows: list[dict], path: Path, title: str = "RLVR training") ->
     return _save(fig, Path(path))
 
 
+MISMATCH_KEYS = (("mismatch/k3_kl", "k3 KL(sampler || trainer)"), ("mismatch/abs_log_ratio", "mean |log ratio|"),
+                 ("mismatch/max_ratio", "max ratio pi_train / pi_sampler"),
+                 ("mismatch/outside_frac", "tokens with ratio outside [1/C, C]"))
+
+
+def mismatch_plot(rows: list[dict], path: Path, title: str = "sampler vs trainer, per step") -> Path | None:
+    """One panel per mismatch figure (rlvr.algorithms.mismatch) over the steps; None when no step has them."""
+    if not any("mismatch/k3_kl" in r for r in rows):
+        return None
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(MISMATCH_KEYS), figsize=(14, 3.2))
+    for ax, (key, label) in zip(axes, MISMATCH_KEYS):
+        x, y = _series(rows, key)
+        ax.plot(x, y, color="#bbbbbb", lw=1)
+        ax.plot(x, _smooth(y), color="#9d0208", lw=2)
+        ax.set_title(label, fontsize="small")
+        ax.set_xlabel("step")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return _save(fig, Path(path))
+
+
 def example_pairs(before: list, after: list, k: int = 10) -> list[tuple]:
     """k held-out problems with the first sampled completion of each model; problems whose verdict changed
     come first (they show what training did), then the rest, in a fixed order."""

@@ -76,6 +76,8 @@ class StepResult:
 def check_components(cfg: dict) -> Components:
     """Build every component that validates settings, before any file is written."""
     algo = algorithm_from_config(cfg["algorithm"])
+    if cfg["log"]["mismatch_cap"] <= 1:
+        raise ConfigError(f"log.mismatch_cap must be > 1 (a ratio's cap C), got {cfg['log']['mismatch_cap']}")
     if cfg["reward"].get("terms"):
         build_reward(cfg["reward"])  # the reward's own mistakes first, named as before
     task = load_configured_task(cfg)
