@@ -190,6 +190,7 @@ def heldout_tables(summaries: dict[str, dict], result: dict) -> dict[str, list[d
             row = {"model": model, "band": band, "problems": b["n_problems"], "n": b["samples_per_problem"]}
             cells = {f"pass@{k}": cell for k, cell in b["pass@k"].items()}
             cells.update({"greedy": b["greedy"]} if b["greedy"] else {})
+            cells.update({"lenient pass@1": b["lenient"]} if b.get("lenient") else {})
             for name, cell in cells.items():
                 row.update({name: cell["value"], f"{name} lo": cell["lo"], f"{name} hi": cell["hi"]})
             row.update({f"{status} frac": v for status, v in (b["status"] or {}).items()})

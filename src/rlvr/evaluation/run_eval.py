@@ -286,7 +286,8 @@ def evaluate_model(model_or_path, task=None, split: str = "heldout", n: int = 8,
     with tqdm(total=total, desc=f"rlvr eval {split}", unit="completion", disable=not progress) as bar:
         records = evaluate(_Generate(sampler, tokenizer, max_new_tokens, seed), _Tracked(reward, bar, len(problems) * n),
                            problems, n=n, ks=ks, temperature=temperature, greedy=greedy, to_messages=task_obj.messages,
-                           batch_size=max(1, rows_per_call // max(n, 1)))
+                           batch_size=max(1, rows_per_call // max(n, 1)),
+                           lenient_format=getattr(task_obj, "answer_format", None) or "boxed", lenient_reward=reward)
     wall = time.perf_counter() - t0
     summary = summarize(records, ks=ks, n_boot=n_boot, seed=seed, label=f"{label} on {split}")
     summary["setup"] = {"model": label, "task": getattr(task_obj, "name", str(task)),
