@@ -115,6 +115,29 @@ def mismatch_plot(rows: list[dict], path: Path, title: str = "sampler vs trainer
     return _save(fig, Path(path))
 
 
+def pass_at_k_plot(summaries: dict[str, dict], path: Path, title: str = "coverage: held-out pass@k against k"
+                   ) -> Path | None:
+    """pass@k (overall, with its interval over problems) against k on a log2 axis, one line per model: does
+    training raise what k samples can reach, or only pass@1? None when no summary has more than one k."""
+    curves = {m: sorted((int(k), c) for k, c in s["overall"]["pass@k"].items()) for m, s in summaries.items()}
+    if not any(len(c) > 1 for c in curves.values()):
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for model, points in curves.items():
+        ks = [k for k, _ in points]
+        ax.plot(ks, [c["value"] for _, c in points], "o-", lw=2, label=model)
+        ax.fill_between(ks, [c["lo"] for _, c in points], [c["hi"] for _, c in points], alpha=0.15)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("k (samples per problem)")
+    ax.set_ylabel("pass@k (95% CI over problems)")
+    ax.set_ylim(0, 1.02)
+    ax.set_title(title)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    return _save(fig, Path(path))
+
+
 def example_pairs(before: list, after: list, k: int = 10) -> list[tuple]:
     """k held-out problems with the first sampled completion of each model; problems whose verdict changed
     come first (they show what training did), then the rest, in a fixed order."""

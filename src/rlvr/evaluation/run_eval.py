@@ -28,6 +28,7 @@ from rlvr.prompts.chat import encode_prompt
 from rlvr.config import DEFAULTS
 from rlvr.evaluation.driver import evaluate
 from rlvr.evaluation.hygiene import check_contamination, find_leaks
+from rlvr.evaluation.stats import coverage_ks
 from rlvr.evaluation.summary import summarize
 from rlvr.tasks.base import Problem
 
@@ -131,10 +132,11 @@ def run_as_adapter(path, cfg: dict):
 
 def config_settings(cfg: dict, quiet: bool = False) -> dict:
     """evaluate_model's sampling settings from a resolved config, the same for every model and set it compares:
-    the eval section's samples per problem, k and greedy pass; the rollout's temperature, length, backend and its
+    the eval section's samples per problem, k (eval.ks and the coverage curve's 1, 2, 4, ..., n) and greedy pass; the rollout's temperature, length, backend and its
     settings; the seed."""
     e, r = cfg["eval"], cfg["rollout"]
-    return {"n": e["n"], "ks": e["ks"], "greedy": e["greedy"], "temperature": r["temperature"],
+    return {"n": e["n"], "ks": sorted(set(e["ks"]) | set(coverage_ks(e["n"]))), "greedy": e["greedy"],
+            "temperature": r["temperature"],
             "max_new_tokens": r["max_new_tokens"], "backend": r["backend"], "rollout": r, "seed": cfg["seed"],
             "progress": not quiet}
 

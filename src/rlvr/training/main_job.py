@@ -142,6 +142,9 @@ def _write_report(root, cfg, result, summaries, evals, timings, wall, ood=()) ->
     rows = report.read_metrics(root / "rlvr")
     plots = {"RLVR training": report.training_plot(rows, root / "plots" / "training.png"),
              "Held-out pass@1 per band (95% CI)": root / "compare.png"}
+    coverage = report.pass_at_k_plot(summaries, root / "plots" / "pass_at_k.png")
+    if coverage is not None:
+        plots["Held-out pass@k against k (coverage)"] = coverage
     mismatch = report.mismatch_plot(rows, root / "plots" / "mismatch.png")
     if mismatch is not None:
         plots["Sampler vs trainer on the trained tokens (mismatch/*)"] = mismatch
