@@ -156,6 +156,9 @@ class LogConfig:
     # C of mismatch/outside_frac: the share of trained tokens whose ratio pi_train / pi_sampler lies outside
     # [1/C, C] (rlvr.algorithms.mismatch; 2 = the cap verl's corrections use by default)
     mismatch_cap: float = 2.0
+    # a quiet machine's RL steps per minute for this preset (0 = unknown): the main job's report warns when a run
+    # trains at less than half of it (rlvr.training.contention)
+    quiet_steps_per_min: float = 0.0
     # Experiment trackers that also get every step's metrics line, the config, the samples and, in `rlvr run`, the
     # held-out tables and plots (rank 0 only; metrics.jsonl stays the source of truth). rlvr.rundir.trackers
     report_to: list = _each("tensorboard", "mlflow", "trackio", "wandb")

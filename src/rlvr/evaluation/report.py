@@ -177,14 +177,20 @@ def versions() -> dict[str, str]:
 
 
 def write_report(root: Path, *, meta: dict, compare_md: str, summaries_md: dict[str, str], plots: dict[str, Path],
-                 examples_md: str, reading: str = "", out_of_domain_md: str = "") -> Path:
-    """root/report.md; plots are linked by path relative to root."""
+                 examples_md: str, reading: str = "", out_of_domain_md: str = "", warnings: tuple = (),
+                 sections: dict[str, str] | None = None) -> Path:
+    """root/report.md; plots are linked by path relative to root. `warnings` come first, right under the title
+    (a contended run, say); `sections` ({heading: markdown}) follow the held-out comparison."""
     root = Path(root)
-    lines = ["# rlvr run report", "", "## What was run", ""]
+    lines = ["# rlvr run report", ""]
+    lines += [f"> **Warning.** {w}\n" for w in warnings if w]
+    lines += ["## What was run", ""]
     lines += [f"- **{k}**: {v}" for k, v in meta.items()]
     lines += ["", "## Held-out comparison", "", compare_md, ""]
     if reading:
         lines += ["**Reading.** " + reading, ""]
+    for heading, md in (sections or {}).items():
+        lines += [f"## {heading}", "", md.strip(), ""]
     if out_of_domain_md:
         lines += ["## Out of domain", "", out_of_domain_md, ""]
     lines += ["## Plots", ""]

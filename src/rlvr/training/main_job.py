@@ -139,7 +139,11 @@ def _write_report(root, cfg, result, summaries, evals, timings, wall, ood=()) ->
     from rlvr.evaluation.summary import summary_markdown
     from rlvr.tasks import load_task
 
+    from rlvr.training.contention import contention_warning
+
     rows = report.read_metrics(root / "rlvr")
+    load = json.loads((root / "rlvr" / "contention.json").read_text()) if (root / "rlvr" / "contention.json").exists() \
+        else None
     plots = {"RLVR training": report.training_plot(rows, root / "plots" / "training.png"),
              "Held-out pass@1 per band (95% CI)": root / "compare.png"}
     coverage = report.pass_at_k_plot(summaries, root / "plots" / "pass_at_k.png")
@@ -167,14 +171,26 @@ def _write_report(root, cfg, result, summaries, evals, timings, wall, ood=()) ->
         "steps trained": len(rows),
         "evaluation": f"{c.eval.split} split, {c.eval.n} samples per problem at temperature {c.rollout.temperature}"
                       f" + greedy, {c.eval.limit or 'all'} problems",
+        "RL training load": _load_line(load),
         "wall time": f"{wall / 60:.1f} min (" + ", ".join(f"{k} {v / 60:.1f}" for k, v in timings.items()) + ")",
         "versions": ", ".join(f"{k} {v}" for k, v in report.versions().items()),
     }
     return report.write_report(
         root, meta=meta, compare_md=compare_markdown(result),
+        warnings=[contention_warning(load, c.log.quiet_steps_per_min)],
         summaries_md={name: summary_markdown(s) for name, s in summaries.items()}, plots=plots,
         examples_md=report.examples_markdown(pairs, prompts), reading=reading(result),
         out_of_domain_md=_ood_markdown(ood))
+
+
+def _load_line(load: dict | None) -> str:
+    """The RL phase's pace and the CPU other processes took meanwhile (RUN/contention.json), in one line."""
+    if not load:
+        return "not recorded"
+    line = f"{load['steps']} steps in {load['train_s'] / 60:.1f} min ({load['steps_per_min']:.1f} steps/min)"
+    if "other_share" in load:
+        line += f"; other processes took {load['other_share']:.0%} of the {load['cores']} cores' CPU time meanwhile"
+    return line
 
 
 def _ood_markdown(ood) -> str:
