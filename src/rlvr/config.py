@@ -71,6 +71,9 @@ class RewardConfig:
     timeout_s: float = 5.0
     # where verification runs when workers > 0: local processes, or "ray" (optional extra)
     engine: str = _choice("local", "ray")
+    # a control run's reward instead of the real one (rlvr.verifiers.controls): "random_rate" pays Bernoulli(p) at the
+    # policy's own success rate p each batch, "format_only" the format term alone; verdicts stay the real verifier's
+    control: str = _choice("none", "random_rate", "format_only")
 
 
 @dataclass
@@ -144,6 +147,9 @@ class EvalConfig:
     # by its own task's grader): [{name, settings, split, limit, label}], e.g. the CHAMP numeric subset or
     # reasoning-gym families not trained on. Checked by rlvr.evaluation.out_of_domain.
     out_of_domain: list = field(default_factory=list, metadata={"open": True})
+    # control runs the main job trains beside RLVR (rlvr run --controls): same budget, seed and settings, under
+    # reward.control = each of these; the report shows RLVR minus each per band (rlvr.training.controls)
+    controls: list = _each("random_rate", "format_only")
 
 
 @dataclass

@@ -16,6 +16,10 @@ def add_parser(subparsers):
     budget.add_argument("--budget", type=float, help="minutes of RLVR training (trades time for quality)")
     budget.add_argument("--steps", type=int, help="exactly N RL steps, no time budget: a result that does not depend "
                                                   "on how busy the machine is (train.steps=N, train.time_budget_min=0)")
+    p.add_argument("--controls", action="store_true",
+                   help="also train RL runs with the same budget, seed and settings under a random reward at the policy's "
+                        "own success rate and under the format reward alone, and report RLVR minus each "
+                        "(eval.controls=[random_rate, format_only])")
     return p
 
 
@@ -29,6 +33,7 @@ def run(args) -> int:
         return 2
     sets = config_sets(args) + ([f"train.time_budget_min={args.budget}"] if args.budget else [])
     sets += [f"train.steps={args.steps}", "train.time_budget_min=0"] if args.steps else []
+    sets += ["eval.controls=[random_rate, format_only]"] if args.controls else []
     cfg = resolve(args.config or args.preset, sets)
     out = run_main(cfg, overwrite=args.overwrite)
     print("\n" + out["compare_md"])

@@ -138,6 +138,25 @@ def pass_at_k_plot(summaries: dict[str, dict], path: Path, title: str = "coverag
     return _save(fig, Path(path))
 
 
+def curves_plot(runs: dict[str, list[dict]], path: Path, title: str = "RLVR and its controls, per step") -> Path:
+    """Two panels, one line per run: the true accuracy of its sampled completions (verdict/correct_frac, the real
+    verifier's whatever the run was paid) and the reward it was paid (reward/mean), each a 5-step mean."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    for ax, key, label in ((axes[0], "verdict/correct_frac", "correct fraction of sampled completions (real verifier)"),
+                           (axes[1], "reward/mean", "reward paid (5-step mean)")):
+        for name, rows in runs.items():
+            x, y = _series(rows, key)
+            ax.plot(x, _smooth(y), lw=2, label=name)
+        ax.set_title(label, fontsize="small")
+        ax.set_xlabel("step")
+        ax.set_ylim(-0.02, 1.02)
+        ax.legend(fontsize="small")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return _save(fig, Path(path))
+
+
 def example_pairs(before: list, after: list, k: int = 10) -> list[tuple]:
     """k held-out problems with the first sampled completion of each model; problems whose verdict changed
     come first (they show what training did), then the rest, in a fixed order."""

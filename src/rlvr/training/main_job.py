@@ -86,6 +86,7 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
     from rlvr.policy.load import resolve_model_path
     from rlvr.rundir.trackers import check_trackers
     from rlvr.training.loop import train
+    from rlvr.training.controls import run_controls
     from rlvr.training.sft import sft
 
     t0 = time.perf_counter()
@@ -124,16 +125,18 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
         add_heldout(run / "final", summary_markdown(summary))  # the model card gets its held-out table
     result = compare(evals, baseline="start", metric="pass@1", seed=cfg["seed"])
     paths = write_comparison(result, root, "compare")
+    controls = run_controls(cfg, root, rl_cfg, evals["rlvr"], train=train, evaluate=_evaluate, timed=timed,
+                            quiet=quiet)  # eval.controls: the same RL under rewards without the answer
     ood = timed("eval out of domain", _out_of_domain, cfg, root,
                 {"start": cfg["model"]["name"], "sft": str(sft_dir), "rlvr": str(rl_dir)}, quiet)
     wall = time.perf_counter() - t0
-    report = _write_report(root, cfg, result, summaries, evals, timings, wall, ood)
+    report = _write_report(root, cfg, result, summaries, evals, timings, wall, ood, controls)
     report_to_trackers(rl_cfg, root)
     return {"root": root, "report": report, "compare_md": compare_markdown(result), "compare": result,
             "plots": sorted((root / "plots").glob("*.png")) + [paths["png"]], "wall_s": wall, "timings": timings}
 
 
-def _write_report(root, cfg, result, summaries, evals, timings, wall, ood=()) -> Path:
+def _write_report(root, cfg, result, summaries, evals, timings, wall, ood=(), controls=None) -> Path:
     from rlvr.evaluation import report
     from rlvr.evaluation.compare import compare_markdown
     from rlvr.evaluation.summary import summary_markdown
@@ -180,7 +183,19 @@ def _write_report(root, cfg, result, summaries, evals, timings, wall, ood=()) ->
         warnings=[contention_warning(load, c.log.quiet_steps_per_min)],
         summaries_md={name: summary_markdown(s) for name, s in summaries.items()}, plots=plots,
         examples_md=report.examples_markdown(pairs, prompts), reading=reading(result),
-        out_of_domain_md=_ood_markdown(ood))
+        out_of_domain_md=_ood_markdown(ood), sections=_controls_section(root, rows, controls))
+
+
+def _controls_section(root: Path, rows: list[dict], controls: dict | None) -> dict[str, str]:
+    """The report's "Controls" section: RLVR minus each control per band, and the training curves side by side."""
+    from rlvr.evaluation.report import curves_plot, read_metrics
+    from rlvr.training.controls import control_name, controls_markdown
+
+    if not controls:
+        return {}
+    runs = {"rlvr": rows, **{control_name(k): read_metrics(root / control_name(k)) for k in controls}}
+    plot = curves_plot(runs, root / "plots" / "controls.png")
+    return {"Controls": controls_markdown(controls, str(plot.relative_to(root)))}
 
 
 def _load_line(load: dict | None) -> str:

@@ -27,6 +27,7 @@ from rlvr.training import distributed
 from rlvr.training.batch import StepBatch, collect
 from rlvr.training.metrics import step_metrics_row
 from rlvr.verifiers.compose import build_reward, task_reward
+from rlvr.verifiers.controls import control_reward
 
 
 @dataclass
@@ -82,6 +83,7 @@ def check_components(cfg: dict) -> Components:
         build_reward(cfg["reward"])  # the reward's own mistakes first, named as before
     task = load_configured_task(cfg)
     resolved, reward = task_reward(cfg["reward"], task)
+    reward = control_reward(reward, cfg["reward"].get("control", "none"), cfg["seed"])  # a control run's reward
     cfg = {**cfg, "reward": resolved}
     return Components(Config.from_dict(cfg), algo, reward, task, cfg)
 
