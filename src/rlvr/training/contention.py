@@ -61,19 +61,55 @@ def _stat_fields(pid: int) -> list[str] | None:
     return text[text.rindex(")") + 2:].split()  # fields from the state on; the name may hold spaces
 
 
-def _tree_cpu_s(root: int) -> float:
-    """CPU-seconds of `root` and every live descendant (each with its reaped children's)."""
-    parents, cpu = {}, {}
-    for entry in _PROC.iterdir():
-        if entry.name.isdigit() and (f := _stat_fields(int(entry.name))) is not None:
-            parents[int(entry.name)] = int(f[1])
-            cpu[int(entry.name)] = sum(int(x) for x in f[11:15])  # utime stime cutime cstime
+def _children(pid: int) -> list[int] | None:
+    """pid's children from /proc/PID/task/*/children (Linux 3.5+, CONFIG_PROC_CHILDREN); None where the kernel
+    does not list them (some sandboxes), [] for a process that has ended."""
+    task_dir = _PROC / str(pid) / "task"
+    try:
+        tasks = os.listdir(task_dir)
+    except OSError:
+        return []
+    out = []
+    for t in tasks:
+        try:
+            out += [int(c) for c in (task_dir / t / "children").read_text().split()]
+        except FileNotFoundError:
+            if (task_dir / t).exists():
+                return None  # the thread is there, its children list is not: not listed by this kernel
+        except OSError:
+            continue
+    return out
+
+
+def _tree(root: int) -> set[int]:
+    """root and its live descendants: through the kernel's children lists, else one scan of every process."""
     tree, frontier = {root}, [root]
     while frontier:
-        kids = [pid for pid, parent in parents.items() if parent in frontier and pid not in tree]
-        tree.update(kids)
-        frontier = kids
-    return sum(cpu.get(pid, 0) for pid in tree) / _ticks()
+        kids = [_children(pid) for pid in frontier]
+        if any(k is None for k in kids):
+            return _tree_by_scan(root)
+        frontier = [c for k in kids for c in k if c not in tree]
+        tree.update(frontier)
+    return tree
+
+
+def _tree_by_scan(root: int) -> set[int]:
+    parents = {int(e.name): int(f[1]) for e in _PROC.iterdir()
+               if e.name.isdigit() and (f := _stat_fields(int(e.name))) is not None}
+    tree, frontier = {root}, {root}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier and pid not in tree}
+        tree |= frontier
+    return tree
+
+
+def _tree_cpu_s(root: int) -> float:
+    """CPU-seconds of `root` and every live descendant (each with its reaped children's)."""
+    total = 0
+    for pid in _tree(root):
+        f = _stat_fields(pid)
+        total += sum(int(x) for x in f[11:15]) if f is not None else 0  # utime stime cutime cstime
+    return total / _ticks()
 
 
 def snapshot() -> CpuSnapshot | None:

@@ -5,7 +5,10 @@
 3. Train the supervised baseline (rejection-sampling fine-tuning) on as many sampled completions as RLVR
    generated, so the two spend the same sampling compute.
 4. Evaluate both on the same held-out problems, with the same samples per problem and the same verifier.
-5. Compare them against the start per band (paired bootstrap), and write report.md with plots.
+5. Compare them against the start per band (paired bootstrap; strict and lenient, the gain split into format and
+   answers learned), and write report.md with plots (pass@k against k, the sampler-vs-trainer mismatch), warning in
+   its first lines when other processes took much of the CPU while RL trained (rlvr.training.contention).
+   With eval.controls (`rlvr run --controls`), RL runs under control rewards first, and RLVR minus each per band.
 6. With log.report_to, add the held-out tables, the headline numbers and the plots to the RLVR run in each tracker
    (named after the root folder unless log.run_name says otherwise).
 
@@ -85,8 +88,8 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
     from rlvr.evaluation.summary import summary_markdown
     from rlvr.policy.load import resolve_model_path
     from rlvr.rundir.trackers import check_trackers
-    from rlvr.training.loop import train
     from rlvr.training.controls import run_controls
+    from rlvr.training.loop import train
     from rlvr.training.sft import sft
 
     t0 = time.perf_counter()
@@ -141,7 +144,6 @@ def _write_report(root, cfg, result, summaries, evals, timings, wall, ood=(), co
     from rlvr.evaluation.compare import compare_markdown
     from rlvr.evaluation.summary import summary_markdown
     from rlvr.tasks import load_task
-
     from rlvr.training.contention import contention_warning
 
     rows = report.read_metrics(root / "rlvr")
