@@ -65,6 +65,16 @@ def test_a_control_that_cannot_apply_is_a_config_error(tmp_path):
         tiny_config(tmp_path, **{"reward.control": "coin"})
 
 
+def test_a_control_that_cannot_apply_stops_the_main_job_before_it_starts(tmp_path, tiny_model_dir):  # noqa: F811
+    from rlvr.training.main_job import run_main
+
+    cfg = tiny_config(tmp_path, **{"model.name": str(tiny_model_dir), "output_dir": str(tmp_path / "main"),
+                                   "eval.controls": "[format_only]"})  # the regex reward has no format term
+    with pytest.raises(ConfigError, match="reward.control=format_only: the reward has no format term"):
+        run_main(cfg, quiet=True)
+    assert not (tmp_path / "main").exists()
+
+
 def test_the_main_job_trains_and_reports_its_controls(tmp_path, tiny_model_dir):  # noqa: F811
     from rlvr.training.main_job import run_main
 

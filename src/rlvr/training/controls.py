@@ -26,6 +26,15 @@ def control_cfg(rl_cfg: dict, root: Path, kind: str) -> dict:
     return sub
 
 
+def check_controls(cfg: dict, root: Path, rl_cfg: dict) -> None:
+    """Build each control's components before any phase runs: a control that cannot apply (format_only on a reward
+    without a format term) stops the main job at the start (ConfigError), not after the RLVR phase."""
+    from rlvr.training.step import check_components
+
+    for kind in cfg["eval"]["controls"]:
+        check_components(control_cfg(rl_cfg, root, kind))
+
+
 def run_controls(cfg: dict, root: Path, rl_cfg: dict, rlvr_records, *, train, evaluate, timed, quiet: bool) -> dict:
     """Train (unless finished) and evaluate every control of eval.controls; compare RLVR against each.
     `train` is rlvr.training.loop.train, `evaluate(name, model, cfg, root, quiet) -> (records, summary)` the main
@@ -68,4 +77,4 @@ def controls_markdown(controls: dict, plot: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["control_name", "control_cfg", "run_controls", "controls_markdown"]
+__all__ = ["control_name", "control_cfg", "check_controls", "run_controls", "controls_markdown"]

@@ -88,7 +88,7 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
     from rlvr.evaluation.summary import summary_markdown
     from rlvr.policy.load import resolve_model_path
     from rlvr.rundir.trackers import check_trackers
-    from rlvr.training.controls import run_controls
+    from rlvr.training.controls import check_controls, run_controls
     from rlvr.training.loop import train
     from rlvr.training.sft import sft
 
@@ -97,6 +97,7 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
     root = Path(cfg["output_dir"])
     rl_cfg = _rl_cfg(cfg, root)
     check_trackers(rl_cfg["log"]["report_to"], root / "rlvr", rl_cfg["log"]["project"])  # before any phase
+    check_controls(cfg, root, rl_cfg)  # a control that cannot apply stops here, not after the RLVR phase
     resume = (root / "config.yaml").exists() and not overwrite
     check_output_dir(root, resume=resume, overwrite=overwrite)  # an unusable folder first, then the model:
     resolve_model_path(cfg["model"]["name"])  # a hub id the hub cannot give stops here, before any folder exists
