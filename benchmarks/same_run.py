@@ -1,7 +1,10 @@
 """Are two run directories the same run? Metrics (times and throughputs aside), samples and the final adapter's
 tensors, compared exactly. Used to check a refactor changed nothing (docs/results.md, issue 18):
 
-    python benchmarks/same_run.py RUN_A RUN_B
+    python benchmarks/same_run.py RUN_A RUN_B [--new PREFIX ...]
+
+--new PREFIX: metrics whose names start with PREFIX and that only RUN_B logs are new figures, not differences (a
+change that adds a metric, e.g. --new mismatch/, checks that every other figure stayed the same).
 
 Prints every differing metric value and one summary line; exits 1 when anything differs. It asserts nothing else.
 """
@@ -13,7 +16,7 @@ import sys
 from pathlib import Path
 
 
-def main(a: Path, b: Path) -> int:
+def main(a: Path, b: Path, new: tuple[str, ...] = ()) -> int:
     from safetensors.torch import load_file
 
     rows_a = [json.loads(x) for x in (a / "metrics.jsonl").read_text().splitlines()]
@@ -21,7 +24,8 @@ def main(a: Path, b: Path) -> int:
     diffs = 0
     for x, y in zip(rows_a, rows_b):
         for key in sorted(set(x) | set(y)):
-            if not key.startswith(("time/", "throughput/")) and x.get(key) != y.get(key):
+            added = key not in x and key.startswith(new) if new else False
+            if not key.startswith(("time/", "throughput/")) and not added and x.get(key) != y.get(key):
                 diffs += 1
                 print(f"step {x.get('step')} {key}: {x.get(key)} vs {y.get(key)}")
     samples = (a / "samples.jsonl").read_text() == (b / "samples.jsonl").read_text()
@@ -35,4 +39,7 @@ def main(a: Path, b: Path) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(Path(sys.argv[1]), Path(sys.argv[2])))
+    args = sys.argv[1:]
+    prefixes = tuple(args[i + 1] for i, a in enumerate(args) if a == "--new")
+    paths = [a for i, a in enumerate(args) if a != "--new" and (i == 0 or args[i - 1] != "--new")]
+    sys.exit(main(Path(paths[0]), Path(paths[1]), prefixes))

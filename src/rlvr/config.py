@@ -73,6 +73,9 @@ class RewardConfig:
     timeout_s: float = 5.0
     # where verification runs when workers > 0: local processes, or "ray" (optional extra)
     engine: str = _choice("local", "ray")
+    # a control run's reward instead of the real one (rlvr.verifiers.controls): "random_rate" pays Bernoulli(p) at the
+    # policy's own success rate p each batch, "format_only" the format term alone; verdicts stay the real verifier's
+    control: str = _choice("none", "random_rate", "format_only")
 
 
 @dataclass
@@ -146,6 +149,9 @@ class EvalConfig:
     # by its own task's grader): [{name, settings, split, limit, label}], e.g. the CHAMP numeric subset or
     # reasoning-gym families not trained on. Checked by rlvr.evaluation.out_of_domain.
     out_of_domain: list = field(default_factory=list, metadata={"open": True})
+    # control runs the main job trains beside RLVR (rlvr run --controls): same budget, seed and settings, under
+    # reward.control = each of these; the report shows RLVR minus each per band (rlvr.training.controls)
+    controls: list = _each("random_rate", "format_only")
 
 
 @dataclass
@@ -155,6 +161,12 @@ class LogConfig:
     keep_checkpoints: int = 2
     eval_every: int = 0      # greedy accuracy on validation problems every N steps (0 = never)
     eval_problems: int = 60  # how many validation problems (spread over the bands)
+    # C of mismatch/outside_frac: the share of trained tokens whose ratio pi_train / pi_sampler lies outside
+    # [1/C, C] (rlvr.algorithms.mismatch; 2 = the cap verl's corrections use by default)
+    mismatch_cap: float = 2.0
+    # a quiet machine's RL steps per minute for this preset (0 = unknown): the main job's report warns when a run
+    # trains at less than half of it (rlvr.training.contention)
+    quiet_steps_per_min: float = 0.0
     # Experiment trackers that also get every step's metrics line, the config, the samples and, in `rlvr run`, the
     # held-out tables and plots (rank 0 only; metrics.jsonl stays the source of truth). rlvr.rundir.trackers
     report_to: list = _each("tensorboard", "mlflow", "trackio", "wandb", plugin=True)  # rlvr.rundir.trackers.TRACKERS

@@ -26,7 +26,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--task", help="task name (default: the run directory's task)")
     p.add_argument("--split", default="heldout", help="split to evaluate (default heldout)")
     p.add_argument("--n", type=int, default=8, help="samples per problem (default 8; 0: the greedy decode only)")
-    p.add_argument("--k", default="1,4,8", help="comma-separated k for pass@k (default 1,4,8; k > n is dropped)")
+    p.add_argument("--k", default="", help="comma-separated k for pass@k (default: 1, 2, 4, ..., n and n itself, the "
+                                           "coverage curve; k > n is dropped)")
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--no-greedy", action="store_true", help="skip the greedy decode")
@@ -110,10 +111,11 @@ def run(args) -> int:
     from rlvr.tasks.hygiene import ContaminationError
     from rlvr.evaluation.records import write_records
     from rlvr.evaluation.run_eval import evaluate_model
+    from rlvr.evaluation.stats import coverage_ks
     from rlvr.evaluation.summary import summary_markdown, write_summary
 
     try:
-        ks = [int(k) for k in args.k.split(",") if k.strip()]
+        ks = [int(k) for k in args.k.split(",") if k.strip()] or coverage_ks(max(args.n, 0))
         settings, reward_over, rollout_over = parse_overrides(args.sets)
         records, summary = evaluate_model(
             args.model, args.task, split=args.split, n=args.n, ks=ks, temperature=args.temperature,

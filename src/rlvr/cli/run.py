@@ -1,6 +1,9 @@
-"""`rlvr run [--preset NAME] [--budget MINUTES]`: the main job on the embedded default, end to end."""
+"""`rlvr run [--preset NAME] [--budget MINUTES | --steps N] [--controls]`: the main job on the embedded default, end to
+end."""
 
 from __future__ import annotations
+
+import sys
 
 from rlvr.cli.config_args import add_config_args, config_sets
 
@@ -9,7 +12,14 @@ def add_parser(subparsers):
     p = subparsers.add_parser("run", help="the main job on the embedded default, end to end")
     add_config_args(p)
     p.add_argument("--preset", default="default", help="named preset (see rlvr/presets)")
-    p.add_argument("--budget", type=float, help="minutes of RLVR training (trades time for quality)")
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument("--budget", type=float, help="minutes of RLVR training (trades time for quality)")
+    budget.add_argument("--steps", type=int, help="exactly N RL steps, no time budget: a result that does not depend "
+                                                  "on how busy the machine is (train.steps=N, train.time_budget_min=0)")
+    p.add_argument("--controls", action="store_true",
+                   help="also train RL runs with the same budget, seed and settings under a random reward at the policy's "
+                        "own success rate and under the format reward alone, and report RLVR minus each "
+                        "(eval.controls=[random_rate, format_only])")
     return p
 
 
@@ -18,7 +28,12 @@ def run(args) -> int:
     from rlvr.config import resolve
     from rlvr.training.main_job import run_main
 
+    if args.steps is not None and args.steps < 1:
+        print(f"rlvr run: --steps must be at least 1, got {args.steps}", file=sys.stderr)
+        return 2
     sets = config_sets(args) + ([f"train.time_budget_min={args.budget}"] if args.budget else [])
+    sets += [f"train.steps={args.steps}", "train.time_budget_min=0"] if args.steps else []
+    sets += ["eval.controls=[random_rate, format_only]"] if args.controls else []
     cfg = resolve(args.config or args.preset, sets)
     out = run_main(cfg, overwrite=args.overwrite)
     print("\n" + out["compare_md"])

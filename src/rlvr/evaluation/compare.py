@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Sequence
 
+from rlvr.evaluation.lenient import gain_split, split_markdown
 from rlvr.evaluation.records import EvalRecord, atomic_write_text, by_problem
 from rlvr.evaluation.stats import paired_bootstrap, paired_verdict
 from rlvr.evaluation.summary import OVERALL, fmt_interval, interval, parse_metric, per_problem_values
@@ -45,7 +46,9 @@ def compare(evals: dict[str, Sequence[EvalRecord]], baseline: str, metric: str =
             n_boot: int = 2000, alpha: float = 0.05, seed: int = 0) -> dict:
     """{"metric", "alpha", "baseline", "models", "bands",
         "accuracy": {model: {band: {value, lo, hi}}},
-        "diffs": {model: {band: {diff, lo, hi, verdict}}}}  (diffs: model minus baseline, others only).
+        "diffs": {model: {band: {diff, lo, hi, verdict}}},  (diffs: model minus baseline, others only)
+        "split": {model: {band: {"format": {...}, "answers": {...}}}} or None}  (pass@1 with lenient statuses:
+        the strict gain as format learned + answers learned, rlvr.evaluation.lenient)
 
     bands lists the baseline's bands in first-seen order, then "all". The same seed resamples the
     same problem indices for every model, so their intervals are comparable too.
@@ -68,6 +71,7 @@ def compare(evals: dict[str, Sequence[EvalRecord]], baseline: str, metric: str =
                                             n_boot=n_boot, alpha=alpha, seed=seed)
             result["diffs"][name][b] = {"diff": diff, "lo": lo, "hi": hi, "verdict": paired_verdict(lo, hi),
                                         "n_problems": len(members[b])}
+    result["split"] = gain_split(evals, baseline, n_boot, alpha, seed) if metric == "pass@1" else None
     return result
 
 
@@ -84,6 +88,8 @@ def compare_markdown(result: dict) -> str:
         for m, per_band in result["diffs"].items():
             d = per_band[b]
             lines.append(f"| {b} | {m} | {d['diff']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}] | {d['verdict']} |")
+    if result.get("split"):
+        lines += ["", split_markdown(result["split"], base, pct).rstrip("\n")]
     return "\n".join(lines) + "\n"
 
 

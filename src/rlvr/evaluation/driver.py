@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+from rlvr.evaluation.lenient import lenient_statuses
 from rlvr.evaluation.records import EvalRecord
 from rlvr.tasks.base import Problem
 
@@ -32,20 +33,24 @@ def _generate_checked(policy_generate: PolicyGenerate, chats: list[list[dict]], 
     return out
 
 
-def _score(reward, problems: Sequence[Problem], texts: list[list[str]], mode: str) -> list[EvalRecord]:
-    """Flatten (P, n) completions into P*n rows, score them in one reward call, one record per row."""
+def _score(reward, problems: Sequence[Problem], texts: list[list[str]], mode: str,
+           lenient_format: str | None = None, lenient_reward=None) -> list[EvalRecord]:
+    """Flatten (P, n) completions into P*n rows, score them in one reward call, one record per row; with
+    lenient_format (the task's answer format) each is also scored leniently (rlvr.evaluation.lenient)."""
     flat = [t for row in texts for t in row]
     owners = [p for p, row in zip(problems, texts) for _ in row]
     result = reward(flat, owners)
     if len(result.verdicts) != len(flat) or len(result.total) != len(flat):
         raise ValueError(f"reward returned {len(result.verdicts)} verdicts for {len(flat)} completions")
+    lenient = (lenient_statuses(lenient_reward or reward, flat, owners, [v.status for v in result.verdicts], lenient_format)
+               if lenient_format else [None] * len(flat))
     records, i = [], 0
     for p, row in zip(problems, texts):
         for j, text in enumerate(row):
             v = result.verdicts[i]
             records.append(EvalRecord(problem_id=p.id, band=p.band, sample_idx=j, status=v.status,
                                       reward=float(result.total[i]), extracted=v.extracted,
-                                      completion=text, mode=mode))
+                                      completion=text, mode=mode, lenient=lenient[i]))
             i += 1
     return records
 
@@ -53,12 +58,14 @@ def _score(reward, problems: Sequence[Problem], texts: list[list[str]], mode: st
 def evaluate(policy_generate: PolicyGenerate, reward, problems: Sequence[Problem], n: int = 8,
              ks: Sequence[int] = (1,), temperature: float = 1.0, greedy: bool = True,
              to_messages: Callable[[Problem], list[dict]] = user_messages,
-             batch_size: int = 32) -> list[EvalRecord]:
+             batch_size: int = 32, lenient_format: str | None = "boxed", lenient_reward=None) -> list[EvalRecord]:
     """n sampled completions per problem (mode "sampled") plus, when greedy, one at temperature 0
     (mode "greedy"); every completion scored by `reward`, the one training used. n = 0 with greedy: greedy only.
 
     ks is checked against n before any sampling, so a pass@8 asked of 4 samples fails in a second
     and not after an hour. Problems go to policy_generate batch_size at a time.
+    lenient_format: the task's answer format ("boxed" | "tags"), in which each completion's last answer is also
+    graded (the record's `lenient` status) by lenient_reward (default: `reward`); None: strict only.
     Returns P*n (+ P greedy) records, problems in the order given.
     """
     if n < 0 or (n == 0 and not greedy):
@@ -73,5 +80,5 @@ def evaluate(policy_generate: PolicyGenerate, reward, problems: Sequence[Problem
         for start in range(0, len(problems), batch_size):
             batch = list(problems[start:start + batch_size])
             texts = _generate_checked(policy_generate, [to_messages(p) for p in batch], count, temp)
-            records += _score(reward, batch, texts, mode)
+            records += _score(reward, batch, texts, mode, lenient_format, lenient_reward)
     return records

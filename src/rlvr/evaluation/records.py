@@ -29,10 +29,15 @@ class EvalRecord:
     extracted: str | None
     completion: str
     mode: str = "sampled"
+    # the lenient verdict (rlvr.evaluation.lenient): the final number or expression whatever the format, graded by
+    # the same verifier; None where not scored (a code task, or an evaluation from before lenient scoring)
+    lenient: str | None = None
 
     def __post_init__(self):
         if self.status not in STATUSES:
             raise ValueError(f"unknown verdict status {self.status!r}; choose from {', '.join(STATUSES)}")
+        if self.lenient is not None and self.lenient not in STATUSES:
+            raise ValueError(f"unknown lenient status {self.lenient!r}; choose from {', '.join(STATUSES)}")
         if self.mode not in MODES:
             raise ValueError(f"unknown record mode {self.mode!r}; choose from {', '.join(MODES)}")
 

@@ -93,6 +93,70 @@ def training_plot(rows: list[dict], path: Path, title: str = "RLVR training") ->
     return _save(fig, Path(path))
 
 
+MISMATCH_KEYS = (("mismatch/k3_kl", "k3 KL(sampler || trainer)"), ("mismatch/abs_log_ratio", "mean |log ratio|"),
+                 ("mismatch/max_ratio", "max ratio pi_train / pi_sampler"),
+                 ("mismatch/outside_frac", "tokens with ratio outside [1/C, C]"))
+
+
+def mismatch_plot(rows: list[dict], path: Path, title: str = "sampler vs trainer, per step") -> Path | None:
+    """One panel per mismatch figure (rlvr.algorithms.mismatch) over the steps; None when no step has them."""
+    if not any("mismatch/k3_kl" in r for r in rows):
+        return None
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(MISMATCH_KEYS), figsize=(14, 3.2))
+    for ax, (key, label) in zip(axes, MISMATCH_KEYS):
+        x, y = _series(rows, key)
+        ax.plot(x, y, color="#bbbbbb", lw=1)
+        ax.plot(x, _smooth(y), color="#9d0208", lw=2)
+        ax.set_title(label, fontsize="small")
+        ax.set_xlabel("step")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return _save(fig, Path(path))
+
+
+def pass_at_k_plot(summaries: dict[str, dict], path: Path, title: str = "coverage: held-out pass@k against k"
+                   ) -> Path | None:
+    """pass@k (overall, with its interval over problems) against k on a log2 axis, one line per model: does
+    training raise what k samples can reach, or only pass@1? None when no summary has more than one k."""
+    curves = {m: sorted((int(k), c) for k, c in s["overall"]["pass@k"].items()) for m, s in summaries.items()}
+    if not any(len(c) > 1 for c in curves.values()):
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for model, points in curves.items():
+        ks = [k for k, _ in points]
+        ax.plot(ks, [c["value"] for _, c in points], "o-", lw=2, label=model)
+        ax.fill_between(ks, [c["lo"] for _, c in points], [c["hi"] for _, c in points], alpha=0.15)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("k (samples per problem)")
+    ax.set_ylabel("pass@k (95% CI over problems)")
+    ax.set_ylim(0, 1.02)
+    ax.set_title(title)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    return _save(fig, Path(path))
+
+
+def curves_plot(runs: dict[str, list[dict]], path: Path, title: str = "RLVR and its controls, per step") -> Path:
+    """Two panels, one line per run: the true accuracy of its sampled completions (verdict/correct_frac, the real
+    verifier's whatever the run was paid) and the reward it was paid (reward/mean), each a 5-step mean."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    for ax, key, label in ((axes[0], "verdict/correct_frac", "correct fraction of sampled completions (real verifier)"),
+                           (axes[1], "reward/mean", "reward paid (5-step mean)")):
+        for name, rows in runs.items():
+            x, y = _series(rows, key)
+            ax.plot(x, _smooth(y), lw=2, label=name)
+        ax.set_title(label, fontsize="small")
+        ax.set_xlabel("step")
+        ax.set_ylim(-0.02, 1.02)
+        ax.legend(fontsize="small")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return _save(fig, Path(path))
+
+
 def example_pairs(before: list, after: list, k: int = 10) -> list[tuple]:
     """k held-out problems with the first sampled completion of each model; problems whose verdict changed
     come first (they show what training did), then the rest, in a fixed order."""
@@ -132,14 +196,20 @@ def versions() -> dict[str, str]:
 
 
 def write_report(root: Path, *, meta: dict, compare_md: str, summaries_md: dict[str, str], plots: dict[str, Path],
-                 examples_md: str, reading: str = "", out_of_domain_md: str = "") -> Path:
-    """root/report.md; plots are linked by path relative to root."""
+                 examples_md: str, reading: str = "", out_of_domain_md: str = "", warnings: tuple = (),
+                 sections: dict[str, str] | None = None) -> Path:
+    """root/report.md; plots are linked by path relative to root. `warnings` come first, right under the title
+    (a contended run, say); `sections` ({heading: markdown}) follow the held-out comparison."""
     root = Path(root)
-    lines = ["# rlvr run report", "", "## What was run", ""]
+    lines = ["# rlvr run report", ""]
+    lines += [f"> **Warning.** {w}\n" for w in warnings if w]
+    lines += ["## What was run", ""]
     lines += [f"- **{k}**: {v}" for k, v in meta.items()]
     lines += ["", "## Held-out comparison", "", compare_md, ""]
     if reading:
         lines += ["**Reading.** " + reading, ""]
+    for heading, md in (sections or {}).items():
+        lines += [f"## {heading}", "", md.strip(), ""]
     if out_of_domain_md:
         lines += ["## Out of domain", "", out_of_domain_md, ""]
     lines += ["## Plots", ""]
@@ -168,6 +238,7 @@ def heldout_tables(summaries: dict[str, dict], result: dict) -> dict[str, list[d
             row = {"model": model, "band": band, "problems": b["n_problems"], "n": b["samples_per_problem"]}
             cells = {f"pass@{k}": cell for k, cell in b["pass@k"].items()}
             cells.update({"greedy": b["greedy"]} if b["greedy"] else {})
+            cells.update({"lenient pass@1": b["lenient"]} if b.get("lenient") else {})
             for name, cell in cells.items():
                 row.update({name: cell["value"], f"{name} lo": cell["lo"], f"{name} hi": cell["hi"]})
             row.update({f"{status} frac": v for status, v in (b["status"] or {}).items()})

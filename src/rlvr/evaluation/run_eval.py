@@ -28,6 +28,7 @@ from rlvr.prompts.chat import encode_prompt
 from rlvr.config import DEFAULTS
 from rlvr.evaluation.driver import evaluate
 from rlvr.tasks.hygiene import check_contamination, find_leaks
+from rlvr.evaluation.stats import coverage_ks
 from rlvr.evaluation.summary import summarize
 from rlvr.tasks.base import Problem
 
@@ -131,10 +132,11 @@ def run_as_adapter(path, cfg: dict):
 
 def config_settings(cfg: dict, quiet: bool = False) -> dict:
     """evaluate_model's sampling settings from a resolved config, the same for every model and set it compares:
-    the eval section's samples per problem, k and greedy pass; the rollout's temperature, length, backend and its
+    the eval section's samples per problem, k (eval.ks and the coverage curve's 1, 2, 4, ..., n) and greedy pass; the rollout's temperature, length, backend and its
     settings; the seed."""
     e, r = cfg["eval"], cfg["rollout"]
-    return {"n": e["n"], "ks": e["ks"], "greedy": e["greedy"], "temperature": r["temperature"],
+    return {"n": e["n"], "ks": sorted(set(e["ks"]) | set(coverage_ks(e["n"]))), "greedy": e["greedy"],
+            "temperature": r["temperature"],
             "max_new_tokens": r["max_new_tokens"], "backend": r["backend"], "rollout": r, "seed": cfg["seed"],
             "progress": not quiet}
 
@@ -286,7 +288,8 @@ def evaluate_model(model_or_path, task=None, split: str = "heldout", n: int = 8,
     with tqdm(total=total, desc=f"rlvr eval {split}", unit="completion", disable=not progress) as bar:
         records = evaluate(_Generate(sampler, tokenizer, max_new_tokens, seed), _Tracked(reward, bar, len(problems) * n),
                            problems, n=n, ks=ks, temperature=temperature, greedy=greedy, to_messages=task_obj.messages,
-                           batch_size=max(1, rows_per_call // max(n, 1)))
+                           batch_size=max(1, rows_per_call // max(n, 1)),
+                           lenient_format=getattr(task_obj, "answer_format", None) or "boxed", lenient_reward=reward)
     wall = time.perf_counter() - t0
     summary = summarize(records, ks=ks, n_boot=n_boot, seed=seed, label=f"{label} on {split}")
     summary["setup"] = {"model": label, "task": getattr(task_obj, "name", str(task)),

@@ -31,6 +31,15 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
 
 
+def coverage_ks(n: int) -> list[int]:
+    """The k of a coverage curve over n samples per problem: 1, 2, 4, ... up to n, and n itself (pass@n, the
+    most the samples can show). n = 0 (greedy only): []."""
+    if n < 0:
+        raise ValueError(f"samples per problem must be >= 0, got {n}")
+    ks = [2 ** i for i in range(n.bit_length()) if 2 ** i <= n]
+    return ks + ([n] if n and ks[-1] != n else [])
+
+
 def mean_correct(successes: Sequence[bool]) -> float:
     """Per-problem pass@1: the fraction of its n samples that were correct (the unbiased pass@1)."""
     if len(successes) == 0:

@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
+from rlvr.evaluation.lenient import has_lenient, per_problem_rates
 from rlvr.evaluation.records import EvalRecord, atomic_write_text, by_problem
 from rlvr.evaluation.stats import bootstrap_ci, mean_correct, pass_at_k
 from rlvr.verifiers.base import STATUSES
@@ -68,13 +69,15 @@ def _block(records: Sequence[EvalRecord], ks: Sequence[int], n_boot: int, alpha:
     greedy = [r for r in records if r.mode == "greedy"]
     counts = [len(h) for _, h in by_problem(sampled).values()]
     block = {"n_problems": len({r.problem_id for r in records}),
-             "samples_per_problem": min(counts) if counts else 0, "pass@k": {}, "greedy": None,
+             "samples_per_problem": min(counts) if counts else 0, "pass@k": {}, "greedy": None, "lenient": None,
              "status": status_fractions(sampled) if sampled else None,
              "greedy_status": status_fractions(greedy) if greedy else None}
     if sampled:
         for k in ks:
             values = [v for _, v in per_problem_values(sampled, f"pass@{k}").values()]
             block["pass@k"][str(k)] = interval(values, n_boot, alpha, seed)
+    if has_lenient(sampled):  # lenient pass@1: the final answer whatever the format (rlvr.evaluation.lenient)
+        block["lenient"] = interval([le for _, _, le, _ in per_problem_rates(sampled).values()], n_boot, alpha, seed)
     if greedy:
         values = [v for _, v in per_problem_values(greedy, "greedy").values()]
         block["greedy"] = interval(values, n_boot, alpha, seed)
@@ -86,7 +89,7 @@ def summarize(records: Sequence[EvalRecord], ks: Sequence[int] = (1,), n_boot: i
     """Per band and overall: {"label", "alpha", "ks", "bands": {band: block}, "overall": block}.
 
     block: n_problems, samples_per_problem (the smallest n seen), "pass@k": {"1": {value, lo, hi}, ...},
-    "greedy": {value, lo, hi} or None, "status" / "greedy_status": {status: fraction}.
+    "lenient": lenient pass@1 {value, lo, hi} (None without lenient statuses), "greedy": {value, lo, hi} or None, "status" / "greedy_status": {status: fraction}.
     pass@1 is always reported; a k larger than some problem's n raises ValueError.
     """
     if not records:
@@ -110,12 +113,14 @@ def summary_markdown(summary: dict) -> str:
     """Two tables: accuracy per band (with CIs), then sampled verdict statuses per band."""
     ks, pct = summary["ks"], round(100 * (1 - summary["alpha"]))
     rows = [*summary["bands"].items(), (f"**{OVERALL}**", summary["overall"])]
-    head = ["band", "problems", "n"] + [f"pass@{k} [{pct}% CI]" for k in ks] + ["greedy"]
+    lenient = summary["overall"].get("lenient") is not None
+    head = ["band", "problems", "n"] + [f"pass@{k} [{pct}% CI]" for k in ks] + ["lenient pass@1"] * lenient + ["greedy"]
     lines = [f"### {summary['label']}" if summary["label"] else "", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for band, b in rows:
         cells = [band, str(b["n_problems"]), str(b["samples_per_problem"])]
-        cells += [fmt_interval(b["pass@k"].get(str(k))) for k in ks] + [fmt_interval(b["greedy"])]
+        cells += [fmt_interval(b["pass@k"].get(str(k))) for k in ks]
+        cells += [fmt_interval(b.get("lenient"))] * lenient + [fmt_interval(b["greedy"])]
         lines.append("| " + " | ".join(cells) + " |")
     which = "status" if summary["overall"]["status"] else "greedy_status"  # greedy only: the greedy ones
     lines += ["", f"Verdict statuses of the {'sampled' if which == 'status' else 'greedy'} completions (fractions):",
@@ -123,7 +128,9 @@ def summary_markdown(summary: dict) -> str:
     for band, b in rows:
         fr = b[which] or {}
         lines.append(f"| {band} | " + " | ".join(f"{fr.get(s, 0.0):.3f}" for s in STATUSES) + " |")
-    lines.append(f"\nIntervals: percentile bootstrap over problems ({pct}%).")
+    lines.append(f"\nIntervals: percentile bootstrap over problems ({pct}%)."
+                 + (" pass@k is strict (the task's answer format); lenient pass@1 takes the final number or expression "
+                    "whatever the format, graded by the same verifier." if lenient else ""))
     return "\n".join(lines).lstrip("\n") + "\n"
 
 

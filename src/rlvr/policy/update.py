@@ -20,6 +20,7 @@ import torch
 
 from rlvr.policy.logprobs import PromptPass
 from rlvr.algorithms.losses import batch_counts, policy_loss
+from rlvr.algorithms.mismatch import DEFAULT_CAP, empty_sums, merge_sums, mismatch_figures, mismatch_sums
 
 
 class MicroBatchOOM(RuntimeError):
@@ -174,7 +175,8 @@ class UpdateSettings:
     pad_id: the tokenizer's; temperature: the sampler's (log-probs are of the tempered distribution);
     micro_batch_size / micro_batch_tokens: a forward's rows and padded completion tokens (0 = no cap);
     max_grad_norm: clipping; autocast: "none" | "bfloat16"; norm_len: the generation budget (Dr. GRPO's
-    constant normaliser); mu: optimisation passes over the batch.
+    constant normaliser); mu: optimisation passes over the batch; mismatch_cap: C of the mismatch figures'
+    outside-[1/C, C] fraction (rlvr.algorithms.mismatch).
     """
     pad_id: int
     temperature: float = 1.0
@@ -184,13 +186,15 @@ class UpdateSettings:
     norm_len: int = 128
     mu: int = 1
     micro_batch_tokens: int = 0
+    mismatch_cap: float = DEFAULT_CAP
 
     @classmethod
     def from_config(cls, cfg, pad_id: int) -> "UpdateSettings":
         t = cfg.train
         return cls(pad_id=pad_id, temperature=cfg.rollout.temperature, micro_batch_size=t.micro_batch_size,
                    max_grad_norm=t.max_grad_norm, autocast=t.autocast, norm_len=cfg.rollout.max_new_tokens,
-                   mu=t.updates_per_batch, micro_batch_tokens=t.micro_batch_tokens)
+                   mu=t.updates_per_batch, micro_batch_tokens=t.micro_batch_tokens,
+                   mismatch_cap=cfg.log.mismatch_cap)
 
 
 @returns_freed_memory
@@ -211,11 +215,13 @@ def update_policy(model, optimizer, batch, algo, settings: UpdateSettings, *, re
     # several passes: the ratio is against the policy that sampled, fixed before the first pass
     old = fixed_logprobs(model, *fixed) if s.mu > 1 else None
     ref = reference_logprobs(model, ref_model, *fixed) if algo.beta > 0 else None
-    totals = {"loss": 0.0, "clip/low_frac": 0.0, "clip/high_frac": 0.0, "kl": 0.0, "train_tokens": 0}
+    totals = {"loss": 0.0, "clip/low_frac": 0.0, "clip/high_frac": 0.0, "kl": 0.0, "train_tokens": 0,
+              "mismatch": empty_sums()}
     grad_norm = 0.0
     for _pass in range(s.mu):
         optimizer.zero_grad(set_to_none=True)
-        pass_loss = _one_pass(model, batch, runs, algo, s, old, ref, (num_tokens, num_seqs), totals)
+        pass_loss = _one_pass(model, batch, runs, algo, s, old, ref, (num_tokens, num_seqs), totals,
+                              measure=_pass == 0)
         n_chunks = len(chunks)
         if comm is not None:  # data parallel: global loss; the sum of the ranks' gradients is the global one
             pass_loss, n_chunks = comm.all_sum(pass_loss, n_chunks)
@@ -224,14 +230,17 @@ def update_policy(model, optimizer, batch, algo, settings: UpdateSettings, *, re
         grad_norm = _as_float(torch.nn.utils.clip_grad_norm_(trainable, s.max_grad_norm)) if trainable else 0.0
         if not torch.isfinite(torch.tensor([totals["loss"], grad_norm])).all():
             optimizer.zero_grad(set_to_none=True)
-            return {**totals, "grad_norm": grad_norm, "skipped": 1}
+            return {**{k: v for k, v in totals.items() if k != "mismatch"}, "grad_norm": grad_norm, "skipped": 1,
+                    **_mismatch_stats(totals["mismatch"], comm)}
         if n_chunks:
             optimizer.step()
     return _update_stats(totals, grad_norm, len(active), algo, s.mu, comm)
 
 
-def _one_pass(model, batch, runs, algo, s: UpdateSettings, old, ref, counts, totals) -> float:
-    """Forward and backward over every micro-batch (gradients accumulate); adds to `totals`; returns the loss."""
+def _one_pass(model, batch, runs, algo, s: UpdateSettings, old, ref, counts, totals, measure: bool = False) -> float:
+    """Forward and backward over every micro-batch (gradients accumulate); adds to `totals`; returns the loss.
+    With `measure` (the first pass) the log-probs it computes anyway are held against the sampler's: the mismatch
+    sums of the tokens the update trains on (rows it skips, with advantage 0 and no KL term, are not measured)."""
     num_tokens, num_seqs = counts
     pass_loss = 0.0
     # each prompt once per pass; micro-batches backward into its keys and values, then it backward once
@@ -248,6 +257,9 @@ def _one_pass(model, batch, runs, algo, s: UpdateSettings, old, ref, counts, tot
                                       ref_logp=ref[tuple(rows)] if ref else None, norm_len=s.norm_len,
                                       num_tokens=num_tokens, num_seqs=num_seqs, **algo.loss_kwargs())
             loss.backward()
+        if measure:
+            sums = mismatch_sums(logp, batch.sampler_logp[rows, :t], mask, s.mismatch_cap)
+            totals["mismatch"] = merge_sums(totals["mismatch"], sums)
         tokens = float(mask.sum())
         pass_loss += float(loss.detach())
         totals["train_tokens"] += int(tokens)
@@ -270,4 +282,14 @@ def _update_stats(totals: dict, grad_norm: float, n_active: int, algo, mu: int, 
         out[k] = totals[k] / max(totals["train_tokens"], 1)
     if algo.beta == 0:
         out.pop("kl")
+    out.update(_mismatch_stats(totals["mismatch"], comm))
     return out
+
+
+def _mismatch_stats(sums: dict, comm) -> dict:
+    """The mismatch figures of the batch (the global batch under data parallel: sums added, the max the max)."""
+    if comm is not None:
+        added = comm.all_sum(*(sums[k] for k in ("tokens", "k3", "abs_log_ratio", "outside")))
+        top = max(comm.all_gather(sums["max_log_ratio"]))
+        sums = dict(zip(("tokens", "k3", "abs_log_ratio", "outside"), added), max_log_ratio=top)
+    return mismatch_figures(sums)

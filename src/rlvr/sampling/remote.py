@@ -13,8 +13,9 @@ path (weights sent over NCCL from the trainer), which this backend does not impl
 without a LoRA adapter. Launch recipe and caveats: docs/scaling.md.
 
 Contract gaps to know (docs/scaling.md): the servers' log-probs must be taken after temperature (vLLM
-`--logprobs-mode processed_logprobs`) to match `Rollouts.sampler_logp`; with one update per batch they only
-feed the entropy metric. Seeds are sent per request, but a server's samples are not bit-identical to ours.
+`--logprobs-mode processed_logprobs`) to match `Rollouts.sampler_logp`; with one update per batch they
+feed the entropy metric and the sampler-vs-trainer figures (`mismatch/*`), which show a server that sends raw
+log-probs as a large k3 KL. Seeds are sent per request, but a server's samples are not bit-identical to ours.
 """
 from __future__ import annotations
 

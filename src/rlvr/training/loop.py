@@ -18,6 +18,7 @@ Read it top to bottom. Simplifications, and why:
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from pathlib import Path
@@ -26,9 +27,9 @@ from tqdm.auto import tqdm
 
 from rlvr.rundir import checkpoint as ckpt
 from rlvr.rundir import fsdp
-from rlvr.rundir.files import RunDir
+from rlvr.rundir.files import RunDir, atomic_write_text
 from rlvr.rundir.trackers import Trackers
-from rlvr.training import distributed
+from rlvr.training import contention, distributed
 from rlvr.training.lifecycle import StopFlag, exit_on_signal, open_run, resume_step, save_final
 from rlvr.training.metrics import sample_rows
 from rlvr.training.step import TrainState, check_components, run_step, setup
@@ -68,6 +69,7 @@ def _loop(state: TrainState, run: RunDir | None, trackers: Trackers, start: int,
     """Steps from `start` until train.steps, the time budget, a signal or a diverged run; returns the steps done."""
     c, comm, run_path = state.cfg, state.comm, Path(state.cfg.output_dir)
     bad_steps, started, done = 0, time.perf_counter(), start
+    first = prev = contention.snapshot() if comm.is_main else None  # what other processes take (rank 0 reports)
     bar = tqdm(range(start, c.train.steps), initial=start, total=c.train.steps, desc="rlvr train",
                disable=quiet or not comm.is_main)
     with StopFlag() as stop:
@@ -79,7 +81,10 @@ def _loop(state: TrainState, run: RunDir | None, trackers: Trackers, start: int,
             done = step + 1
             stopping = comm.any(stop.signum is not None)
             if comm.is_main:
+                prev = _note_contention(result.row, prev)
                 _log_step(run, trackers, c, step, result)
+                if last or stopping:  # the training phase's figures, before a signal's exit
+                    _write_contention(run, first, prev, done - start, time.perf_counter() - started)
             bar.set_postfix(_progress(result.row))
             _budget_eta(bar, c.train, step + 1 - start, time.perf_counter() - started)
             bad_steps = bad_steps + 1 if result.update.get("skipped") and len(result.seen) else 0
@@ -98,6 +103,21 @@ def _loop(state: TrainState, run: RunDir | None, trackers: Trackers, start: int,
             if last:
                 break
     return done
+
+
+def _note_contention(row: dict, before):
+    """The step's time/other_cpu_share (rlvr.training.contention) into its metrics line; returns the new snapshot."""
+    now = contention.snapshot()
+    figures = contention.other_cpu(before, now)
+    if figures is not None:
+        row["time/other_cpu_share"] = figures["other_share"]
+    return now
+
+
+def _write_contention(run: RunDir, first, last, steps: int, train_s: float) -> None:
+    """RUN/contention.json: this session's steps, steps per minute and the CPU others took while it trained."""
+    atomic_write_text(run.path / "contention.json",
+                      json.dumps(contention.run_figures(first, last, steps, train_s), indent=2) + "\n")
 
 
 def _log_step(run: RunDir, trackers: Trackers, c, step: int, result) -> None:

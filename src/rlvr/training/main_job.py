@@ -5,7 +5,10 @@
 3. Train the supervised baseline (rejection-sampling fine-tuning) on as many sampled completions as RLVR
    generated, so the two spend the same sampling compute.
 4. Evaluate both on the same held-out problems, with the same samples per problem and the same verifier.
-5. Compare them against the start per band (paired bootstrap), and write report.md with plots.
+5. Compare them against the start per band (paired bootstrap; strict and lenient, the gain split into format and
+   answers learned), and write report.md with plots (pass@k against k, the sampler-vs-trainer mismatch), warning in
+   its first lines when other processes took much of the CPU while RL trained (rlvr.training.contention).
+   With eval.controls (`rlvr run --controls`), RL runs under control rewards first, and RLVR minus each per band.
 6. With log.report_to, add the held-out tables, the headline numbers and the plots to the RLVR run in each tracker
    (named after the root folder unless log.run_name says otherwise).
 
@@ -85,6 +88,7 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
     from rlvr.evaluation.summary import summary_markdown
     from rlvr.policy.load import resolve_model_path
     from rlvr.rundir.trackers import check_trackers
+    from rlvr.training.controls import check_controls, run_controls
     from rlvr.training.loop import train
     from rlvr.training.sft import sft
 
@@ -93,6 +97,7 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
     root = Path(cfg["output_dir"])
     rl_cfg = _rl_cfg(cfg, root)
     check_trackers(rl_cfg["log"]["report_to"], root / "rlvr", rl_cfg["log"]["project"])  # before any phase
+    check_controls(cfg, root, rl_cfg)  # a control that cannot apply stops here, not after the RLVR phase
     resume = (root / "config.yaml").exists() and not overwrite
     check_output_dir(root, resume=resume, overwrite=overwrite)  # an unusable folder first, then the model:
     resolve_model_path(cfg["model"]["name"])  # a hub id the hub cannot give stops here, before any folder exists
@@ -124,24 +129,35 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
         add_heldout(run / "final", summary_markdown(summary))  # the model card gets its held-out table
     result = compare(evals, baseline="start", metric="pass@1", seed=cfg["seed"])
     paths = write_comparison(result, root, "compare")
+    controls = run_controls(cfg, root, rl_cfg, evals["rlvr"], train=train, evaluate=_evaluate, timed=timed,
+                            quiet=quiet)  # eval.controls: the same RL under rewards without the answer
     ood = timed("eval out of domain", _out_of_domain, cfg, root,
                 {"start": cfg["model"]["name"], "sft": str(sft_dir), "rlvr": str(rl_dir)}, quiet)
     wall = time.perf_counter() - t0
-    report = _write_report(root, cfg, result, summaries, evals, timings, wall, ood)
+    report = _write_report(root, cfg, result, summaries, evals, timings, wall, ood, controls)
     report_to_trackers(rl_cfg, root)
     return {"root": root, "report": report, "compare_md": compare_markdown(result), "compare": result,
             "plots": sorted((root / "plots").glob("*.png")) + [paths["png"]], "wall_s": wall, "timings": timings}
 
 
-def _write_report(root, cfg, result, summaries, evals, timings, wall, ood=()) -> Path:
+def _write_report(root, cfg, result, summaries, evals, timings, wall, ood=(), controls=None) -> Path:
     from rlvr.evaluation import report
     from rlvr.evaluation.compare import compare_markdown
     from rlvr.evaluation.summary import summary_markdown
     from rlvr.tasks import load_task
+    from rlvr.training.contention import contention_warning
 
     rows = report.read_metrics(root / "rlvr")
+    load = json.loads((root / "rlvr" / "contention.json").read_text()) if (root / "rlvr" / "contention.json").exists() \
+        else None
     plots = {"RLVR training": report.training_plot(rows, root / "plots" / "training.png"),
              "Held-out pass@1 per band (95% CI)": root / "compare.png"}
+    coverage = report.pass_at_k_plot(summaries, root / "plots" / "pass_at_k.png")
+    if coverage is not None:
+        plots["Held-out pass@k against k (coverage)"] = coverage
+    mismatch = report.mismatch_plot(rows, root / "plots" / "mismatch.png")
+    if mismatch is not None:
+        plots["Sampler vs trainer on the trained tokens (mismatch/*)"] = mismatch
     if any(k.startswith("band/") for k in (rows[0] if rows else {})):
         from rlvr.prompts.curriculum import plot_curriculum
 
@@ -161,14 +177,38 @@ def _write_report(root, cfg, result, summaries, evals, timings, wall, ood=()) ->
         "steps trained": len(rows),
         "evaluation": f"{c.eval.split} split, {c.eval.n} samples per problem at temperature {c.rollout.temperature}"
                       f" + greedy, {c.eval.limit or 'all'} problems",
+        "RL training load": _load_line(load),
         "wall time": f"{wall / 60:.1f} min (" + ", ".join(f"{k} {v / 60:.1f}" for k, v in timings.items()) + ")",
         "versions": ", ".join(f"{k} {v}" for k, v in report.versions().items()),
     }
     return report.write_report(
         root, meta=meta, compare_md=compare_markdown(result),
+        warnings=[contention_warning(load, c.log.quiet_steps_per_min)],
         summaries_md={name: summary_markdown(s) for name, s in summaries.items()}, plots=plots,
         examples_md=report.examples_markdown(pairs, prompts), reading=reading(result),
-        out_of_domain_md=_ood_markdown(ood))
+        out_of_domain_md=_ood_markdown(ood), sections=_controls_section(root, rows, controls))
+
+
+def _controls_section(root: Path, rows: list[dict], controls: dict | None) -> dict[str, str]:
+    """The report's "Controls" section: RLVR minus each control per band, and the training curves side by side."""
+    from rlvr.evaluation.report import curves_plot, read_metrics
+    from rlvr.training.controls import control_name, controls_markdown
+
+    if not controls:
+        return {}
+    runs = {"rlvr": rows, **{control_name(k): read_metrics(root / control_name(k)) for k in controls}}
+    plot = curves_plot(runs, root / "plots" / "controls.png")
+    return {"Controls": controls_markdown(controls, str(plot.relative_to(root)))}
+
+
+def _load_line(load: dict | None) -> str:
+    """The RL phase's pace and the CPU other processes took meanwhile (RUN/contention.json), in one line."""
+    if not load:
+        return "not recorded"
+    line = f"{load['steps']} steps in {load['train_s'] / 60:.1f} min ({load['steps_per_min']:.1f} steps/min)"
+    if "other_share" in load:
+        line += f"; other processes took {load['other_share']:.0%} of the {load['cores']} cores' CPU time meanwhile"
+    return line
 
 
 def _ood_markdown(ood) -> str:

@@ -28,6 +28,7 @@ from rlvr.training import distributed
 from rlvr.training.batch import StepBatch, collect
 from rlvr.training.metrics import step_metrics_row
 from rlvr.verifiers.compose import build_reward, task_reward
+from rlvr.verifiers.controls import control_reward
 
 
 @dataclass
@@ -77,12 +78,15 @@ class StepResult:
 def check_components(cfg: dict) -> Components:
     """Build every component that validates settings, before any file is written."""
     algo = algorithm_from_config(cfg["algorithm"])
+    if cfg["log"]["mismatch_cap"] <= 1:
+        raise ConfigError(f"log.mismatch_cap must be > 1 (a ratio's cap C), got {cfg['log']['mismatch_cap']}")
     if cfg["reward"].get("terms"):
         build_reward(cfg["reward"])  # the reward's own mistakes first, named as before
     task = load_configured_task(cfg)
     resolved, reward = task_reward(cfg["reward"], task)
     make_stream(cfg["curriculum"], task.problems("train"), cfg["seed"])  # the curriculum's kind, keys and bands
     check_sets(cfg)  # eval.out_of_domain: the sets the main job and `rlvr eval` will load
+    reward = control_reward(reward, cfg["reward"].get("control", "none"), cfg["seed"])  # a control run's reward
     cfg = {**cfg, "reward": resolved}
     return Components(Config.from_dict(cfg), algo, reward, task, cfg)
 

@@ -29,7 +29,7 @@ from rlvr.verifiers.pool import ENGINES, score_batch
 from rlvr.verifiers.registry import KINDS, build_verifier
 
 DOMINANCE_RATIO = 0.10
-TOP_KEYS = ("terms", "allow_dominant_shaping", "workers", "timeout_s", "engine")
+TOP_KEYS = ("terms", "allow_dominant_shaping", "workers", "timeout_s", "engine", "control")  # control: training's
 TERM_KEYS = ("name", "kind", "weight")
 
 

@@ -146,3 +146,24 @@ def prose_hedge_final(text: str) -> bool:
     """True when the last non-empty line offers alternatives ("it is 3 or 5"): unboxed mode only."""
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
     return bool(lines) and bool(_PROSE_OR.search(lines[-1]))
+
+
+# A plain number as a final answer: an optional sign (not a minus between two operands, "10-3"), digits with
+# thousands commas, a decimal part or a fraction bar.
+_LAST_NUMBER = re.compile(r"(?<![\w)\]}.])-?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?")
+_DOLLAR_MATH = re.compile(r"\$([^$]{1,200})\$")
+
+
+def last_answer(text: str) -> str | None:
+    """The completion's final number or expression whatever its format: whichever ends last of a boxed answer, an
+    answer tag, a `$...$` span and a plain number. One candidate only (the last), so a hedge ("3 or 5") offers
+    one answer, not two. Thousands commas are dropped ("1,234" -> "1234"). None when the text has none.
+
+    What lenient scoring grades (rlvr.evaluation.lenient): the answer the model gave, whether or not it wrote it
+    the way the task asks."""
+    found: list[tuple[int, str]] = [(b.end, b.content) for b in find_boxes(text)]
+    found += [(b.end, b.content) for b in find_answer_tags(text)]
+    found += [(m.end(), m.group(1).strip()) for m in _DOLLAR_MATH.finditer(text)]
+    found += [(m.end(), m.group(0).replace(",", "")) for m in _LAST_NUMBER.finditer(text)]
+    found = [(end, content) for end, content in found if content]
+    return max(found, key=lambda f: f[0])[1] if found else None

@@ -1,0 +1,165 @@
+"""Contention said out loud: how much of the machine other processes took while this run trained.
+
+A time-budgeted run on a busy machine trains fewer steps and reports a weaker result without any error. So the
+loop reads two counters at the start and end of every step and of the whole training phase (Linux /proc; elsewhere
+nothing is recorded):
+
+    busy      CPU-seconds every process on the machine spent (/proc/stat: user + nice + system + irq + softirq +
+              steal; idle and iowait are not busy)
+    own       CPU-seconds this process and its descendants spent (utime + stime + cutime + cstime of each, from
+              /proc/PID/stat): the reward workers and the compiler included
+
+    other_cpu_s   = (busy_after - busy_before) - (own_after - own_before)
+    other_share   = other_cpu_s / (cores * wall seconds)     the share of the machine's CPU capacity others took
+
+A run writes its figures into RUN/contention.json (with the steps and steps per minute) and each step's
+`time/other_cpu_share` into its metrics line; the main job's report warns from them (`contention_warning`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+# Other processes taking more than this share of the machine's CPU capacity during training are worth a warning:
+# on the 2-core machine it is half a core all the time. The update runs its matmuls on every core, so a step
+# waits for the slowest core: measured on the reasoning-gym preset, others' load cut the update from about 400 to
+# 26-85 train tok/s and the steps from about 60 to 9 (issue 33).
+OTHER_SHARE_WARN = 0.25
+# A run below this fraction of a quiet run's steps per minute (log.quiet_steps_per_min) is warned about too.
+SLOW_FRACTION = 0.5
+
+_PROC = Path("/proc")
+
+
+@dataclass(frozen=True)
+class CpuSnapshot:
+    """Counters at one moment: wall clock (s), the whole machine's busy CPU-seconds, this process tree's."""
+    wall: float
+    busy_s: float
+    own_s: float
+    cores: int
+
+
+def _ticks() -> float:
+    return float(os.sysconf("SC_CLK_TCK"))
+
+
+def _machine_busy_s() -> float:
+    fields = (_PROC / "stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / _ticks()
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        text = (_PROC / str(pid) / "stat").read_text()
+    except OSError:  # the process ended between the listing and the read
+        return None
+    return text[text.rindex(")") + 2:].split()  # fields from the state on; the name may hold spaces
+
+
+def _children(pid: int) -> list[int] | None:
+    """pid's children from /proc/PID/task/*/children (Linux 3.5+, CONFIG_PROC_CHILDREN); None where the kernel
+    does not list them (some sandboxes), [] for a process that has ended."""
+    task_dir = _PROC / str(pid) / "task"
+    try:
+        tasks = os.listdir(task_dir)
+    except OSError:
+        return []
+    out = []
+    for t in tasks:
+        try:
+            out += [int(c) for c in (task_dir / t / "children").read_text().split()]
+        except FileNotFoundError:
+            if (task_dir / t).exists():
+                return None  # the thread is there, its children list is not: not listed by this kernel
+        except OSError:
+            continue
+    return out
+
+
+def _tree(root: int) -> set[int]:
+    """root and its live descendants: through the kernel's children lists, else one scan of every process."""
+    tree, frontier = {root}, [root]
+    while frontier:
+        kids = [_children(pid) for pid in frontier]
+        if any(k is None for k in kids):
+            return _tree_by_scan(root)
+        frontier = [c for k in kids for c in k if c not in tree]
+        tree.update(frontier)
+    return tree
+
+
+def _tree_by_scan(root: int) -> set[int]:
+    parents = {int(e.name): int(f[1]) for e in _PROC.iterdir()
+               if e.name.isdigit() and (f := _stat_fields(int(e.name))) is not None}
+    tree, frontier = {root}, {root}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier and pid not in tree}
+        tree |= frontier
+    return tree
+
+
+def _tree_cpu_s(root: int) -> float:
+    """CPU-seconds of `root` and every live descendant (each with its reaped children's)."""
+    total = 0
+    for pid in _tree(root):
+        f = _stat_fields(pid)
+        total += sum(int(x) for x in f[11:15]) if f is not None else 0  # utime stime cutime cstime
+    return total / _ticks()
+
+
+def snapshot() -> CpuSnapshot | None:
+    """The counters now; None where /proc is not there to read (not Linux)."""
+    try:
+        return CpuSnapshot(time.time(), _machine_busy_s(), _tree_cpu_s(os.getpid()), os.cpu_count() or 1)
+    except (OSError, ValueError):
+        return None
+
+
+def other_cpu(before: CpuSnapshot | None, after: CpuSnapshot | None) -> dict | None:
+    """What other processes took between two snapshots: {"wall_s", "cores", "busy_cpu_s", "own_cpu_s",
+    "other_cpu_s", "other_share"}; None without both snapshots. Clamped at 0: the counters tick at 1/CLK_TCK s
+    and a descendant that ended unreaped between the two readings can make the difference slightly negative."""
+    if before is None or after is None:
+        return None
+    wall = max(after.wall - before.wall, 1e-9)
+    busy, own = after.busy_s - before.busy_s, after.own_s - before.own_s
+    other = max(busy - own, 0.0)
+    return {"wall_s": wall, "cores": after.cores, "busy_cpu_s": busy, "own_cpu_s": own, "other_cpu_s": other,
+            "other_share": min(other / (after.cores * wall), 1.0)}
+
+
+def run_figures(before: CpuSnapshot | None, after: CpuSnapshot | None, steps: int, train_s: float) -> dict:
+    """RUN/contention.json: the training phase's steps, seconds and steps per minute, and other_cpu's figures
+    (absent where /proc is not readable)."""
+    out = {"steps": steps, "train_s": train_s, "steps_per_min": 60 * steps / train_s if train_s > 0 else 0.0}
+    return {**out, **(other_cpu(before, after) or {})}
+
+
+def contention_warning(figures: dict | None, quiet_steps_per_min: float = 0.0) -> str | None:
+    """One plain sentence when the run was contended: other processes took more than OTHER_SHARE_WARN of the CPU
+    capacity, or it ran below SLOW_FRACTION of a quiet run's steps per minute (when known: > 0). None otherwise."""
+    if not figures:
+        return None
+    reasons = []
+    share = figures.get("other_share")
+    if share is not None and share > OTHER_SHARE_WARN:
+        reasons.append(f"other processes took {share:.0%} of the machine's CPU capacity during RL training "
+                       f"({figures['other_cpu_s']:.0f} CPU-s of {figures['cores']} cores x {figures['wall_s']:.0f} s; "
+                       f"warned above {OTHER_SHARE_WARN:.0%})")
+    rate = figures.get("steps_per_min", 0.0)
+    if quiet_steps_per_min > 0 and rate < SLOW_FRACTION * quiet_steps_per_min:
+        reasons.append(f"it trained {rate:.1f} steps a minute against about {quiet_steps_per_min:g} on a quiet "
+                       f"machine (warned below {SLOW_FRACTION:.0%} of that)")
+    if not reasons:
+        return None
+    return ("This run was contended: " + "; ".join(reasons) + ". A time budget then buys fewer steps and a weaker "
+            "result; rerun on a quiet machine, or with `rlvr run --steps N` for a result that does not depend on load.")
+
+
+__all__ = ["CpuSnapshot", "OTHER_SHARE_WARN", "SLOW_FRACTION", "snapshot", "other_cpu", "run_figures",
+           "contention_warning"]

@@ -1,0 +1,99 @@
+"""Contention said out loud: the figures by hand, this process's own CPU counted as its own, and a run beside
+CPU-bound processes that are not its own warned about in its report's first lines; `--steps N` trains N steps."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from rlvr.config import dump
+from rlvr.training.contention import CpuSnapshot, contention_warning, other_cpu, run_figures, snapshot
+from test_pipeline import tiny_model_dir  # noqa: F401  (a fixture)
+from test_trainer import tiny_config
+
+
+def test_other_cpu_by_hand():
+    """15 CPU-s busy over 10 s on 2 cores, 5 of them this process tree's: others took 10 of 20 CPU-s, a half."""
+    got = other_cpu(CpuSnapshot(100.0, 10.0, 3.0, 2), CpuSnapshot(110.0, 25.0, 8.0, 2))
+    assert got == {"wall_s": 10.0, "cores": 2, "busy_cpu_s": 15.0, "own_cpu_s": 5.0, "other_cpu_s": 10.0,
+                   "other_share": 0.5}
+    # the counters' ticks can put own a hair above busy: clamped at 0, not a negative share
+    assert other_cpu(CpuSnapshot(0.0, 1.0, 1.0, 2), CpuSnapshot(1.0, 1.5, 1.51, 2))["other_cpu_s"] == 0.0
+    assert other_cpu(None, CpuSnapshot(1.0, 1.5, 1.51, 2)) is None
+    figures = run_figures(CpuSnapshot(0.0, 0.0, 0.0, 2), CpuSnapshot(120.0, 120.0, 60.0, 2), steps=6, train_s=120.0)
+    assert figures["steps_per_min"] == 3.0 and figures["other_share"] == 0.25
+
+
+def test_the_warning_names_its_reason_and_threshold():
+    busy = {"other_share": 0.5, "other_cpu_s": 10.0, "cores": 2, "wall_s": 10.0, "steps_per_min": 9.0}
+    text = contention_warning(busy, quiet_steps_per_min=10.0)
+    assert text.startswith("This run was contended: other processes took 50% of the machine's CPU capacity")
+    assert "warned above 25%" in text and "steps a minute" not in text
+    slow = {**busy, "other_share": 0.1, "steps_per_min": 4.0}
+    assert "it trained 4.0 steps a minute against about 10 on a quiet machine" in contention_warning(slow, 10.0)
+    assert contention_warning({**slow, "steps_per_min": 6.0}, 10.0) is None
+    assert contention_warning({**slow, "steps_per_min": 0.1}, 0.0) is None  # no quiet figure known: no rate warning
+    assert contention_warning(None) is None
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="reads Linux /proc")
+def test_this_process_cpu_is_its_own():
+    before = snapshot()
+    start = time.process_time()
+    while time.process_time() - start < 0.5:  # half a CPU-second in this process
+        pass
+    after = snapshot()
+    assert after.own_s - before.own_s >= 0.4 and after.busy_s - before.busy_s >= 0.4
+
+
+def _busy_loops(n: int, seconds: int) -> list[int]:
+    """n CPU-bound loops outside this process tree (each orphaned by the shell that started it), ending by
+    themselves after `seconds`; their pids."""
+    code = f"import time\nend = time.time() + {seconds}\nwhile time.time() < end:\n    pass\n"
+    pids = []
+    for _ in range(n):
+        out = subprocess.run(["sh", "-c", f'"{sys.executable}" -c "$0" >/dev/null 2>&1 & echo $!', code],
+                             capture_output=True, text=True, check=True)
+        pids.append(int(out.stdout.strip()))
+    return pids
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="reads Linux /proc")
+def test_a_run_beside_busy_processes_warns_and_steps_gives_exactly_n(tmp_path, tiny_model_dir):  # noqa: F811
+    from rlvr.cli import main
+
+    cfg = tiny_config(tmp_path, **{"model.name": str(tiny_model_dir), "train.steps": 50, "train.time_budget_min": 5,
+                                   "eval.n": 2, "eval.ks": "[1]", "eval.limit": 4, "sft.epochs": 1,
+                                   "log.checkpoint_every": 0, "log.samples_every": 0})
+    (tmp_path / "tiny.yaml").write_text(dump(cfg))
+    pids = _busy_loops(os.cpu_count() or 1, seconds=300)
+    try:
+        code = main(["run", str(tmp_path / "tiny.yaml"), "--steps", "3", "--output-dir", str(tmp_path / "main")])
+    finally:
+        for pid in pids:
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+    assert code == 0
+    root = tmp_path / "main"
+    rows = [json.loads(x) for x in (root / "rlvr" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1, 2]  # --steps 3: three steps, no time budget
+    assert all(0.0 <= r["time/other_cpu_share"] <= 1.0 for r in rows)
+    load = json.loads((root / "rlvr" / "contention.json").read_text())
+    assert load["steps"] == 3 and load["other_share"] > 0.25
+    head = (root / "report.md").read_text().splitlines()[:4]
+    assert head[0] == "# rlvr run report" and head[2].startswith("> **Warning.** This run was contended")
+
+
+def test_steps_and_budget_together_are_refused(capsys):
+    from rlvr.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--steps", "3", "--budget", "2"])
+    assert e.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+    assert main(["run", "--steps", "0"]) == 2
+    assert capsys.readouterr().err == "rlvr run: --steps must be at least 1, got 0\n"
