@@ -80,3 +80,26 @@ def test_a_correction_without_sampler_logprobs_and_bad_settings_are_refused():
     with pytest.raises(ConfigError, match="correction_cap=1.0 must be > 1"):
         algorithm_from_config({"preset": "grpo", "rollout_correction": "truncated", "correction_cap": 1.0})
     assert algorithm_from_config("dapo").rollout_correction == "none"  # the presets unchanged
+
+
+def test_a_real_step_with_truncated_weights_logs_the_figures_before_and_after_the_cap(tmp_path, tokenizer):
+    """Two steps on the tiny model (hf sampler in float32 against a float32 trainer: ratios near 1) with the
+    correction on: its figures in every metrics line, the weights never above the ratios, nothing dropped."""
+    import json
+
+    from conftest import make_tiny_llama
+    from test_trainer import tiny_config
+
+    from rlvr.training.loop import train
+
+    cfg = tiny_config(tmp_path, **{"algorithm.rollout_correction": "truncated", "algorithm.correction_cap": 1.5})
+    assert cfg["algorithm"] == {"preset": "grpo", "rollout_correction": "truncated", "correction_cap": 1.5}
+    run = train(cfg, policy=(make_tiny_llama(len(tokenizer)), tokenizer), quiet=True)
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1]
+    for r in rows:
+        assert r["correction/kept_frac"] == 1.0
+        assert 0 < r["correction/weight_mean"] <= r["correction/ratio_mean"] + 1e-9
+        assert r["correction/ratio_mean"] == pytest.approx(1.0, abs=0.05)
+    plain = train(tiny_config(tmp_path / "plain"), policy=(make_tiny_llama(len(tokenizer)), tokenizer), quiet=True)
+    assert not any(k.startswith("correction/") for k in json.loads((plain / "metrics.jsonl").read_text().splitlines()[0]))

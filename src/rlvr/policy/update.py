@@ -197,6 +197,11 @@ class UpdateSettings:
                    mismatch_cap=cfg.log.mismatch_cap)
 
 
+# the loss's per-batch figures the metrics line takes as token-weighted means over the update's micro-batches
+CORRECTION_MEANS = ("correction/ratio_mean", "correction/weight_mean", "correction/kept_frac")
+TOKEN_MEANS = ("clip/low_frac", "clip/high_frac", "kl", *CORRECTION_MEANS)
+
+
 @returns_freed_memory
 def update_policy(model, optimizer, batch, algo, settings: UpdateSettings, *, ref_model=None, comm=None) -> dict:
     """One pass (or mu passes) of gradient steps over the batch; returns floats for the metrics line.
@@ -215,8 +220,7 @@ def update_policy(model, optimizer, batch, algo, settings: UpdateSettings, *, re
     # several passes: the ratio is against the policy that sampled, fixed before the first pass
     old = fixed_logprobs(model, *fixed) if s.mu > 1 else None
     ref = reference_logprobs(model, ref_model, *fixed) if algo.beta > 0 else None
-    totals = {"loss": 0.0, "clip/low_frac": 0.0, "clip/high_frac": 0.0, "kl": 0.0, "train_tokens": 0,
-              "mismatch": empty_sums()}
+    totals = {"loss": 0.0, **dict.fromkeys(TOKEN_MEANS, 0.0), "train_tokens": 0, "mismatch": empty_sums()}
     grad_norm = 0.0
     for _pass in range(s.mu):
         optimizer.zero_grad(set_to_none=True)
@@ -230,7 +234,8 @@ def update_policy(model, optimizer, batch, algo, settings: UpdateSettings, *, re
         grad_norm = _as_float(torch.nn.utils.clip_grad_norm_(trainable, s.max_grad_norm)) if trainable else 0.0
         if not torch.isfinite(torch.tensor([totals["loss"], grad_norm])).all():
             optimizer.zero_grad(set_to_none=True)
-            return {**{k: v for k, v in totals.items() if k != "mismatch"}, "grad_norm": grad_norm, "skipped": 1,
+            dropped = ("mismatch", *(CORRECTION_MEANS if algo.rollout_correction == "none" else ()))
+            return {**{k: v for k, v in totals.items() if k not in dropped}, "grad_norm": grad_norm, "skipped": 1,
                     **_mismatch_stats(totals["mismatch"], comm)}
         if n_chunks:
             optimizer.step()
@@ -255,7 +260,8 @@ def _one_pass(model, batch, runs, algo, s: UpdateSettings, old, ref, counts, tot
             mask = batch.mask[rows, :t]
             loss, stats = policy_loss(logp, old[tuple(rows)] if old else None, batch.advantages[rows], mask,
                                       ref_logp=ref[tuple(rows)] if ref else None, norm_len=s.norm_len,
-                                      num_tokens=num_tokens, num_seqs=num_seqs, **algo.loss_kwargs())
+                                      num_tokens=num_tokens, num_seqs=num_seqs, sampler_logp=batch.sampler_logp[rows, :t],
+                                      **algo.loss_kwargs())
             loss.backward()
         if measure:
             sums = mismatch_sums(logp, batch.sampler_logp[rows, :t], mask, s.mismatch_cap)
@@ -263,7 +269,7 @@ def _one_pass(model, batch, runs, algo, s: UpdateSettings, old, ref, counts, tot
         tokens = float(mask.sum())
         pass_loss += float(loss.detach())
         totals["train_tokens"] += int(tokens)
-        for k in ("clip/low_frac", "clip/high_frac", "kl"):
+        for k in TOKEN_MEANS:
             totals[k] += float(stats.get(k, 0.0)) * tokens
     if prompts is not None:
         prompts.backward()
@@ -273,15 +279,18 @@ def _one_pass(model, batch, runs, algo, s: UpdateSettings, old, ref, counts, tot
 def _update_stats(totals: dict, grad_norm: float, n_active: int, algo, mu: int, comm) -> dict:
     """The update's figures for the metrics line: token-weighted means (of the global batch under data parallel)."""
     if comm is not None:
-        keys = ("clip/low_frac", "clip/high_frac", "kl", "train_tokens")
+        keys = (*TOKEN_MEANS, "train_tokens")
         *sums, n_active = comm.all_sum(*(totals[k] for k in keys), n_active)
         totals.update(zip(keys, sums))
     out = {"loss": totals["loss"] / mu, "grad_norm": grad_norm, "skipped": 0,
            "train_tokens": totals["train_tokens"], "active_rows": n_active}
-    for k in ("clip/low_frac", "clip/high_frac", "kl"):
+    for k in TOKEN_MEANS:
         out[k] = totals[k] / max(totals["train_tokens"], 1)
     if algo.beta == 0:
         out.pop("kl")
+    if algo.rollout_correction == "none":
+        for k in CORRECTION_MEANS:
+            out.pop(k)
     out.update(_mismatch_stats(totals["mismatch"], comm))
     return out
 
