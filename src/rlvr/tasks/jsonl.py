@@ -35,6 +35,9 @@ def row_problem(row: dict, where: str, line_no: int) -> Problem:
 
 def read_problems(path: str | Path) -> list[Problem]:
     path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"jsonl task: data file {path} not found" if not path.exists() else
+                           f"jsonl task: data file {path} is not a file")
     out = []
     with path.open() as f:
         for line_no, line in enumerate(f, start=1):

@@ -97,7 +97,8 @@ def check_config(run: RunDir, cfg: dict, resume: bool, allow_change: bool) -> No
     path = run.path / "config.yaml"
     if resume:
         saved = yaml.safe_load(path.read_text())
-        changed = sorted(_diff(saved, cfg))
+        # the output directory is the run's place, not its settings: a run moved or named by another path resumes
+        changed = sorted(k for k in _diff(saved, cfg) if k != "output_dir")
         if changed and not allow_change:
             raise ConfigError(f"--resume: config differs from the saved run in {', '.join(changed)}; "
                               f"pass --allow-config-change to accept")

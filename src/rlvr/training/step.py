@@ -23,7 +23,7 @@ from rlvr.policy.update import UpdateSettings, update_policy
 from rlvr.prompts.chat import PromptCache
 from rlvr.prompts.stream import make_stream, spread_over_bands, step_band_metrics
 from rlvr.sampling import build_sampler
-from rlvr.tasks import DatasetError, load_task
+from rlvr.tasks import DatasetError, absolute_paths, load_task
 from rlvr.training import distributed
 from rlvr.training.batch import StepBatch, collect
 from rlvr.training.metrics import step_metrics_row
@@ -83,7 +83,7 @@ def check_components(cfg: dict) -> Components:
     resolved, reward = task_reward(cfg["reward"], task)
     make_stream(cfg["curriculum"], task.problems("train"), cfg["seed"])  # the curriculum's kind, keys and bands
     check_sets(cfg)  # eval.out_of_domain: the sets the main job and `rlvr eval` will load
-    cfg = {**cfg, "reward": resolved}
+    cfg = {**cfg, "reward": resolved, "task": {**cfg["task"], "settings": absolute_paths(cfg["task"]["settings"])}}
     return Components(Config.from_dict(cfg), algo, reward, task, cfg)
 
 
@@ -91,7 +91,7 @@ def load_configured_task(cfg: dict):
     """The config's task; an unknown task, band or setting is a config mistake (exit 2), bad data a DatasetError."""
     try:
         return load_task(cfg["task"]["name"], **cfg["task"]["settings"])
-    except DatasetError:
+    except (DatasetError, ConfigError):
         raise
     except ValueError as e:
         raise ConfigError(f"task: {e}") from None
