@@ -85,13 +85,20 @@ def verifier_scorer(args):
 
 
 def task_from_args(args, does: str):
-    """The task of `--task NAME` (its own grader is used, so --verifier / --set beside it are refused)."""
+    """The task of `--task NAME` with its settings from `--set task.settings.KEY=VALUE` (its own grader is used, so
+    --verifier and any other --set beside it are refused)."""
+    from rlvr.config import parse_set
     from rlvr.tasks import load_task
 
-    if args.set or args.verifier:
-        raise ConfigError(f"--task {does} the task's own grader; --verifier and --set choose a verifier instead")
+    others = [item for item in args.set or [] if not item.strip().startswith("task.settings.")]
+    if others or args.verifier:
+        raise ConfigError(f"--task {does} the task's own grader; --verifier and --set choose a verifier instead "
+                          f"(beside --task, --set takes task.settings.KEY=VALUE)")
+    settings = {}
+    for item in args.set or []:
+        settings.update(parse_set(item)["task"]["settings"])
     try:
-        return load_task(args.task)
+        return load_task(args.task, **settings)
     except ValueError as e:
         raise ConfigError(f"--task: {e}") from None
 
@@ -169,7 +176,9 @@ def run_audit(args) -> int:
     if "math" not in AUDIT_SUITES:
         from rlvr.verifiers.audit_cases import EQUIVALENCES, HACKS, NUMBER_EQUIVALENCES, NUMBER_HACKS
 
-        register_audit_suite("math", HACKS, EQUIVALENCES)
+        # every hack class rlvr knows runs against every form: the math form pays the unevaluated expressions
+        # (\\boxed{8-3} for gold 5), and the audit says so with its real rate rather than leaving the class out
+        register_audit_suite("math", HACKS + NUMBER_HACKS, EQUIVALENCES)
         register_audit_suite("math/number", HACKS + NUMBER_HACKS, NUMBER_EQUIVALENCES)
     kind = args.verifier or "math"
     try:
