@@ -59,8 +59,10 @@ class LoraConfig:
 class ModelConfig:
     name: str = "smollm2-135m-instruct"  # embedded GGUF default, a local folder, or a hub id
     dtype: str = _choice("float32", "bfloat16", "float16")  # master weights; compute may autocast
-    # the merged model's dtype in final/merged: "auto" = the training dtype (model.dtype)
+    # the merged model's dtype in final/merged: "auto" = the dtype the model's own weights are stored in (bf16 for
+    # the embedded default), else the training dtype (model.dtype)
     save_dtype: str = _choice("auto", "float32", "bfloat16", "float16")
+    save_merged: bool = True  # final/merged beside final/adapter (LoRA); false: the adapter alone (rlvr eval merges it)
     lora: LoraConfig = field(default_factory=LoraConfig)
 
 

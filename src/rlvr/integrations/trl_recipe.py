@@ -14,7 +14,8 @@ What maps (TRL 1.16's names; open-r1 recipes are GRPOConfig plus its model, data
 - the schedule: learning_rate, lr_scheduler_type (constant, cosine), warmup_steps / warmup_ratio, max_steps, bf16,
   max_grad_norm, weight_decay, gradient_checkpointing, seed, output_dir, save_steps, save_total_limit, eval_steps;
 - the task: dataset_name (+ config, train split, prompt column, system_prompt) -> the hub task, gold in `solution`;
-- rewards: reward_funcs + reward_weights -> reward terms through rlvr's verifiers (accuracy -> math, format /
+- rewards: reward_funcs + reward_weights -> reward terms through rlvr's verifiers (accuracy -> math on the final
+  answer only, not TRL's whole-reply parse, named in the notes; format /
   tag_count / think_format_reward -> the format term in the <think>/<answer> tags format, which the task then
   asks for; soft_overlong_punishment -> the algorithm's soft overlong shaping).
 Keys a recipe leaves out that change what is learned take TRL 1.16's defaults (loss_type dapo, learning_rate 1e-6,
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from rlvr.config import DEFAULTS, ConfigError, merge
+from rlvr.config import DEFAULTS, ConfigError, load_yaml, merge
 from rlvr.verifiers.compose import DOMINANCE_RATIO
 
 # What TRL 1.16 uses for a key the recipe leaves out, for the keys that change what is learned.
@@ -62,7 +63,7 @@ _LAUNCH = "launcher or hardware setting: rlvr runs one process per rank (torchru
 _EVAL = "TRL's eval loop: rlvr measures greedy validation accuracy every log.eval_every steps and evaluates with rlvr eval"
 # recipe key -> why it has no rlvr counterpart
 UNMAPPED = {
-    **dict.fromkeys(("hub_model_id", "hub_strategy", "push_to_hub", "hub_model_revision", "report_to", "run_name",
+    **dict.fromkeys(("hub_model_id", "hub_strategy", "push_to_hub", "hub_model_revision", "run_name",
                      "wandb_entity", "wandb_project", "wandb_run_group", "wandb_log_unique_prompts", "logging_dir",
                      "log_level", "logging_first_step", "logging_strategy", "log_completions", "num_completions_to_print",
                      "log_completions_hub_repo", "log_unique_prompts", "callbacks", "save_strategy", "logging_steps"),
@@ -314,10 +315,17 @@ def _task(r: dict, conv: Conversion, open_r1: bool) -> set:
 
 _TAGS = {"kind": "boxed_format", "answer_format": "tags"}
 # a recipe's reward function -> (rlvr term name, term settings, a note or "")
+# TRL's accuracy reward runs math-verify over the whole reply, so it pays any number in the text: a truncated reply
+# with no answer that repeats a number from the question scores correct. rlvr's grader reads only the final answer
+# (the box, or the <answer> tag in the tags format): the conversion takes the safe grader and says so.
+_ACCURACY = ("accuracy -> rlvr's math grader, which reads only the final answer (the box, or the <answer> tag): "
+             "TRL's accuracy reward parses the whole reply and pays any number in it (a truncated reply that repeats a "
+             "number from the question scores correct there, no_answer here); set require_boxed: false on the "
+             "accuracy term for TRL's behaviour")
 REWARDS = {
-    "accuracy": ("accuracy", {"kind": "math", "require_boxed": False}, ""),
-    "accuracy_reward": ("accuracy", {"kind": "math", "require_boxed": False}, ""),
-    "reasoning_accuracy_reward": ("accuracy", {"kind": "math", "require_boxed": False},
+    "accuracy": ("accuracy", {"kind": "math"}, _ACCURACY),
+    "accuracy_reward": ("accuracy", {"kind": "math"}, _ACCURACY),
+    "reasoning_accuracy_reward": ("accuracy", {"kind": "math"},
                                   "reasoning_accuracy_reward -> math on the <answer> tag (the reasoning is not read)"),
     "format": ("format", _TAGS, "format -> one <think> block then one <answer> tag (rlvr does not require open-r1's newlines)"),
     "tag_count": ("tag_count", _TAGS, "tag_count (0.25 per well-placed tag) -> 0 or 1 for the whole <think>/<answer> format"),
@@ -404,20 +412,38 @@ def _overlong(r: dict, conv: Conversion, name: str) -> None:
 
 
 def _logging(r: dict, conv: Conversion, open_r1: bool) -> set:
+    keys = _report_to(r, conv)
     if "eval_steps" in r and r.get("do_eval", True) and r.get("eval_strategy", "steps") == "steps":
         conv.set("log.eval_every", int(r["eval_steps"]))
-        return {"eval_steps"}
-    return set()
+        keys.add("eval_steps")
+    return keys
+
+
+def _report_to(r: dict, conv: Conversion) -> set:
+    """report_to -> log.report_to for the trackers rlvr has (TensorBoard, MLflow, trackio, W&B); "none" and "all"
+    as TRL reads them; any other named (comet_ml, ...) reported as not mapped."""
+    from rlvr.config import EACH
+
+    if "report_to" not in r:
+        return set()
+    names = r["report_to"]
+    names = [] if names in (None, "none") else ([names] if isinstance(names, str) else list(names))
+    known = EACH["log.report_to"]
+    names = list(known) if names == ["all"] else names
+    kept = [n for n in names if n in known]
+    for other in (n for n in names if n not in known):
+        conv.unmapped.append((f"report_to: {other}", f"not one of rlvr's trackers ({', '.join(known)})"))
+    if kept:
+        conv.set("log.report_to", kept)
+    return {"report_to"}
 
 
 def read_recipe(path: str) -> dict:
     try:
         with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f) or {}
+            data = load_yaml(f.read(), f"recipe {path}") or {}
     except OSError as e:
         raise ConfigError(f"recipe {path}: {e.strerror or e}") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"recipe {path}: not YAML ({str(e).splitlines()[0]})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"recipe {path}: expected a mapping of GRPOConfig keys")
     return data

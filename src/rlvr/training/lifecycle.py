@@ -138,7 +138,7 @@ def save_final(run: RunDir | None, model, tokenizer, c: Config, task, steps: int
         fsdp.save_policy(model, tokenizer, run.path / "final" if run else None, is_main=is_main,
                          save_dtype=c.model.save_dtype)
     elif is_main:
-        save_policy(model, tokenizer, run.path / "final", save_dtype=c.model.save_dtype)
+        save_policy(model, tokenizer, run.path / "final", save_dtype=c.model.save_dtype, merged=c.model.save_merged)
     if is_main:
         base, loaded_from = model_origin(model, c.model.name)
         write_final(run.path / "final", asdict(c), tokenizer, task, steps, base, loaded_from, kind=kind)

@@ -153,8 +153,21 @@ def run_step(state: TrainState, step: int, *, validate_now: bool = False) -> Ste
     t2 = time.perf_counter()
     row = {**step_metrics_row(step, seen, generated, upd, state.scheduler.get_last_lr()[0], t1 - t0, t2 - t1),
            **step_band_metrics(generated), **val}
-    state.scheduler.step()
+    _schedule_step(state.scheduler, skipped=bool(upd.get("skipped")) or not upd.get("active_rows"))
     return StepResult(batch, seen, generated, upd, row)
+
+
+def _schedule_step(scheduler, skipped: bool) -> None:
+    """The LR schedule counts every step, updated or not, so that the LR at step N is the same whatever was skipped
+    (and a resume is exact). A step whose batch held no informative group (no row with a non-zero advantage), or
+    whose loss was not finite, skips the optimizer on purpose; torch cannot tell that from a misordered call and warns that lr_scheduler.step() came
+    before optimizer.step(): on such a step, and only then, that one warning is ignored."""
+    import warnings
+
+    with warnings.catch_warnings():
+        if skipped:
+            warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler.step\(\)` before")
+        scheduler.step()
 
 
 def _frozen_copy(model):
