@@ -61,7 +61,7 @@ def auto_form(splits) -> str:
     from rlvr.verifiers.forms import number_form
 
     golds = [p.answer for ps in splits for p in ps if p.answer is not None]
-    return "number" if golds and all(number_form(g) is None for g in golds) else "math"
+    return "number" if golds and all(number_form(g, g) is None for g in golds) else "math"
 
 
 class JsonlTask:
