@@ -223,3 +223,18 @@ def test_no_warnings_at_a_runs_first_step(tmp_path, model_dir, recwarn):
     assert main(["train", *sum((["--set", s] for s in sets), []), "--output-dir", str(run)]) == 0
     messages = [str(w.message) for w in recwarn]
     assert not [m for m in messages if "lr_scheduler.step()" in m or "is_gradient_checkpointing" in m], messages
+
+
+def test_resume_names_a_run_directory(tmp_path, capsys):
+    assert main(["train", "--resume", str(tmp_path)]) == 2
+    assert _err(capsys) == f"rlvr train: --resume {tmp_path}: not a run directory (no config.yaml there)"
+    (tmp_path / "config.yaml").write_text("seed: 0\n")
+    assert main(["train", "--resume", str(tmp_path), "--output-dir", str(tmp_path / "other")]) == 2
+    assert _err(capsys) == (f"rlvr train: --resume {tmp_path} and --output-dir {tmp_path / 'other'} name different "
+                            f"run directories")
+
+
+def test_a_malformed_set_for_audit_is_one_line(capsys):
+    assert main(["audit", "--verifier", "math", "--set", "hedging=[strict"]) == 2
+    assert _err(capsys) == ("rlvr audit: --set 'hedging=[strict': not valid YAML (expected ',' or ']', but got "
+                            "'<stream end>' at line 1, column 8)")

@@ -17,9 +17,7 @@ import json
 import sys
 from collections import Counter
 
-import yaml
-
-from rlvr.config import ConfigError
+from rlvr.config import ConfigError, load_yaml
 from rlvr.tasks.base import GOLD_COLUMNS, gold_column
 from rlvr.verifiers.base import STATUSES
 from rlvr.verifiers.pool import score_batch
@@ -41,7 +39,7 @@ def _settings(pairs: list[str]) -> dict:
         key, sep, value = pair.partition("=")
         if not sep:
             raise ConfigError(f"--set {pair!r}: expected KEY=VALUE")
-        out[key.strip()] = yaml.safe_load(value)
+        out[key.strip()] = load_yaml(value, f"--set {pair!r}")
     return out
 
 
