@@ -6,7 +6,7 @@
 - the gold answer: the first of `answer`, `gold`, `solution`, `ground_truth` the row has (the gold-column rule,
   rlvr.tasks.base.GOLD_COLUMNS, shared with `rlvr verify` and the integrations); or hidden `tests` (code).
 - `answer_form` (task setting): "auto" (default: "number" when every gold is a numeral, else "math"), "math" or
-  "number" (rlvr.verifiers.forms): what an answer must look like before it is compared.
+  "number" (rlvr.tasks.forms): what an answer must look like before it is compared.
 - `answer_format` (task setting): "boxed" (default) or "tags" (<think> then <answer>, the R1 format): how the
   default system prompt asks for the answer, and how the reward reads it.
 A bad row fails the load with its file and line, before anything is written."""
@@ -58,7 +58,7 @@ def read_problems(path: str | Path) -> list[Problem]:
 def auto_form(splits) -> str:
     """answer_form "auto" (the default): "number" when every gold answer is a numeral (forms.number_form), so
     that `\\boxed{8-3}` for gold 5 is not paid; "math" (expressions, sets, ...) as soon as one gold is not."""
-    from rlvr.verifiers.forms import number_form
+    from rlvr.tasks.forms import number_form
 
     golds = [p.answer for ps in splits for p in ps if p.answer is not None]
     return "number" if golds and all(number_form(g, g) is None for g in golds) else "math"
