@@ -160,8 +160,9 @@ def run_step(state: TrainState, step: int, *, validate_now: bool = False) -> Ste
 def _schedule_step(scheduler, skipped: bool) -> None:
     """The LR schedule counts every step, updated or not, so that the LR at step N is the same whatever was skipped
     (and a resume is exact). A step whose batch held no informative group (no row with a non-zero advantage), or
-    whose loss was not finite, skips the optimizer on purpose; torch cannot tell that from a misordered call and warns that lr_scheduler.step() came
-    before optimizer.step(): on such a step, and only then, that one warning is ignored."""
+    whose loss was not finite, skips the optimizer on purpose; torch cannot tell that from a misordered call and
+    warns that lr_scheduler.step() came before optimizer.step(): on such a step, and only then, that one warning
+    is ignored."""
     import warnings
 
     with warnings.catch_warnings():
