@@ -13,9 +13,9 @@ def write(path, rows):
 
 
 @pytest.mark.parametrize("bad, why", [
-    ({"prompt": "What is 2+2?"}, "no answer and no tests"),
+    ({"prompt": "What is 2+2?"}, "no gold answer (give one of the columns answer, gold, solution, ground_truth) and no tests"),
     ({"prompt": "   ", "answer": "4"}, "empty prompt"),
-    ({"prompt": "What is 2+2?", "answer": ""}, "no answer and no tests"),
+    ({"prompt": "What is 2+2?", "answer": ""}, "no gold answer (give one of the columns answer, gold, solution, ground_truth) and no tests"),
     ("{not json", "not valid JSON"),
     ("[1, 2]", "expected a JSON object"),
 ])

@@ -114,8 +114,9 @@ def test_open_r1_recipe(tmp_path):
     assert any("SHAPING RULE: format weight 0.5 is 50% of accuracy's 1" in n for n in conv.notes)
     why = unmapped(conv)
     for key in ("attn_implementation", "hub_model_id", "wandb_project", "max_prompt_length", "num_train_epochs",
-                "push_to_hub", "report_to", "vllm_device", "gradient_checkpointing_kwargs", "warmup_ratio", "do_eval"):
+                "push_to_hub", "vllm_device", "gradient_checkpointing_kwargs", "warmup_ratio", "do_eval"):
         assert key in why and why[key], key
+    assert "report_to" not in why and cfg["log"]["report_to"] == ["wandb"]  # report_to: [wandb] -> log.report_to
     from rlvr.algorithms import algorithm_from_config
     from rlvr.verifiers.compose import build_reward
 

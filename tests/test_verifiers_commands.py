@@ -64,11 +64,16 @@ def test_verify_missing_input_is_exit_2(tmp_path, capsys):
     assert run_verify(args) == 2
 
 
-def test_audit_math_passes(capsys):
-    code = run_audit(_parse(["audit", "--verifier", "math", "--workers", "2", "--timeout-s", "1"]))
+def test_audit_math_passes_in_the_number_form_and_says_what_the_math_form_pays(capsys):
+    code = run_audit(_parse(["audit", "--verifier", "math", "--set", "answer_form=number", "--workers", "2",
+                             "--timeout-s", "1"]))
     out = capsys.readouterr().out
     assert code == 0
-    assert "false-accept rate: 0.0% of" in out and "false-reject rate: 0.0% of" in out
+    assert "false-accept rate: 0.0% of 65" in out and "false-reject rate: 0.0% of" in out
+    # the math form pays unevaluated expressions (\\boxed{8-3} for 5): every class runs, and the audit says so
+    code = run_audit(_parse(["audit", "--verifier", "math", "--workers", "2", "--timeout-s", "1"]))
+    out = capsys.readouterr().out
+    assert code == 1 and "false-accept rate: 16.9% of 65" in out and "false-reject rate: 0.0% of 67" in out
 
 
 def test_audit_exits_1_when_a_hack_is_accepted(capsys):

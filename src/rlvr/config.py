@@ -10,6 +10,7 @@ choices and open keys, and `Config.from_dict` gives every call site the same typ
 from __future__ import annotations
 
 import copy
+import re
 from importlib import resources
 from pathlib import Path
 from dataclasses import asdict, dataclass, field, fields
@@ -34,6 +35,12 @@ def _each(*choices, plugin: bool = False):
     return field(default_factory=list, metadata={"each": choices, "plugin": plugin})
 
 
+def _range(default, low=None, high=None, *, above: bool = False):
+    """A number that must be >= low (> low with `above`) and <= high (checked by `merge`): a negative step count
+    or learning rate is a mistake, refused before anything runs."""
+    return field(default=default, metadata={"range": (low, high, above)})
+
+
 def _open(factory):
     """A field read by another component, which validates it itself (task settings, reward terms, ...)."""
     return field(default_factory=factory, metadata={"open": True})
@@ -42,9 +49,9 @@ def _open(factory):
 @dataclass
 class LoraConfig:
     enabled: bool = True
-    r: int = 16
-    alpha: int = 32
-    dropout: float = 0.0
+    r: int = _range(16, 1)
+    alpha: int = _range(32, 0, above=True)
+    dropout: float = _range(0.0, 0.0, 1.0)
     target_modules: str | list = field(default="all-linear", metadata={"open": True})
 
 
@@ -52,8 +59,10 @@ class LoraConfig:
 class ModelConfig:
     name: str = "smollm2-135m-instruct"  # embedded GGUF default, a local folder, or a hub id
     dtype: str = _choice("float32", "bfloat16", "float16")  # master weights; compute may autocast
-    # the merged model's dtype in final/merged: "auto" = the training dtype (model.dtype)
+    # the merged model's dtype in final/merged: "auto" = the dtype the model's own weights are stored in (bf16 for
+    # the embedded default), else the training dtype (model.dtype)
     save_dtype: str = _choice("auto", "float32", "bfloat16", "float16")
+    save_merged: bool = True  # final/merged beside final/adapter (LoRA); false: the adapter alone (rlvr eval merges it)
     lora: LoraConfig = field(default_factory=LoraConfig)
 
 
@@ -69,8 +78,8 @@ class RewardConfig:
     # math in the task's answer form + boxed format for answer tasks, python_tests for code tasks)
     terms: list = _open(list)
     allow_dominant_shaping: bool = False
-    workers: int = 2
-    timeout_s: float = 5.0
+    workers: int = _range(2, 0)
+    timeout_s: float = _range(5.0, 0.0, above=True)
     # where verification runs when workers > 0: local processes, or "ray" (optional extra)
     engine: str = _choice("local", "ray")
     # a control run's reward instead of the real one (rlvr.verifiers.controls): "random_rate" pays Bernoulli(p) at the
@@ -84,22 +93,22 @@ class VllmConfig:
     gpu_memory_utilization: the fraction of the GPU vLLM takes (the trainer needs the rest); dtype: the engine's
     weights; max_model_len 0 = the model's own; weight_sync: "full" (merged weights each step) or "lora" (the
     adapter, applied by vLLM)."""
-    gpu_memory_utilization: float = 0.3
+    gpu_memory_utilization: float = _range(0.3, 0.0, 1.0, above=True)
     dtype: str = _choice("bfloat16", "float16", "float32", "auto")
     enforce_eager: bool = False
-    max_model_len: int = 0
+    max_model_len: int = _range(0, 0)
     weight_sync: str = _choice("full", "lora")
 
 
 @dataclass
 class RolloutConfig:
     backend: str = _choice("hf", "fast", "remote", "vllm", plugin=True)  # rlvr.sampling.BACKENDS
-    prompts_per_step: int = 4   # P
-    group_size: int = 8         # G
-    max_new_tokens: int = 128
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
+    prompts_per_step: int = _range(4, 1)   # P
+    group_size: int = _range(8, 1)         # G
+    max_new_tokens: int = _range(128, 1)
+    temperature: float = _range(1.0, 0.0, above=True)  # log-probs are of logits / temperature
+    top_p: float = _range(1.0, 0.0, 1.0, above=True)
+    top_k: int = _range(0, 0)
     # local samplers' compute dtype; "float32" is the reference path (docs/performance.md)
     dtype: str = _choice("bfloat16", "float32")
     # backend "remote" only (rlvr.sampling.remote, docs/scaling.md): vLLM server addresses, and a folder
@@ -111,18 +120,18 @@ class RolloutConfig:
 
 @dataclass
 class TrainConfig:
-    steps: int = 20
-    lr: float = 1e-5
+    steps: int = _range(20, 1)
+    lr: float = _range(1e-5, 0.0, above=True)
     lr_schedule: str = _choice("constant", "cosine")  # after train.warmup_steps of linear warm-up
-    warmup_steps: int = 0
-    weight_decay: float = 0.0
-    max_grad_norm: float = 1.0
+    warmup_steps: int = _range(0, 0)
+    weight_decay: float = _range(0.0, 0.0)
+    max_grad_norm: float = _range(1.0, 0.0, above=True)
     # at most this many rows, and (if > 0) this many completion tokens counting padding, a forward/backward:
     # they bound the update's memory. Rows are sorted by length across groups and cut where padding would
     # cost more than another chunk (rlvr.policy.update.micro_batches); a row longer than the token cap goes alone.
-    micro_batch_size: int = 8
-    micro_batch_tokens: int = 0
-    updates_per_batch: int = 1  # mu: optimisation passes over each rollout batch
+    micro_batch_size: int = _range(8, 1)
+    micro_batch_tokens: int = _range(0, 0)
+    updates_per_batch: int = _range(1, 1)  # mu: optimisation passes over each rollout batch
     autocast: str = _choice("none", "bfloat16")
     # attention in the update: "auto" = rlvr's CPU kernel on the CPU (rlvr.policy.attention), the model's own on
     # a GPU; "rlvr"; "model" = whatever the model was loaded with (sdpa)
@@ -130,7 +139,7 @@ class TrainConfig:
     # recompute each decoder layer's activations in the backward instead of keeping them: a third to a half
     # more update time for a fraction of its memory (docs/performance.md has both)
     gradient_checkpointing: bool = False
-    time_budget_min: float = 0.0  # stop (and save) after this many minutes of training; 0 = no limit
+    time_budget_min: float = _range(0.0, 0.0)  # stop (and save) after this many minutes of training; 0 = no limit
     # shard the policy over the ranks with torch's FSDP2 (models that do not fit one device); a no-op on one
     # rank. Pair it with rollout.backend: remote (a local sampler holds the whole model). docs/scaling.md
     fsdp: bool = False
@@ -141,9 +150,9 @@ class EvalConfig:
     """Held-out evaluation in the main job (rlvr run): the same split, samples per problem and verifier for
     every model compared. limit = problems per split (spread over bands); 0 = all."""
     split: str = "heldout"
-    n: int = 4
+    n: int = _range(4, 1)
     ks: list = field(default_factory=lambda: [1, 4])
-    limit: int = 0
+    limit: int = _range(0, 0)
     greedy: bool = True
     # task sets evaluated beside the in-domain bands (same models, samples per problem and seed, each set graded
     # by its own task's grader): [{name, settings, split, limit, label}], e.g. the CHAMP numeric subset or
@@ -156,11 +165,11 @@ class EvalConfig:
 
 @dataclass
 class LogConfig:
-    samples_every: int = 5
-    checkpoint_every: int = 10
-    keep_checkpoints: int = 2
-    eval_every: int = 0      # greedy accuracy on validation problems every N steps (0 = never)
-    eval_problems: int = 60  # how many validation problems (spread over the bands)
+    samples_every: int = _range(5, 0)
+    checkpoint_every: int = _range(10, 0)
+    keep_checkpoints: int = _range(2, 0)
+    eval_every: int = _range(0, 0)      # greedy accuracy on validation problems every N steps (0 = never)
+    eval_problems: int = _range(60, 1)  # how many validation problems (spread over the bands)
     # C of mismatch/outside_frac: the share of trained tokens whose ratio pi_train / pi_sampler lies outside
     # [1/C, C] (rlvr.algorithms.mismatch; 2 = the cap verl's corrections use by default)
     mismatch_cap: float = 2.0
@@ -180,13 +189,13 @@ class SftConfig:
     task, reward, rollout settings and seed, so that it differs from the RL run only in how it learns."""
     # "samples": rejection sampling from the starting model; "reference": dataset traces
     source: str = _choice("samples", "reference")
-    samples: int = 0                # completions to sample; 0 = as many as the RL run samples (steps x P x G)
+    samples: int = _range(0, 0)                # completions to sample; 0 = as many as the RL run samples (steps x P x G)
     match_run: str = ""             # an RL run directory: sample as many completions as its metrics.jsonl generated
-    group_size: int = 0             # samples per training prompt; 0 = rollout.group_size
+    group_size: int = _range(0, 0)             # samples per training prompt; 0 = rollout.group_size
     reference_field: str = "trace"  # source "reference": the dataset column holding a worked solution
-    epochs: int = 2                 # passes over the kept completions
-    batch_size: int = 8             # completions per optimizer step (micro-batched by train.micro_batch_size)
-    lr: float = 1e-4                # supervised LoRA fine-tuning wants a larger step than the RL update
+    epochs: int = _range(2, 1)                 # passes over the kept completions
+    batch_size: int = _range(8, 1)             # completions per optimizer step (micro-batched by train.micro_batch_size)
+    lr: float = _range(1e-4, 0.0, above=True)  # supervised LoRA fine-tuning wants a larger step than the RL update
     output_dir: str = ""            # "" = <output_dir>-sft, so one config gives the RL and SFT runs side by side
 
 
@@ -238,6 +247,7 @@ OPEN_KEYS = {key for key, f in _walk(Config) if f.metadata.get("open")}
 CHOICES = {key: f.metadata["choices"] for key, f in _walk(Config) if "choices" in f.metadata}
 EACH = {key: f.metadata["each"] for key, f in _walk(Config) if "each" in f.metadata}
 PLUGGABLE = {key for key, f in _walk(Config) if f.metadata.get("plugin")}
+RANGES = {key: f.metadata["range"] for key, f in _walk(Config) if "range" in f.metadata}
 
 
 def _type_ok(value, default) -> bool:
@@ -271,8 +281,20 @@ def merge(base: dict, update: dict, prefix: str = "") -> dict:
         else:
             if path in CHOICES and value not in CHOICES[path] and not (path in PLUGGABLE and is_plugin(value)):
                 raise ConfigError(f"config key '{path}' = {value!r}; choose from {', '.join(CHOICES[path])}")
+            _check_range(path, value)
             out[key] = float(value) if isinstance(default, float) else value
     return out
+
+
+def _check_range(path: str, value) -> None:
+    """RANGES[path] = (low, high, above): refuse a value outside it, naming the key and the range."""
+    if path not in RANGES:
+        return
+    low, high, above = RANGES[path]
+    if (low is not None and (value <= low if above else value < low)) or (high is not None and value > high):
+        lower = f"{'>' if above else '>='} {low:g}" if low is not None else ""
+        bound = " and ".join(b for b in (lower, f"<= {high:g}" if high is not None else "") if b)
+        raise ConfigError(f"config key '{path}' = {value!r}; must be {bound}")
 
 
 def _each_value(path: str, value) -> list:
@@ -287,26 +309,36 @@ def _each_value(path: str, value) -> list:
     return list(dict.fromkeys(value))
 
 
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader (YAML 1.1), with YAML 1.2's floats: '1e-5', as people write learning rates, is a
+    float (YAML 1.1 wants a dot, '1.0e-5', and reads '1e-5' as a string)."""
+
+
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)[eE][-+]?[0-9]+$"),
+                              list("-+0123456789."))
+
+
+def load_yaml(text: str, where: str):
+    """YAML text read as configs are read everywhere (`_Loader`); a syntax error is a one-line ConfigError
+    naming `where`, the line and the column."""
+    try:
+        return yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ConfigError(f"{where}: not valid YAML ({getattr(e, 'problem', None) or e}{at})") from None
+
+
 def parse_set(item: str) -> dict:
     """'train.lr=1e-5' -> {'train': {'lr': 1e-05}} (the value is read as YAML)."""
     if "=" not in item:
         raise ConfigError(f"--set {item!r}: expected key=value")
     key, raw = item.split("=", 1)
-    value = yaml.safe_load(raw) if raw.strip() else ""
-    if isinstance(value, str) and _looks_numeric(value):
-        value = float(value)  # YAML 1.1 reads '1e-5' as a string
+    value = load_yaml(raw, f"--set {item!r}") if raw.strip() else ""
     nested: dict = value
     for part in reversed(key.strip().split(".")):
         nested = {part: nested}
     return nested
-
-
-def _looks_numeric(text: str) -> bool:
-    try:
-        float(text)
-        return True
-    except ValueError:
-        return False
 
 
 def _config_presets() -> Registry[Path]:
@@ -336,7 +368,7 @@ def read_yaml(source: str) -> dict:
             path = CONFIG_PRESETS.get(source)
         else:
             raise ConfigError(f"config {source!r}: no such file, and not a preset ({', '.join(preset_names())})")
-    data = yaml.safe_load(path.read_text()) or {}
+    data = load_yaml(path.read_text(), f"config {path}") or {}
     if not isinstance(data, dict):
         raise ConfigError(f"config {path}: expected a mapping at the top level")
     return data

@@ -40,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     except (TrainingAborted, MicroBatchOOM) as e:  # stopped on purpose; the last checkpoint is intact
         print(f"rlvr {args.verb}: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C outside a training step (start-up, a second Ctrl-C): no traceback
+        print(f"rlvr {args.verb}: interrupted", file=sys.stderr)
+        return 130
 
 
 __all__ = ["main", "build_parser", "VERBS"]

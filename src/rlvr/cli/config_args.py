@@ -23,10 +23,36 @@ def add_config_args(p: argparse.ArgumentParser) -> None:
 
 def add_resume_args(p: argparse.ArgumentParser) -> None:
     """--resume and --allow-config-change: every recipe resumes the same way (rlvr.training.lifecycle)."""
-    p.add_argument("--resume", action="store_true", help="continue the run in the output directory")
+    p.add_argument("--resume", nargs="?", const=True, default=False, metavar="RUN_DIR",
+                   help="continue a run: --resume RUN_DIR alone continues it from the config it holds "
+                        "(RUN_DIR/config.yaml, with any --set on top); bare --resume continues --output-dir")
     p.add_argument("--allow-config-change", action="store_true", help="with --resume: accept a changed config")
 
 
 def config_sets(args) -> list[str]:
     """The --set overrides, with --output-dir as one more."""
     return list(args.sets) + ([f"output_dir={args.output_dir}"] if args.output_dir else [])
+
+
+def resume_target(args, sets: list[str] | None = None, key: str = "output_dir") -> tuple[str | None, list[str]]:
+    """(config source, --set overrides) with `--resume RUN_DIR` read: alone it continues the run from the config the
+    run directory holds; with a CONFIG too, RUN_DIR is the output directory (`key`: sft.output_dir for rlvr sft).
+    A file given as --resume's value is the CONFIG of the older `--resume CONFIG` order. `sets`: the overrides
+    (default config_sets(args)). Sets args.resume to a bool."""
+    from pathlib import Path
+
+    from rlvr.errors import ConfigError
+
+    value, sets = args.resume, config_sets(args) if sets is None else list(sets)
+    args.resume = bool(value)
+    if not isinstance(value, str):
+        return args.config, sets
+    path = Path(value)
+    if path.is_file() and args.config is None:
+        return value, sets
+    if args.output_dir and Path(args.output_dir).resolve() != path.resolve():
+        raise ConfigError(f"--resume {value} and --output-dir {args.output_dir} name different run directories")
+    if not (path / "config.yaml").is_file():
+        raise ConfigError(f"--resume {value}: not a run directory (no config.yaml there)")
+    sets = [s for s in sets if not s.startswith(f"{key}=")] + [f"{key}={value}"]
+    return (args.config or str(path / "config.yaml")), sets

@@ -25,8 +25,11 @@ def add_parser(subparsers):
 
 def run(args) -> int:
     """Start eval, RLVR, SFT baseline, evals, comparison and report; prints the summary."""
-    from rlvr.config import resolve
+    from rlvr.config import ConfigError, resolve
     from rlvr.training.main_job import run_main
+
+    if isinstance(args.resume, str):  # the main job continues an existing output directory by itself
+        raise ConfigError(f"rlvr run continues a run by itself: run `rlvr run --output-dir {args.resume}` again")
 
     if args.steps is not None and args.steps < 1:
         print(f"rlvr run: --steps must be at least 1, got {args.steps}", file=sys.stderr)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from rlvr.cli.config_args import add_config_source, add_resume_args
+from rlvr.cli.config_args import add_config_source, add_resume_args, resume_target
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -27,7 +27,8 @@ def run(args) -> int:
     from rlvr.training.sft import sft
 
     sets = list(args.sets) + ([f"sft.output_dir={args.output_dir}"] if args.output_dir else [])
-    path = sft(resolve(args.config, sets), quiet=args.quiet, overwrite=args.overwrite, resume=args.resume,
+    path = sft(resolve(*resume_target(args, sets, "sft.output_dir")), quiet=args.quiet, overwrite=args.overwrite,
+               resume=args.resume,
                allow_config_change=args.allow_config_change)
     print(f"run directory: {path}")
     return 0

@@ -1,9 +1,10 @@
 """`rlvr train CONFIG [--set key=value ...] [--resume]`: RLVR training from a config file or preset.
+`rlvr train --resume RUN_DIR`: continue a run from the config it holds.
 `rlvr train --from-trl RECIPE.yaml [--set ...]`: from a TRL GRPOConfig / open-r1 recipe (rlvr convert-config trl)."""
 
 from __future__ import annotations
 
-from rlvr.cli.config_args import add_config_args, config_sets
+from rlvr.cli.config_args import add_config_args, config_sets, resume_target
 
 
 def add_parser(subparsers):
@@ -18,9 +19,10 @@ def _config(args) -> dict:
     from rlvr.config import DEFAULTS, ConfigError, merge, parse_set, resolve
 
     if not args.from_trl:
-        return resolve(args.config, config_sets(args))
-    if args.config:
-        raise ConfigError("give a CONFIG or --from-trl RECIPE, not both")
+        return resolve(*resume_target(args))
+    if args.config or isinstance(args.resume, str):
+        raise ConfigError("give a CONFIG, --resume RUN_DIR or --from-trl RECIPE, not two of them")
+    args.resume = bool(args.resume)
     import sys
 
     from rlvr.integrations.trl_recipe import convert, read_recipe, report

@@ -55,7 +55,8 @@ def compare(evals: dict[str, Sequence[EvalRecord]], baseline: str, metric: str =
     """
     values = _aligned(evals, baseline, metric)
     pids = list(values[baseline])
-    bands = list(dict.fromkeys(values[baseline][pid][0] for pid in pids)) + [OVERALL]
+    # a task without bands has the one band "all": it is the overall one, listed once
+    bands = list(dict.fromkeys([*(values[baseline][pid][0] for pid in pids), OVERALL]))
     members = {b: [pid for pid in pids if b == OVERALL or values[baseline][pid][0] == b] for b in bands}
     result = {"metric": metric, "alpha": alpha, "baseline": baseline, "models": list(evals), "bands": bands,
               "accuracy": {}, "diffs": {}}

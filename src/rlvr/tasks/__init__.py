@@ -6,6 +6,8 @@ that asks the question). Loaders import their data lazily. `TASKS` is the regist
 and returns such an object (docs/extending.md).
 """
 
+from pathlib import Path
+
 from rlvr.registry import ConfigError, Registry
 from rlvr.tasks.base import CODE_SYSTEM, SPLITS, DatasetError, Problem, ProblemSetTask, validate_problem
 
@@ -67,10 +69,76 @@ for _name, _make, _doc in (
 def load_task(name: str, **settings):
     """Build a task by name (or `package.module:attr`); an unknown name lists the known ones."""
     factory = TASKS.get(name)
+    _check_settings(name, factory, settings)
     try:
         return factory(**settings)
     except TypeError as e:
         raise ConfigError(f"task.settings for task {name!r}: {e}") from None
 
 
-__all__ = ["SPLITS", "DatasetError", "Problem", "ProblemSetTask", "validate_problem", "load_task", "TASKS"]
+def absolute_paths(settings: dict) -> dict:
+    """`settings` with its data paths (`path`, each of `splits`) made absolute where they name a local file or
+    folder, so that the run's config.yaml finds its data from any working directory (a hub id stays as it is)."""
+    def absolute(value):
+        return str(Path(value).resolve()) if isinstance(value, str) and value and Path(value).exists() else value
+
+    out = dict(settings)
+    if "path" in out:
+        out["path"] = absolute(out["path"])
+    if isinstance(out.get("splits"), dict):
+        out["splits"] = {split: absolute(v) for split, v in out["splits"].items()}
+    return out
+
+
+def _check_settings(name: str, factory, settings: dict) -> None:
+    """An unknown setting names the task's valid ones (read from its factory's signature, or from the class a
+    factory hands its settings to: `_jsonl` -> JsonlTask); a factory taking any keywords is left to itself."""
+    known = _setting_names(factory)
+    if known is None:
+        return
+    unknown = sorted(set(settings) - set(known))
+    if unknown:
+        raise ConfigError(f"task.settings.{unknown[0]}: not a setting of task {name!r}; "
+                          f"its settings: {', '.join(known) or '(none)'}")
+
+
+def _setting_names(factory) -> list[str] | None:
+    import inspect
+
+    try:
+        params = inspect.signature(_SETTINGS_OF.get(factory, lambda: factory)()).parameters.values()
+    except (TypeError, ValueError, ImportError):  # no signature, or an optional extra missing (its own error later)
+        return None
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    return [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
+def _jsonl_class():
+    from rlvr.tasks.jsonl import JsonlTask
+    return JsonlTask
+
+
+def _arithmetic_class():
+    from rlvr.tasks.arithmetic import ArithmeticTask
+    return ArithmeticTask
+
+
+
+# factories that pass **settings on, and the class whose signature names the settings they accept
+def _hub_function():
+    from rlvr.tasks.hub import load_hub_task
+    return load_hub_task
+
+
+def _reasoning_gym_class():
+    from rlvr.tasks.reasoning_gym import ReasoningGymTask
+    return ReasoningGymTask
+
+
+_SETTINGS_OF = {_jsonl: _jsonl_class, _arithmetic: _arithmetic_class, _hub: _hub_function,
+                _reasoning_gym: _reasoning_gym_class}
+
+
+__all__ = ["SPLITS", "DatasetError", "Problem", "ProblemSetTask", "validate_problem", "load_task", "TASKS",
+           "absolute_paths"]

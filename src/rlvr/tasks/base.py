@@ -75,7 +75,8 @@ def validate_problem(problem: Problem, source: str, index: int) -> Problem:
     if not isinstance(problem.prompt, str) or not problem.prompt.strip():
         raise DatasetError(f"{source}: row {index} (id={problem.id!r}): empty prompt")
     if (problem.answer is None or str(problem.answer).strip() == "") and not problem.tests:
-        raise DatasetError(f"{source}: row {index} (id={problem.id!r}): no answer and no tests")
+        raise DatasetError(f"{source}: row {index} (id={problem.id!r}): no gold answer (give one of the columns "
+                           f"{', '.join(GOLD_COLUMNS)}) and no tests")
     return problem
 
 

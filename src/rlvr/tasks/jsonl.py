@@ -5,6 +5,8 @@
   included, and the task's system prompt is added only when they have no system turn.
 - the gold answer: the first of `answer`, `gold`, `solution`, `ground_truth` the row has (the gold-column rule,
   rlvr.tasks.base.GOLD_COLUMNS, shared with `rlvr verify` and the integrations); or hidden `tests` (code).
+- `answer_form` (task setting): "auto" (default: "number" when every gold is a numeral, else "math"), "math" or
+  "number" (rlvr.tasks.forms): what an answer must look like before it is compared.
 - `answer_format` (task setting): "boxed" (default) or "tags" (<think> then <answer>, the R1 format): how the
   default system prompt asks for the answer, and how the reward reads it.
 A bad row fails the load with its file and line, before anything is written."""
@@ -35,6 +37,9 @@ def row_problem(row: dict, where: str, line_no: int) -> Problem:
 
 def read_problems(path: str | Path) -> list[Problem]:
     path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"jsonl task: data file {path} not found" if not path.exists() else
+                           f"jsonl task: data file {path} is not a file")
     out = []
     with path.open() as f:
         for line_no, line in enumerate(f, start=1):
@@ -50,17 +55,27 @@ def read_problems(path: str | Path) -> list[Problem]:
     return out
 
 
+def auto_form(splits) -> str:
+    """answer_form "auto" (the default): "number" when every gold answer is a numeral (forms.number_form), so
+    that `\\boxed{8-3}` for gold 5 is not paid; "math" (expressions, sets, ...) as soon as one gold is not."""
+    from rlvr.tasks.forms import number_form
+
+    golds = [p.answer for ps in splits for p in ps if p.answer is not None]
+    return "number" if golds and all(number_form(g, g) is None for g in golds) else "math"
+
+
 class JsonlTask:
     """Problems from files: either one file split by id hash, or one file per split."""
 
     name = "jsonl"
 
     def __init__(self, path: str | None = None, splits: dict | None = None, system_prompt: str | None = None,
-                 answer_form: str = "math", answer_format: str = "boxed"):
+                 answer_form: str = "auto", answer_format: str = "boxed"):
         from rlvr.tasks.arithmetic import DEFAULT_SYSTEM, split_of
         from rlvr.tasks.forms import ANSWER_FORMS
 
-        ANSWER_FORMS.check(answer_form, "task.settings.answer_form")
+        if answer_form != "auto":
+            ANSWER_FORMS.check(answer_form, "task.settings.answer_form")
         self.answer_format = check_answer_format(answer_format)
         self.system_prompt = system_prompt or (TAGS_SYSTEM if answer_format == "tags" else DEFAULT_SYSTEM)
         if splits:
@@ -71,8 +86,8 @@ class JsonlTask:
         else:
             raise ValueError("jsonl task: give `path` (split by id) or `splits` {train: ..., heldout: ...}")
         self.bands = sorted({p.band for ps in self._splits.values() for p in ps})
-        self.answer_form = answer_form
-        self.grader = default_grader((p for ps in self._splits.values() for p in ps), answer_form)
+        self.answer_form = answer_form if answer_form != "auto" else auto_form(self._splits.values())
+        self.grader = default_grader((p for ps in self._splits.values() for p in ps), self.answer_form)
 
     def problems(self, split: str) -> list[Problem]:
         return self._splits.get(split, [])

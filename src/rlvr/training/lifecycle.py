@@ -97,7 +97,8 @@ def check_config(run: RunDir, cfg: dict, resume: bool, allow_change: bool) -> No
     path = run.path / "config.yaml"
     if resume:
         saved = yaml.safe_load(path.read_text())
-        changed = sorted(_diff(saved, cfg))
+        # the output directory is the run's place, not its settings: a run moved or named by another path resumes
+        changed = sorted(k for k in _diff(saved, cfg) if k != "output_dir")
         if changed and not allow_change:
             raise ConfigError(f"--resume: config differs from the saved run in {', '.join(changed)}; "
                               f"pass --allow-config-change to accept")
@@ -137,7 +138,7 @@ def save_final(run: RunDir | None, model, tokenizer, c: Config, task, steps: int
         fsdp.save_policy(model, tokenizer, run.path / "final" if run else None, is_main=is_main,
                          save_dtype=c.model.save_dtype)
     elif is_main:
-        save_policy(model, tokenizer, run.path / "final", save_dtype=c.model.save_dtype)
+        save_policy(model, tokenizer, run.path / "final", save_dtype=c.model.save_dtype, merged=c.model.save_merged)
     if is_main:
         base, loaded_from = model_origin(model, c.model.name)
         write_final(run.path / "final", asdict(c), tokenizer, task, steps, base, loaded_from, kind=kind)

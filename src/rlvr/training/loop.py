@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import time
 from pathlib import Path
 
@@ -56,13 +57,24 @@ def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_con
                       allow_config_change=allow_config_change, policy=policy, is_main=comm.is_main)
     comm.barrier()  # the others wait until the run directory is ready
     try:
-        state = setup(parts, policy, comm)
+        state = _start(parts, policy, comm, opened.run, resume)
         start = _resume(opened.run, state, opened.resume_from) if resume else 0
         done = _loop(state, opened.run, opened.trackers, start, quiet)
         save_final(opened.run, state.model, state.tokenizer, state.cfg, state.task, done, comm=comm)
     finally:
         opened.trackers.finish()
     return opened.path
+
+
+def _start(parts, policy, comm, run: RunDir | None, resume: bool) -> TrainState:
+    """setup(); Ctrl-C while it loads (before any step) removes a fresh run's directory, which holds only its
+    config, so that a plain rerun is not refused as "output directory exists"."""
+    try:
+        return setup(parts, policy, comm)
+    except KeyboardInterrupt:
+        if run is not None and not resume:
+            shutil.rmtree(run.path, ignore_errors=True)
+        raise
 
 
 def _loop(state: TrainState, run: RunDir | None, trackers: Trackers, start: int, quiet: bool) -> int:

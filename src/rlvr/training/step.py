@@ -23,7 +23,7 @@ from rlvr.policy.update import UpdateSettings, update_policy
 from rlvr.prompts.chat import PromptCache
 from rlvr.prompts.stream import make_stream, spread_over_bands, step_band_metrics
 from rlvr.sampling import build_sampler
-from rlvr.tasks import DatasetError, load_task
+from rlvr.tasks import DatasetError, absolute_paths, load_task
 from rlvr.training import distributed
 from rlvr.training.batch import StepBatch, collect
 from rlvr.training.metrics import step_metrics_row
@@ -87,7 +87,7 @@ def check_components(cfg: dict) -> Components:
     make_stream(cfg["curriculum"], task.problems("train"), cfg["seed"])  # the curriculum's kind, keys and bands
     check_sets(cfg)  # eval.out_of_domain: the sets the main job and `rlvr eval` will load
     reward = control_reward(reward, cfg["reward"].get("control", "none"), cfg["seed"])  # a control run's reward
-    cfg = {**cfg, "reward": resolved}
+    cfg = {**cfg, "reward": resolved, "task": {**cfg["task"], "settings": absolute_paths(cfg["task"]["settings"])}}
     return Components(Config.from_dict(cfg), algo, reward, task, cfg)
 
 
@@ -95,7 +95,7 @@ def load_configured_task(cfg: dict):
     """The config's task; an unknown task, band or setting is a config mistake (exit 2), bad data a DatasetError."""
     try:
         return load_task(cfg["task"]["name"], **cfg["task"]["settings"])
-    except DatasetError:
+    except (DatasetError, ConfigError):
         raise
     except ValueError as e:
         raise ConfigError(f"task: {e}") from None
@@ -157,8 +157,22 @@ def run_step(state: TrainState, step: int, *, validate_now: bool = False) -> Ste
     t2 = time.perf_counter()
     row = {**step_metrics_row(step, seen, generated, upd, state.scheduler.get_last_lr()[0], t1 - t0, t2 - t1),
            **step_band_metrics(generated), **val}
-    state.scheduler.step()
+    _schedule_step(state.scheduler, skipped=bool(upd.get("skipped")) or not upd.get("active_rows"))
     return StepResult(batch, seen, generated, upd, row)
+
+
+def _schedule_step(scheduler, skipped: bool) -> None:
+    """The LR schedule counts every step, updated or not, so that the LR at step N is the same whatever was skipped
+    (and a resume is exact). A step whose batch held no informative group (no row with a non-zero advantage), or
+    whose loss was not finite, skips the optimizer on purpose; torch cannot tell that from a misordered call and
+    warns that lr_scheduler.step() came before optimizer.step(): on such a step, and only then, that one warning
+    is ignored."""
+    import warnings
+
+    with warnings.catch_warnings():
+        if skipped:
+            warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler.step\(\)` before")
+        scheduler.step()
 
 
 def _frozen_copy(model):

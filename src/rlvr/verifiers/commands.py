@@ -17,9 +17,7 @@ import json
 import sys
 from collections import Counter
 
-import yaml
-
-from rlvr.config import ConfigError
+from rlvr.config import ConfigError, load_yaml
 from rlvr.tasks.base import GOLD_COLUMNS, gold_column
 from rlvr.verifiers.base import STATUSES
 from rlvr.verifiers.pool import score_batch
@@ -41,7 +39,7 @@ def parse_settings(pairs: list[str]) -> dict:
         key, sep, value = pair.partition("=")
         if not sep:
             raise ConfigError(f"--set {pair!r}: expected KEY=VALUE")
-        out[key.strip()] = yaml.safe_load(value)
+        out[key.strip()] = load_yaml(value, f"--set {pair!r}")
     return out
 
 
@@ -85,13 +83,20 @@ def verifier_scorer(args):
 
 
 def task_from_args(args, does: str):
-    """The task of `--task NAME` (its own grader is used, so --verifier / --set beside it are refused)."""
+    """The task of `--task NAME` with its settings from `--set task.settings.KEY=VALUE` (its own grader is used, so
+    --verifier and any other --set beside it are refused)."""
+    from rlvr.config import parse_set
     from rlvr.tasks import load_task
 
-    if args.set or args.verifier:
-        raise ConfigError(f"--task {does} the task's own grader; --verifier and --set choose a verifier instead")
+    others = [item for item in args.set or [] if not item.strip().startswith("task.settings.")]
+    if others or args.verifier:
+        raise ConfigError(f"--task {does} the task's own grader; --verifier and --set choose a verifier instead "
+                          f"(beside --task, --set takes task.settings.KEY=VALUE)")
+    settings = {}
+    for item in args.set or []:
+        settings.update(parse_set(item)["task"]["settings"])
     try:
-        return load_task(args.task)
+        return load_task(args.task, **settings)
     except ValueError as e:
         raise ConfigError(f"--task: {e}") from None
 
@@ -165,7 +170,9 @@ def run_audit(args) -> int:
     if "math" not in AUDIT_SUITES:
         from rlvr.verifiers.audit_cases import EQUIVALENCES, HACKS, NUMBER_EQUIVALENCES, NUMBER_HACKS
 
-        register_audit_suite("math", HACKS, EQUIVALENCES)
+        # every hack class rlvr knows runs against every form: the math form pays the unevaluated expressions
+        # (\\boxed{8-3} for gold 5), and the audit says so with its real rate rather than leaving the class out
+        register_audit_suite("math", HACKS + NUMBER_HACKS, EQUIVALENCES)
         register_audit_suite("math/number", HACKS + NUMBER_HACKS, NUMBER_EQUIVALENCES)
     kind = args.verifier or "math"
     try:

@@ -70,28 +70,30 @@ class Term:
 
     def __call__(self, completions: list, **columns) -> list[float | None]:
         """TRL reward-function form: unweighted rewards (TRL applies `reward_weights` itself); None for a fault."""
-        problems = problems_from_columns(len(completions), columns)
+        problems = problems_from_columns(len(completions), columns, KINDS[self.kind].grades)
         return [None if v.status in FAULT_STATUSES else v.reward for v in self.verdicts(completions, problems)]
 
 
-def problems_from_columns(n: int, columns: dict) -> list:
-    """Build B Problems from per-sample dataset columns (TRL's keyword arguments): the gold from the first of
-    answer / gold / solution / ground_truth present (rlvr.tasks.base.GOLD_COLUMNS), hidden tests from `tests`."""
-    from rlvr.tasks.base import Problem, gold_column
+def problems_from_columns(n: int, columns: dict, grades: str | None = None) -> list:
+    """Build B Problems from per-sample dataset columns (TRL's keyword arguments): each row's gold from the first
+    of answer / gold / solution / ground_truth that is not null in that row (rlvr.tasks.base.GOLD_COLUMNS), hidden
+    tests from `tests`. `grades="answer"` (a term that reads a gold answer) with none of those columns raises,
+    naming them: a reward with no gold would score every row as a fault, and the trainer would learn nothing."""
+    from rlvr.tasks.base import GOLD_COLUMNS, Problem
 
-    gold_key = gold_column(columns)
-    golds = columns.get(gold_key) if gold_key else None
+    present = [k for k in GOLD_COLUMNS if isinstance(columns.get(k), (list, tuple))]
+    if grades == "answer" and not present and columns.get("tests") is None:
+        given = ", ".join(sorted(k for k in columns if k not in ("prompts", "prompt"))) or "none"
+        raise ValueError(f"no gold column: give the dataset one of the columns {', '.join(GOLD_COLUMNS)} "
+                         f"(columns given: {given})")
     tests = columns.get("tests")
     prompts = columns.get("prompts") or columns.get("prompt")
     out = []
     for i in range(n):
         prompt = prompts[i] if isinstance(prompts, list) and i < len(prompts) else ""
-        out.append(Problem(
-            id=str(i),
-            prompt=completion_text(prompt),
-            answer=None if golds is None else golds[i],
-            tests=None if tests is None else tests[i],
-        ))
+        gold = next((columns[k][i] for k in present if i < len(columns[k]) and columns[k][i] is not None), None)
+        out.append(Problem(id=str(i), prompt=completion_text(prompt), answer=gold,
+                           tests=None if tests is None else tests[i]))
     return out
 
 
@@ -109,7 +111,10 @@ class Reward:
         if len(completions) != len(problems):
             raise ValueError(f"{len(completions)} completions but {len(problems)} problems")
         term_verdicts = {t.name: t.verdicts(completions, problems) for t in self.terms}
-        terms = {name: [v.reward for v in vs] for name, vs in term_verdicts.items()}
+        # a fault verdict of the correctness term (timeout, error, invalid gold) says nothing about the
+        # completion: the row earns nothing, shaping included (a format bonus on an ungradable row pays noise)
+        fault = [v.status in FAULT_STATUSES for v in term_verdicts[self.terms[0].name]]
+        terms = {name: [0.0 if fault[i] else v.reward for i, v in enumerate(vs)] for name, vs in term_verdicts.items()}
         total = [sum(t.weight * terms[t.name][i] for t in self.terms) for i in range(len(completions))]
         return RewardResult(total, terms, term_verdicts[self.terms[0].name], term_verdicts)
 

@@ -16,7 +16,8 @@ Hedging policy (`hedging=` on the math verifier):
   follows an earlier one after real text ("Wait, I made an arithmetic error in step 2, so...") starts a
   new group and replaces it: self-correction is allowed, and it never pays more than answering once.
 - "strict": every box in the completion belongs to the final group; any two distinct boxed answers
-  anywhere are a hedge (no self-correction).
+  anywhere are a hedge (no self-correction); so are alternatives offered in prose anywhere outside the boxes
+  ("The answer is 3 or 4, final: \\boxed{3}"), however far from the box (`prose_hedge_anywhere`).
 The same value boxed twice is one answer under both policies (that check needs parsing: see math.py).
 """
 
@@ -140,6 +141,17 @@ def prose_hedge_around(text: str, group: list[Box]) -> bool:
     after = text[group[-1].end :]
     after = after[: min((k for k in (after.find("\n"), after.find(". ")) if k >= 0), default=len(after))]
     return bool(_OR_BEFORE_BOX.search(before) or _OR_AFTER_BOX.search(after))
+
+
+def prose_hedge_anywhere(text: str, boxes: list[Box]) -> bool:
+    """True when the text outside the boxes offers alternatives anywhere ("3 or 4"): the "strict" policy's rule,
+    under which two candidate answers anywhere are a hedge, even when the box then picks one."""
+    outside, at = [], 0
+    for box in boxes:
+        outside.append(text[at : box.start])
+        at = box.end
+    outside.append(text[at:])
+    return any(_PROSE_OR.search(part) for part in outside)
 
 
 def prose_hedge_final(text: str) -> bool:

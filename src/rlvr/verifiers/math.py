@@ -122,7 +122,9 @@ class MathVerifier:
         if not values:
             what = "the answer tag" if self.answer_format == "tags" else "boxed answer"
             return Verdict("no_answer", 0.0, shown, f"{what} has no parseable math")
-        verdict = self._judge(values, g, gold_text, shown, extract.prose_hedge_around(completion, group))
+        prose_hedge = extract.prose_hedge_around(completion, group) or (
+            self.hedging == "strict" and extract.prose_hedge_anywhere(completion, boxes))
+        verdict = self._judge(values, g, gold_text, shown, prose_hedge)
         return self._in_form(verdict, [b.content for b in group], gold_text)
 
     def _in_form(self, verdict: Verdict, answers: list[str], gold_text: str) -> Verdict:
