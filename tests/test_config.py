@@ -56,3 +56,17 @@ def test_cli_bad_algorithm_field_exits_2_before_run_dir(tmp_path, capsys):
     code = main(["train", "--set", "algorithm.clip_hi=0.3", "--output-dir", str(out)])
     assert code == 2 and "clip_hi" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_dotted_sets_into_an_open_section_add_up_and_a_whole_mapping_replaces_it():
+    """`--set algorithm.preset=dapo --set algorithm.clip_high=0.3` keeps both (the second used to drop the first);
+    `--set 'algorithm={preset: gspo}'` replaces the section; the same for task settings, nested keys included."""
+    from rlvr.config import resolve
+
+    cfg = resolve(None, ["algorithm.preset=dapo", "algorithm.clip_high=0.3"])
+    assert cfg["algorithm"] == {"preset": "dapo", "clip_high": 0.3}
+    assert resolve(None, ["algorithm.clip_high=0.3", "algorithm={preset: gspo}"])["algorithm"] == {"preset": "gspo"}
+    cfg = resolve("default", ["task.settings.per_band=50", "task.settings.extra.a=1", "task.settings.extra.b=2"])
+    assert cfg["task"]["settings"] == {"seed": 0, "per_band": 50, "bands": ["1-digit", "2-digit", "3-digit"],
+                                       "one_shot": True, "extra": {"a": 1, "b": 2}}
+    assert type(cfg["task"]["settings"]) is dict and type(cfg["task"]["settings"]["extra"]) is dict

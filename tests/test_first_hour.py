@@ -33,7 +33,7 @@ def _err(capsys) -> str:
     ("", ["train.lr=-1e-5"], "config key 'train.lr' = -1e-05; must be > 0"),
     ("", ["rollout.top_p=1.5"], "config key 'rollout.top_p' = 1.5; must be > 0 and <= 1"),
     ("", ["task.name=jsonl", "task.settings.pth=train.jsonl"],
-     "task.settings.pth: not a setting of task 'jsonl'; its settings: path, splits, system_prompt, answer_form, answer_format"),
+     "task.settings.pth: not a setting of task 'jsonl'; its settings: path, splits, system_prompt, answer_form, answer_format (after changing task.name on a preset, give the settings whole: --set 'task.settings={...}')"),
     ("", ["task.name=jsonl", "task.settings.path=nothere.jsonl"], "jsonl task: data file nothere.jsonl not found"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, monkeypatch, capsys, yaml_text, sets, message):

@@ -269,7 +269,7 @@ def merge(base: dict, update: dict, prefix: str = "") -> dict:
             raise ConfigError(f"unknown config key '{path}'; allowed keys {where}: {allowed}")
         default = base[key]
         if path in OPEN_KEYS:
-            out[key] = copy.deepcopy(value)
+            out[key] = _set_open(base[key], value)
         elif path in EACH:
             out[key] = _each_value(path, value)
         elif isinstance(default, dict):
@@ -337,8 +337,24 @@ def parse_set(item: str) -> dict:
     value = load_yaml(raw, f"--set {item!r}") if raw.strip() else ""
     nested: dict = value
     for part in reversed(key.strip().split(".")):
-        nested = {part: nested}
+        nested = DottedKey({part: nested})
     return nested
+
+
+class DottedKey(dict):
+    """A mapping made from a dotted `--set` key (`algorithm.clip_high=0.3` -> {"clip_high": 0.3} under
+    "algorithm"): inside an open section it sets that one key and keeps the section's others, where a mapping
+    given whole (`--set 'algorithm={preset: dapo}'`, a YAML file) replaces the section."""
+
+
+def _set_open(current, value):
+    """An open section's new value: a dotted --set updates the keys it names (recursively), anything else replaces."""
+    if not (isinstance(value, DottedKey) and isinstance(current, dict)):
+        return copy.deepcopy(dict(value) if isinstance(value, DottedKey) else value)
+    out = copy.deepcopy(current)
+    for k, v in value.items():
+        out[k] = _set_open(out.get(k), v)
+    return out
 
 
 def _config_presets() -> Registry[Path]:

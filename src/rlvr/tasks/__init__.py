@@ -99,7 +99,8 @@ def _check_settings(name: str, factory, settings: dict) -> None:
     unknown = sorted(set(settings) - set(known))
     if unknown:
         raise ConfigError(f"task.settings.{unknown[0]}: not a setting of task {name!r}; "
-                          f"its settings: {', '.join(known) or '(none)'}")
+                          f"its settings: {', '.join(known) or '(none)'} (after changing task.name on a preset, give "
+                          f"the settings whole: --set 'task.settings={{...}}')")
 
 
 def _setting_names(factory) -> list[str] | None:
