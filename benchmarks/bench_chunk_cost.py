@@ -25,8 +25,8 @@ def main() -> None:
 
     from rlvr.config import Config, resolve
     from rlvr.policy.fastpath import prepare_for_update
-    from rlvr.policy.logprobs import PromptPass
     from rlvr.policy.load import add_lora, load_policy
+    from rlvr.policy.logprobs import PromptPass
 
     torch.set_num_threads(os.cpu_count() or 1)
     c = Config.from_dict(resolve("default"))

@@ -38,12 +38,12 @@ def main() -> None:
 
     import torch
 
-    from rlvr.prompts.chat import encode_prompt
-    from rlvr_bench.bench import matmul_gflops
-    from rlvr_bench.roofline import batch_roofline_s, live_rows, read_floor_s
     from rlvr.policy.load import load_policy
+    from rlvr.prompts.chat import encode_prompt
     from rlvr.sampling import llama, make_sampler, stop_ids
     from rlvr.tasks import load_task
+    from rlvr_bench.bench import matmul_gflops
+    from rlvr_bench.roofline import batch_roofline_s, live_rows, read_floor_s
 
     threads = os.cpu_count() or 1
     torch.set_num_threads(threads)

@@ -1,13 +1,19 @@
 """Two paths of the same 20 GRPO steps (benchmarks/bf16_vs_fp32.sh; PAIR=precision: bf16 vs float32, PAIR=native:
 native fused decode ops vs torch's): mean figures, the paired per-step reward difference with a bootstrap
 interval, and the figure (path given as the argument). Prints; asserts nothing."""
-import json, os, random, sys
+import json
+import os
+import random
+import sys
+
 import matplotlib
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+
 def load(path):
-    return [json.loads(l) for l in open(os.path.join(os.environ.get("OUT", "/tmp/eqv"), path, "metrics.jsonl"))]
+    return [json.loads(line) for line in open(os.path.join(os.environ.get("OUT", "/tmp/eqv"), path, "metrics.jsonl"))]
 
 NATIVE = os.environ.get("PAIR", "precision") == "native"
 A, B = ("native", "torch") if NATIVE else ("bf16", "fp32")
@@ -17,7 +23,8 @@ a, b = load(A), load(B)
 n = min(len(a), len(b))
 keys = ["reward/mean", "verdict/correct_frac", "verdict/no_answer_frac", "len/mean", "time/step", "time/generate", "time/train"]
 for k in keys:
-    ma = sum(r[k] for r in a[:n]) / n; mb = sum(r[k] for r in b[:n]) / n
+    ma = sum(r[k] for r in a[:n]) / n
+    mb = sum(r[k] for r in b[:n]) / n
     print(f"{k:28s} {A} {ma:8.3f}  {B} {mb:8.3f}")
 d = [a[i]["reward/mean"] - b[i]["reward/mean"] for i in range(n)]
 rng = random.Random(0)

@@ -48,7 +48,7 @@ def main() -> None:
     print(f"| {key} | steps | reward | nonzero-var frac | entropy | length | s/step |")
     print("|---|---|---|---|---|---|---|")
     for value, rows in results.items():
-        mean = lambda k: sum(r[k] for r in rows) / len(rows)  # noqa: E731
+        mean = lambda k, rows=rows: sum(r[k] for r in rows) / len(rows)  # noqa: E731
         print(f"| {value} | {len(rows)} | {mean('reward/mean'):.3f} | {mean('groups/nonzero_var_frac'):.2f} | "
               f"{mean('entropy'):.2f} | {mean('len/mean'):.1f} | {mean('time/step'):.1f} |")
     import matplotlib

@@ -15,8 +15,8 @@ import time
 
 import torch
 
-from rlvr.prompts.chat import encode_prompt
 from rlvr.policy.load import add_lora, load_policy
+from rlvr.prompts.chat import encode_prompt
 from rlvr.sampling import make_sampler
 from rlvr.tasks import load_task
 

@@ -1,7 +1,9 @@
 """Print what a sandboxed program can and cannot do on this machine, and the cost of one run (docs/sandbox.md)."""
 
-from rlvr.verifiers.sandbox import run_sandboxed, Limits, isolation
 import time
+
+from rlvr.verifiers.sandbox import Limits, isolation, run_sandboxed
+
 print(isolation())  # what the probe found
 code = r'''
 import os, socket
@@ -22,7 +24,9 @@ print("socket 127.0.0.1", can(lambda: socket.create_connection(('127.0.0.1', 22)
 print("socket 8.8.8.8", can(lambda: socket.create_connection(('8.8.8.8', 53), timeout=1)))
 print("interfaces", os.listdir('/sys/class/net'))
 '''
-r = run_sandboxed(code, limits=Limits()); print(r.stdout.decode(), r.stderr.decode()[-500:])
+r = run_sandboxed(code, limits=Limits())
+print(r.stdout.decode(), r.stderr.decode()[-500:])
 t = time.time()
-for _ in range(20): run_sandboxed("pass")
+for _ in range(20):
+    run_sandboxed("pass")
 print("single run wall s", (time.time()-t)/20)

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from rlvr.algorithms import PRESETS, Algorithm, algorithm_from_config, get_preset, with_overrides
-from rlvr.config import ConfigError
 from rlvr.algorithms.losses import policy_loss
+from rlvr.config import ConfigError
 
 # name: (adv_scale, ratio, clip_low, clip_high, agg, beta, dynamic_sampling, overlong)
 PAPER_CHOICES = {

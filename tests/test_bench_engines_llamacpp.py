@@ -9,8 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from rlvr_bench.engines import ENGINES, engine_module
-from rlvr_bench.engines import llamacpp
+from rlvr_bench.engines import ENGINES, engine_module, llamacpp
 
 
 def test_the_module_imports_without_llama_cpp():

@@ -88,9 +88,8 @@ def test_a_real_step_with_truncated_weights_logs_the_figures_before_and_after_th
     import json
 
     from conftest import make_tiny_llama
-    from test_trainer import tiny_config
-
     from rlvr.training.loop import train
+    from test_trainer import tiny_config
 
     cfg = tiny_config(tmp_path, **{"algorithm.rollout_correction": "truncated", "algorithm.correction_cap": 1.5})
     assert cfg["algorithm"] == {"preset": "grpo", "rollout_correction": "truncated", "correction_cap": 1.5}

@@ -13,14 +13,21 @@ from rlvr.prompts.curriculum import (
     Adaptive,
     FixedMix,
     ScheduleMix,
+    _natural_key,
     allocate,
     band_metrics,
-    _natural_key,
     band_stats,
     build_curriculum,
     plot_curriculum,
 )
-from rlvr.prompts.curriculum_sim import DEFAULT_BANDS, DEFAULT_POLICY, logistic_policy, mean_informative, simulate, toy_pool
+from rlvr.prompts.curriculum_sim import (
+    DEFAULT_BANDS,
+    DEFAULT_POLICY,
+    logistic_policy,
+    mean_informative,
+    simulate,
+    toy_pool,
+)
 
 # ---------------------------------------------------------------- allocation and drawing
 

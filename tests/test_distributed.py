@@ -12,11 +12,11 @@ import torch
 import torch.multiprocessing as tmp
 
 from conftest import make_tiny_llama
-from rlvr.training import distributed
 from rlvr.algorithms import get_preset
-from rlvr.training.batch import StepBatch, select_rows
-from rlvr.tasks.base import Problem
 from rlvr.policy.update import UpdateSettings, update_policy
+from rlvr.tasks.base import Problem
+from rlvr.training import distributed
+from rlvr.training.batch import StepBatch, select_rows
 from rlvr.verifiers.base import Verdict
 
 WORLD = 2

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from conftest import make_tiny_llama
+from rlvr.config import Config
 from rlvr.environments.episode import TemplateNotAppendOnly, run_episodes, suffix_ids
 from rlvr.environments.protocol import Step
 from rlvr.sampling import build_sampler
-from rlvr.config import Config
 from rlvr.tasks.base import Problem
 
 

@@ -10,8 +10,14 @@ import torch
 from safetensors.torch import load_file
 
 from rlvr.config import resolve
-from rlvr.evaluation.run_eval import (adapter_policy, checkpoint_policy, evaluate_model, is_adapter_dir,
-                                      is_checkpoint_dir, run_config)
+from rlvr.evaluation.run_eval import (
+    adapter_policy,
+    checkpoint_policy,
+    evaluate_model,
+    is_adapter_dir,
+    is_checkpoint_dir,
+    run_config,
+)
 from rlvr.training.loop import train
 
 REWARD = {"terms": [{"name": "first_char", "kind": "regex", "weight": 1.0, "pattern": "^\\s*(\\S)",

@@ -143,8 +143,8 @@ def test_write_comparison_files(tmp_path):
 def test_compare_verb_on_records_files(tmp_path, capsys):
     import argparse
 
-    from rlvr.evaluation.records import write_records
     from rlvr.cli.compare import add_parser, run
+    from rlvr.evaluation.records import write_records
 
     problems = make_problems(20)
     write_records(run_model(lambda i, n: 1, problems), tmp_path / "base.jsonl")

@@ -8,10 +8,10 @@ import pytest
 import yaml
 
 from conftest import make_tiny_llama
-from rlvr.tasks.hygiene import ContaminationError
 from rlvr.evaluation.records import read_records
 from rlvr.evaluation.run_eval import evaluate_model, limit_problems
 from rlvr.tasks.base import Problem
+from rlvr.tasks.hygiene import ContaminationError
 
 # First character of the completion in a-m: a random model meets it about half the time.
 FIRST_CHAR = {"terms": [{"name": "first_char", "kind": "regex", "weight": 1.0, "pattern": "^\\s*(\\S)",

@@ -6,8 +6,14 @@ import math
 import numpy as np
 import pytest
 
-from rlvr.evaluation.stats import (bootstrap_ci, mean_correct, paired_bootstrap, paired_verdict, pass_at_k,
-                                   wilson_interval)
+from rlvr.evaluation.stats import (
+    bootstrap_ci,
+    mean_correct,
+    paired_bootstrap,
+    paired_verdict,
+    pass_at_k,
+    wilson_interval,
+)
 
 
 def brute_pass_at_k(n, c, k):

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import make_tiny_llama
 
+from conftest import make_tiny_llama
 from rlvr.policy.fastpath import cast_norm_outputs, fuse_lora_forward, prepare_for_update
 from rlvr.policy.load import add_lora, cast_frozen_base, save_policy
 from rlvr.sampling.weights import merged_state_dict

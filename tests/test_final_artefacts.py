@@ -12,11 +12,10 @@ import pytest
 import torch
 
 from conftest import make_tiny_llama
-from test_trainer import tiny_config
-
 from rlvr.policy.load import DEFAULT_MODEL, ModelUnavailable, base_model_id, cache_dir, resolve_model_path, save_policy
 from rlvr.rundir.final import TEMPLATE_FILE, faithful_template, prompt_prefix
 from rlvr.training.loop import train
+from test_trainer import tiny_config
 
 ROOT = Path(__file__).resolve().parent.parent
 HUB_ID = "rlvr-test/tiny-llama"

@@ -11,8 +11,8 @@ import torch
 
 from conftest import make_tiny_llama
 from rlvr.rundir import fsdp
-from rlvr.training import distributed
 from rlvr.sampling.weights import merged_state_dict
+from rlvr.training import distributed
 from test_distributed import free_port, launch, train_config
 
 NOT_COMPARED = ("time/", "throughput/")  # wall-clock figures

@@ -160,12 +160,15 @@ def load_like_verl(tmp_path, reward_kwargs=None):
     spec = importlib.util.spec_from_file_location("custom_module", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return functools.partial(getattr(module, "compute_score"), **(reward_kwargs or {}))
+    return functools.partial(module.compute_score, **(reward_kwargs or {}))
 
 
 def test_verl_compute_score_dicts(tmp_path):
     fn = load_like_verl(tmp_path)
-    call = lambda s, gt, ds="openai/gsm8k", info=None: fn(data_source=ds, solution_str=s, ground_truth=gt, extra_info=info)
+
+    def call(s, gt, ds="openai/gsm8k", info=None):
+        return fn(data_source=ds, solution_str=s, ground_truth=gt, extra_info=info)
+
     right = call(r"so \boxed{18}", "18", info={"split": "train", "index": 3})
     assert right == {"score": 1.0, "acc": 1.0, "status": "correct", "pred": "18", "fault": 0.0}
     assert call(r"\boxed{17}", "18")["status"] == "wrong" and call("18", "18")["status"] == "no_answer"

@@ -21,8 +21,8 @@ from safetensors.torch import load_file
 
 import fault_entry
 from conftest import make_tiny_llama
-from rlvr.rundir import checkpoint as ckpt
 from rlvr.config import ConfigError, dump, resolve
+from rlvr.rundir import checkpoint as ckpt
 from rlvr.rundir.files import RunDir, RunDirError, atomic_write_text
 from rlvr.training.loop import TrainingAborted, train
 
@@ -251,8 +251,8 @@ def test_nan_loss_skips_the_update_and_aborts_after_three_in_a_row(tmp_path, mod
 def oom_batch():
     """3 rows: completion lengths 5, 3, 2 and prompt lengths 4, 2, 3; micro-batches of 2 -> rows [0], [1, 2]
     (5 + 2 x 3 padded tokens beat 2 x 5 + 2)."""
-    from rlvr.training.batch import StepBatch
     from rlvr.tasks.base import Problem
+    from rlvr.training.batch import StepBatch
     from rlvr.verifiers.base import Verdict
 
     lengths = torch.tensor([5, 3, 2])

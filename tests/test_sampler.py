@@ -152,8 +152,12 @@ def test_fast_greedy_bf16_close_to_hf(model):
 
 def hf_warped_probs(logits, temperature, top_k, top_p):
     """The distribution HF's sampler draws from: its own warpers, then softmax."""
-    from transformers.generation.logits_process import (LogitsProcessorList, TemperatureLogitsWarper,
-                                                        TopKLogitsWarper, TopPLogitsWarper)
+    from transformers.generation.logits_process import (
+        LogitsProcessorList,
+        TemperatureLogitsWarper,
+        TopKLogitsWarper,
+        TopPLogitsWarper,
+    )
 
     procs = LogitsProcessorList([TemperatureLogitsWarper(temperature)])
     if top_k:

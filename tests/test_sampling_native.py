@@ -80,7 +80,6 @@ def test_fused_small_ops_equal_the_torch_ops():
     one bf16 rounding step (the torch path rounds silu(gate) before the multiply)."""
     import torch.nn.functional as F
 
-    from rlvr.sampling import llama
 
     g = torch.Generator().manual_seed(3)
     x, weight = torch.randn(5, 96, generator=g) * 3, torch.rand(96, generator=g) + 0.5

@@ -52,8 +52,8 @@ STOP = 2
 
 def test_importing_the_backend_does_not_import_vllm():
     before = "vllm" in sys.modules
-    import rlvr_bench.vllm  # noqa: F401
     import rlvr.sampling.vllm  # noqa: F401
+    import rlvr_bench.vllm  # noqa: F401
 
     assert ("vllm" in sys.modules) == before
 

@@ -7,12 +7,12 @@ import subprocess
 import sys
 
 import pytest
-from serve_util import RLVR, Service
 
 from rlvr.config import DEFAULTS
 from rlvr.tasks import load_task
 from rlvr.tasks.base import Problem
 from rlvr.verifiers.compose import task_reward
+from serve_util import RLVR, Service
 
 TOKEN = "s3cret-token-for-tests"
 

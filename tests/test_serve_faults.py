@@ -9,10 +9,10 @@ import threading
 import time
 
 import pytest
-from serve_util import Service, kill, wait_for
 
 from rlvr.verifiers.code_attacks import host_damage, hostile_suite
 from rlvr.verifiers.sandbox import isolation, sandbox_processes
+from serve_util import Service, kill, wait_for
 
 SQ_TESTS = {"tests": ["assert sq(3) == 9"], "entry_point": "sq"}
 

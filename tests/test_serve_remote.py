@@ -9,12 +9,12 @@ import textwrap
 import threading
 
 import pytest
-from serve_util import Service, wait_for
 
 from rlvr.cli import main
 from rlvr.config import DEFAULTS
 from rlvr.tasks import load_task
 from rlvr.verifiers.compose import build_reward, task_reward
+from serve_util import Service, wait_for
 
 
 def dead_url() -> str:
@@ -57,7 +57,7 @@ def test_after_the_retry_budget_items_are_error_and_nothing_raises(capsys):
     result = reward(["\\boxed{1}", "\\boxed{2}"], task.problems("train")[:2])
     assert [(v.status, v.reward) for v in result.verdicts] == [("error", 0.0), ("error", 0.0)]
     assert result.verdicts[0].detail.startswith(f"remote: 2 passes failed; last {url}/v1/verify: URLError:")
-    assert capsys.readouterr().err.startswith(f"rlvr: reward term remote: gave up after 2 passes over 1 URL(s)")
+    assert capsys.readouterr().err.startswith("rlvr: reward term remote: gave up after 2 passes over 1 URL(s)")
 
 
 def test_the_token_travels_and_a_wrong_one_is_an_error_verdict(tmp_path, monkeypatch):

@@ -3,8 +3,8 @@ on completion tokens only (checked by hand), the kept set holds only verifier-co
 completions, the adapter moves, and the run directory holds what `rlvr eval` and the report read."""
 
 import json
-from pathlib import Path
 import math
+from pathlib import Path
 
 import pytest
 import torch

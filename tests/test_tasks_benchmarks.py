@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from rlvr.tasks.hygiene import find_leaks
-from rlvr.tasks.base import DatasetError
 from rlvr.tasks import load_task
+from rlvr.tasks.base import DatasetError
 from rlvr.tasks.benchmarks import OUT_OF_DOMAIN, load_champ, load_math500
+from rlvr.tasks.hygiene import find_leaks
 
 ROWS = [
     {"problem": "What is $1+1$?", "answer": "2", "level": 1, "subject": "Algebra",

@@ -2,9 +2,15 @@
 
 import pytest
 
-from rlvr.tasks.hygiene import (ContaminationError, check_contamination, find_contamination, find_leaks,
-                                    normalize_text, word_ngrams)
 from rlvr.tasks.base import Problem
+from rlvr.tasks.hygiene import (
+    ContaminationError,
+    check_contamination,
+    find_contamination,
+    find_leaks,
+    normalize_text,
+    word_ngrams,
+)
 
 
 def P(pid, prompt, answer="1"):

@@ -7,7 +7,6 @@ import pytest
 
 pytest.importorskip("reasoning_gym", reason="reasoning-gym not installed (pip install 'rlvr[reasoning-gym]')")
 
-from rlvr.config import ConfigError  # noqa: E402
 from rlvr.tasks import load_task  # noqa: E402
 from rlvr.tasks.reasoning_gym import GRADERS, normalise, problem_from_entry  # noqa: E402
 from rlvr.verifiers.registry import RoutedVerifier  # noqa: E402
@@ -147,8 +146,8 @@ def test_the_preset_on_reasoning_gym_families_is_graded_by_rlvr_only():
     """rlvr run --preset reasoning-gym: every family has an rlvr grader (routed), its evaluation split is clean
     against its training split, and its out-of-domain set loads."""
     from rlvr.config import resolve
-    from rlvr.tasks.hygiene import find_contamination
     from rlvr.evaluation.out_of_domain import check_sets
+    from rlvr.tasks.hygiene import find_contamination
     from rlvr.training.step import check_components
 
     cfg = resolve("reasoning-gym")

@@ -10,7 +10,6 @@ import pytest
 import yaml
 
 from conftest import make_tiny_llama
-
 from rlvr.config import DEFAULTS, ConfigError, merge
 from rlvr.integrations.trl_recipe import convert, read_recipe
 

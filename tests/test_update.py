@@ -6,9 +6,9 @@ import torch
 
 from conftest import make_tiny_llama
 from rlvr.algorithms import get_preset
-from rlvr.training.batch import StepBatch
-from rlvr.tasks.base import Problem
 from rlvr.policy.update import UpdateSettings, micro_batches, update_policy
+from rlvr.tasks.base import Problem
+from rlvr.training.batch import StepBatch
 from rlvr.verifiers.base import Verdict
 
 
@@ -53,8 +53,8 @@ def test_zero_advantage_rows_are_skipped_but_still_counted():
     assert stats["active_rows"] == 2
     # the same update computed with every row in the forward, by hand: loss over all tokens of the batch
     full = make_tiny_llama(64, seed=3)
-    from rlvr.policy.logprobs import completion_logprobs
     from rlvr.algorithms.losses import policy_loss
+    from rlvr.policy.logprobs import completion_logprobs
 
     logp, _ = completion_logprobs(full, batch.prompt_ids, batch.completion_ids, batch.mask, pad_id=0)
     loss, _ = policy_loss(logp, None, batch.advantages, batch.mask, agg="token-mean", clip_high=0.28)
@@ -93,7 +93,7 @@ def test_micro_batches_are_the_cheapest_split_of_the_sorted_rows():
         def fits(chunk, cap=cap, lengths=lengths):
             return len(chunk) == 1 or not cap or len(chunk) * max(lengths[r] for r in chunk) <= cap
 
-        cost = lambda chunks: sum(len(c) * max(lengths[r] for r in c) + overhead for c in chunks)  # noqa: E731
+        cost = lambda chunks, lengths=lengths, overhead=overhead: sum(len(c) * max(lengths[r] for r in c) + overhead for c in chunks)  # noqa: E731
         order = sorted(range(n), key=lambda r: -lengths[r])
         best = min(cost([order[a:b] for a, b in zip((0,) + cuts, cuts + (n,))])
                    for k in range(n) for cuts in itertools.combinations(range(1, n), k)

@@ -4,11 +4,10 @@ import os
 
 import pytest
 
-from rlvr.verifiers.sandbox import Limits, sandbox_processes
 from rlvr.tasks.base import Problem
-from rlvr.verifiers.code import (PythonTestsVerifier, StdioVerifier, extract_code, normalise_output,
-                                 score_code_batch)
+from rlvr.verifiers.code import PythonTestsVerifier, StdioVerifier, extract_code, normalise_output, score_code_batch
 from rlvr.verifiers.code_attacks import ATTACKS, TARGET, host_damage, hostile_suite
+from rlvr.verifiers.sandbox import Limits, sandbox_processes
 
 FAST = Limits(cpu_s=2, wall_s=2.5, memory_mb=512, processes=8)
 SQ_CHECK = Problem("sq-check", "p", tests="def check(candidate):\n    assert candidate(3) == 9\n    assert candidate(0) == 0\n",

@@ -3,7 +3,6 @@
 import argparse
 import json
 
-
 from rlvr.cli import audit as audit_verb
 from rlvr.cli import verify as verify_verb
 from rlvr.verifiers.commands import run_audit, run_verify

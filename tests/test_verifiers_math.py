@@ -12,7 +12,7 @@ from rlvr.verifiers import guard
 from rlvr.verifiers.audit import audit
 from rlvr.verifiers.base import STATUSES
 from rlvr.verifiers.deadline import TimedOut, call_with_deadline
-from rlvr.verifiers.extract import find_boxes, final_group
+from rlvr.verifiers.extract import final_group, find_boxes
 from rlvr.verifiers.math import MathVerifier
 
 V = MathVerifier(timeout_s=2.0)

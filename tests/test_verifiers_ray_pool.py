@@ -57,8 +57,9 @@ def test_math_verdicts_match_the_local_pool(ray):
 
 
 def test_each_failure_costs_only_its_item(ray):
-    import cloudpickle
     import sys
+
+    import cloudpickle
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import this test module
     items = ["a", "hang", "b", "exit", "c", "raise", "d"]

@@ -55,8 +55,8 @@ TRL_RECIPE = ("python3 -m venv trl-venv && trl-venv/bin/pip install torch==2.13.
 def check_peer_python(python: str, packages: dict[str, str], recipe: str, timeout_s: float = 600.0) -> str | None:
     """None when `python` imports every module of `packages` (import name -> pip name); else why not, naming the
     missing pip packages and how to install them, so a peer's venv fails in seconds and not after a model load."""
-    probe = ("import importlib.util, json; print(json.dumps([m for m in %r if importlib.util.find_spec(m) is None]))"
-             % list(packages))
+    probe = (f"import importlib.util, json; print(json.dumps([m for m in {list(packages)!r} if importlib.util.find_spec(m) is None]))"
+             )
     try:
         proc = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=timeout_s)
     except FileNotFoundError:

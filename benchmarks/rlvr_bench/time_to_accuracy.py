@@ -173,7 +173,7 @@ def run_time_to_accuracy(args) -> int:
     curves = {"rlvr": choose(rlvr_points(run), targets), "trl": choose(trl_points(side), targets)}
     models = {START: ["--model", "smollm2-135m-instruct", *flags]}
     for name, points in curves.items():
-        for minutes, ckpt in points:
+        for _minutes, ckpt in points:
             models[f"{name}-{ckpt.name}"] = ["--model", str(ckpt)] + (flags if name == "trl" else [])
     evaluate_all(out, run, models, args)
     return report(out, run, side, curves)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 
-from rlvr_bench.workers import bench_config, emit, load_model, peak_rss_bytes, step_problems, wait_for_step, _versions
+from rlvr_bench.workers import _versions, bench_config, emit, load_model, peak_rss_bytes, step_problems, wait_for_step
 
 
 def _dataset(task, steps):

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import copy
 import re
+from dataclasses import asdict, dataclass, field, fields
 from importlib import resources
 from pathlib import Path
-from dataclasses import asdict, dataclass, field, fields
 
 import yaml
 
 from rlvr.errors import ConfigError
 from rlvr.registry import Registry, is_plugin
-
 
 
 def _choice(default, *others, plugin: bool = False):
@@ -219,7 +218,7 @@ class Config:
     sft: SftConfig = field(default_factory=SftConfig)
 
     @classmethod
-    def from_dict(cls, cfg: dict) -> "Config":
+    def from_dict(cls, cfg: dict) -> Config:
         """The typed view of a config that `resolve` (or `merge`) validated."""
         return _build(cls, cfg)
 

@@ -16,14 +16,15 @@ a one-line `ConfigError` naming the key, the value and the choices.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Iterator, TypeVar
+from typing import Any, Generic, TypeVar
 
 from rlvr.errors import ConfigError
 
 T = TypeVar("T")
 
-ALL: dict[str, "Registry"] = {}  # every registry by its `what`, for `rlvr list`
+ALL: dict[str, Registry] = {}  # every registry by its `what`, for `rlvr list`
 
 
 def is_plugin(name: object) -> bool:

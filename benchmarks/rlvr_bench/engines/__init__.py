@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from rlvr_bench.workers import emit
 

@@ -7,6 +7,14 @@ presets     GRPO, DAPO, GSPO, Dr. GRPO as values of one frozen dataclass (`Algor
 In: tensors and plain numbers. Out: tensors. Nothing here reads a config file or touches a model.
 """
 
-from rlvr.algorithms.presets import FIELDS, OVERLONG, PRESETS, Algorithm, algorithm_from_config, get_preset, with_overrides
+from rlvr.algorithms.presets import (
+    FIELDS,
+    OVERLONG,
+    PRESETS,
+    Algorithm,
+    algorithm_from_config,
+    get_preset,
+    with_overrides,
+)
 
 __all__ = ["Algorithm", "PRESETS", "FIELDS", "OVERLONG", "algorithm_from_config", "get_preset", "with_overrides"]

@@ -7,11 +7,12 @@ of one group need not be contiguous.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
 from rlvr.registry import Registry
+
 
 def _as_float(x) -> torch.Tensor:
     t = torch.as_tensor(x)

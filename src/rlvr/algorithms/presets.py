@@ -7,8 +7,9 @@ The trainer reads an `Algorithm` and passes its numbers to the pure functions in
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from rlvr.algorithms.advantages import ADVANTAGE_SCALES
 from rlvr.algorithms.correction import ROLLOUT_CORRECTIONS

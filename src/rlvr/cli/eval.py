@@ -108,11 +108,11 @@ def _reward_cfg(args, overrides: dict) -> dict | None:
 
 def run(args) -> int:
     from rlvr.config import ConfigError
-    from rlvr.tasks.hygiene import ContaminationError
     from rlvr.evaluation.records import write_records
     from rlvr.evaluation.run_eval import evaluate_model
     from rlvr.evaluation.stats import coverage_ks
     from rlvr.evaluation.summary import summary_markdown, write_summary
+    from rlvr.tasks.hygiene import ContaminationError
 
     try:
         ks = [int(k) for k in args.k.split(",") if k.strip()] or coverage_ks(max(args.n, 0))

@@ -151,7 +151,7 @@ def run_episodes(sampler, tokenizer, envs: list, problems: list, *, max_turns: i
     started = [start_episode(env, p, tokenizer) for env, p in zip(envs, problems)]
     episodes = [ep for ep, _ in started]
     live = list(range(len(episodes)))
-    for turn in range(max_turns):
+    for _turn in range(max_turns):
         if not live:
             break
         budgets = [max_total_tokens - len(episodes[i].ids) for i in live]

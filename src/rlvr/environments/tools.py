@@ -11,8 +11,9 @@ import inspect
 import re
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from rlvr.errors import ConfigError
 

@@ -9,8 +9,8 @@ something to average over. Intervals are per cell and not corrected for the numb
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from rlvr.evaluation.lenient import gain_split, split_markdown
 from rlvr.evaluation.records import EvalRecord, atomic_write_text, by_problem

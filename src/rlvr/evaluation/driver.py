@@ -10,7 +10,7 @@ Written against two callables so that it runs with any sampler and any reward:
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from rlvr.evaluation.lenient import lenient_statuses
 from rlvr.evaluation.records import EvalRecord

@@ -18,7 +18,7 @@ therefore splits exactly in two, each per problem and so with a paired bootstrap
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from rlvr.evaluation.records import EvalRecord, by_problem
 from rlvr.evaluation.stats import paired_bootstrap, paired_verdict

@@ -7,9 +7,9 @@ evaluation, and the summary keeps the two sets apart.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from rlvr.rundir.files import atomic_write_text  # noqa: F401  (re-exported: summary and compare use it)
 from rlvr.verifiers.base import STATUSES

@@ -17,20 +17,20 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Sequence
 
 import torch
 from tqdm.auto import tqdm
 
-from rlvr.prompts.chat import encode_prompt
 from rlvr.config import DEFAULTS
 from rlvr.evaluation.driver import evaluate
-from rlvr.tasks.hygiene import check_contamination, find_leaks
 from rlvr.evaluation.stats import coverage_ks
 from rlvr.evaluation.summary import summarize
+from rlvr.prompts.chat import encode_prompt
 from rlvr.tasks.base import Problem
+from rlvr.tasks.hygiene import check_contamination, find_leaks
 
 ROWS_PER_CALL = 32
 

@@ -7,7 +7,7 @@ question, same difficulty), so treating them as independent would make every int
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from rlvr.evaluation.lenient import has_lenient, per_problem_rates
 from rlvr.evaluation.records import EvalRecord, atomic_write_text, by_problem

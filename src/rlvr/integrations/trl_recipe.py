@@ -32,8 +32,16 @@ from dataclasses import dataclass, field
 import yaml
 
 from rlvr.config import DEFAULTS, ConfigError, load_yaml, merge
-from rlvr.integrations.trl_recipe_keys import (DIRECT, OPEN_R1_KEYS, OPEN_R1_REWARDS, OVERLONG, REWARDS,
-                                              REWARDS_UNMAPPED, TRL_DEFAULTS, UNMAPPED)
+from rlvr.integrations.trl_recipe_keys import (
+    DIRECT,
+    OPEN_R1_KEYS,
+    OPEN_R1_REWARDS,
+    OVERLONG,
+    REWARDS,
+    REWARDS_UNMAPPED,
+    TRL_DEFAULTS,
+    UNMAPPED,
+)
 from rlvr.verifiers.compose import DOMINANCE_RATIO
 
 

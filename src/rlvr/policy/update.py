@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import torch
 
-from rlvr.policy.logprobs import PromptPass
 from rlvr.algorithms.losses import batch_counts, policy_loss
 from rlvr.algorithms.mismatch import DEFAULT_CAP, empty_sums, merge_sums, mismatch_figures, mismatch_sums
+from rlvr.policy.logprobs import PromptPass
 
 
 class MicroBatchOOM(RuntimeError):
@@ -189,7 +189,7 @@ class UpdateSettings:
     mismatch_cap: float = DEFAULT_CAP
 
     @classmethod
-    def from_config(cls, cfg, pad_id: int) -> "UpdateSettings":
+    def from_config(cls, cfg, pad_id: int) -> UpdateSettings:
         t = cfg.train
         return cls(pad_id=pad_id, temperature=cfg.rollout.temperature, micro_batch_size=t.micro_batch_size,
                    max_grad_norm=t.max_grad_norm, autocast=t.autocast, norm_len=cfg.rollout.max_new_tokens,

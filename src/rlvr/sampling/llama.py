@@ -8,8 +8,8 @@ RMSNorm, RoPE and softmax in float32. Shapes: N tokens, H hidden, Hq / Hkv heads
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.nn.functional as F

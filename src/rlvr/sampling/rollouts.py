@@ -6,8 +6,9 @@ positions (the longest completion in the batch, at most max_new_tokens).
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator, Protocol
+from typing import Protocol
 
 import torch
 

@@ -3,8 +3,7 @@ touching the trainer's model (no in-place merge/unmerge, which would perturb its
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
-from typing import Callable
+from collections.abc import Callable, Mapping
 
 import torch
 

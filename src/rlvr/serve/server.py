@@ -133,7 +133,6 @@ def serve(opts: ServeOptions) -> int:
 
     from rlvr.serve.app import create_app
     from rlvr.serve.metrics import Metrics
-
     from rlvr.serve.reaper import Reaper
 
     metrics, reaper = Metrics(), Reaper()

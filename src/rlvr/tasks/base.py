@@ -58,7 +58,7 @@ def chat_prompt(prompt, where: str = "row") -> tuple[str, list[dict] | None]:
     return users[-1], [{"role": m["role"], "content": m["content"]} for m in prompt]
 
 
-def task_messages(system_prompt: str | None, problem: "Problem", shots: list[dict] = ()) -> list[dict]:
+def task_messages(system_prompt: str | None, problem: Problem, shots: list[dict] = ()) -> list[dict]:
     """The chat for a problem: its own messages when the data gave a chat prompt (the task's system prompt added
     only when they have no system turn), else the system prompt, the few-shot turns and the question."""
     own = problem.meta.get("messages") if isinstance(problem.meta, dict) else None

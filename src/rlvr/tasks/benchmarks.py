@@ -15,8 +15,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from rlvr.tasks.base import DatasetError, Problem, validate_problem
 

@@ -14,11 +14,11 @@ a short reason. Forms only refuse; whether an answer that has the form is right 
 
 from __future__ import annotations
 
-from rlvr.registry import Registry
-
 import math
 import re
-from typing import Callable
+from collections.abc import Callable
+
+from rlvr.registry import Registry
 
 # Around a numeral: currency signs, percent, LaTeX spacing and text units ("5 \text{ apples}", "12 cm").
 _CURRENCY = r"(?:\\\$|\$|€|£|¥|\\euro|\\pounds)"

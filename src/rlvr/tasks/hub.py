@@ -7,8 +7,16 @@ from __future__ import annotations
 
 import hashlib
 
-from rlvr.tasks.base import (SPLITS, TAGS_SYSTEM, DatasetError, Problem, ProblemSetTask, chat_prompt,
-                             check_answer_format, validate_problem)
+from rlvr.tasks.base import (
+    SPLITS,
+    TAGS_SYSTEM,
+    DatasetError,
+    Problem,
+    ProblemSetTask,
+    chat_prompt,
+    check_answer_format,
+    validate_problem,
+)
 
 
 def _band(value) -> str:

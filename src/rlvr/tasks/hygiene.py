@@ -20,8 +20,8 @@ import hashlib
 import re
 import unicodedata
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from rlvr.tasks.base import Problem
 

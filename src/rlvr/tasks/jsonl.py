@@ -17,8 +17,18 @@ import hashlib
 import json
 from pathlib import Path
 
-from rlvr.tasks.base import (SPLITS, TAGS_SYSTEM, DatasetError, Problem, chat_prompt, check_answer_format,
-                             default_grader, gold_column, task_messages, validate_problem)
+from rlvr.tasks.base import (
+    SPLITS,
+    TAGS_SYSTEM,
+    DatasetError,
+    Problem,
+    chat_prompt,
+    check_answer_format,
+    default_grader,
+    gold_column,
+    task_messages,
+    validate_problem,
+)
 
 
 def row_problem(row: dict, where: str, line_no: int) -> Problem:

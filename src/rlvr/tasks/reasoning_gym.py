@@ -85,7 +85,7 @@ WORKED = {
     "chain_sum": lambda m, a: f"{m['expression']} = {a}.",
     "products": lambda m, a: f"{m['expression']} = {a}.",
     "gcd": lambda m, a: "Euclid's algorithm: " + _euclid(*m["numbers"][:2]) if len(m["numbers"]) == 2 else "",
-    "lcm": lambda m, a: (f"lcm(a, b) = a x b / gcd(a, b). " + _euclid(*m["numbers"][:2]) +
+    "lcm": lambda m, a: ("lcm(a, b) = a x b / gcd(a, b). " + _euclid(*m["numbers"][:2]) +
                          f" So lcm = {m['numbers'][0]} x {m['numbers'][1]} / gcd = {a}.") if len(m["numbers"]) == 2 else "",
     "letter_counting": lambda m, a: _letters(m),
     "count_bits": lambda m, a: f"{m['number']} in binary is {m['binary']}, which has {a} ones.",

@@ -73,7 +73,7 @@ def _out_of_domain(cfg: dict, root: Path, models: dict, quiet: bool) -> list[tup
     for spec in ood_sets(cfg):
         folder = folder_name(spec)
         evals = {name: _cached_eval(root / "eval" / folder / name, f"{name} on {spec['label']}",
-                                    lambda m=model: evaluate_set(m, spec, cfg, quiet, trained))[0]
+                                    lambda m=model, s=spec: evaluate_set(m, s, cfg, quiet, trained))[0]
                  for name, model in models.items()}
         result = compare(evals, baseline="start", metric="pass@1", seed=cfg["seed"])
         write_comparison(result, root, f"compare-{folder}")

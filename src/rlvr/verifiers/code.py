@@ -19,8 +19,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from rlvr.verifiers.sandbox import IN_PROCESS, Limits, run_sandboxed
 from rlvr.verifiers.base import Verdict
+from rlvr.verifiers.sandbox import IN_PROCESS, Limits, run_sandboxed
 
 RUNTIME = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_code_runtime")
 FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)

@@ -14,8 +14,8 @@ import socket
 import tempfile
 from dataclasses import dataclass, field
 
-from rlvr.verifiers.sandbox import sandbox_processes
 from rlvr.tasks.base import Problem
+from rlvr.verifiers.sandbox import sandbox_processes
 
 TARGET = Problem("attack/sq", "Write sq(x) returning x*x.", tests=["assert sq(3) == 9", "assert sq(-4) == 16"],
                  meta={"entry_point": "sq"})

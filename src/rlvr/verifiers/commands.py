@@ -21,7 +21,7 @@ from rlvr.config import ConfigError, load_yaml
 from rlvr.tasks.base import GOLD_COLUMNS, gold_column
 from rlvr.verifiers.base import STATUSES
 from rlvr.verifiers.pool import score_batch
-from rlvr.verifiers.registry import KINDS, build_verifier
+from rlvr.verifiers.registry import build_verifier
 
 CHUNK = 256  # lines scored per pool batch; output is flushed after each
 # Which suites `rlvr audit` runs per verifier kind; another kind adds its own with register_audit_suite.

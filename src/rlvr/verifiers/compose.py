@@ -144,7 +144,7 @@ def resolve_reward(cfg: dict, task) -> dict:
     return cfg
 
 
-def task_reward(cfg: dict, task) -> tuple[dict, "Reward"]:
+def task_reward(cfg: dict, task) -> tuple[dict, Reward]:
     """(the reward section resolved against the task, the Reward it builds reading answers in the task's format):
     what training, SFT, evaluation and `rlvr verify --task` all grade with."""
     resolved = resolve_reward(cfg, task)

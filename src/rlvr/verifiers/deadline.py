@@ -15,7 +15,8 @@ import ctypes
 import os
 import threading
 import time
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from rlvr.verifiers.base import Verdict
 

@@ -28,7 +28,6 @@ from rlvr.verifiers.base import Verdict
 from rlvr.verifiers.deadline import TimedOut, call_with_deadline
 from rlvr.verifiers.format import completion_text
 
-
 # One of each kind of comparison, so every lazily loaded sympy path is loaded.
 _WARM_UP = [
     (r"\boxed{(x-1)(x+1)}", "x^2-1"), (r"\boxed{\frac{1}{2}}", "0.5"), (r"\boxed{[0, 1)}", "[0,1)"),

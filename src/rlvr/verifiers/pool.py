@@ -26,6 +26,7 @@ from multiprocessing.connection import wait
 from rlvr.verifiers.base import Verdict
 from rlvr.verifiers.deadline import GRACE_S, score_one
 
+
 def _die_with_parent(parent: int) -> None:
     """SIGKILL this worker when the thread that started it dies (Linux prctl PR_SET_PDEATHSIG): a supervisor killed
     outright (SIGKILL, OOM) leaves no worker behind, even one whose pipe a sibling fork still holds open."""

@@ -12,8 +12,8 @@ and whose instances have `.score(completion, problem) -> Verdict`; class attribu
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from rlvr.registry import ConfigError, Registry
 from rlvr.verifiers.base import Verdict

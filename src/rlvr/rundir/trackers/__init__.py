@@ -110,7 +110,7 @@ class Trackers:
         return out
 
     @classmethod
-    def reopen(cls, names, run_dir, *, project: str, run_name: str) -> "Trackers":
+    def reopen(cls, names, run_dir, *, project: str, run_name: str) -> Trackers:
         """The trackers of a finished run, to add to it (the main job's held-out tables); failures are warnings."""
         run_dir, state = Path(run_dir), read_state(run_dir)
         out = cls([], run_dir)

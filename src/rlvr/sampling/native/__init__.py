@@ -16,7 +16,7 @@ import os
 import platform
 import warnings
 from contextlib import contextmanager
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -63,7 +63,7 @@ def _exclusive(folder: Path):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load(stem: str):
     if os.environ.get("RLVR_NATIVE", "1") == "0":
         return None
