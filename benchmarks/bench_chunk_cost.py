@@ -50,8 +50,10 @@ def main() -> None:
             logp.sum().backward()
             times[(n, t)].append(time.perf_counter() - start)
             model.zero_grad(set_to_none=True)
-    print(f"threads {torch.get_num_threads()}; chunk forward + backward against a shared 4-prompt pass (median of "
-          f"{args.repeats}, after a warm-up)")
+    print(
+        f"threads {torch.get_num_threads()}; chunk forward + backward against a shared 4-prompt pass (median of "
+        f"{args.repeats}, after a warm-up)"
+    )
     print("rows x tokens | tokens | seconds")
     medians = {s: statistics.median(v[1:]) for s, v in times.items()}
     for (n, t), sec in medians.items():
@@ -61,8 +63,10 @@ def main() -> None:
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
     intercept = my - slope * mx
-    print(f"fit: {intercept * 1e3:.0f} ms + {slope * 1e3:.2f} ms a token -> a chunk costs ~{intercept / slope:.0f} "
-          f"tokens (rlvr.policy.update.CHUNK_OVERHEAD_TOKENS)")
+    print(
+        f"fit: {intercept * 1e3:.0f} ms + {slope * 1e3:.2f} ms a token -> a chunk costs ~{intercept / slope:.0f} "
+        f"tokens (rlvr.policy.update.CHUNK_OVERHEAD_TOKENS)"
+    )
 
 
 if __name__ == "__main__":

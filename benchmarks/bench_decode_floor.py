@@ -54,8 +54,10 @@ def main() -> None:
     # every linear layer of the decoder and the output head, 2 bytes a weight
     weight_bytes = 2 * sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
     bf16 = matmul_gflops(2048, "bfloat16", threads)
-    print(f"{threads} threads; bf16 matmul probe {bf16:.0f} GFLOP/s; {n_params / 1e6:.1f}M parameters; "
-          f"{weight_bytes / 1e6:.0f} MB of bf16 weights read per decode step")
+    print(
+        f"{threads} threads; bf16 matmul probe {bf16:.0f} GFLOP/s; {n_params / 1e6:.1f}M parameters; "
+        f"{weight_bytes / 1e6:.0f} MB of bf16 weights read per decode step"
+    )
 
     read_s = read_floor_s(weight_bytes, args.reps)
     print(f"read floor: {read_s * 1e3:.1f} ms a step ({weight_bytes / read_s / 1e9:.1f} GB/s)")
@@ -74,36 +76,46 @@ def main() -> None:
                 w.linear(x, layer.wgu)
                 w.linear(xi, layer.wd)
             w.linear(x, w.lm_head)
+
         return _median_ms(step, args.reps) / 1e3
 
     assert model.config.num_attention_heads * w.head_dim == H, "the floor step feeds o_proj an H-wide input"
     floors = {n: floor_step(n) for n in range(1, 65)}
     flop_per_token = 2 * n_params
     pct = lambda tps: 100 * tps * flop_per_token / (bf16 * 1e9)  # noqa: E731
-    print(f"\n{'rows':>5} {'linear floor ms':>16} {'GB/s':>6} {'max tok/s':>10} {'% of probe':>11}"
-          f" {'read-floor tok/s':>17} {'% of probe':>11}")
+    print(
+        f"\n{'rows':>5} {'linear floor ms':>16} {'GB/s':>6} {'max tok/s':>10} {'% of probe':>11}"
+        f" {'read-floor tok/s':>17} {'% of probe':>11}"
+    )
     for n in (1, 4, 8, 16, 24, 32, 48, 64):
         tps = n / floors[n]
-        print(f"{n:>5} {floors[n] * 1e3:>16.1f} {weight_bytes / floors[n] / 1e9:>6.1f} {tps:>10.0f} {pct(tps):>10.1f}%"
-              f" {n / read_s:>17.0f} {pct(n / read_s):>10.1f}%")
+        print(
+            f"{n:>5} {floors[n] * 1e3:>16.1f} {weight_bytes / floors[n] / 1e9:>6.1f} {tps:>10.0f} {pct(tps):>10.1f}%"
+            f" {n / read_s:>17.0f} {pct(n / read_s):>10.1f}%"
+        )
 
     print(f"\none decode step, ms (generation step 40, 100-token prompts; median of {args.reps}):")
     print(f"{'rows':>5} {'whole':>7} {'no attention':>13} {'floor':>7} {'draw':>6}   attention + cache   other ops")
     for n in (8, 16, 32):
         whole, no_attention, draw = _step_parts(w, n, args.reps, model.config.vocab_size)
-        print(f"{n:>5} {whole:>7.1f} {no_attention:>13.1f} {floors[n] * 1e3:>7.1f} {draw:>6.1f}   "
-              f"{whole - no_attention - draw:>17.1f}   {no_attention - floors[n] * 1e3:>9.1f}")
+        print(
+            f"{n:>5} {whole:>7.1f} {no_attention:>13.1f} {floors[n] * 1e3:>7.1f} {draw:>6.1f}   "
+            f"{whole - no_attention - draw:>17.1f}   {no_attention - floors[n] * 1e3:>9.1f}"
+        )
 
     task = load_task("arithmetic", seed=0)
     problems = task.problems("train")
     sampler = make_sampler("fast", model, tokenizer, stop_ids=stop_ids(model.config, tokenizer), dtype="bfloat16")
     print("\nreal batches, 4 prompts x 8 completions, at most 128 new tokens, temperature 1 (batch 0 = warm-up):")
-    print(f"{'batch':>5} {'tokens':>7} {'steps':>6} {'decode s':>9} {'linear floor s':>15} {'decode/floor':>13} "
-          f"{'tok/s':>6} {'linear-floor tok/s':>19} {'read-floor tok/s':>17} {'% of probe':>11} {'% of roofline':>14}")
+    print(
+        f"{'batch':>5} {'tokens':>7} {'steps':>6} {'decode s':>9} {'linear floor s':>15} {'decode/floor':>13} "
+        f"{'tok/s':>6} {'linear-floor tok/s':>19} {'read-floor tok/s':>17} {'% of probe':>11} {'% of roofline':>14}"
+    )
     for b in range(args.batches + 1):
-        prompts = [encode_prompt(tokenizer, task.messages(p)) for p in problems[4 * b: 4 * b + 4]]
-        ro = sampler.generate(prompts, 8, max_new_tokens=128, temperature=1.0,
-                              generator=torch.Generator().manual_seed(b))
+        prompts = [encode_prompt(tokenizer, task.messages(p)) for p in problems[4 * b : 4 * b + 4]]
+        ro = sampler.generate(
+            prompts, 8, max_new_tokens=128, temperature=1.0, generator=torch.Generator().manual_seed(b)
+        )
         lengths = [int(n) for n in ro.mask.sum(dim=1)]
         steps = max(lengths)
         active = live_rows(lengths)  # step t decodes the rows still running after t tokens
@@ -111,9 +123,11 @@ def main() -> None:
         floor_s = sum(floors[min(n, 64)] for n in active if n)
         read_tps = tokens_at(lengths, len(active) * read_s + ro.timings["prefill"])
         decode_s, tokens = ro.timings["decode"], sum(lengths)
-        print(f"{b:>5} {tokens:>7} {steps:>6} {decode_s:>9.2f} {floor_s:>15.2f} {decode_s / floor_s:>13.2f} "
-              f"{tokens / ro.seconds:>6.0f} {tokens_at(lengths, floor_s + ro.timings['prefill']):>19.0f}"
-              f" {read_tps:>17.0f} {pct(read_tps):>10.1f}% {100 * roof_s / ro.seconds:>13.1f}%")
+        print(
+            f"{b:>5} {tokens:>7} {steps:>6} {decode_s:>9.2f} {floor_s:>15.2f} {decode_s / floor_s:>13.2f} "
+            f"{tokens / ro.seconds:>6.0f} {tokens_at(lengths, floor_s + ro.timings['prefill']):>19.0f}"
+            f" {read_tps:>17.0f} {pct(read_tps):>10.1f}% {100 * roof_s / ro.seconds:>13.1f}%"
+        )
 
 
 def tokens_at(lengths: list[int], seconds: float) -> float:

@@ -7,6 +7,7 @@ fraction of the bf16 FLOP ceiling (2 x parameters FLOP per generated token over 
 measured at start). Figures on a shared machine are noisy: read them as rough, and compare rows of
 the same run only.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,8 +17,16 @@ import time
 
 import torch
 
-QUESTIONS = ["What is 37 + 48?", "What is 512 + 389?", "What is 6 + 7?", "What is 71 + 29?",
-             "What is 254 + 617?", "What is 19 + 83?", "What is 8 + 5?", "What is 440 + 166?"]
+QUESTIONS = [
+    "What is 37 + 48?",
+    "What is 512 + 389?",
+    "What is 6 + 7?",
+    "What is 71 + 29?",
+    "What is 254 + 617?",
+    "What is 19 + 83?",
+    "What is 8 + 5?",
+    "What is 440 + 166?",
+]
 
 
 def load_default():
@@ -56,9 +65,11 @@ def main(argv=None) -> int:
     from rlvr_bench.bench import matmul_gflops
 
     threads = torch.get_num_threads()
-    print(f"threads={threads} load={os.getloadavg()[0]:.1f}  matmul probe: float32 "
-          f"{matmul_gflops(2048, 'float32', threads, reps=5):.0f} GFLOP/s, "
-          f"bf16 {(bf16 := matmul_gflops(2048, 'bfloat16', threads, reps=5)):.0f} GFLOP/s")
+    print(
+        f"threads={threads} load={os.getloadavg()[0]:.1f}  matmul probe: float32 "
+        f"{matmul_gflops(2048, 'float32', threads, reps=5):.0f} GFLOP/s, "
+        f"bf16 {(bf16 := matmul_gflops(2048, 'bfloat16', threads, reps=5)):.0f} GFLOP/s"
+    )
     t = time.perf_counter()
     model, tok = load_default()
     n_params = sum(p.numel() for p in model.parameters())
@@ -76,13 +87,21 @@ def main(argv=None) -> int:
             P, G = (int(x) for x in shape.split("x"))
             prompts = chat_prompts(tok, P)
             for r in range(args.repeats):
-                ro = sampler.generate(prompts, G, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                                      generator=torch.Generator().manual_seed(r))
+                ro = sampler.generate(
+                    prompts,
+                    G,
+                    max_new_tokens=args.max_new_tokens,
+                    temperature=args.temperature,
+                    generator=torch.Generator().manual_seed(r),
+                )
                 tps = ro.tokens_per_second
                 phases = " ".join(f"{k}={v:.2f}s" for k, v in ro.timings.items())
                 stop_frac = sum(f == "stop" for f in ro.finish) / len(ro.finish)
-                print(f"{spec:<14}{shape:>6}{ro.num_generated_tokens:>8}{ro.seconds:>9.2f}{tps:>8.0f}"
-                      f"{tps / ceiling:>8.0%}{stop_frac:>7.0%}  setup={setup:.1f}s {phases}", flush=True)
+                print(
+                    f"{spec:<14}{shape:>6}{ro.num_generated_tokens:>8}{ro.seconds:>9.2f}{tps:>8.0f}"
+                    f"{tps / ceiling:>8.0%}{stop_frac:>7.0%}  setup={setup:.1f}s {phases}",
+                    flush=True,
+                )
         print("   sample:", repr(ro.texts[0][:120]))
     return 0
 

@@ -10,6 +10,7 @@ step then 3 measured steps each, alternating. TRL runs in its own venv, e.g.
 
 It prints figures and asserts nothing; figures on a shared machine are noisy, so compare rows of one run only.
 """
+
 from __future__ import annotations
 
 import argparse

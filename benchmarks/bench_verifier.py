@@ -14,8 +14,18 @@ from rlvr.tasks.base import Problem
 from rlvr.verifiers.math import MathVerifier
 from rlvr.verifiers.pool import score_batch
 
-ANSWERS = [("42", "42"), ("17", "-17"), (r"\frac{3}{4}", "0.75"), (r"2\sqrt{2}", r"\sqrt{8}"), ("1,000", "1000"),
-           ("7", "8"), (r"\frac{1}{2}", r"\frac{2}{4}"), ("3.5", r"\frac{7}{2}"), ("x = 5", "5"), ("12", "12")]
+ANSWERS = [
+    ("42", "42"),
+    ("17", "-17"),
+    (r"\frac{3}{4}", "0.75"),
+    (r"2\sqrt{2}", r"\sqrt{8}"),
+    ("1,000", "1000"),
+    ("7", "8"),
+    (r"\frac{1}{2}", r"\frac{2}{4}"),
+    ("3.5", r"\frac{7}{2}"),
+    ("x = 5", "5"),
+    ("12", "12"),
+]
 
 
 def make_batch(n: int, seed: int = 0):
@@ -25,7 +35,9 @@ def make_batch(n: int, seed: int = 0):
         pred, gold = ANSWERS[rng.randrange(len(ANSWERS))]
         if rng.random() < 0.5:  # fresh values, so math-verify's parse caches do not flatter the figure
             k = rng.randint(1, 10**6)
-            pred, gold = rng.choice([(str(k), str(k)), (f"\\frac{{{k}}}{{7}}", f"\\frac{{{2 * k}}}{{14}}"), (str(k), str(k + 1))])
+            pred, gold = rng.choice(
+                [(str(k), str(k)), (f"\\frac{{{k}}}{{7}}", f"\\frac{{{2 * k}}}{{14}}"), (str(k), str(k + 1))]
+            )
         body = "Let me work through this step by step. " * rng.randint(3, 30)
         kind = rng.random()
         if kind < 0.85:

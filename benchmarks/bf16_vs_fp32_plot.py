@@ -1,6 +1,7 @@
 """Two paths of the same 20 GRPO steps (benchmarks/bf16_vs_fp32.sh; PAIR=precision: bf16 vs float32, PAIR=native:
 native fused decode ops vs torch's): mean figures, the paired per-step reward difference with a bootstrap
 interval, and the figure (path given as the argument). Prints; asserts nothing."""
+
 import json
 import os
 import random
@@ -15,13 +16,25 @@ import matplotlib.pyplot as plt
 def load(path):
     return [json.loads(line) for line in open(os.path.join(os.environ.get("OUT", "/tmp/eqv"), path, "metrics.jsonl"))]
 
+
 NATIVE = os.environ.get("PAIR", "precision") == "native"
 A, B = ("native", "torch") if NATIVE else ("bf16", "fp32")
-LABELS = (("bf16 sampler, native fused ops (default)", "bf16 sampler, torch ops") if NATIVE else
-          ("bf16 sampler + bf16 autocast (default)", "float32 sampler + float32 update"))
+LABELS = (
+    ("bf16 sampler, native fused ops (default)", "bf16 sampler, torch ops")
+    if NATIVE
+    else ("bf16 sampler + bf16 autocast (default)", "float32 sampler + float32 update")
+)
 a, b = load(A), load(B)
 n = min(len(a), len(b))
-keys = ["reward/mean", "verdict/correct_frac", "verdict/no_answer_frac", "len/mean", "time/step", "time/generate", "time/train"]
+keys = [
+    "reward/mean",
+    "verdict/correct_frac",
+    "verdict/no_answer_frac",
+    "len/mean",
+    "time/step",
+    "time/generate",
+    "time/train",
+]
 for k in keys:
     ma = sum(r[k] for r in a[:n]) / n
     mb = sum(r[k] for r in b[:n]) / n
@@ -29,7 +42,9 @@ for k in keys:
 d = [a[i]["reward/mean"] - b[i]["reward/mean"] for i in range(n)]
 rng = random.Random(0)
 boots = sorted(sum(rng.choice(d) for _ in range(n)) / n for _ in range(10000))
-print(f"mean reward difference {A} - {B} over {n} steps: {sum(d)/n:+.3f} [{boots[250]:+.3f}, {boots[9750]:+.3f}] (95% bootstrap over steps)")
+print(
+    f"mean reward difference {A} - {B} over {n} steps: {sum(d) / n:+.3f} [{boots[250]:+.3f}, {boots[9750]:+.3f}] (95% bootstrap over steps)"
+)
 # second half: after the early no_answer collapse
 h = n // 2
 for name, rows in ((A, a), (B, b)):

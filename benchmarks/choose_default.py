@@ -51,8 +51,17 @@ def train_runs(out: Path, seeds: list[int], minutes: float, sets: list[str]) -> 
             busy = cpu_busy()
             if busy > 0.25:
                 print(f"note: the CPUs are {busy:.0%} busy before {run.name}; the budget is wall-clock", flush=True)
-            args = ["train", "default", "--overwrite", "--output-dir", str(run), "--set", f"seed={seed}",
-                    "--set", f"train.time_budget_min={minutes}"]
+            args = [
+                "train",
+                "default",
+                "--overwrite",
+                "--output-dir",
+                str(run),
+                "--set",
+                f"seed={seed}",
+                "--set",
+                f"train.time_budget_min={minutes}",
+            ]
             for s in overrides + sets:
                 args += ["--set", s]
             out.mkdir(parents=True, exist_ok=True)
@@ -79,7 +88,9 @@ def pooled_values(out: Path, seeds: list[int]) -> dict[str, dict[str, tuple[str,
     values = {}
     for v in VARIANTS:
         per_seed = [greedy_values(out, f"{v}-s{s}") for s in seeds]
-        values[v] = {pid: (band, sum(d[pid][1] for d in per_seed) / len(seeds)) for pid, (band, _) in per_seed[0].items()}
+        values[v] = {
+            pid: (band, sum(d[pid][1] for d in per_seed) / len(seeds)) for pid, (band, _) in per_seed[0].items()
+        }
     values[START] = greedy_values(out, START)
     return values
 
@@ -99,8 +110,14 @@ def compare_values(values: dict, baseline: str, n_boot: int = 4000) -> dict:
             row = dict(zip(("value", "lo", "hi"), bootstrap_ci(a, n_boot=n_boot)))
             if name != baseline:
                 d, lo, hi = paired_bootstrap(a, [values[baseline][p][1] for p in members], n_boot=n_boot)
-                row |= {"diff": d, "diff_lo": lo, "diff_hi": hi, "verdict": paired_verdict(lo, hi),
-                        "sd_diff": _sd([vals[p][1] - values[baseline][p][1] for p in members]), "n": len(members)}
+                row |= {
+                    "diff": d,
+                    "diff_lo": lo,
+                    "diff_hi": hi,
+                    "verdict": paired_verdict(lo, hi),
+                    "sd_diff": _sd([vals[p][1] - values[baseline][p][1] for p in members]),
+                    "n": len(members),
+                }
             table[name][band] = row
     return {"bands": bands, "baseline": baseline, "table": table}
 
@@ -123,10 +140,12 @@ def run_summary(out: Path, seeds: list[int]) -> dict:
             m = [json.loads(x) for x in (out / f"{v}-s{s}" / "metrics.jsonl").read_text().splitlines()]
             vals = [r["val/accuracy"] for r in m if "val/accuracy" in r]
             rows[f"{v}-s{s}"] = {
-                "steps": len(m), "minutes": sum(r["time/step"] for r in m) / 60,
+                "steps": len(m),
+                "minutes": sum(r["time/step"] for r in m) / 60,
                 "nonzero_var_frac": sum(r["groups/nonzero_var_frac"] for r in m) / len(m),
                 "generated_groups": sum(r.get("dynamic_sampling/generated_groups", 0) for r in m),
-                "last_val": vals[-1] if vals else None}
+                "last_val": vals[-1] if vals else None,
+            }
     return rows
 
 
@@ -147,32 +166,57 @@ def per_seed_diffs(out: Path, seeds: list[int]) -> dict:
 def write_markdown(out: Path, seeds: list[int], pooled: dict, seeds_table: dict, runs: dict) -> str:
     bands = pooled["bands"]
     names = [START] + list(VARIANTS)
-    lines = [f"Greedy held-out accuracy, mean over seeds {seeds} per problem, 95% bootstrap intervals over problems "
-             f"({pooled['table'][START]['all']['n']} problems).", "",
-             "| band | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    lines = [
+        f"Greedy held-out accuracy, mean over seeds {seeds} per problem, 95% bootstrap intervals over problems "
+        f"({pooled['table'][START]['all']['n']} problems).",
+        "",
+        "| band | " + " | ".join(names) + " |",
+        "|---" * (len(names) + 1) + "|",
+    ]
     for b in bands:
-        cells = [f"{pooled['table'][n][b]['value']:.3f} [{pooled['table'][n][b]['lo']:.3f}, "
-                 f"{pooled['table'][n][b]['hi']:.3f}]" for n in names]
+        cells = [
+            f"{pooled['table'][n][b]['value']:.3f} [{pooled['table'][n][b]['lo']:.3f}, "
+            f"{pooled['table'][n][b]['hi']:.3f}]"
+            for n in names
+        ]
         lines.append(f"| {b} | " + " | ".join(cells) + " |")
-    lines += ["", "Paired against `default` (same problems, seeds averaged per problem):", "",
-              "| band | variant | difference [95% CI] | verdict | problems | sd of per-problem difference | "
-              "problems for +/-0.15 |", "|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "Paired against `default` (same problems, seeds averaged per problem):",
+        "",
+        "| band | variant | difference [95% CI] | verdict | problems | sd of per-problem difference | "
+        "problems for +/-0.15 |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for b in bands:
         for n in names[2:] + [START]:
             r = pooled["table"][n][b]
-            lines.append(f"| {b} | {n} | {r['diff']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}] | "
-                         f"{r['verdict']} | {r['n']} | {r['sd_diff']:.3f} | {problems_needed(r['sd_diff'])} |")
-    lines += ["", "Per seed, variant minus default (greedy, same problems):", "",
-              "| variant | " + " | ".join(f"seed {s} ({b})" for s in seeds for b in ("all",)) + " |",
-              "|---" * (len(seeds) + 1) + "|"]
+            lines.append(
+                f"| {b} | {n} | {r['diff']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}] | "
+                f"{r['verdict']} | {r['n']} | {r['sd_diff']:.3f} | {problems_needed(r['sd_diff'])} |"
+            )
+    lines += [
+        "",
+        "Per seed, variant minus default (greedy, same problems):",
+        "",
+        "| variant | " + " | ".join(f"seed {s} ({b})" for s in seeds for b in ("all",)) + " |",
+        "|---" * (len(seeds) + 1) + "|",
+    ]
     for v, per in seeds_table.items():
         lines.append(f"| {v} | " + " | ".join(f"{per[s]['all']:+.3f}" for s in seeds) + " |")
-    lines += ["", "Runs:", "", "| run | RL steps | minutes | mean nonzero-var fraction | groups generated | "
-              "last validation accuracy |", "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "Runs:",
+        "",
+        "| run | RL steps | minutes | mean nonzero-var fraction | groups generated | last validation accuracy |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, r in runs.items():
         lv = "" if r["last_val"] is None else f"{r['last_val']:.3f}"
-        lines.append(f"| {name} | {r['steps']} | {r['minutes']:.1f} | {r['nonzero_var_frac']:.2f} | "
-                     f"{r['generated_groups']} | {lv} |")
+        lines.append(
+            f"| {name} | {r['steps']} | {r['minutes']:.1f} | {r['nonzero_var_frac']:.2f} | "
+            f"{r['generated_groups']} | {lv} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -19,8 +19,12 @@ VARIANT_SETS = {
     "algorithm": lambda v: [f"algorithm={{preset: {v}}}"],
     "curriculum": lambda v: ["curriculum={}" if v == "uniform" else f"curriculum={{kind: {v}}}"],
 }
-CURVES = [("reward/mean", "training reward"), ("groups/nonzero_var_frac", "nonzero-variance fraction"),
-          ("entropy", "entropy (nats/token)"), ("len/mean", "mean completion length")]
+CURVES = [
+    ("reward/mean", "training reward"),
+    ("groups/nonzero_var_frac", "nonzero-variance fraction"),
+    ("entropy", "entropy (nats/token)"),
+    ("len/mean", "mean completion length"),
+]
 
 
 def main() -> None:
@@ -40,8 +44,11 @@ def main() -> None:
     results = {}
     for value in values.split(","):
         run = out / value
-        sets = args.sets + VARIANT_SETS[key](value) + [f"output_dir={run}", f"train.time_budget_min={args.minutes}",
-                                                        "log.eval_every=0"]
+        sets = (
+            args.sets
+            + VARIANT_SETS[key](value)
+            + [f"output_dir={run}", f"train.time_budget_min={args.minutes}", "log.eval_every=0"]
+        )
         if not (run / "final").exists():
             train(resolve(args.base, sets), overwrite=True)
         results[value] = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
@@ -49,8 +56,10 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for value, rows in results.items():
         mean = lambda k, rows=rows: sum(r[k] for r in rows) / len(rows)  # noqa: E731
-        print(f"| {value} | {len(rows)} | {mean('reward/mean'):.3f} | {mean('groups/nonzero_var_frac'):.2f} | "
-              f"{mean('entropy'):.2f} | {mean('len/mean'):.1f} | {mean('time/step'):.1f} |")
+        print(
+            f"| {value} | {len(rows)} | {mean('reward/mean'):.3f} | {mean('groups/nonzero_var_frac'):.2f} | "
+            f"{mean('entropy'):.2f} | {mean('len/mean'):.1f} | {mean('time/step'):.1f} |"
+        )
     import matplotlib
 
     matplotlib.use("Agg")

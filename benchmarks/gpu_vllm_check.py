@@ -7,6 +7,7 @@ as rlvr's default preset, 4 arithmetic-task prompts x 8 completions x at most 12
 one warm-up batch, then `--batches` timed ones, each after a weight sync (as in training). Prints figures;
 asserts nothing. Run by benchmarks/gpu_vllm_check.sh after the gpu tests.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,22 +36,28 @@ def main(argv: list[str]) -> int:
     prompts = [encode_prompt(tok, task.messages(p)) for p in task.problems("train")[: args.P]]
     t0 = time.perf_counter()
     sampler = make_sampler("vllm", model, tok, stop_ids=[tok.eos_token_id], weight_sync=args.weight_sync)
-    print(f"engine start: {time.perf_counter() - t0:.1f} s (vLLM {__import__('vllm').__version__}, "
-          f"{torch.cuda.get_device_name()})")
+    print(
+        f"engine start: {time.perf_counter() - t0:.1f} s (vLLM {__import__('vllm').__version__}, "
+        f"{torch.cuda.get_device_name()})"
+    )
     gen = torch.Generator().manual_seed(0)
     rates = []
     for b in range(args.batches + 1):
         sampler.sync(model)
         ro = sampler.generate(prompts, args.G, max_new_tokens=args.max_new_tokens, temperature=1.0, generator=gen)
         label = "warm-up" if b == 0 else f"batch {b}"
-        print(f"{label}: {ro.num_generated_tokens} tokens in {ro.seconds:.2f} s = {ro.tokens_per_second:.0f} tok/s; "
-              f"sync ({args.weight_sync}) {sampler.sync_seconds * 1e3:.0f} ms; "
-              f"{ro.finish.count('stop')}/{len(ro.finish)} stopped")
+        print(
+            f"{label}: {ro.num_generated_tokens} tokens in {ro.seconds:.2f} s = {ro.tokens_per_second:.0f} tok/s; "
+            f"sync ({args.weight_sync}) {sampler.sync_seconds * 1e3:.0f} ms; "
+            f"{ro.finish.count('stop')}/{len(ro.finish)} stopped"
+        )
         if b:
             rates.append((ro.num_generated_tokens, ro.seconds))
     tokens, seconds = map(sum, zip(*rates))
-    print(f"{args.P} prompts x {args.G} x {args.max_new_tokens} tokens: {tokens / seconds:.0f} tok/s over "
-          f"{args.batches} batches")
+    print(
+        f"{args.P} prompts x {args.G} x {args.max_new_tokens} tokens: {tokens / seconds:.0f} tok/s over "
+        f"{args.batches} batches"
+    )
     return 0
 
 

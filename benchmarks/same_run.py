@@ -33,8 +33,10 @@ def main(a: Path, b: Path, new: tuple[str, ...] = ()) -> int:
     wb = load_file(b / "final" / "adapter" / "adapter_model.safetensors")
     weights = set(wa) == set(wb) and all(bool((wa[k] == wb[k]).all()) for k in wa)
     same = len(rows_a) == len(rows_b) and not diffs and samples and weights
-    print(f"metrics rows {len(rows_a)} vs {len(rows_b)}; differing values (times aside): {diffs}; samples identical: "
-          f"{samples}; adapter bit-identical: {weights} ({len(wa)} tensors)")
+    print(
+        f"metrics rows {len(rows_a)} vs {len(rows_b)}; differing values (times aside): {diffs}; samples identical: "
+        f"{samples}; adapter bit-identical: {weights} ({len(wa)} tensors)"
+    )
     return 0 if same else 1
 
 

@@ -5,7 +5,7 @@ import time
 from rlvr.verifiers.sandbox import Limits, isolation, run_sandboxed
 
 print(isolation())  # what the probe found
-code = r'''
+code = r"""
 import os, socket
 def can(f):
     try: f(); return "yes"
@@ -23,10 +23,10 @@ print("kill 1", can(lambda: os.kill(1, 0)))
 print("socket 127.0.0.1", can(lambda: socket.create_connection(('127.0.0.1', 22), timeout=1)))
 print("socket 8.8.8.8", can(lambda: socket.create_connection(('8.8.8.8', 53), timeout=1)))
 print("interfaces", os.listdir('/sys/class/net'))
-'''
+"""
 r = run_sandboxed(code, limits=Limits())
 print(r.stdout.decode(), r.stderr.decode()[-500:])
 t = time.time()
 for _ in range(20):
     run_sandboxed("pass")
-print("single run wall s", (time.time()-t)/20)
+print("single run wall s", (time.time() - t) / 20)

@@ -34,12 +34,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from serve_util import Service, children_of, kill  # noqa: E402  (the tests' loopback service helper)
 
 SQ = {"tests": ["assert sq(3) == 9", "assert sq(-4) == 16"], "entry_point": "sq"}
-HOSTILE = ("os_exit", "kill_parent", "fake_success_line", "redefine_assertion_builtins", "always_equal_object",
-           "infinite_loop")
-WEIGHTS = {"math_plain": 50, "math_pathological": 5, "code_passing": 12, "code_failing": 12, "code_hostile": 3,
-           "malformed": 8}
-MALFORMED = [(b"{not json", 422), (b'{"items": 3}', 422), (b'{"items": [{"completion": 1, "answer": "2"}]}', 422),
-             (b'{"items": [], "task": "nope"}', 400), (b'{"items": [{"completion": "x"}]}', 422)]
+HOSTILE = (
+    "os_exit",
+    "kill_parent",
+    "fake_success_line",
+    "redefine_assertion_builtins",
+    "always_equal_object",
+    "infinite_loop",
+)
+WEIGHTS = {
+    "math_plain": 50,
+    "math_pathological": 5,
+    "code_passing": 12,
+    "code_failing": 12,
+    "code_hostile": 3,
+    "malformed": 8,
+}
+MALFORMED = [
+    (b"{not json", 422),
+    (b'{"items": 3}', 422),
+    (b'{"items": [{"completion": 1, "answer": "2"}]}', 422),
+    (b'{"items": [], "task": "nope"}', 400),
+    (b'{"items": [{"completion": "x"}]}', 422),
+]
 
 
 def item_pool() -> dict[str, list[dict]]:
@@ -53,14 +70,20 @@ def item_pool() -> dict[str, list[dict]]:
     # refused before sympy sees them (power tower, factorial of a factorial, too long): deterministic verdicts. An
     # item whose parse takes about the deadline (300 nested parentheses: ~5 s here) is not used: its verdict is
     # `timeout` or `no_answer` by the machine's load, so it cannot be checked against a local pass.
-    patho = [{"completion": c, "answer": "2"} for c in (
-        "\\boxed{10^{10^{10^{10}}}}", "\\boxed{9!!!!!!!!}", "\\boxed{" + "1+" * 3000 + "1}")]
+    patho = [
+        {"completion": c, "answer": "2"}
+        for c in ("\\boxed{10^{10^{10^{10}}}}", "\\boxed{9!!!!!!!!}", "\\boxed{" + "1+" * 3000 + "1}")
+    ]
     code = "```python\n{}```"
-    return {"math_plain": plain, "math_pathological": patho,
-            "code_passing": [{"completion": code.format("def sq(x):\n    return x * x\n"), **SQ}],
-            "code_failing": [{"completion": code.format("def sq(x):\n    return x + x\n"), **SQ}],
-            "code_hostile": [{"completion": code.format(ATTACKS[name].replace("{{", "{").replace("}}", "}")), **SQ}
-                             for name in HOSTILE]}
+    return {
+        "math_plain": plain,
+        "math_pathological": patho,
+        "code_passing": [{"completion": code.format("def sq(x):\n    return x * x\n"), **SQ}],
+        "code_failing": [{"completion": code.format("def sq(x):\n    return x + x\n"), **SQ}],
+        "code_hostile": [
+            {"completion": code.format(ATTACKS[name].replace("{{", "{").replace("}}", "}")), **SQ} for name in HOSTILE
+        ],
+    }
 
 
 def scorer_of(kind: str) -> str:
@@ -77,8 +100,9 @@ def local_expectations(pool: dict, workers: int) -> tuple[dict, float]:
     expected = {}
     for kind, items in pool.items():
         s = scorers[scorer_of(kind)]
-        answers = score_jobs(s.reward, [i["completion"] for i in items],
-                             [problem_from_row(i, n, s.task) for n, i in enumerate(items)])
+        answers = score_jobs(
+            s.reward, [i["completion"] for i in items], [problem_from_row(i, n, s.task) for n, i in enumerate(items)]
+        )
         expected.update({key(i): (a["status"], a["reward"]) for i, a in zip(items, answers)})
     rng, kinds = random.Random(0), [k for k in WEIGHTS if k != "malformed"]
     mix = defaultdict(list)  # a weighted sample of the load's items, grouped by scorer as the service batches them
@@ -126,8 +150,11 @@ def client(svc, pool, expected, tally, stop_at, max_requests, seed, faults_ok) -
             continue
         items = [dict(rng.choice(pool[kind]), id=f"{seed}-{seq}-{k}") for k in range(rng.randint(1, 4))]
         t0 = time.monotonic()
-        status, answer = post_until_admitted(svc, {"items": items, "verifier" if kind.startswith("code") else "task":
-                                                   scorer_of(kind).split(":", 1)[1]}, tally)
+        status, answer = post_until_admitted(
+            svc,
+            {"items": items, "verifier" if kind.startswith("code") else "task": scorer_of(kind).split(":", 1)[1]},
+            tally,
+        )
         tally.latency[kind].append(time.monotonic() - t0)
         check(items, status, answer, expected, tally, faults_ok)
 
@@ -162,10 +189,12 @@ def check(items, status, answer, expected, tally, faults_ok) -> None:
         else:
             mismatched += 1
             with tally.lock:
-                tally.mismatches.append(f"{item['id']}: got {(v['status'], v['reward'])} ({v['detail'][:70]}), "
-                                        f"local {want}")
-    tally.add(requests=1, items=len(items), lost=lost, duplicated=duplicated, mismatched=mismatched,
-              fault_errors=faults)
+                tally.mismatches.append(
+                    f"{item['id']}: got {(v['status'], v['reward'])} ({v['detail'][:70]}), local {want}"
+                )
+    tally.add(
+        requests=1, items=len(items), lost=lost, duplicated=duplicated, mismatched=mismatched, fault_errors=faults
+    )
 
 
 def pct(values: list[float], q: float) -> float:
@@ -174,8 +203,14 @@ def pct(values: list[float], q: float) -> float:
 
 def phase(svc, pool, expected, clients: int, seconds: float, max_requests: int, faults_ok: bool) -> Tally:
     tally, stop_at = Tally(), time.monotonic() + seconds
-    threads = [threading.Thread(target=client, args=(svc, pool, expected, tally, stop_at, max_requests, 1000 * clients
-                                                     + c, faults_ok), daemon=True) for c in range(clients)]
+    threads = [
+        threading.Thread(
+            target=client,
+            args=(svc, pool, expected, tally, stop_at, max_requests, 1000 * clients + c, faults_ok),
+            daemon=True,
+        )
+        for c in range(clients)
+    ]
     start = time.monotonic()
     for t in threads:
         t.start()
@@ -187,16 +222,20 @@ def phase(svc, pool, expected, clients: int, seconds: float, max_requests: int, 
 
 def report(clients: int, tally: Tally) -> None:
     c = tally.counts
-    print(f"\n== {clients} client(s): {c['requests']} requests, {c['items']} items in {tally.wall:.1f}s = "
-          f"{c['items'] / tally.wall:.1f} items/s; lost {c['lost']}, duplicated {c['duplicated']}, mismatched "
-          f"{c['mismatched']}; malformed answered right {c['malformed_ok']} / wrong {c['malformed_bad']}; "
-          f"429s {c['rejected_429']} (items given up after 30: {c['gave_up_429']}); worker-kill errors "
-          f"{c['fault_errors']}")
+    print(
+        f"\n== {clients} client(s): {c['requests']} requests, {c['items']} items in {tally.wall:.1f}s = "
+        f"{c['items'] / tally.wall:.1f} items/s; lost {c['lost']}, duplicated {c['duplicated']}, mismatched "
+        f"{c['mismatched']}; malformed answered right {c['malformed_ok']} / wrong {c['malformed_bad']}; "
+        f"429s {c['rejected_429']} (items given up after 30: {c['gave_up_429']}); worker-kill errors "
+        f"{c['fault_errors']}"
+    )
     for kind in WEIGHTS:
         lat = tally.latency.get(kind, [])
         if lat:
-            print(f"   {kind:<18} n={len(lat):>4}  p50 {pct(lat, 50) * 1e3:8.1f} ms  p95 {pct(lat, 95) * 1e3:8.1f} ms"
-                  f"  p99 {pct(lat, 99) * 1e3:8.1f} ms")
+            print(
+                f"   {kind:<18} n={len(lat):>4}  p50 {pct(lat, 50) * 1e3:8.1f} ms  p95 {pct(lat, 95) * 1e3:8.1f} ms"
+                f"  p99 {pct(lat, 99) * 1e3:8.1f} ms"
+            )
     for m in tally.mismatches[:5]:
         print(f"   MISMATCH {m}")
 
@@ -228,8 +267,18 @@ def main() -> int:
     pool = item_pool()
     expected, local_rate = local_expectations(pool, args.workers)
     print(f"in-process pool ({args.workers} workers), same items: {local_rate:.1f} items/s")
-    svc = Service("--task", "arithmetic", "--verifier", "python_tests", "--workers", str(args.workers),
-                  "--max-queue-items", str(args.max_queue_items), "--max-items", "8")
+    svc = Service(
+        "--task",
+        "arithmetic",
+        "--verifier",
+        "python_tests",
+        "--workers",
+        str(args.workers),
+        "--max-queue-items",
+        str(args.max_queue_items),
+        "--max-items",
+        "8",
+    )
     try:
         run_phases(svc, pool, expected, args, local_rate)
         code = svc.stop(signal.SIGTERM, timeout=120)
@@ -272,8 +321,11 @@ def sampler(svc, stop_at: float) -> None:
         time.sleep(10)
         now = process_stats(svc.proc.pid)
         first = first or now
-        print(f"   soak t={time.monotonic() - start:.0f}s: {now}; RSS growth "
-              f"{(now['rss_mb'] / first['rss_mb'] - 1) * 100:+.1f}%", flush=True)
+        print(
+            f"   soak t={time.monotonic() - start:.0f}s: {now}; RSS growth "
+            f"{(now['rss_mb'] / first['rss_mb'] - 1) * 100:+.1f}%",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

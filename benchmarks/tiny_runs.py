@@ -20,9 +20,19 @@ def tiny_llama(vocab_size: int):
     import torch
     from transformers import AutoModelForCausalLM, LlamaConfig
 
-    config = LlamaConfig(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                         tie_word_embeddings=True, bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
+    )
     torch.manual_seed(0)
     return AutoModelForCausalLM.from_config(config, dtype=torch.float32)
 
@@ -39,16 +49,41 @@ def main(root: Path) -> None:
     tok.pad_token = tok.pad_token or tok.eos_token
     root.mkdir(parents=True, exist_ok=True)
     data = root / "data.jsonl"
-    data.write_text("".join(json.dumps({"id": f"q{i}", "prompt": f"Say something about {i}.", "answer": "[a-m]",
-                                        "band": ["easy", "hard"][i % 2]}) + "\n" for i in range(60)))
+    data.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": f"q{i}",
+                    "prompt": f"Say something about {i}.",
+                    "answer": "[a-m]",
+                    "band": ["easy", "hard"][i % 2],
+                }
+            )
+            + "\n"
+            for i in range(60)
+        )
+    )
     for preset in ("grpo", "dapo", "gspo", "dr_grpo"):
         for backend in ("hf", "fast"):
-            sets = [f"output_dir={root / f'{preset}-{backend}'}", "task.name=jsonl", f"task.settings={{path: {data}}}",
-                    'reward.terms=[{name: first_char, kind: regex, weight: 1.0, pattern: "^\\\\s*(\\\\S)", '
-                    'gold_is_pattern: true}]', "reward.workers=0", "rollout.prompts_per_step=2",
-                    "rollout.group_size=4", "rollout.max_new_tokens=8", "train.steps=3", "train.lr=0.05",
-                    "train.micro_batch_size=4", "log.samples_every=1", "log.checkpoint_every=3", "model.lora.r=4",
-                    f"algorithm={{preset: {preset}}}", f"rollout.backend={backend}"]
+            sets = [
+                f"output_dir={root / f'{preset}-{backend}'}",
+                "task.name=jsonl",
+                f"task.settings={{path: {data}}}",
+                'reward.terms=[{name: first_char, kind: regex, weight: 1.0, pattern: "^\\\\s*(\\\\S)", '
+                "gold_is_pattern: true}]",
+                "reward.workers=0",
+                "rollout.prompts_per_step=2",
+                "rollout.group_size=4",
+                "rollout.max_new_tokens=8",
+                "train.steps=3",
+                "train.lr=0.05",
+                "train.micro_batch_size=4",
+                "log.samples_every=1",
+                "log.checkpoint_every=3",
+                "model.lora.r=4",
+                f"algorithm={{preset: {preset}}}",
+                f"rollout.backend={backend}",
+            ]
             train(resolve(None, sets), policy=(tiny_llama(len(tok)), tok), quiet=True)
             print(f"{preset}-{backend} done", flush=True)
 

@@ -64,8 +64,12 @@ class FaultyRegex:
 def register() -> None:
     from rlvr.verifiers.registry import register_kind
 
-    register_kind(KIND, FaultyRegex, ("pattern", "gold_is_pattern", "plan", "plan_dir"),
-                  doc="regex with injected faults (tests only)")
+    register_kind(
+        KIND,
+        FaultyRegex,
+        ("pattern", "gold_is_pattern", "plan", "plan_dir"),
+        doc="regex with injected faults (tests only)",
+    )
 
 
 def signal_at_sft_step() -> None:

@@ -1,7 +1,7 @@
 """A real `rlvr serve` in a subprocess on 127.0.0.1 (a free port), for the serve tests; stopped in teardown.
 
-    with Service("--task", "arithmetic") as s:
-        status, body, headers = s.post("/v1/verify", {"items": [...]})
+with Service("--task", "arithmetic") as s:
+    status, body, headers = s.post("/v1/verify", {"items": [...]})
 """
 
 from __future__ import annotations
@@ -25,8 +25,13 @@ class Service:
     def __init__(self, *args: str, token: str | None = None, env: dict | None = None, port: int = 0):
         self.args, self.token = list(args), token
         self.lines: list[str] = []
-        self.proc = subprocess.Popen([RLVR, "serve", "--port", str(port), *self.args], stderr=subprocess.PIPE,
-                                     stdout=subprocess.DEVNULL, text=True, env={**os.environ, **(env or {})})
+        self.proc = subprocess.Popen(
+            [RLVR, "serve", "--port", str(port), *self.args],
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+            env={**os.environ, **(env or {})},
+        )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         self.url = self._wait_listening()

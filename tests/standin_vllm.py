@@ -103,8 +103,14 @@ class _Handler(BaseHTTPRequestHandler):
         choices = []
         for j in range(body["n"]):
             tokens, logps, finish = fixed_completion(body["prompt"], j, body["max_tokens"], body["stop_token_ids"])
-            choices.append({"index": j, "text": "", "finish_reason": finish,
-                            "logprobs": {"tokens": [f"token_id:{t}" for t in tokens], "token_logprobs": logps}})
+            choices.append(
+                {
+                    "index": j,
+                    "text": "",
+                    "finish_reason": finish,
+                    "logprobs": {"tokens": [f"token_id:{t}" for t in tokens], "token_logprobs": logps},
+                }
+            )
         self._reply(200, {"object": "text_completion", "model": body["model"], "choices": choices})
         with server.lock:
             server.served += 1

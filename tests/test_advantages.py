@@ -147,22 +147,25 @@ def test_dynamic_sampling_stops_once_full():
     kept, stats = dynamic_sampling(lambda i: (rewards, groups), want_groups=3, max_rounds=10)
     assert [r for r, _ in kept] == [0, 1]
     assert kept[1][1].tolist() == [0, 1]  # only one more group was needed
-    assert stats == {"dynamic_sampling/generated_groups": 4, "dynamic_sampling/kept_groups": 3,
-                     "dynamic_sampling/rounds": 2}
+    assert stats == {
+        "dynamic_sampling/generated_groups": 4,
+        "dynamic_sampling/kept_groups": 3,
+        "dynamic_sampling/rounds": 2,
+    }
 
 
 @pytest.mark.parametrize(
     "length, max_len, buffer, penalty",
     [
         (0, 20, 4, 0.0),
-        (16, 20, 4, 0.0),     # exactly at Lmax - Lc: still free
-        (17, 20, 4, -0.25),   # (16 - 17) / 4
+        (16, 20, 4, 0.0),  # exactly at Lmax - Lc: still free
+        (17, 20, 4, -0.25),  # (16 - 17) / 4
         (18, 20, 4, -0.5),
-        (20, 20, 4, -1.0),    # at the budget: full punishment
-        (25, 20, 4, -1.0),    # beyond it: clamped
-        (20, 20, 0, 0.0),     # no buffer: a cliff just past max_len
+        (20, 20, 4, -1.0),  # at the budget: full punishment
+        (25, 20, 4, -1.0),  # beyond it: clamped
+        (20, 20, 0, 0.0),  # no buffer: a cliff just past max_len
         (21, 20, 0, -1.0),
-        (5, 10, 10, -0.5),    # the whole budget is the buffer
+        (5, 10, 10, -0.5),  # the whole budget is the buffer
     ],
 )
 def test_overlong_soft_penalty(length, max_len, buffer, penalty):

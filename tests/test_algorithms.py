@@ -45,8 +45,9 @@ def test_unknown_preset_lists_the_choices():
 
 
 def test_overrides_replace_fields_and_coerce_strings():
-    a = with_overrides(get_preset("dapo"), {"clip_high": "0.3", "beta": 0, "dynamic_sampling": "false",
-                                            "max_sampling_rounds": "5"})
+    a = with_overrides(
+        get_preset("dapo"), {"clip_high": "0.3", "beta": 0, "dynamic_sampling": "false", "max_sampling_rounds": "5"}
+    )
     assert (a.clip_high, a.beta, a.dynamic_sampling, a.max_sampling_rounds) == (0.3, 0.0, False, 5)
     assert isinstance(a.beta, float) and a.name == "dapo"
     assert get_preset("dapo").clip_high == 0.28  # the preset itself is untouched
@@ -57,8 +58,14 @@ def test_overrides_replace_fields_and_coerce_strings():
     [
         ({"clip_hi": 0.3}, "algorithm.clip_hi is not a field; allowed: preset, adv_scale, ratio, surrogate, clip_low"),
         ({"name": "x"}, "algorithm.name is not a field"),
-        ({"agg": "mean"}, "algorithm.agg: unknown loss aggregation 'mean'; choose from token-mean, seq-mean-token-mean"),
-        ({"ratio": "seq"}, "algorithm.ratio: unknown loss ratio level 'seq'; choose from token, sequence, or package.module:attr"),
+        (
+            {"agg": "mean"},
+            "algorithm.agg: unknown loss aggregation 'mean'; choose from token-mean, seq-mean-token-mean",
+        ),
+        (
+            {"ratio": "seq"},
+            "algorithm.ratio: unknown loss ratio level 'seq'; choose from token, sequence, or package.module:attr",
+        ),
         ({"overlong": "cut"}, "is not one of none, filter, soft"),
         ({"clip_high": "wide"}, "algorithm.clip_high='wide' is not a valid float"),
         ({"max_sampling_rounds": 2.5}, "is not a valid int"),

@@ -16,8 +16,9 @@ def reference(q, k, v, mask, scale):
     rep = q.shape[1] // k.shape[1]
     if mask is None:
         mask = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool).tril(k.shape[2] - q.shape[2])
-    out = F.scaled_dot_product_attention(q.float(), k.repeat_interleave(rep, 1).float(),
-                                         v.repeat_interleave(rep, 1).float(), attn_mask=mask, scale=scale)
+    out = F.scaled_dot_product_attention(
+        q.float(), k.repeat_interleave(rep, 1).float(), v.repeat_interleave(rep, 1).float(), attn_mask=mask, scale=scale
+    )
     return out.transpose(1, 2)
 
 
@@ -56,7 +57,7 @@ def test_float_mask_and_default_scale():
     a, _ = attention_forward(SimpleNamespace(), q, k, v, mask)
     b, _ = attention_forward(SimpleNamespace(), q, k, v, additive)
     assert torch.equal(a, b)
-    assert (a - reference(q, k, v, mask, 8 ** -0.5)).abs().max() < 2e-6
+    assert (a - reference(q, k, v, mask, 8**-0.5)).abs().max() < 2e-6
 
 
 def test_fully_masked_query_is_finite_and_gets_no_gradient_from_others():

@@ -23,8 +23,25 @@ def test_defaults_are_the_reference_shape():
 
 
 def test_flags_parse():
-    a = parse(["-P", "2", "-G", "4", "--max-new-tokens", "16", "--full", "--dtype", "float32", "--threads", "1",
-               "--frameworks", "rlvr", "--trl-python", "/x/python"])
+    a = parse(
+        [
+            "-P",
+            "2",
+            "-G",
+            "4",
+            "--max-new-tokens",
+            "16",
+            "--full",
+            "--dtype",
+            "float32",
+            "--threads",
+            "1",
+            "--frameworks",
+            "rlvr",
+            "--trl-python",
+            "/x/python",
+        ]
+    )
     assert (a.prompts, a.group, a.max_new_tokens, a.full, a.dtype, a.threads) == (2, 4, 16, True, "float32", 1)
     assert (a.frameworks, a.trl_python) == ("rlvr", "/x/python")
 
@@ -54,9 +71,21 @@ def test_fractions_by_hand():
 def test_summarize_takes_rates_as_totals_over_totals():
     # 100 tokens in 1 s and 300 in 3 s: 400 / 4 = 100 tok/s (a mean of the two rates would also be 100; make
     # them differ: 100 in 1 s and 100 in 3 s -> 200 / 4 = 50, while the mean of rates is (100 + 33.3) / 2).
-    rows = [{"wall": w, "generate": g, "verify": 0.0, "train": 1.0, "other": 0.0, "gen_tokens": 100,
-             "prompt_tokens": 10, "fwd_tokens": 200, "active_rows": 4, "reward": r}
-            for w, g, r in ((2.0, 1.0, 0.0), (4.0, 3.0, 1.0))]
+    rows = [
+        {
+            "wall": w,
+            "generate": g,
+            "verify": 0.0,
+            "train": 1.0,
+            "other": 0.0,
+            "gen_tokens": 100,
+            "prompt_tokens": 10,
+            "fwd_tokens": 200,
+            "active_rows": 4,
+            "reward": r,
+        }
+        for w, g, r in ((2.0, 1.0, 0.0), (4.0, 3.0, 1.0))
+    ]
     m = bench.summarize(rows, 1000, 1.0, {"lora": False, "group": 2})
     assert m["wall"] == pytest.approx(3.0)
     assert m["gen_tok_s"] == pytest.approx(50.0)
@@ -68,13 +97,35 @@ def test_ratios():
     a = {"wall": 10.0, "generate": 4.0, "train": 5.0, "gen_tok_s": 400.0, "train_tok_s": 200.0}
     b = {"wall": 50.0, "generate": 40.0, "train": 8.0, "gen_tok_s": 40.0, "train_tok_s": 100.0}
     q = bench.ratios(a, b, 1.0, 4.0)
-    assert q == pytest.approx({"wall": 0.2, "generate": 0.1, "train": 0.625, "gen_tok_s": 10.0, "train_tok_s": 2.0,
-                               "peak_rss": 0.25})
+    assert q == pytest.approx(
+        {"wall": 0.2, "generate": 0.1, "train": 0.625, "gen_tok_s": 10.0, "train_tok_s": 2.0, "peak_rss": 0.25}
+    )
 
 
 def _run_tiny(folder, frameworks, capsys, extra=()):
-    args = parse(["--model", str(folder), "--frameworks", frameworks, "-P", "2", "-G", "2", "--max-new-tokens", "6",
-                  "--steps", "1", "--warmup", "1", "--probe-size", "64", "--threads", "1", *extra])
+    args = parse(
+        [
+            "--model",
+            str(folder),
+            "--frameworks",
+            frameworks,
+            "-P",
+            "2",
+            "-G",
+            "2",
+            "--max-new-tokens",
+            "6",
+            "--steps",
+            "1",
+            "--warmup",
+            "1",
+            "--probe-size",
+            "64",
+            "--threads",
+            "1",
+            *extra,
+        ]
+    )
     assert bench.run(args) == 0
     return capsys.readouterr().out
 
@@ -107,21 +158,33 @@ def test_the_bench_worker_runs_the_trainers_step(tmp_path, tokenizer):
     from rlvr_bench.workers import bench_config, rlvr_state, step_figures
 
     folder = save_tiny_model(tokenizer, tmp_path / "tiny")
-    spec = {"seed": 0, "prompts": 2, "group": 4, "max_new_tokens": 8, "lora": True, "bf16": True, "sampler": "fast",
-            "model": str(folder), "steps": 2, "threads": 1}
+    spec = {
+        "seed": 0,
+        "prompts": 2,
+        "group": 4,
+        "max_new_tokens": 8,
+        "lora": True,
+        "bf16": True,
+        "sampler": "fast",
+        "model": str(folder),
+        "steps": 2,
+        "threads": 1,
+    }
     state = rlvr_state(spec)
     results = [run_step(state, step) for step in range(2)]
-    cfg = merge(bench_config(spec), {"output_dir": str(tmp_path / "run"), "train": {"steps": 2}, "log": {"eval_every": 0}})
+    cfg = merge(
+        bench_config(spec), {"output_dir": str(tmp_path / "run"), "train": {"steps": 2}, "log": {"eval_every": 0}}
+    )
     run = train(cfg, policy=load_policy(str(folder)), quiet=True)
     logged = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
 
     def same(row):
         return {k: v for k, v in row.items() if not k.startswith(("time/", "throughput/"))}
+
     assert [same(r.row) for r in results] == [same(r) for r in logged]
     figures = step_figures(results[1], state.algo.beta)
     assert figures["reward"] == logged[1]["reward/mean"] and figures["active_rows"] == logged[1]["active_rows"]
     assert figures["gen_tokens"] == int(results[1].batch.lengths.sum()) > 0
-
 
 
 def test_a_peer_venv_is_checked_for_each_package_it_needs(tmp_path):

@@ -17,10 +17,24 @@ from rlvr_bench.engines import ct2, openvino
 
 
 def spec_for(tmp_path, engine, precision, **kw):
-    return {"model": "/models/smollm2", "prompts": 2, "group": 2, "max_new_tokens": 16, "temperature": 1.0,
-            "top_p": 1.0, "top_k": 0, "seed": 3, "threads": 2, "steps": 1, "stop_ids": [2],
-            "prompt_ids": [[[1, 5, 6], [1, 7]]], "engine": engine, "precision": precision,
-            "work_dir": str(tmp_path / f"{engine}-{precision}"), **kw}
+    return {
+        "model": "/models/smollm2",
+        "prompts": 2,
+        "group": 2,
+        "max_new_tokens": 16,
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "top_k": 0,
+        "seed": 3,
+        "threads": 2,
+        "steps": 1,
+        "stop_ids": [2],
+        "prompt_ids": [[[1, 5, 6], [1, 7]]],
+        "engine": engine,
+        "precision": precision,
+        "work_dir": str(tmp_path / f"{engine}-{precision}"),
+        **kw,
+    }
 
 
 def test_the_modules_import_without_their_engines():
@@ -55,8 +69,15 @@ def test_ct2_figures_by_hand():
     # rows (ids, mean log-prob): lengths 3, 4, 1 = 8 tokens; rows 1 and 3 end at the stop id 2
     out = ct2.figures([([5, 6, 2], -0.5), ([7, 7, 7, 7], -1.0), ([2], -0.25)], [2], 2)
     # sums -1.5, -4.0, -0.25 = -5.75 over 8 tokens
-    assert out == {"gen_tokens": 8, "rows": 3, "stopped": 2, "lengths": [3, 4, 1], "mean_len": pytest.approx(8 / 3),
-                   "logp_mean": pytest.approx(-0.71875), "threads": 2}
+    assert out == {
+        "gen_tokens": 8,
+        "rows": 3,
+        "stopped": 2,
+        "lengths": [3, 4, 1],
+        "mean_len": pytest.approx(8 / 3),
+        "logp_mean": pytest.approx(-0.71875),
+        "threads": 2,
+    }
     assert ct2.figures([], [2], 2)["logp_mean"] is None
 
 
@@ -70,8 +91,13 @@ def test_openvino_figures_by_hand():
 def test_ct2_options_follow_the_spec(tmp_path):
     spec = spec_for(tmp_path, "ct2", "int8")
     kw = ct2.generate_kwargs(spec)
-    assert (kw["num_hypotheses"], kw["max_length"], kw["sampling_topk"], kw["sampling_topp"],
-            kw["sampling_temperature"]) == (2, 16, 0, 1.0, 1.0)
+    assert (
+        kw["num_hypotheses"],
+        kw["max_length"],
+        kw["sampling_topk"],
+        kw["sampling_topp"],
+        kw["sampling_temperature"],
+    ) == (2, 16, 0, 1.0, 1.0)
     assert kw["end_token"] == [2] and kw["return_end_token"] and not kw["include_prompt_in_result"]
     assert ct2.generate_kwargs({**spec, "top_k": 50})["sampling_topk"] == 50
     assert ct2.seed_for(spec, 2) == 3 * 1_000_003 + 2
@@ -80,8 +106,13 @@ def test_ct2_options_follow_the_spec(tmp_path):
 def test_openvino_options_follow_the_spec(tmp_path):
     spec = spec_for(tmp_path, "openvino", "bf16")
     f = openvino.config_fields(spec, 2, 1)
-    assert (f["num_return_sequences"], f["max_new_tokens"], f["temperature"], f["top_p"], f["do_sample"]) == \
-        (2, 16, 1.0, 1.0, True)
+    assert (f["num_return_sequences"], f["max_new_tokens"], f["temperature"], f["top_p"], f["do_sample"]) == (
+        2,
+        16,
+        1.0,
+        1.0,
+        True,
+    )
     assert "top_k" not in f and openvino.config_fields({**spec, "top_k": 40}, 0, 0)["top_k"] == 40
     assert f["stop_token_ids"] == {2} and f["logprobs"] == 1
     assert f["rng_seed"] == 3 * 1_000_003 + 2 + 7919 and openvino.seed_for(spec, 2, 0) == 3 * 1_000_003 + 2
@@ -89,8 +120,11 @@ def test_openvino_options_follow_the_spec(tmp_path):
     assert cmd[:3] == [sys.executable, "-m", "optimum.commands.optimum_cli"] and cmd[-1] == "/out"
     assert cmd[cmd.index("--weight-format") + 1] == "fp16"
     assert "int8" in openvino.export_command({**spec, "precision": "int8"}, "/out")
-    assert openvino.plugin_properties(spec, ["FP32", "BF16"]) == \
-        {"INFERENCE_NUM_THREADS": 2, "INFERENCE_PRECISION_HINT": "bf16", "KV_CACHE_PRECISION": "bf16"}
+    assert openvino.plugin_properties(spec, ["FP32", "BF16"]) == {
+        "INFERENCE_NUM_THREADS": 2,
+        "INFERENCE_PRECISION_HINT": "bf16",
+        "KV_CACHE_PRECISION": "bf16",
+    }
     assert openvino.plugin_properties(spec, ["FP32"])["INFERENCE_PRECISION_HINT"] == "f32"
 
 
@@ -147,8 +181,10 @@ def test_ct2_worker_protocol_with_a_stand_in(tmp_path, monkeypatch):
     assert step["logp_mean"] == pytest.approx(-0.8) and step["seconds"] >= 0
     assert calls["batches"][0][0] == [["t1", "t5", "t6"], ["t1", "t7"]] and calls["seeds"] == [3 * 1_000_003]
     assert calls["batches"][0][1]["num_hypotheses"] == 2
-    assert all(kw == {"device": "cpu", "compute_type": "int8", "intra_threads": 2, "inter_threads": 1}
-               for _, kw in calls["loads"])
+    assert all(
+        kw == {"device": "cpu", "compute_type": "int8", "intra_threads": 2, "inter_threads": 1}
+        for _, kw in calls["loads"]
+    )
     # the sync converted into a fresh folder, freed the old model and removed its folder
     assert [Path(p).name for p, _ in calls["loads"]] == ["model-0", "model-1"] and calls["unloads"] == 1
     assert not (tmp_path / "ct2-int8" / "model-0").exists() and (tmp_path / "ct2-int8" / "model-1").is_dir()
@@ -199,8 +235,10 @@ def test_openvino_worker_protocol_with_a_stand_in(tmp_path, monkeypatch):
     assert all(c.num_return_sequences == 2 and c.do_sample for c in configs)
     assert [c[c.index("--weight-format") + 1] for c in calls["exports"]] == ["int8", "int8"]
     assert [Path(p).name for p, _, _ in calls["pipes"]] == ["model-0", "model-1"]
-    assert calls["pipes"][0][1:] == ("CPU", {"INFERENCE_NUM_THREADS": 2, "INFERENCE_PRECISION_HINT": "bf16",
-                                             "KV_CACHE_PRECISION": "bf16"})
+    assert calls["pipes"][0][1:] == (
+        "CPU",
+        {"INFERENCE_NUM_THREADS": 2, "INFERENCE_PRECISION_HINT": "bf16", "KV_CACHE_PRECISION": "bf16"},
+    )
     assert not (tmp_path / "openvino-int8" / "model-0").exists()
 
 

@@ -1,6 +1,7 @@
 """Each engine's real worker, end to end through `rlvr bench --vs ENGINE`, on the default model: one small batch,
 one sync. Slow tier, and only where the engine's venv is given ($RLVR_<ENGINE>_PYTHON; recipes in
 docs/performance.md): the fast tier never has the engines."""
+
 import argparse
 import json
 import os
@@ -21,9 +22,33 @@ def test_engine_samples_a_batch_and_syncs(engine, tmp_path):
     parser = argparse.ArgumentParser()
     bench.add_parser(parser.add_subparsers(dest="verb"))
     out = tmp_path / "out.json"
-    args = parser.parse_args(["bench", "--vs", engine, "-P", "2", "-G", "2", "--max-new-tokens", "16", "--steps", "1",
-                              "--warmup", "0", "--syncs", "1", "--probe-size", "256", "--json", str(out),
-                              f"--{engine}-python", python, "--work-dir", str(tmp_path / "models")])
+    args = parser.parse_args(
+        [
+            "bench",
+            "--vs",
+            engine,
+            "-P",
+            "2",
+            "-G",
+            "2",
+            "--max-new-tokens",
+            "16",
+            "--steps",
+            "1",
+            "--warmup",
+            "0",
+            "--syncs",
+            "1",
+            "--probe-size",
+            "256",
+            "--json",
+            str(out),
+            f"--{engine}-python",
+            python,
+            "--work-dir",
+            str(tmp_path / "models"),
+        ]
+    )
     assert bench.run(args) == 0
     result = json.loads(out.read_text())
     for key, side in result["sides"].items():

@@ -32,7 +32,10 @@ def test_contract_is_consistent():
 
 def test_converter_path(monkeypatch):
     monkeypatch.delenv(llamacpp.CONVERTER_ENV, raising=False)
-    assert str(llamacpp.converter_path({}, prefix="/v/llamacpp-venv")) == "/v/llamacpp-venv/llama.cpp/convert_hf_to_gguf.py"
+    assert (
+        str(llamacpp.converter_path({}, prefix="/v/llamacpp-venv"))
+        == "/v/llamacpp-venv/llama.cpp/convert_hf_to_gguf.py"
+    )
     assert str(llamacpp.converter_path({"converter": "/c/convert.py"}, prefix="/v")) == "/c/convert.py"
     monkeypatch.setenv(llamacpp.CONVERTER_ENV, "/e/convert.py")
     assert str(llamacpp.converter_path({"converter": "/c/convert.py"})) == "/e/convert.py"

@@ -25,8 +25,15 @@ def test_options_parse(monkeypatch):
         monkeypatch.delenv(f"RLVR_{name.upper()}_PYTHON", raising=False)
     assert (parse([]).vs, parse([]).vllm_python, parse([]).llamacpp_python) == ("trl", "", "")
     a = parse(["--vs", "llamacpp,ct2", "--ct2-python", "/c/bin/python", "--precisions", "bf16"])
-    assert (a.vs, a.ct2_python, a.precisions, a.syncs, a.prompts, a.group, a.max_new_tokens) == \
-        ("llamacpp,ct2", "/c/bin/python", "bf16", 2, 4, 8, 128)
+    assert (a.vs, a.ct2_python, a.precisions, a.syncs, a.prompts, a.group, a.max_new_tokens) == (
+        "llamacpp,ct2",
+        "/c/bin/python",
+        "bf16",
+        2,
+        4,
+        8,
+        128,
+    )
     monkeypatch.setenv("RLVR_OPENVINO_PYTHON", "/env/python")
     assert parse(["--vs", "openvino"]).openvino_python == "/env/python"
 
@@ -86,10 +93,19 @@ def test_side_figures_by_hand():
     # 300 tokens in 1 s and 100 in 3 s: 100 tok/s (totals over totals); syncs 0.5 and 1.5 s: median 1.0, one a batch
     # -> 400 / (4 + 2) tok/s. Roofline: 1e6 params, probe 1 GFLOP/s, read 1 ms; batch a (lengths 2, 1; 5 prompt
     # tokens): 10 + max(1, 2) = 12 ms; batch b (lengths 1, 1; 5 prompt tokens): 10 ms -> 22 ms of 4 s.
-    batches = [{"gen_tokens": 300, "seconds": 1.0, "rows": 2, "lengths": [2, 1], "logp_mean": -1.0},
-               {"gen_tokens": 100, "seconds": 3.0, "rows": 2, "lengths": [1, 1], "logp_mean": -0.5}]
-    s = rollouts.side_figures(batches, [5, 5], [{"seconds": 0.5}, {"seconds": 1.5}],
-                              {"load_s": 2.0, "logprobs": "no", "versions": {}}, 1_000_000, 0.001, 1.0)
+    batches = [
+        {"gen_tokens": 300, "seconds": 1.0, "rows": 2, "lengths": [2, 1], "logp_mean": -1.0},
+        {"gen_tokens": 100, "seconds": 3.0, "rows": 2, "lengths": [1, 1], "logp_mean": -0.5},
+    ]
+    s = rollouts.side_figures(
+        batches,
+        [5, 5],
+        [{"seconds": 0.5}, {"seconds": 1.5}],
+        {"load_s": 2.0, "logprobs": "no", "versions": {}},
+        1_000_000,
+        0.001,
+        1.0,
+    )
     assert s["tok_s"] == pytest.approx(100.0) and s["sync_s"] == pytest.approx(1.0)
     assert s["tok_s_with_sync"] == pytest.approx(400 / 6)
     assert s["roofline_frac"] == pytest.approx(0.022 / 4.0)
@@ -100,15 +116,40 @@ def test_side_figures_by_hand():
 
 def test_report_by_hand():
     def side(tok_s, sync_s, with_sync):
-        return {"tok_s": tok_s, "sync_s": sync_s, "tok_s_with_sync": with_sync, "roofline_frac": 0.25, "load_s": 1.0,
-                "convert_s": 3.0, "mean_len": 40.0, "logp_mean": -0.8, "logprobs": "yes", "versions": {"x": "1"}}
+        return {
+            "tok_s": tok_s,
+            "sync_s": sync_s,
+            "tok_s_with_sync": with_sync,
+            "roofline_frac": 0.25,
+            "load_s": 1.0,
+            "convert_s": 3.0,
+            "mean_len": 40.0,
+            "logp_mean": -0.8,
+            "logprobs": "yes",
+            "versions": {"x": "1"},
+        }
 
-    steps = {"rlvr bf16": [{"gen_tokens": 100, "seconds": 1.0}, {"gen_tokens": 600, "seconds": 1.0}],
-             "ct2 int8": [{"gen_tokens": 100, "seconds": 2.0}, {"gen_tokens": 600, "seconds": 3.0}]}
-    result = {"spec": {"prompts": 4, "group": 8, "max_new_tokens": 128, "temperature": 1.0, "threads": 2, "seed": 0,
-                       "model": "m"}, "ceiling_bf16_gflops": 400.0, "read_floor_s": 0.005, "weight_bytes": 269_000_000,
-              "warmup": 1, "steps": steps,
-              "sides": {"rlvr bf16": side(600.0, 0.5, 400.0), "ct2 int8": side(200.0, 4.0, 50.0)}}
+    steps = {
+        "rlvr bf16": [{"gen_tokens": 100, "seconds": 1.0}, {"gen_tokens": 600, "seconds": 1.0}],
+        "ct2 int8": [{"gen_tokens": 100, "seconds": 2.0}, {"gen_tokens": 600, "seconds": 3.0}],
+    }
+    result = {
+        "spec": {
+            "prompts": 4,
+            "group": 8,
+            "max_new_tokens": 128,
+            "temperature": 1.0,
+            "threads": 2,
+            "seed": 0,
+            "model": "m",
+        },
+        "ceiling_bf16_gflops": 400.0,
+        "read_floor_s": 0.005,
+        "weight_bytes": 269_000_000,
+        "warmup": 1,
+        "steps": steps,
+        "sides": {"rlvr bf16": side(600.0, 0.5, 400.0), "ct2 int8": side(200.0, 4.0, 50.0)},
+    }
     out = rollouts.format_vs_engines(result)
     assert "| 0* | 100 | 50 |" in out and "| 1 | 600 | 200 |" in out
     assert "| ct2 int8 | 200 | 4.00 | 50 | 25.0% | 3.00x | 8.00x | 1.0 | 3.0 | 40.0 | -0.800 | yes |" in out
@@ -117,8 +158,31 @@ def test_report_by_hand():
 
 def test_the_comparison_loop_with_rlvrs_side(tokenizer, tmp_path, capsys):
     folder = save_tiny_model(tokenizer, tmp_path)
-    args = parse(["--vs", "ct2", "--model", str(folder), "-P", "2", "-G", "3", "--max-new-tokens", "5",
-                  "--steps", "2", "--warmup", "1", "--threads", "1", "--probe-size", "64", "--syncs", "1", "--torch-ops"])
+    args = parse(
+        [
+            "--vs",
+            "ct2",
+            "--model",
+            str(folder),
+            "-P",
+            "2",
+            "-G",
+            "3",
+            "--max-new-tokens",
+            "5",
+            "--steps",
+            "2",
+            "--warmup",
+            "1",
+            "--threads",
+            "1",
+            "--probe-size",
+            "64",
+            "--syncs",
+            "1",
+            "--torch-ops",
+        ]
+    )
     result = rollouts.bench_vs_engines(args, [])  # rlvr's side alone: no engine venv here
     side = result["sides"]["rlvr bf16"]
     batch = result["steps"]["rlvr bf16"][1]

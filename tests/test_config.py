@@ -6,15 +6,24 @@ from rlvr.cli import main
 from rlvr.config import DEFAULTS, ConfigError, parse_set, resolve
 
 
-@pytest.mark.parametrize("sets, message", [
-    (["train.lrr=1"], "unknown config key 'train.lrr'; allowed keys in 'train': attention, autocast, fsdp, gradient_checkpointing, lr, lr_schedule"),
-    (["bogus=1"], "unknown config key 'bogus'; allowed keys at the top level: algorithm, curriculum, eval, log, model, output_dir, reward, rollout, seed, sft"),
-    (["train.lr=fast"], "config key 'train.lr' must be float, got 'fast'"),
-    (["train.steps=1.5"], "config key 'train.steps' must be int, got 1.5"),
-    (["model.lora.enabled=3"], "config key 'model.lora.enabled' must be bool, got 3"),
-    (["rollout.backend=tpu"], "config key 'rollout.backend' = 'tpu'; choose from hf, fast, remote, vllm"),
-    (["model=3"], "config key 'model' must be a mapping, got 3"),
-])
+@pytest.mark.parametrize(
+    "sets, message",
+    [
+        (
+            ["train.lrr=1"],
+            "unknown config key 'train.lrr'; allowed keys in 'train': attention, autocast, fsdp, gradient_checkpointing, lr, lr_schedule",
+        ),
+        (
+            ["bogus=1"],
+            "unknown config key 'bogus'; allowed keys at the top level: algorithm, curriculum, eval, log, model, output_dir, reward, rollout, seed, sft",
+        ),
+        (["train.lr=fast"], "config key 'train.lr' must be float, got 'fast'"),
+        (["train.steps=1.5"], "config key 'train.steps' must be int, got 1.5"),
+        (["model.lora.enabled=3"], "config key 'model.lora.enabled' must be bool, got 3"),
+        (["rollout.backend=tpu"], "config key 'rollout.backend' = 'tpu'; choose from hf, fast, remote, vllm"),
+        (["model=3"], "config key 'model' must be a mapping, got 3"),
+    ],
+)
 def test_bad_values_name_key_and_choices(sets, message):
     with pytest.raises(ConfigError) as e:
         resolve(None, sets)
@@ -67,6 +76,11 @@ def test_dotted_sets_into_an_open_section_add_up_and_a_whole_mapping_replaces_it
     assert cfg["algorithm"] == {"preset": "dapo", "clip_high": 0.3}
     assert resolve(None, ["algorithm.clip_high=0.3", "algorithm={preset: gspo}"])["algorithm"] == {"preset": "gspo"}
     cfg = resolve("default", ["task.settings.per_band=50", "task.settings.extra.a=1", "task.settings.extra.b=2"])
-    assert cfg["task"]["settings"] == {"seed": 0, "per_band": 50, "bands": ["1-digit", "2-digit", "3-digit"],
-                                       "one_shot": True, "extra": {"a": 1, "b": 2}}
+    assert cfg["task"]["settings"] == {
+        "seed": 0,
+        "per_band": 50,
+        "bands": ["1-digit", "2-digit", "3-digit"],
+        "one_shot": True,
+        "extra": {"a": 1, "b": 2},
+    }
     assert type(cfg["task"]["settings"]) is dict and type(cfg["task"]["settings"]["extra"]) is dict

@@ -8,18 +8,40 @@ from rlvr.cli import main
 NO_MODEL = "model.name=/nonexistent/model-folder"
 
 
-@pytest.mark.parametrize("preset, sets, message", [
-    ("default", ["reward.terms=[{kind: mathz}]"], "reward.terms[0].kind: unknown verifier kind 'mathz'; choose from math,"),
-    ("default", ["curriculum.kind=fixed", "curriculum.weights={9-digit: 1.0}"],
-     "curriculum.weights: unknown band '9-digit'; bands: 1-digit, 2-digit, 3-digit"),
-    ("reasoning-gym", ["task.settings={families: {nope: {}}}"],
-     "reasoning_gym families ['nope'] have no rlvr grader; choose from basic_arithmetic,"),
-    ("default", ["eval.out_of_domain=[{name: nope}]"], "eval.out_of_domain 'nope': task.name: unknown task 'nope'"),
-    ("default", ["algorithm.surrogate=clipped"], "algorithm.surrogate: unknown loss surrogate 'clipped'; choose from clip"),
-    ("default", ["rollout.backend=fastest"], "config key 'rollout.backend' = 'fastest'; choose from hf, fast, remote, vllm"),
-])
-def test_a_config_mistake_exits_2_in_one_line_before_the_model_and_writes_nothing(tmp_path, capsys, preset, sets,
-                                                                                   message):
+@pytest.mark.parametrize(
+    "preset, sets, message",
+    [
+        (
+            "default",
+            ["reward.terms=[{kind: mathz}]"],
+            "reward.terms[0].kind: unknown verifier kind 'mathz'; choose from math,",
+        ),
+        (
+            "default",
+            ["curriculum.kind=fixed", "curriculum.weights={9-digit: 1.0}"],
+            "curriculum.weights: unknown band '9-digit'; bands: 1-digit, 2-digit, 3-digit",
+        ),
+        (
+            "reasoning-gym",
+            ["task.settings={families: {nope: {}}}"],
+            "reasoning_gym families ['nope'] have no rlvr grader; choose from basic_arithmetic,",
+        ),
+        ("default", ["eval.out_of_domain=[{name: nope}]"], "eval.out_of_domain 'nope': task.name: unknown task 'nope'"),
+        (
+            "default",
+            ["algorithm.surrogate=clipped"],
+            "algorithm.surrogate: unknown loss surrogate 'clipped'; choose from clip",
+        ),
+        (
+            "default",
+            ["rollout.backend=fastest"],
+            "config key 'rollout.backend' = 'fastest'; choose from hf, fast, remote, vllm",
+        ),
+    ],
+)
+def test_a_config_mistake_exits_2_in_one_line_before_the_model_and_writes_nothing(
+    tmp_path, capsys, preset, sets, message
+):
     run = tmp_path / "run"
     args = ["train", preset, *sum((["--set", s] for s in [NO_MODEL, *sets]), []), "--output-dir", str(run)]
     assert main(args) == 2

@@ -18,8 +18,14 @@ from test_trainer import tiny_config
 def test_other_cpu_by_hand():
     """15 CPU-s busy over 10 s on 2 cores, 5 of them this process tree's: others took 10 of 20 CPU-s, a half."""
     got = other_cpu(CpuSnapshot(100.0, 10.0, 3.0, 2), CpuSnapshot(110.0, 25.0, 8.0, 2))
-    assert got == {"wall_s": 10.0, "cores": 2, "busy_cpu_s": 15.0, "own_cpu_s": 5.0, "other_cpu_s": 10.0,
-                   "other_share": 0.5}
+    assert got == {
+        "wall_s": 10.0,
+        "cores": 2,
+        "busy_cpu_s": 15.0,
+        "own_cpu_s": 5.0,
+        "other_cpu_s": 10.0,
+        "other_share": 0.5,
+    }
     # the counters' ticks can put own a hair above busy: clamped at 0, not a negative share
     assert other_cpu(CpuSnapshot(0.0, 1.0, 1.0, 2), CpuSnapshot(1.0, 1.5, 1.51, 2))["other_cpu_s"] == 0.0
     assert other_cpu(None, CpuSnapshot(1.0, 1.5, 1.51, 2)) is None
@@ -55,8 +61,12 @@ def _busy_loops(n: int, seconds: int) -> list[int]:
     code = f"import time\nend = time.time() + {seconds}\nwhile time.time() < end:\n    pass\n"
     pids = []
     for _ in range(n):
-        out = subprocess.run(["sh", "-c", f'"{sys.executable}" -c "$0" >/dev/null 2>&1 & echo $!', code],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            ["sh", "-c", f'"{sys.executable}" -c "$0" >/dev/null 2>&1 & echo $!', code],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         pids.append(int(out.stdout.strip()))
     return pids
 
@@ -65,9 +75,20 @@ def _busy_loops(n: int, seconds: int) -> list[int]:
 def test_a_run_beside_busy_processes_warns_and_steps_gives_exactly_n(tmp_path, tiny_model_dir):  # noqa: F811
     from rlvr.cli import main
 
-    cfg = tiny_config(tmp_path, **{"model.name": str(tiny_model_dir), "train.steps": 50, "train.time_budget_min": 5,
-                                   "eval.n": 2, "eval.ks": "[1]", "eval.limit": 4, "sft.epochs": 1,
-                                   "log.checkpoint_every": 0, "log.samples_every": 0})
+    cfg = tiny_config(
+        tmp_path,
+        **{
+            "model.name": str(tiny_model_dir),
+            "train.steps": 50,
+            "train.time_budget_min": 5,
+            "eval.n": 2,
+            "eval.ks": "[1]",
+            "eval.limit": 4,
+            "sft.epochs": 1,
+            "log.checkpoint_every": 0,
+            "log.samples_every": 0,
+        },
+    )
     (tmp_path / "tiny.yaml").write_text(dump(cfg))
     pids = _busy_loops(os.cpu_count() or 1, seconds=300)
     try:

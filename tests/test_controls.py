@@ -68,8 +68,10 @@ def test_a_control_that_cannot_apply_is_a_config_error(tmp_path):
 def test_a_control_that_cannot_apply_stops_the_main_job_before_it_starts(tmp_path, tiny_model_dir):  # noqa: F811
     from rlvr.training.main_job import run_main
 
-    cfg = tiny_config(tmp_path, **{"model.name": str(tiny_model_dir), "output_dir": str(tmp_path / "main"),
-                                   "eval.controls": "[format_only]"})  # the regex reward has no format term
+    cfg = tiny_config(
+        tmp_path,
+        **{"model.name": str(tiny_model_dir), "output_dir": str(tmp_path / "main"), "eval.controls": "[format_only]"},
+    )  # the regex reward has no format term
     with pytest.raises(ConfigError, match="reward.control=format_only: the reward has no format term"):
         run_main(cfg, quiet=True)
     assert not (tmp_path / "main").exists()
@@ -78,11 +80,24 @@ def test_a_control_that_cannot_apply_stops_the_main_job_before_it_starts(tmp_pat
 def test_the_main_job_trains_and_reports_its_controls(tmp_path, tiny_model_dir):  # noqa: F811
     from rlvr.training.main_job import run_main
 
-    terms = ('[{name: first_char, kind: regex, weight: 1.0, pattern: "^\\\\s*(\\\\S)", gold_is_pattern: true}, '
-             '{name: format, kind: boxed_format, weight: 0.1}]')
-    cfg = tiny_config(tmp_path, **{"model.name": str(tiny_model_dir), "output_dir": str(tmp_path / "main"),
-                                   "reward.terms": terms, "train.steps": 2, "eval.n": 2, "eval.ks": "[1]",
-                                   "eval.limit": 4, "sft.epochs": 1, "eval.controls": "[random_rate, format_only]"})
+    terms = (
+        '[{name: first_char, kind: regex, weight: 1.0, pattern: "^\\\\s*(\\\\S)", gold_is_pattern: true}, '
+        "{name: format, kind: boxed_format, weight: 0.1}]"
+    )
+    cfg = tiny_config(
+        tmp_path,
+        **{
+            "model.name": str(tiny_model_dir),
+            "output_dir": str(tmp_path / "main"),
+            "reward.terms": terms,
+            "train.steps": 2,
+            "eval.n": 2,
+            "eval.ks": "[1]",
+            "eval.limit": 4,
+            "sft.epochs": 1,
+            "eval.controls": "[random_rate, format_only]",
+        },
+    )
     run_main(cfg, quiet=True)
     root = tmp_path / "main"
     rlvr_rows = (root / "rlvr" / "metrics.jsonl").read_text().splitlines()

@@ -44,8 +44,16 @@ def test_policy_loss_with_truncated_weights_by_hand():
     """Ratio 1 (old = current), A = [+1, -1]: per-token loss -A; token-mean over 5 tokens of -A * weight."""
     logp = torch.zeros(2, 3, dtype=F64, requires_grad=True)
     adv = torch.tensor([1.0, -1.0], dtype=F64)
-    loss, stats = policy_loss(logp, None, adv, MASK, agg="token-mean", sampler_logp=SAMPLER,
-                              rollout_correction="truncated", correction_cap=2.0)
+    loss, stats = policy_loss(
+        logp,
+        None,
+        adv,
+        MASK,
+        agg="token-mean",
+        sampler_logp=SAMPLER,
+        rollout_correction="truncated",
+        correction_cap=2.0,
+    )
     # row 0: -(1 + 2 + 0.25); row 1: +(1.5 + 1.5); over 5 tokens
     assert loss.item() == pytest.approx((-(1 + 2 + 0.25) + 3.0) / 5)
     loss.backward()
@@ -58,8 +66,16 @@ def test_policy_loss_with_truncated_weights_by_hand():
 def test_masked_tokens_count_as_zero_loss_in_the_same_denominators():
     logp = torch.zeros(2, 3, dtype=F64, requires_grad=True)
     adv = torch.tensor([1.0, -1.0], dtype=F64)
-    loss, stats = policy_loss(logp, None, adv, MASK, agg="token-mean", sampler_logp=SAMPLER,
-                              rollout_correction="masked-token", correction_cap=2.0)
+    loss, stats = policy_loss(
+        logp,
+        None,
+        adv,
+        MASK,
+        agg="token-mean",
+        sampler_logp=SAMPLER,
+        rollout_correction="masked-token",
+        correction_cap=2.0,
+    )
     assert loss.item() == pytest.approx((-1 + 1 + 1) / 5)
     assert stats["correction/kept_frac"].item() == pytest.approx(3 / 5)
 
@@ -101,4 +117,6 @@ def test_a_real_step_with_truncated_weights_logs_the_figures_before_and_after_th
         assert 0 < r["correction/weight_mean"] <= r["correction/ratio_mean"] + 1e-9
         assert r["correction/ratio_mean"] == pytest.approx(1.0, abs=0.05)
     plain = train(tiny_config(tmp_path / "plain"), policy=(make_tiny_llama(len(tokenizer)), tokenizer), quiet=True)
-    assert not any(k.startswith("correction/") for k in json.loads((plain / "metrics.jsonl").read_text().splitlines()[0]))
+    assert not any(
+        k.startswith("correction/") for k in json.loads((plain / "metrics.jsonl").read_text().splitlines()[0])
+    )

@@ -87,8 +87,13 @@ def test_fixed_mix_counts_and_shares():
 @pytest.mark.parametrize(
     "step, a, b",
     [
-        (-10, 1.0, 0.0), (0, 1.0, 0.0), (50, 0.75, 0.25), (100, 0.5, 0.5),
-        (150, 0.25, 0.75), (200, 0.0, 1.0), (900, 0.0, 1.0),
+        (-10, 1.0, 0.0),
+        (0, 1.0, 0.0),
+        (50, 0.75, 0.25),
+        (100, 0.5, 0.5),
+        (150, 0.25, 0.75),
+        (200, 0.0, 1.0),
+        (900, 0.0, 1.0),
     ],
 )
 def test_schedule_interpolates_between_points(step, a, b):
@@ -219,8 +224,10 @@ def test_state_dict_round_trip_continues_identically(cfg):
 
 def test_state_is_json_even_when_stats_are_numpy():
     sampler = Adaptive(toy_pool(["a"], 4))
-    sampler.update(np.int64(3), {"a": {k: np.float32(0.5) for k in ("reward", "success", "nonzero_var_frac")}
-                                 | {"groups": np.int64(2)}})
+    sampler.update(
+        np.int64(3),
+        {"a": {k: np.float32(0.5) for k in ("reward", "success", "nonzero_var_frac")} | {"groups": np.int64(2)}},
+    )
     assert json.loads(json.dumps(sampler.state_dict()))["history"] == {"a": [[3, 2, 0.5, 0.5, 0.5]]}
 
 
@@ -250,7 +257,10 @@ def test_same_seed_same_batches_other_seed_other_batches():
 @pytest.mark.parametrize(
     "cfg, message",
     [
-        ({"kind": "random"}, "curriculum.kind: unknown curriculum 'random'; choose from fixed, schedule, adaptive, or package.module:attr"),
+        (
+            {"kind": "random"},
+            "curriculum.kind: unknown curriculum 'random'; choose from fixed, schedule, adaptive, or package.module:attr",
+        ),
         (
             {"kind": "adaptive", "targets": [0.1, 0.9]},
             "curriculum.targets: unknown key for kind 'adaptive'; choices: kind, target, floor, window",
@@ -297,8 +307,14 @@ def test_band_stats_and_metrics_hand_computed():
     metrics = band_metrics(bands, rewards * 0.5, group_ids, success=rewards > 0)
     assert metrics == pytest.approx(
         {
-            "band/a/reward": 0.375, "band/a/success": 0.75, "band/a/nonzero_var_frac": 0.5, "band/a/share": 2 / 3,
-            "band/b/reward": 0.0, "band/b/success": 0.0, "band/b/nonzero_var_frac": 0.0, "band/b/share": 1 / 3,
+            "band/a/reward": 0.375,
+            "band/a/success": 0.75,
+            "band/a/nonzero_var_frac": 0.5,
+            "band/a/share": 2 / 3,
+            "band/b/reward": 0.0,
+            "band/b/success": 0.0,
+            "band/b/nonzero_var_frac": 0.0,
+            "band/b/share": 1 / 3,
         }
     )
 

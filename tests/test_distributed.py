@@ -24,13 +24,13 @@ G, GROUPS, T = 2, 6, 6  # 6 groups of 2 rows: 3 groups (6 rows) per rank
 
 # (name, preset, overrides of the preset, update kwargs, advantages (12,) or None for the default pattern)
 CASES = [
-    ("grpo", "grpo", {}, {}, None),                                  # seq-mean-token-mean, token ratio
-    ("dapo", "dapo", {}, {}, None),                                  # token-mean, asymmetric clip
-    ("dr_grpo", "dr_grpo", {}, {}, None),                            # seq-mean-token-sum-norm
-    ("gspo", "gspo", {}, {}, None),                                  # sequence-level ratio
-    ("grpo_kl", "grpo", {"beta": 0.04}, {}, None),                   # k3 KL to a frozen reference
-    ("dapo_clipped", "dapo", {}, {"max_grad_norm": 0.05}, None),     # clipping must see the global norm
-    ("grpo_mu2", "grpo", {}, {"mu": 2}, None),                       # two passes: old log-probs, clipping
+    ("grpo", "grpo", {}, {}, None),  # seq-mean-token-mean, token ratio
+    ("dapo", "dapo", {}, {}, None),  # token-mean, asymmetric clip
+    ("dr_grpo", "dr_grpo", {}, {}, None),  # seq-mean-token-sum-norm
+    ("gspo", "gspo", {}, {}, None),  # sequence-level ratio
+    ("grpo_kl", "grpo", {"beta": 0.04}, {}, None),  # k3 KL to a frozen reference
+    ("dapo_clipped", "dapo", {}, {"max_grad_norm": 0.05}, None),  # clipping must see the global norm
+    ("grpo_mu2", "grpo", {}, {"mu": 2}, None),  # two passes: old log-probs, clipping
     # rank 1's three groups are constant (advantage 0): it trains on nothing, yet must take the same step
     ("idle_rank", "dapo", {}, {}, [1.0, -1.0, 0.5, -0.5, 2.0, -2.0] + [0.0] * 6),
 ]
@@ -45,11 +45,20 @@ def make_batch(advantages, seed=0) -> StepBatch:
     mask = (torch.arange(T)[None, :] < lengths[:, None]).float()
     prompts = [torch.randint(4, 60, (int(n),), generator=g).tolist() for n in torch.randint(2, 6, (b,), generator=g)]
     return StepBatch(
-        problems=[Problem(id=str(i // G), prompt="q", answer="1") for i in range(b)], prompt_ids=prompts,
-        completion_ids=torch.randint(4, 60, (b, T), generator=g) * mask.long(), mask=mask,
-        sampler_logp=torch.zeros(b, T), group_ids=torch.arange(b) // G, lengths=lengths, finish=["stop"] * b,
-        texts=[""] * b, verdicts=[Verdict("wrong", 0.0)] * b, rewards=torch.zeros(b), terms={},
-        advantages=torch.tensor(advantages, dtype=torch.float32))
+        problems=[Problem(id=str(i // G), prompt="q", answer="1") for i in range(b)],
+        prompt_ids=prompts,
+        completion_ids=torch.randint(4, 60, (b, T), generator=g) * mask.long(),
+        mask=mask,
+        sampler_logp=torch.zeros(b, T),
+        group_ids=torch.arange(b) // G,
+        lengths=lengths,
+        finish=["stop"] * b,
+        texts=[""] * b,
+        verdicts=[Verdict("wrong", 0.0)] * b,
+        rewards=torch.zeros(b),
+        terms={},
+        advantages=torch.tensor(advantages, dtype=torch.float32),
+    )
 
 
 def run_case(case, comm=None, fsdp=False):
@@ -94,8 +103,15 @@ def launch(fn, port, *args):
 
 
 def _entry(rank, fn, port, args):
-    os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(WORLD),
-                       "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+    os.environ.update(
+        {
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": str(WORLD),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+        }
+    )
     torch.set_num_threads(1)  # two ranks share two cores
     fn(rank, *args)
 
@@ -123,10 +139,16 @@ def two_ranks(tmp_path_factory, tokenizer, server):
     import json
 
     out = tmp_path_factory.mktemp("dp")
-    (out / "data.jsonl").write_text("".join(json.dumps({"id": f"q{i}", "prompt": f"Say something about {i}.",
-                                                        "answer": "[a-d]"}) + "\n" for i in range(40)))
+    (out / "data.jsonl").write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "prompt": f"Say something about {i}.", "answer": "[a-d]"}) + "\n"
+            for i in range(40)
+        )
+    )
     tokenizer.save_pretrained(out / "tok")
-    launch(_rank_main, free_port(), str(out), train_config(out / "two", out / "data.jsonl", server.url), str(out / "tok"))
+    launch(
+        _rank_main, free_port(), str(out), train_config(out / "two", out / "data.jsonl", server.url), str(out / "tok")
+    )
     return out
 
 
@@ -171,12 +193,25 @@ def train_config(out_dir, data, url):
     rollouts are fixed by the prompts, so 1 and 2 ranks see the same completions."""
     from rlvr.config import resolve
 
-    sets = [f"output_dir={out_dir}", "task.name=jsonl", f"task.settings={{path: {data}}}",
-            'reward.terms=[{name: first_char, kind: regex, weight: 1.0, pattern: "^\\\\s*(\\\\S)", gold_is_pattern: true}]',
-            "reward.workers=0", "algorithm={preset: dapo, adv_scale: batch, max_sampling_rounds: 2, overlong: filter}",
-            "rollout.backend=remote", f"rollout.urls=[{url}]", "rollout.prompts_per_step=4", "rollout.group_size=4",
-            "rollout.max_new_tokens=8", "train.steps=2", "train.lr=0.05", "train.micro_batch_size=4",
-            "log.samples_every=1", "log.checkpoint_every=1", "model.lora.r=4"]
+    sets = [
+        f"output_dir={out_dir}",
+        "task.name=jsonl",
+        f"task.settings={{path: {data}}}",
+        'reward.terms=[{name: first_char, kind: regex, weight: 1.0, pattern: "^\\\\s*(\\\\S)", gold_is_pattern: true}]',
+        "reward.workers=0",
+        "algorithm={preset: dapo, adv_scale: batch, max_sampling_rounds: 2, overlong: filter}",
+        "rollout.backend=remote",
+        f"rollout.urls=[{url}]",
+        "rollout.prompts_per_step=4",
+        "rollout.group_size=4",
+        "rollout.max_new_tokens=8",
+        "train.steps=2",
+        "train.lr=0.05",
+        "train.micro_batch_size=4",
+        "log.samples_every=1",
+        "log.checkpoint_every=1",
+        "model.lora.r=4",
+    ]
     return resolve(None, sets)
 
 
@@ -189,9 +224,14 @@ def test_two_rank_training_run_logs_the_one_rank_metrics(two_ranks, tokenizer, s
 
     torch.set_num_threads(1)
     tmp_path = two_ranks
-    train(train_config(tmp_path / "one", tmp_path / "data.jsonl", server.url),
-          policy=(make_tiny_llama(len(tokenizer)), tokenizer), quiet=True)
-    rows = {n: [json.loads(x) for x in (tmp_path / n / "metrics.jsonl").read_text().splitlines()] for n in ("one", "two")}
+    train(
+        train_config(tmp_path / "one", tmp_path / "data.jsonl", server.url),
+        policy=(make_tiny_llama(len(tokenizer)), tokenizer),
+        quiet=True,
+    )
+    rows = {
+        n: [json.loads(x) for x in (tmp_path / n / "metrics.jsonl").read_text().splitlines()] for n in ("one", "two")
+    }
     assert [r["step"] for r in rows["two"]] == [0, 1]
     assert any(r["dynamic_sampling/generated_groups"] > 4 for r in rows["one"])  # a refill round happened
     for a, b in zip(rows["one"], rows["two"]):
@@ -251,9 +291,25 @@ def test_torchrun_two_ranks_resume_continues_exactly(two_ranks, server, tmp_path
     shutil.copy(two_ranks / "data.jsonl", tmp_path / "data.jsonl")
     script = tmp_path / "run.py"
     script.write_text(TORCHRUN_SCRIPT.format(tests=os.path.dirname(__file__)))
-    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(WORLD),
-                    str(script), str(tmp_path), server.url], check=True, timeout=600, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            str(WORLD),
+            str(script),
+            str(tmp_path),
+            server.url,
+        ],
+        check=True,
+        timeout=600,
+        capture_output=True,
+    )
     drop = lambda r: {k: v for k, v in r.items() if not k.startswith(("time/", "throughput/"))}  # noqa: E731
-    a, b = ([drop(json.loads(x)) for x in (tmp_path / n / "metrics.jsonl").read_text().splitlines()]
-            for n in ("full", "resumed"))
+    a, b = (
+        [drop(json.loads(x)) for x in (tmp_path / n / "metrics.jsonl").read_text().splitlines()]
+        for n in ("full", "resumed")
+    )
     assert [r["step"] for r in b] == [0, 1, 2] and a == b

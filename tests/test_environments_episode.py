@@ -29,8 +29,9 @@ class Counting:
         self.n += 1
         if self.fail_at == self.n:
             raise RuntimeError("the environment broke")
-        return Step([{"role": "tool", "content": f"seen {self.n}"}], done=self.n >= self.turns,
-                    reward_parts={"turn": 1.0})
+        return Step(
+            [{"role": "tool", "content": f"seen {self.n}"}], done=self.n >= self.turns, reward_parts={"turn": 1.0}
+        )
 
 
 class Recording:
@@ -41,7 +42,7 @@ class Recording:
 
     def generate(self, prompt_ids, n, **kw):
         ro = self.inner.generate(prompt_ids, n, **kw)
-        rows = [ro.completion_ids[b, :int(ro.mask[b].sum())].tolist() for b in range(len(prompt_ids))]
+        rows = [ro.completion_ids[b, : int(ro.mask[b].sum())].tolist() for b in range(len(prompt_ids))]
         self.calls.append(([list(p) for p in prompt_ids], rows))
         return ro
 
@@ -53,8 +54,16 @@ def test_trained_ids_are_the_sampled_ids_with_the_environments_between(tokenizer
     sampler = Recording(build_sampler(rollout, model, tokenizer))
     problems = [Problem(f"p{i}", f"Count to {i}.") for i in range(3)]
     envs = [Counting(turns=3) for _ in problems]
-    episodes = run_episodes(sampler, tokenizer, envs, problems, max_turns=5, max_total_tokens=400, max_new_tokens=6,
-                            generator=torch.Generator().manual_seed(0))
+    episodes = run_episodes(
+        sampler,
+        tokenizer,
+        envs,
+        problems,
+        max_turns=5,
+        max_total_tokens=400,
+        max_new_tokens=6,
+        generator=torch.Generator().manual_seed(0),
+    )
     assert len(sampler.calls) == 3  # three policy turns, every episode advanced in each call
     for i, ep in enumerate(episodes):
         assert ep.ended_by == "done" and ep.status == "ok" and ep.reward_parts == {"turn": 3.0}
@@ -62,8 +71,8 @@ def test_trained_ids_are_the_sampled_ids_with_the_environments_between(tokenizer
         for turn, (prompts, rows) in enumerate(sampler.calls):
             assert prompts[i] == ep.prompt_ids + ids[:pos]  # token in: the prompt is exactly the ids so far
             sampled = rows[i]
-            assert ids[pos:pos + len(sampled)] == sampled  # token out: the sampler's ids, untouched
-            assert ep.mask[pos:pos + len(sampled)] == [1.0] * len(sampled)
+            assert ids[pos : pos + len(sampled)] == sampled  # token out: the sampler's ids, untouched
+            assert ep.mask[pos : pos + len(sampled)] == [1.0] * len(sampled)
             pos += len(sampled)
             if turn < 2:  # the environment's answer, then the next assistant header: mask 0
                 env_end = next(k for k in range(pos, len(ids)) if ep.mask[k] == 1.0) if pos < len(ids) else len(ids)
@@ -80,10 +89,21 @@ def test_a_faulty_environment_costs_only_its_episode(tokenizer):
     model = make_tiny_llama(len(tokenizer))
     sampler = build_sampler(Config().rollout.__class__(backend="hf", dtype="float32"), model, tokenizer)
     problems = [Problem("a", "Count."), Problem("b", "Count.")]
-    episodes = run_episodes(sampler, tokenizer, [Counting(3, fail_at=2), Counting(3)], problems, max_turns=5,
-                            max_total_tokens=400, max_new_tokens=4, generator=torch.Generator().manual_seed(1))
-    assert (episodes[0].status, episodes[0].ended_by, episodes[0].detail) == ("error", "error",
-                                                                              "RuntimeError: the environment broke")
+    episodes = run_episodes(
+        sampler,
+        tokenizer,
+        [Counting(3, fail_at=2), Counting(3)],
+        problems,
+        max_turns=5,
+        max_total_tokens=400,
+        max_new_tokens=4,
+        generator=torch.Generator().manual_seed(1),
+    )
+    assert (episodes[0].status, episodes[0].ended_by, episodes[0].detail) == (
+        "error",
+        "error",
+        "RuntimeError: the environment broke",
+    )
     assert (episodes[1].status, episodes[1].ended_by) == ("ok", "done")
     assert episodes[0].turn_tokens and len(episodes[0].turn_tokens) == 2
 
@@ -91,11 +111,27 @@ def test_a_faulty_environment_costs_only_its_episode(tokenizer):
 def test_limits_end_episodes_by_turns_and_by_tokens(tokenizer):
     model = make_tiny_llama(len(tokenizer))
     sampler = build_sampler(Config().rollout.__class__(backend="hf", dtype="float32"), model, tokenizer)
-    by_turns = run_episodes(sampler, tokenizer, [Counting(99)], [Problem("a", "x")], max_turns=2, max_total_tokens=999,
-                            max_new_tokens=4, generator=torch.Generator().manual_seed(2))
+    by_turns = run_episodes(
+        sampler,
+        tokenizer,
+        [Counting(99)],
+        [Problem("a", "x")],
+        max_turns=2,
+        max_total_tokens=999,
+        max_new_tokens=4,
+        generator=torch.Generator().manual_seed(2),
+    )
     assert by_turns[0].ended_by == "turns" and len(by_turns[0].turn_tokens) == 2
-    by_tokens = run_episodes(sampler, tokenizer, [Counting(99)], [Problem("a", "x")], max_turns=50,
-                             max_total_tokens=30, max_new_tokens=4, generator=torch.Generator().manual_seed(2))
+    by_tokens = run_episodes(
+        sampler,
+        tokenizer,
+        [Counting(99)],
+        [Problem("a", "x")],
+        max_turns=50,
+        max_total_tokens=30,
+        max_new_tokens=4,
+        generator=torch.Generator().manual_seed(2),
+    )
     assert by_tokens[0].ended_by == "tokens" and len(by_tokens[0].ids) >= 30
 
 
@@ -106,8 +142,10 @@ class DropsEarlierTurns:
 
     def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=False, **kw):
         last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
-        text = "".join(f"[{m['role']}]{m['content'] if m['role'] != 'assistant' or i == last else ''}<e>"
-                       for i, m in enumerate(messages))
+        text = "".join(
+            f"[{m['role']}]{m['content'] if m['role'] != 'assistant' or i == last else ''}<e>"
+            for i, m in enumerate(messages)
+        )
         return text + ("[assistant]" if add_generation_prompt else "")
 
     def __call__(self, text, add_special_tokens=False):
@@ -116,9 +154,14 @@ class DropsEarlierTurns:
 
 def test_a_template_that_is_not_append_only_is_refused_not_re_rendered():
     tok = DropsEarlierTurns()
-    messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a1"},
-                {"role": "tool", "content": "r1"}]
-    assert suffix_ids(tok, messages[:1], "a1", True, messages[2:], {}, "<e>") == [ord(c) for c in "[tool]r1<e>[assistant]"]
+    messages = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "a1"},
+        {"role": "tool", "content": "r1"},
+    ]
+    assert suffix_ids(tok, messages[:1], "a1", True, messages[2:], {}, "<e>") == [
+        ord(c) for c in "[tool]r1<e>[assistant]"
+    ]
     with pytest.raises(TemplateNotAppendOnly, match="append-only"):
         suffix_ids(tok, messages, "a2", True, [{"role": "tool", "content": "r2"}], {}, "<e>")
 

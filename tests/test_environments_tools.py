@@ -31,12 +31,22 @@ def lookup(city: str, days: int = 1, units: list[str] | None = None) -> str:
 
 def test_a_tools_schema_comes_from_its_signature_and_docstring():
     tool = tool_from_function(lookup)
-    assert tool.schema == {"type": "function", "function": {
-        "name": "lookup", "description": "Weather for a city. Spread over two lines of description.",
-        "parameters": {"type": "object", "required": ["city"], "properties": {
-            "city": {"type": "string", "description": "the city's name."},
-            "days": {"type": "integer", "description": "how many days ahead, counted from today."},
-            "units": {"type": "array", "items": {"type": "string"}, "description": "the units to report."}}}}}
+    assert tool.schema == {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "description": "Weather for a city. Spread over two lines of description.",
+            "parameters": {
+                "type": "object",
+                "required": ["city"],
+                "properties": {
+                    "city": {"type": "string", "description": "the city's name."},
+                    "days": {"type": "integer", "description": "how many days ahead, counted from today."},
+                    "units": {"type": "array", "items": {"type": "string"}, "description": "the units to report."},
+                },
+            },
+        },
+    }
 
 
 def no_doc(x: int) -> int:
@@ -61,29 +71,43 @@ def untyped(x) -> int:
     return x
 
 
-@pytest.mark.parametrize("fn, message", [
-    (no_doc, "tool 'no_doc': no docstring"),
-    (undocumented_arg, "tool 'undocumented_arg': argument 'y' has no line in the docstring's Args: section"),
-    (untyped, "tool 'untyped': argument 'x' has no type annotation"),
-])
+@pytest.mark.parametrize(
+    "fn, message",
+    [
+        (no_doc, "tool 'no_doc': no docstring"),
+        (undocumented_arg, "tool 'undocumented_arg': argument 'y' has no line in the docstring's Args: section"),
+        (untyped, "tool 'untyped': argument 'x' has no type annotation"),
+    ],
+)
 def test_a_tool_that_cannot_be_described_is_refused_by_name(fn, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         tool_from_function(fn)
 
 
-@pytest.mark.parametrize("text, expected", [
-    ('<tool_call>{"name": "calculator", "arguments": {"expression": "2+3"}}</tool_call>',
-     [("calculator", {"expression": "2+3"}, None)]),
-    ('a <tool_call>{"name": "a", "arguments": "{\\"x\\": 1}"}</tool_call> b <tool_call>{"name": "b"}</tool_call>',
-     [("a", {"x": 1}, None), ("b", {}, None)]),
-    ("<tool_call>{name: calculator}</tool_call>", [(None, {}, "not JSON (Expecting property name enclosed in "
-                                                              "double quotes at character 1)")]),
-    ('<tool_call>["calculator"]</tool_call>', [(None, {}, 'expected {"name": "...", "arguments": {...}}')]),
-    ('<tool_call>{"name": "calculator", "arguments": 5}</tool_call>',
-     [("calculator", {}, "arguments must be a JSON object")]),
-    ('<tool_call>{"name": "calculator"', [(None, {}, "<tool_call> without </tool_call>")]),
-    ("no call here", []),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            '<tool_call>{"name": "calculator", "arguments": {"expression": "2+3"}}</tool_call>',
+            [("calculator", {"expression": "2+3"}, None)],
+        ),
+        (
+            'a <tool_call>{"name": "a", "arguments": "{\\"x\\": 1}"}</tool_call> b <tool_call>{"name": "b"}</tool_call>',
+            [("a", {"x": 1}, None), ("b", {}, None)],
+        ),
+        (
+            "<tool_call>{name: calculator}</tool_call>",
+            [(None, {}, "not JSON (Expecting property name enclosed in double quotes at character 1)")],
+        ),
+        ('<tool_call>["calculator"]</tool_call>', [(None, {}, 'expected {"name": "...", "arguments": {...}}')]),
+        (
+            '<tool_call>{"name": "calculator", "arguments": 5}</tool_call>',
+            [("calculator", {}, "arguments must be a JSON object")],
+        ),
+        ('<tool_call>{"name": "calculator"', [(None, {}, "<tool_call> without </tool_call>")]),
+        ("no call here", []),
+    ],
+)
 def test_hermes_tool_calls_are_parsed_or_say_why_not(text, expected):
     assert [(c.name, c.arguments, c.error) for c in parse_hermes(text)] == expected
     assert TOOL_CALL_PARSERS.get("hermes") is parse_hermes
@@ -101,18 +125,32 @@ def test_every_failure_of_a_call_is_text_with_a_status():
     assert (failed.status, failed.text) == ("tool_error", "Error: ZeroDivisionError: division by zero")
 
 
-@pytest.mark.parametrize("expression, value", [
-    ("123456 * 789012", "97408265472"), ("(7 + 5) * 3 - 4 ** 2", "20"), ("10 / 4", "5/2 (= 2.5)"),
-    ("2^10", "1024"), ("-3 // 2", "-2"), ("17 % 5", "2"), ("0.1 + 0.2", "3/10 (= 0.3)"),
-])
+@pytest.mark.parametrize(
+    "expression, value",
+    [
+        ("123456 * 789012", "97408265472"),
+        ("(7 + 5) * 3 - 4 ** 2", "20"),
+        ("10 / 4", "5/2 (= 2.5)"),
+        ("2^10", "1024"),
+        ("-3 // 2", "-2"),
+        ("17 % 5", "2"),
+        ("0.1 + 0.2", "3/10 (= 0.3)"),
+    ],
+)
 def test_the_calculator_is_exact(expression, value):
     assert calculator(expression) == value
 
 
-@pytest.mark.parametrize("expression, error", [
-    ("__import__('os').system('id')", "only numbers"), ("10 ** 10 ** 9", "exponents must be whole numbers up to 64"),
-    ("9" * 300, "past 200 digits"), ("2 ** 0.5", "exponents must be whole numbers"), ("x + 1", "only numbers"),
-])
+@pytest.mark.parametrize(
+    "expression, error",
+    [
+        ("__import__('os').system('id')", "only numbers"),
+        ("10 ** 10 ** 9", "exponents must be whole numbers up to 64"),
+        ("9" * 300, "past 200 digits"),
+        ("2 ** 0.5", "exponents must be whole numbers"),
+        ("x + 1", "only numbers"),
+    ],
+)
 def test_the_calculator_runs_no_code_and_bounds_its_work(expression, error):
     with pytest.raises(ValueError, match=error):
         calculator(expression)
@@ -136,8 +174,11 @@ def test_the_hostile_code_suite_as_python_tool_calls_escapes_nothing():
         for attack in attacks:
             code = attack.completion.removeprefix("```python\n").removesuffix("```")
             entry = attack.problem.meta["entry_point"]
-            code += f"\nprint({entry}(3) if '{entry}' in globals() and '{entry}' != 'steal' else {entry}())\n" \
-                if entry in code else ""
+            code += (
+                f"\nprint({entry}(3) if '{entry}' in globals() and '{entry}' != 'steal' else {entry}())\n"
+                if entry in code
+                else ""
+            )
             call = ToolCall("python", {"code": code})
             result = run_call(call, tools)
             assert result.status == "ok" and isinstance(result.text, str), attack.name
@@ -155,12 +196,15 @@ def test_the_tool_environment_answers_calls_then_grades_the_final_answer():
     from rlvr.verifiers.compose import build_reward
 
     reward = build_reward({"terms": [{"kind": "math", "answer_form": "number"}], "workers": 0})
-    env = ToolEnvironment(lambda p: [{"role": "user", "content": p.prompt}], reward,
-                          {"calculator": tool_from_function(calculator)})
+    env = ToolEnvironment(
+        lambda p: [{"role": "user", "content": p.prompt}], reward, {"calculator": tool_from_function(calculator)}
+    )
     problem = Problem("m1", "What is 1234 * 5678?", answer="7006652")
     assert env.reset(problem) == [{"role": "user", "content": "What is 1234 * 5678?"}]
-    step = env.step('<tool_call>{"name": "calculator", "arguments": {"expression": "1234 * 5678"}}</tool_call>'
-                    '<tool_call>{"name": "calc"}</tool_call><tool_call>oops</tool_call>')
+    step = env.step(
+        '<tool_call>{"name": "calculator", "arguments": {"expression": "1234 * 5678"}}</tool_call>'
+        '<tool_call>{"name": "calc"}</tool_call><tool_call>oops</tool_call>'
+    )
     assert [m["content"] for m in step.messages][0] == "7006652" and not step.done
     assert step.tool_statuses == ["ok", "unknown_tool", "parse_error"]
     final = env.step("The product is \\boxed{7006652}.")

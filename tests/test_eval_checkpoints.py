@@ -20,8 +20,10 @@ from rlvr.evaluation.run_eval import (
 )
 from rlvr.training.loop import train
 
-REWARD = {"terms": [{"name": "first_char", "kind": "regex", "weight": 1.0, "pattern": "^\\s*(\\S)",
-                     "gold_is_pattern": True}], "workers": 0}
+REWARD = {
+    "terms": [{"name": "first_char", "kind": "regex", "weight": 1.0, "pattern": "^\\s*(\\S)", "gold_is_pattern": True}],
+    "workers": 0,
+}
 
 
 @pytest.fixture(scope="module")
@@ -29,12 +31,32 @@ def run(tmp_path_factory, model_dir):
     """Three steps of LoRA under bf16 autocast (the trainer stores the frozen base in bf16), a checkpoint each step."""
     tmp = tmp_path_factory.mktemp("ckpt-run")
     data = tmp / "data.jsonl"
-    data.write_text("".join(json.dumps({"id": f"q{i}", "prompt": f"Say something about {i}.", "answer": "[a-m]",
-                                        "band": "ab"[i % 2]}) + "\n" for i in range(40)))
-    cfg = resolve(None, [f"output_dir={tmp / 'run'}", f"model.name={model_dir}", "model.lora.r=4", "task.name=jsonl",
-                         "rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=4",
-                         "train.steps=3", "train.lr=0.05", "train.micro_batch_size=4", "train.autocast=bfloat16",
-                         "log.checkpoint_every=1", "log.keep_checkpoints=0", "log.eval_every=0"])
+    data.write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "prompt": f"Say something about {i}.", "answer": "[a-m]", "band": "ab"[i % 2]})
+            + "\n"
+            for i in range(40)
+        )
+    )
+    cfg = resolve(
+        None,
+        [
+            f"output_dir={tmp / 'run'}",
+            f"model.name={model_dir}",
+            "model.lora.r=4",
+            "task.name=jsonl",
+            "rollout.prompts_per_step=2",
+            "rollout.group_size=4",
+            "rollout.max_new_tokens=4",
+            "train.steps=3",
+            "train.lr=0.05",
+            "train.micro_batch_size=4",
+            "train.autocast=bfloat16",
+            "log.checkpoint_every=1",
+            "log.keep_checkpoints=0",
+            "log.eval_every=0",
+        ],
+    )
     cfg["task"]["settings"] = {"path": str(data)}
     cfg["reward"] = REWARD
     train(cfg, quiet=True)
@@ -62,14 +84,41 @@ def test_checkpoint_is_evaluated_with_the_runs_task_and_reward(run, capsys):
     from rlvr.cli import eval as eval_verb
 
     ckpt = sorted((run / "checkpoints").iterdir())[0]
-    records, summary = evaluate_model(ckpt, split="train", n=1, ks=(1,), max_new_tokens=4, greedy=True,
-                                      progress=False, n_boot=20, limit=4, allow_contaminated=True)
+    records, summary = evaluate_model(
+        ckpt,
+        split="train",
+        n=1,
+        ks=(1,),
+        max_new_tokens=4,
+        greedy=True,
+        progress=False,
+        n_boot=20,
+        limit=4,
+        allow_contaminated=True,
+    )
     assert summary["setup"]["reward"] == REWARD and summary["setup"]["task"] == "jsonl"
     assert len(records) == 8 and {r.band for r in records} == {"a", "b"}
     parser = argparse.ArgumentParser()
     eval_verb.add_parser(parser.add_subparsers(dest="verb"))
-    args = parser.parse_args(["eval", "--model", str(ckpt), "--split", "train", "--allow-contaminated", "--n", "1",
-                              "--k", "1", "--max-new-tokens", "4", "--limit", "2", "--quiet"])
+    args = parser.parse_args(
+        [
+            "eval",
+            "--model",
+            str(ckpt),
+            "--split",
+            "train",
+            "--allow-contaminated",
+            "--n",
+            "1",
+            "--k",
+            "1",
+            "--max-new-tokens",
+            "4",
+            "--limit",
+            "2",
+            "--quiet",
+        ]
+    )
     assert eval_verb.run(args) == 0
     assert (run / "eval" / f"{ckpt.name}-train" / "records.jsonl").exists()  # beside the run's other evaluations
 

@@ -26,15 +26,17 @@ class BoxedExact:
                 verdicts.append(Verdict("multiple_answers", 0.0, None))
             else:
                 (ans,) = found
-                verdicts.append(Verdict("correct" if ans.strip() == p.answer else "wrong",
-                                        float(ans.strip() == p.answer), ans))
+                verdicts.append(
+                    Verdict("correct" if ans.strip() == p.answer else "wrong", float(ans.strip() == p.answer), ans)
+                )
         return SimpleNamespace(verdicts=verdicts, total=[v.reward for v in verdicts])
 
 
 def make_problems(count=40):
     bands = ["easy", "hard"]
-    return [Problem(id=f"p{i}", prompt=f"What is {i} + {i}?", answer=str(2 * i), band=bands[i % 2])
-            for i in range(count)]
+    return [
+        Problem(id=f"p{i}", prompt=f"What is {i} + {i}?", answer=str(2 * i), band=bands[i % 2]) for i in range(count)
+    ]
 
 
 def scripted_policy(skill):
@@ -51,8 +53,14 @@ def scripted_policy(skill):
             if temperature == 0.0:
                 out.append([f"\\boxed{{{2 * i}}}" if right >= 1 else f"\\boxed{{{2 * i + 1}}}"])
             else:
-                out.append([f"so \\boxed{{{2 * i}}}" if j < right else ("no idea" if j % 5 == 4 else
-                            f"\\boxed{{{2 * i + 1}}}") for j in range(n)])
+                out.append(
+                    [
+                        f"so \\boxed{{{2 * i}}}"
+                        if j < right
+                        else ("no idea" if j % 5 == 4 else f"\\boxed{{{2 * i + 1}}}")
+                        for j in range(n)
+                    ]
+                )
         return out
 
     generate.calls = calls
@@ -67,8 +75,13 @@ def test_evaluate_builds_records_and_hand_checked_summary():
     assert len(records) == 6 * 5 + 6
     assert [r.sample_idx for r in records[:5]] == [0, 1, 2, 3, 4]
     first = records[0]
-    assert (first.problem_id, first.band, first.status, first.reward, first.extracted) == ("p0", "easy", "correct",
-                                                                                         1.0, "0")
+    assert (first.problem_id, first.band, first.status, first.reward, first.extracted) == (
+        "p0",
+        "easy",
+        "correct",
+        1.0,
+        "0",
+    )
     s = summarize(records, ks=[5], n_boot=100)
     # Correct samples per problem: 5, 5, 2, 0, 1, 2 -> pass@1 = 15 / 30.
     assert s["overall"]["pass@k"]["1"]["value"] == pytest.approx(15 / 30)
@@ -78,9 +91,14 @@ def test_evaluate_builds_records_and_hand_checked_summary():
     assert s["overall"]["greedy"]["value"] == pytest.approx(5 / 6)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"n": 4, "ks": [8]}, "1..n=4"), ({"n": 0, "greedy": False}, "n must be"), ({"n": -1}, "n must be"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"n": 4, "ks": [8]}, "1..n=4"),
+        ({"n": 0, "greedy": False}, "n must be"),
+        ({"n": -1}, "n must be"),
+    ],
+)
 def test_evaluate_fails_fast_on_bad_settings(kwargs, match):
     policy = scripted_policy(lambda i, n: 0)
     with pytest.raises(ValueError, match=match):
@@ -99,18 +117,25 @@ def run_model(skill, problems, n=4):
 
 def test_compare_identical_and_planted_gain():
     problems = make_problems(60)
-    base_skill = lambda i, n: 1 if i % 4 == 0 else 0          # noqa: E731  one in four problems, 1 of 4 samples
-    strong_skill = lambda i, n: 4 if i % 4 != 3 else 0        # noqa: E731  three in four problems, always
-    evals = {"base": run_model(base_skill, problems), "same": run_model(base_skill, problems),
-             "rlvr": run_model(strong_skill, problems)}
+    base_skill = lambda i, n: 1 if i % 4 == 0 else 0  # noqa: E731  one in four problems, 1 of 4 samples
+    strong_skill = lambda i, n: 4 if i % 4 != 3 else 0  # noqa: E731  three in four problems, always
+    evals = {
+        "base": run_model(base_skill, problems),
+        "same": run_model(base_skill, problems),
+        "rlvr": run_model(strong_skill, problems),
+    }
     result = compare(evals, baseline="base", n_boot=500)
     assert result["bands"] == ["easy", "hard", "all"]
     assert result["accuracy"]["base"]["all"]["value"] == pytest.approx(15 * 0.25 / 60)
     assert result["accuracy"]["rlvr"]["all"]["value"] == pytest.approx(45 / 60)
     for band in result["bands"]:
-        assert result["diffs"]["same"][band] == {"diff": 0.0, "lo": 0.0, "hi": 0.0,
-                                                 "verdict": "inside the noise",
-                                                 "n_problems": 60 if band == "all" else 30}
+        assert result["diffs"]["same"][band] == {
+            "diff": 0.0,
+            "lo": 0.0,
+            "hi": 0.0,
+            "verdict": "inside the noise",
+            "n_problems": 60 if band == "all" else 30,
+        }
         assert result["diffs"]["rlvr"][band]["verdict"] == "better"
     assert "base" not in result["diffs"]
     md = compare_markdown(result)
@@ -130,8 +155,11 @@ def test_compare_refuses_unmatched_evaluations():
 
 def test_write_comparison_files(tmp_path):
     problems = make_problems(12)
-    result = compare({"base": run_model(lambda i, n: 1, problems), "rlvr": run_model(lambda i, n: 3, problems)},
-                     baseline="base", n_boot=100)
+    result = compare(
+        {"base": run_model(lambda i, n: 1, problems), "rlvr": run_model(lambda i, n: 3, problems)},
+        baseline="base",
+        n_boot=100,
+    )
     paths = write_comparison(result, tmp_path / "run")
     assert json.loads(paths["json"].read_text())["diffs"]["rlvr"]["all"]["diff"] == pytest.approx(0.5)
     assert paths["md"].read_text() == compare_markdown(result)
@@ -151,8 +179,17 @@ def test_compare_verb_on_records_files(tmp_path, capsys):
     write_records(run_model(lambda i, n: 4, problems), tmp_path / "rlvr.jsonl")
     parser = argparse.ArgumentParser()
     add_parser(parser.add_subparsers(dest="verb"))
-    args = parser.parse_args(["compare", f"base={tmp_path / 'base.jsonl'}", f"rlvr={tmp_path / 'rlvr.jsonl'}",
-                              "--out", str(tmp_path / "out"), "--n-boot", "100"])
+    args = parser.parse_args(
+        [
+            "compare",
+            f"base={tmp_path / 'base.jsonl'}",
+            f"rlvr={tmp_path / 'rlvr.jsonl'}",
+            "--out",
+            str(tmp_path / "out"),
+            "--n-boot",
+            "100",
+        ]
+    )
     assert run(args) == 0
     assert "| all | rlvr | +0.750 [+0.750, +0.750] | better |" in capsys.readouterr().out
     assert (tmp_path / "out" / "compare.png").is_file()

@@ -14,8 +14,10 @@ from rlvr.tasks.base import Problem
 from rlvr.tasks.hygiene import ContaminationError
 
 # First character of the completion in a-m: a random model meets it about half the time.
-FIRST_CHAR = {"terms": [{"name": "first_char", "kind": "regex", "weight": 1.0, "pattern": "^\\s*(\\S)",
-                         "gold_is_pattern": True}], "workers": 0}
+FIRST_CHAR = {
+    "terms": [{"name": "first_char", "kind": "regex", "weight": 1.0, "pattern": "^\\s*(\\S)", "gold_is_pattern": True}],
+    "workers": 0,
+}
 NEVER = {"terms": [{"name": "never", "kind": "regex", "weight": 1.0, "pattern": "(?!x)x"}], "workers": 0}
 
 
@@ -26,16 +28,34 @@ def write_rows(path, rows):
 
 def splits(tmp_path, heldout_extra=()):
     train = [{"id": f"t{i}", "prompt": f"Tell me a story about the number {i}.", "answer": "[a-m]"} for i in range(10)]
-    heldout = [{"id": f"h{i}", "prompt": f"Name a colour, please, for case {i}.", "answer": "[a-m]",
-                "band": ["easy", "hard"][i % 2]} for i in range(6)]
-    return {"train": write_rows(tmp_path / "train.jsonl", train),
-            "heldout": write_rows(tmp_path / "heldout.jsonl", heldout + list(heldout_extra))}
+    heldout = [
+        {
+            "id": f"h{i}",
+            "prompt": f"Name a colour, please, for case {i}.",
+            "answer": "[a-m]",
+            "band": ["easy", "hard"][i % 2],
+        }
+        for i in range(6)
+    ]
+    return {
+        "train": write_rows(tmp_path / "train.jsonl", train),
+        "heldout": write_rows(tmp_path / "heldout.jsonl", heldout + list(heldout_extra)),
+    }
 
 
 def test_records_and_summary_add_up(tmp_path, tokenizer):
     policy = (make_tiny_llama(len(tokenizer)), tokenizer)
-    records, summary = evaluate_model(policy, "jsonl", task_settings={"splits": splits(tmp_path)}, n=4, ks=(1, 2, 4, 8),
-                                      max_new_tokens=6, reward_cfg=FIRST_CHAR, progress=False, n_boot=200)
+    records, summary = evaluate_model(
+        policy,
+        "jsonl",
+        task_settings={"splits": splits(tmp_path)},
+        n=4,
+        ks=(1, 2, 4, 8),
+        max_new_tokens=6,
+        reward_cfg=FIRST_CHAR,
+        progress=False,
+        n_boot=200,
+    )
     sampled = [r for r in records if r.mode == "sampled"]
     greedy = [r for r in records if r.mode == "greedy"]
     assert len(sampled) == 6 * 4 and len(greedy) == 6
@@ -48,11 +68,25 @@ def test_records_and_summary_add_up(tmp_path, tokenizer):
     assert overall["greedy"]["value"] == pytest.approx(sum(r.correct for r in greedy) / 6)
     assert sum(overall["status"].values()) == pytest.approx(1.0)
     assert 0 < overall["pass@k"]["1"]["value"] < 1  # the regex reward really ran on real completions
-    assert summary["hygiene"] == {"train_problems": 10, "contaminated": 0, "overlaps": [], "leaks": 0,
-                                  "leak_examples": []}
+    assert summary["hygiene"] == {
+        "train_problems": 10,
+        "contaminated": 0,
+        "overlaps": [],
+        "leaks": 0,
+        "leak_examples": [],
+    }
     # same seed, same completions
-    again, _ = evaluate_model((policy[0], tokenizer), "jsonl", task_settings={"splits": splits(tmp_path)}, n=4, ks=(1,),
-                              max_new_tokens=6, reward_cfg=FIRST_CHAR, progress=False, n_boot=50)
+    again, _ = evaluate_model(
+        (policy[0], tokenizer),
+        "jsonl",
+        task_settings={"splits": splits(tmp_path)},
+        n=4,
+        ks=(1,),
+        max_new_tokens=6,
+        reward_cfg=FIRST_CHAR,
+        progress=False,
+        n_boot=50,
+    )
     assert [r.completion for r in again] == [r.completion for r in records]
 
 
@@ -61,8 +95,14 @@ def test_greedy_only_evaluation(tmp_path, tokenizer):
     from rlvr.evaluation.summary import summary_markdown
 
     policy = (make_tiny_llama(len(tokenizer)), tokenizer)
-    kw = dict(task_settings={"splits": splits(tmp_path)}, ks=(1, 4), max_new_tokens=6, reward_cfg=FIRST_CHAR,
-              progress=False, n_boot=50)
+    kw = dict(
+        task_settings={"splits": splits(tmp_path)},
+        ks=(1, 4),
+        max_new_tokens=6,
+        reward_cfg=FIRST_CHAR,
+        progress=False,
+        n_boot=50,
+    )
     records, summary = evaluate_model(policy, "jsonl", n=0, **kw)
     assert [r.mode for r in records] == ["greedy"] * 6 and summary["ks"] == []
     assert summary["overall"]["pass@k"] == {} and summary["overall"]["status"] is None
@@ -78,11 +118,21 @@ def test_contaminated_split_is_refused_before_sampling(tmp_path, tokenizer):
     copy = {"id": "dup", "prompt": "  TELL me a story   about the number 3 ", "answer": "[a-m]"}
     task = {"splits": splits(tmp_path, [copy])}
     with pytest.raises(ContaminationError, match="1 of 7 problems overlap"):
-        evaluate_model(("not a model", tokenizer), "jsonl", task_settings=task, n=2, reward_cfg=FIRST_CHAR,
-                       progress=False)
-    _, summary = evaluate_model((make_tiny_llama(len(tokenizer)), tokenizer), "jsonl", task_settings=task, n=2,
-                                ks=(1,), max_new_tokens=4, reward_cfg=FIRST_CHAR, allow_contaminated=True,
-                                progress=False, n_boot=50)
+        evaluate_model(
+            ("not a model", tokenizer), "jsonl", task_settings=task, n=2, reward_cfg=FIRST_CHAR, progress=False
+        )
+    _, summary = evaluate_model(
+        (make_tiny_llama(len(tokenizer)), tokenizer),
+        "jsonl",
+        task_settings=task,
+        n=2,
+        ks=(1,),
+        max_new_tokens=4,
+        reward_cfg=FIRST_CHAR,
+        allow_contaminated=True,
+        progress=False,
+        n_boot=50,
+    )
     assert summary["hygiene"]["contaminated"] == 1
     assert summary["hygiene"]["overlaps"][0]["eval_id"] == "dup"
 
@@ -118,8 +168,24 @@ def test_eval_verb_writes_its_files(tmp_path, tokenizer, capsys):
     run = make_run_dir(tmp_path, tokenizer)
     parser = argparse.ArgumentParser()
     eval_verb.add_parser(parser.add_subparsers(dest="verb"))
-    args = parser.parse_args(["eval", "--model", str(run), "--n", "2", "--k", "1,2", "--max-new-tokens", "4",
-                              "--limit", "4", "--quiet", "--set", "reward.workers=0"])
+    args = parser.parse_args(
+        [
+            "eval",
+            "--model",
+            str(run),
+            "--n",
+            "2",
+            "--k",
+            "1,2",
+            "--max-new-tokens",
+            "4",
+            "--limit",
+            "4",
+            "--quiet",
+            "--set",
+            "reward.workers=0",
+        ]
+    )
     assert eval_verb.run(args) == 0
     out = run / "eval" / "heldout"
     records = read_records(out / "records.jsonl")
@@ -132,12 +198,15 @@ def test_eval_verb_writes_its_files(tmp_path, tokenizer, capsys):
     assert eval_verb.run(bad) == 2
 
 
-@pytest.mark.parametrize("limit, expected", [
-    (None, ["a0", "a1", "a2", "b0", "c0", "c1"]),
-    (3, ["a0", "b0", "c0"]),
-    (4, ["a0", "a1", "b0", "c0"]),
-    (5, ["a0", "a1", "b0", "c0", "c1"]),  # b is exhausted, the others keep taking turns
-])
+@pytest.mark.parametrize(
+    "limit, expected",
+    [
+        (None, ["a0", "a1", "a2", "b0", "c0", "c1"]),
+        (3, ["a0", "b0", "c0"]),
+        (4, ["a0", "a1", "b0", "c0"]),
+        (5, ["a0", "a1", "b0", "c0", "c1"]),  # b is exhausted, the others keep taking turns
+    ],
+)
 def test_limit_takes_bands_evenly_in_original_order(limit, expected):
     problems = [Problem(pid, "q", "1", band=pid[0]) for pid in ["a0", "a1", "a2", "b0", "c0", "c1"]]
     assert [p.id for p in limit_problems(problems, limit)] == expected
@@ -148,8 +217,17 @@ def test_real_default_model_reports_every_band(request):
     # pyproject has no `-m "not slow"` default yet, so the real model (1-2 minutes here) waits for -m slow
     if "slow" not in (request.config.getoption("markexpr") or ""):
         pytest.skip("uses the real default model; run with -m slow")
-    records, summary = evaluate_model("smollm2-135m-instruct", "arithmetic", n=2, ks=(1, 2), max_new_tokens=24,
-                                      limit=3, allow_contaminated=True, progress=False, n_boot=100)
+    records, summary = evaluate_model(
+        "smollm2-135m-instruct",
+        "arithmetic",
+        n=2,
+        ks=(1, 2),
+        max_new_tokens=24,
+        limit=3,
+        allow_contaminated=True,
+        progress=False,
+        n_boot=100,
+    )
     assert list(summary["bands"]) == ["1-digit", "2-digit", "3-digit"]
     assert len(records) == 3 * 2 + 3 and summary["setup"]["reward"]["terms"][0]["kind"] == "math"
     assert sum(summary["overall"]["status"].values()) == pytest.approx(1.0)
@@ -159,8 +237,24 @@ def test_eval_refuses_a_reward_that_cannot_grade_the_task(tmp_path, model_dir, c
     """`rlvr eval --task humaneval` with a math reward: exit 2 naming the task, the term and the grader that fits."""
     from rlvr.cli import main
 
-    code = main(["eval", "--model", str(model_dir), "--task", "humaneval", "--n", "1", "--limit", "2", "--quiet",
-                 "--set", "reward.terms=[{name: correct, kind: math}]", "--out", str(tmp_path / "out")])
+    code = main(
+        [
+            "eval",
+            "--model",
+            str(model_dir),
+            "--task",
+            "humaneval",
+            "--n",
+            "1",
+            "--limit",
+            "2",
+            "--quiet",
+            "--set",
+            "reward.terms=[{name: correct, kind: math}]",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
     assert code == 2
     err = capsys.readouterr().err
     assert "kind 'math') grades answer, but task 'humaneval' carries hidden tests" in err and "python_tests" in err

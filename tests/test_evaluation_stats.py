@@ -30,14 +30,17 @@ def test_pass_at_k_matches_enumeration(n):
             assert pass_at_k(n, c, k) == pytest.approx(brute_pass_at_k(n, c, k), abs=1e-12), (n, c, k)
 
 
-@pytest.mark.parametrize("n, c, k, expected", [
-    (10, 0, 5, 0.0),             # nothing correct: nothing to find
-    (10, 10, 1, 1.0),            # all correct
-    (10, 3, 1, 0.3),             # pass@1 is c/n
-    (5, 1, 2, 0.4),              # 1 - C(4,2)/C(5,2) = 1 - 6/10
-    (4, 2, 3, 1.0),              # n - c < k: every 3-subset holds a correct one
-    (6, 2, 3, 0.8),              # 1 - C(4,3)/C(6,3) = 1 - 4/20
-])
+@pytest.mark.parametrize(
+    "n, c, k, expected",
+    [
+        (10, 0, 5, 0.0),  # nothing correct: nothing to find
+        (10, 10, 1, 1.0),  # all correct
+        (10, 3, 1, 0.3),  # pass@1 is c/n
+        (5, 1, 2, 0.4),  # 1 - C(4,2)/C(5,2) = 1 - 6/10
+        (4, 2, 3, 1.0),  # n - c < k: every 3-subset holds a correct one
+        (6, 2, 3, 0.8),  # 1 - C(4,3)/C(6,3) = 1 - 4/20
+    ],
+)
 def test_pass_at_k_hand_values(n, c, k, expected):
     assert pass_at_k(n, c, k) == pytest.approx(expected)
 
@@ -146,16 +149,21 @@ def test_paired_needs_same_problems():
         paired_bootstrap([1, 0, 1], [1, 0])
 
 
-@pytest.mark.parametrize("lo, hi, verdict", [
-    (0.01, 0.2, "better"), (-0.2, -0.01, "worse"), (-0.1, 0.1, "inside the noise"),
-    (0.0, 0.2, "inside the noise"),  # touching zero does not exclude no difference
-])
+@pytest.mark.parametrize(
+    "lo, hi, verdict",
+    [
+        (0.01, 0.2, "better"),
+        (-0.2, -0.01, "worse"),
+        (-0.1, 0.1, "inside the noise"),
+        (0.0, 0.2, "inside the noise"),  # touching zero does not exclude no difference
+    ],
+)
 def test_paired_verdict_table(lo, hi, verdict):
     assert paired_verdict(lo, hi) == verdict
 
 
 def test_wilson_interval_hand_values():
-    z2 = 1.959964 ** 2
+    z2 = 1.959964**2
     assert wilson_interval(0, 10) == pytest.approx((0.0, z2 / (10 + z2)))
     assert wilson_interval(10, 10) == pytest.approx((10 / (10 + z2), 1.0))
     lo, hi = wilson_interval(50, 100)

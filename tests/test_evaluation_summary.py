@@ -14,8 +14,14 @@ def recs(pid, band, statuses, mode="sampled"):
     return [EvalRecord(pid, band, j, s, float(s == C), None, f"text {pid} {j}", mode) for j, s in enumerate(statuses)]
 
 
-RECORDS = (recs("e1", "easy", [C, C, C, W]) + recs("e2", "easy", [C, N, W, W]) + recs("h1", "hard", [N, N, W, W])
-           + recs("e1", "easy", [C], "greedy") + recs("e2", "easy", [W], "greedy") + recs("h1", "hard", [N], "greedy"))
+RECORDS = (
+    recs("e1", "easy", [C, C, C, W])
+    + recs("e2", "easy", [C, N, W, W])
+    + recs("h1", "hard", [N, N, W, W])
+    + recs("e1", "easy", [C], "greedy")
+    + recs("e2", "easy", [W], "greedy")
+    + recs("h1", "hard", [N], "greedy")
+)
 
 
 def test_summary_hand_values():

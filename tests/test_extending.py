@@ -30,12 +30,25 @@ def ext(tmp_path, monkeypatch):
 
 def test_a_user_task_grader_and_loss_train_two_steps_from_the_command_line(tmp_path, ext, model_dir):
     run = tmp_path / "run"
-    sets = [f"model.name={model_dir}", "task.name=my_rlvr_ext:parity_task", "task.settings={count: 60}",
-            'reward.terms=[{kind: "my_rlvr_ext:FirstWordGrader"}]', "reward.workers=0",
-            "algorithm.surrogate=my_rlvr_ext:cispo", "rollout.backend=hf", "rollout.prompts_per_step=2",
-            "rollout.group_size=4", "rollout.max_new_tokens=6", "train.steps=2", "train.time_budget_min=0",
-            "train.micro_batch_size=8", "log.samples_every=1", "log.eval_every=0", "eval.out_of_domain=[]",
-            "model.lora.r=4"]
+    sets = [
+        f"model.name={model_dir}",
+        "task.name=my_rlvr_ext:parity_task",
+        "task.settings={count: 60}",
+        'reward.terms=[{kind: "my_rlvr_ext:FirstWordGrader"}]',
+        "reward.workers=0",
+        "algorithm.surrogate=my_rlvr_ext:cispo",
+        "rollout.backend=hf",
+        "rollout.prompts_per_step=2",
+        "rollout.group_size=4",
+        "rollout.max_new_tokens=6",
+        "train.steps=2",
+        "train.time_budget_min=0",
+        "train.micro_batch_size=8",
+        "log.samples_every=1",
+        "log.eval_every=0",
+        "eval.out_of_domain=[]",
+        "model.lora.r=4",
+    ]
     code = main(["train", "default", *sum((["--set", s] for s in sets), []), "--output-dir", str(run)])
     assert code == 0
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
@@ -59,19 +72,35 @@ def test_the_docs_cispo_surrogate_by_hand(ext):
     """CISPO per token: -min(r, 1 + eps_high) A log pi, the weight detached; here r = [0.5, 2.0], eps_high 0.28."""
     logp = torch.tensor([[0.1, -0.2]], dtype=torch.float64, requires_grad=True)
     old = logp.detach() - torch.log(torch.tensor([[0.5, 2.0]], dtype=torch.float64))
-    loss, _ = policy_loss(logp, old, torch.tensor([1.0], dtype=torch.float64), torch.ones(1, 2, dtype=torch.float64),
-                          surrogate="my_rlvr_ext:cispo", clip_high=0.28, agg="token-mean")
+    loss, _ = policy_loss(
+        logp,
+        old,
+        torch.tensor([1.0], dtype=torch.float64),
+        torch.ones(1, 2, dtype=torch.float64),
+        surrogate="my_rlvr_ext:cispo",
+        clip_high=0.28,
+        agg="token-mean",
+    )
     log_r = torch.log(torch.tensor([0.5, 2.0], dtype=torch.float64))
     assert loss.item() == pytest.approx(-(0.5 * log_r[0] + 1.28 * log_r[1]).item() / 2)
     loss.backward()
     assert logp.grad[0].tolist() == pytest.approx([-0.5 / 2, -1.28 / 2])  # the capped weight, not clipped away
 
 
-@pytest.mark.parametrize("setting, message", [
-    ("task.name=my_rlvr_ext:parity_tsk", "task.name='my_rlvr_ext:parity_tsk': module 'my_rlvr_ext' has no attribute"),
-    ("algorithm.surrogate=no_such_module:cispo", "algorithm.surrogate='no_such_module:cispo': cannot import"),
-    ('reward.terms=[{kind: "my_rlvr_ext:Nope"}]', "'my_rlvr_ext:Nope': module 'my_rlvr_ext' has no attribute 'Nope'"),
-])
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        (
+            "task.name=my_rlvr_ext:parity_tsk",
+            "task.name='my_rlvr_ext:parity_tsk': module 'my_rlvr_ext' has no attribute",
+        ),
+        ("algorithm.surrogate=no_such_module:cispo", "algorithm.surrogate='no_such_module:cispo': cannot import"),
+        (
+            'reward.terms=[{kind: "my_rlvr_ext:Nope"}]',
+            "'my_rlvr_ext:Nope': module 'my_rlvr_ext' has no attribute 'Nope'",
+        ),
+    ],
+)
 def test_a_misspelled_reference_exits_2_in_one_line_and_writes_nothing(tmp_path, ext, capsys, setting, message):
     run = tmp_path / "run"
     assert main(["train", "default", "--set", setting, "--output-dir", str(run)]) == 2
@@ -83,9 +112,20 @@ def test_a_misspelled_reference_exits_2_in_one_line_and_writes_nothing(tmp_path,
 def test_every_registry_has_one_shape_and_lists_its_names(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
-    for what in ("task", "verifier kind", "answer form", "sampler backend", "tracker", "curriculum",
-                 "advantage scale", "loss ratio level", "loss surrogate", "loss aggregation", "algorithm preset",
-                 "config preset"):
+    for what in (
+        "task",
+        "verifier kind",
+        "answer form",
+        "sampler backend",
+        "tracker",
+        "curriculum",
+        "advantage scale",
+        "loss ratio level",
+        "loss surrogate",
+        "loss aggregation",
+        "algorithm preset",
+        "config preset",
+    ):
         assert isinstance(ALL[what], Registry)
         assert f"{what} ({ALL[what].key}):" in out
     assert "  clip  PPO's clipped surrogate" in out and "  dapo     DAPO: clip-higher 0.28" in out

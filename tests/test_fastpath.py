@@ -26,8 +26,9 @@ def lora_model(seed=0, dropout=0.0):
 
 
 def settings(autocast="bfloat16", attention="auto", fsdp=False, gradient_checkpointing=False):
-    return SimpleNamespace(autocast=autocast, attention=attention, fsdp=fsdp,
-                           gradient_checkpointing=gradient_checkpointing)
+    return SimpleNamespace(
+        autocast=autocast, attention=attention, fsdp=fsdp, gradient_checkpointing=gradient_checkpointing
+    )
 
 
 def batch():
@@ -49,8 +50,13 @@ def loss_and_grads(model, autocast=True):
 def test_bf16_fast_path_matches_plain_autocast():
     plain, fast = lora_model(), lora_model()
     applied = prepare_for_update(fast, settings())
-    assert applied == {"attention": "rlvr_cpu", "bf16_frozen_linears": 14, "bf16_frozen_head": True,
-                       "bf16_norm_outputs": 5, "fused_lora": 14}
+    assert applied == {
+        "attention": "rlvr_cpu",
+        "bf16_frozen_linears": 14,
+        "bf16_frozen_head": True,
+        "bf16_norm_outputs": 5,
+        "fused_lora": 14,
+    }
     want_logits, want_grads = loss_and_grads(plain)
     got_logits, got_grads = loss_and_grads(fast)
     scale = float(want_logits.abs().max())

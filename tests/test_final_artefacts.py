@@ -30,24 +30,39 @@ def greedy_plain(folder: Path, questions: list[str], max_new_tokens: int) -> lis
     model = AutoModelForCausalLM.from_pretrained(folder).eval()
     out = []
     for q in questions:
-        enc = tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True,
-                                      return_tensors="pt", return_dict=True)
+        enc = tok.apply_chat_template(
+            [{"role": "user", "content": q}], add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )
         ids = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tok.pad_token_id)
-        out.append(tok.decode(ids[0, enc["input_ids"].shape[1]:], skip_special_tokens=True))
+        out.append(tok.decode(ids[0, enc["input_ids"].shape[1] :], skip_special_tokens=True))
     return out
 
 
 def test_final_travels_and_merged_reproduces_the_runs_greedy_answers(tmp_path, tokenizer):
     from rlvr.evaluation.run_eval import evaluate_model
 
-    cfg = tiny_config(tmp_path, **{"task.settings": "{path: %s, system_prompt: 'Answer in one word.'}" % (tmp_path / "data.jsonl")})
+    cfg = tiny_config(
+        tmp_path, **{"task.settings": "{path: %s, system_prompt: 'Answer in one word.'}" % (tmp_path / "data.jsonl")}
+    )
     model = make_tiny_llama(len(tokenizer))
     run = train(cfg, policy=(model, tokenizer), quiet=True)  # peft puts the trained LoRA layers into `model`
     final = run / "final"
-    for f in ("adapter/adapter_config.json", "adapter/adapter_model.safetensors", "adapter/tokenizer.json",
-              "adapter/chat_template.jinja", "merged/model.safetensors", "merged/config.json", "merged/tokenizer.json",
-              "merged/chat_template.jinja", TEMPLATE_FILE, "adapter/" + TEMPLATE_FILE, "merged/" + TEMPLATE_FILE,
-              "README.md", "adapter/README.md", "merged/README.md"):
+    for f in (
+        "adapter/adapter_config.json",
+        "adapter/adapter_model.safetensors",
+        "adapter/tokenizer.json",
+        "adapter/chat_template.jinja",
+        "merged/model.safetensors",
+        "merged/config.json",
+        "merged/tokenizer.json",
+        "merged/chat_template.jinja",
+        TEMPLATE_FILE,
+        "adapter/" + TEMPLATE_FILE,
+        "merged/" + TEMPLATE_FILE,
+        "README.md",
+        "adapter/README.md",
+        "merged/README.md",
+    ):
         assert (final / f).is_file(), f
     record = json.loads((final / TEMPLATE_FILE).read_text())
     assert record["messages_before_question"] == [{"role": "system", "content": "Answer in one word."}]
@@ -57,8 +72,9 @@ def test_final_travels_and_merged_reproduces_the_runs_greedy_answers(tmp_path, t
     # the run's own evaluation of its final model (rlvr's loader, the task's prompts, its sampler in the reference
     # float32 path: a random tiny model's near-tied logits part ways under bf16) vs plain transformers
     rollout = {**cfg["rollout"], "dtype": "float32"}
-    records, _ = evaluate_model(str(run), split="heldout", n=1, ks=[1], max_new_tokens=8, limit=4, progress=False,
-                                rollout=rollout)
+    records, _ = evaluate_model(
+        str(run), split="heldout", n=1, ks=[1], max_new_tokens=8, limit=4, progress=False, rollout=rollout
+    )
     greedy = {r.problem_id: r.completion for r in records if r.mode == "greedy"}
     from rlvr.tasks import load_task
 
@@ -72,7 +88,10 @@ def test_final_travels_and_merged_reproduces_the_runs_greedy_answers(tmp_path, t
 
     from rlvr.prompts.chat import encode_prompt
 
-    tok, merged = AutoTokenizer.from_pretrained(final / "merged"), AutoModelForCausalLM.from_pretrained(final / "merged")
+    tok, merged = (
+        AutoTokenizer.from_pretrained(final / "merged"),
+        AutoModelForCausalLM.from_pretrained(final / "merged"),
+    )
     task = load_task("jsonl", **cfg["task"]["settings"])
     for p in problems:
         trained_ids = encode_prompt(tokenizer, task.messages(p))
@@ -96,12 +115,14 @@ def test_chat_template_puts_the_one_shot_prompt_first_only_where_faithful(tokeni
     assert template and why_not == ""
     for p in problems:  # a bare question renders exactly as the model was trained on it
         trained = tokenizer.apply_chat_template(task.messages(p), tokenize=False, add_generation_prompt=True)
-        served = tokenizer.apply_chat_template([{"role": "user", "content": p.prompt}], tokenize=False,
-                                               add_generation_prompt=True, chat_template=template)
+        served = tokenizer.apply_chat_template(
+            [{"role": "user", "content": p.prompt}], tokenize=False, add_generation_prompt=True, chat_template=template
+        )
         assert served == trained
     own = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
-    assert (tokenizer.apply_chat_template(own, tokenize=False, chat_template=template)
-            == tokenizer.apply_chat_template(own, tokenize=False))  # a conversation with its own system turn: as before
+    assert tokenizer.apply_chat_template(own, tokenize=False, chat_template=template) == tokenizer.apply_chat_template(
+        own, tokenize=False
+    )  # a conversation with its own system turn: as before
     assert faithful_template(tokenizer, None, "q") == (None, "no single prompt prefix")
 
 
@@ -148,14 +169,21 @@ def test_hub_id_from_the_cache_names_the_adapters_base_and_peft_loads_it_there(t
     adapter = run / "final" / "adapter"
     assert json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"] == HUB_ID
     assert "base_model: rlvr-test/tiny-llama" in (run / "final" / "README.md").read_text()
-    code = ("import sys, torch; from peft import AutoPeftModelForCausalLM; from transformers import AutoModelForCausalLM\n"
-            "a = AutoPeftModelForCausalLM.from_pretrained(sys.argv[1]).eval(); m = AutoModelForCausalLM.from_pretrained(sys.argv[2]).eval()\n"
-            "x = torch.tensor([[1, 5, 9, 200, 7]])\n"
-            "with torch.no_grad(): d = (a(x).logits - m(x).logits).abs().max().item()\n"
-            "print(a.peft_config['default'].base_model_name_or_path, d)")
+    code = (
+        "import sys, torch; from peft import AutoPeftModelForCausalLM; from transformers import AutoModelForCausalLM\n"
+        "a = AutoPeftModelForCausalLM.from_pretrained(sys.argv[1]).eval(); m = AutoModelForCausalLM.from_pretrained(sys.argv[2]).eval()\n"
+        "x = torch.tensor([[1, 5, 9, 200, 7]])\n"
+        "with torch.no_grad(): d = (a(x).logits - m(x).logits).abs().max().item()\n"
+        "print(a.peft_config['default'].base_model_name_or_path, d)"
+    )
     env = {**os.environ, "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
-    out = subprocess.run([sys.executable, "-c", code, str(adapter), str(run / "final" / "merged")], env=env,
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(adapter), str(run / "final" / "merged")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     name, diff = out.stdout.split()
     assert name == HUB_ID and float(diff) < 1e-4
@@ -174,10 +202,16 @@ def test_unknown_hub_id_offline_exits_2_with_one_line_and_no_run_dir(tmp_path, c
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     out = tmp_path / "run"
-    err = one_line_exit_2(capsys, ["train", "--set", "model.name=HuggingFaceTB/SmolLM2-135M-Instruct",
-                                   "--output-dir", str(out)])
-    for part in ("HuggingFaceTB/SmolLM2-135M-Instruct", str(tmp_path / "empty-cache"), "HF_HUB_OFFLINE",
-                 f"'{DEFAULT_MODEL}'", "rlvr train:"):
+    err = one_line_exit_2(
+        capsys, ["train", "--set", "model.name=HuggingFaceTB/SmolLM2-135M-Instruct", "--output-dir", str(out)]
+    )
+    for part in (
+        "HuggingFaceTB/SmolLM2-135M-Instruct",
+        str(tmp_path / "empty-cache"),
+        "HF_HUB_OFFLINE",
+        f"'{DEFAULT_MODEL}'",
+        "rlvr train:",
+    ):
         assert part in err, (part, err)
     assert not out.exists()
     err = one_line_exit_2(capsys, ["eval", "--model", "nobody/no-such-model", "--task", "arithmetic"])
@@ -191,12 +225,29 @@ def test_unknown_hub_id_offline_exits_2_with_one_line_and_no_run_dir(tmp_path, c
 def test_unreachable_hub_is_asked_once_and_leaves_nothing(tmp_path):
     """As a new user without network meets it: no HF_HUB_OFFLINE, a hub that refuses connections (127.0.0.1:9)."""
     out = tmp_path / "run"
-    env = {**os.environ, "HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_CACHE": str(tmp_path / "cache"),
-           "PYTHONPATH": str(ROOT / "src")}
+    env = {
+        **os.environ,
+        "HF_ENDPOINT": "http://127.0.0.1:9",
+        "HF_HUB_CACHE": str(tmp_path / "cache"),
+        "PYTHONPATH": str(ROOT / "src"),
+    }
     env.pop("HF_HUB_OFFLINE", None)
-    proc = subprocess.run([sys.executable, "-c", "import sys; from rlvr.cli import main; sys.exit(main())", "train",
-                           "--set", "model.name=HuggingFaceTB/SmolLM2-135M-Instruct", "--output-dir", str(out)],
-                          env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from rlvr.cli import main; sys.exit(main())",
+            "train",
+            "--set",
+            "model.name=HuggingFaceTB/SmolLM2-135M-Instruct",
+            "--output-dir",
+            str(out),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and "Warning" not in ln and "warn" not in ln]
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert "the hub cannot be reached" in lines[0] and "HF_HUB_OFFLINE" in lines[0] and DEFAULT_MODEL in lines[0]

@@ -18,24 +18,44 @@ from rlvr.verifiers.math import MathVerifier
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "your-data.md"
 # what makes the doc's commands run in seconds on the tiny model: the same commands, smaller
-TINY = ["rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=6", "reward.workers=0",
-        "train.steps=2", "model.lora.r=4"]
+TINY = [
+    "rollout.prompts_per_step=2",
+    "rollout.group_size=4",
+    "rollout.max_new_tokens=6",
+    "reward.workers=0",
+    "train.steps=2",
+    "model.lora.r=4",
+]
 
 
 def _err(capsys) -> str:
     return capsys.readouterr().err.strip()
 
 
-@pytest.mark.parametrize("yaml_text, sets, message", [
-    ("train:\n  lr: 1e-5\n  steps: [\n", [], "not valid YAML (expected the node content, but found '<stream end>' at line 4, column 1)"),
-    ("", ["task.settings.splits={train: a"], "--set 'task.settings.splits={train: a': not valid YAML (expected ',' or '}', but got '<stream end>' at line 1, column 10)"),
-    ("", ["train.steps=-3"], "config key 'train.steps' = -3; must be >= 1"),
-    ("", ["train.lr=-1e-5"], "config key 'train.lr' = -1e-05; must be > 0"),
-    ("", ["rollout.top_p=1.5"], "config key 'rollout.top_p' = 1.5; must be > 0 and <= 1"),
-    ("", ["task.name=jsonl", "task.settings.pth=train.jsonl"],
-     "task.settings.pth: not a setting of task 'jsonl'; its settings: path, splits, system_prompt, answer_form, answer_format (after changing task.name on a preset, give the settings whole: --set 'task.settings={...}')"),
-    ("", ["task.name=jsonl", "task.settings.path=nothere.jsonl"], "jsonl task: data file nothere.jsonl not found"),
-])
+@pytest.mark.parametrize(
+    "yaml_text, sets, message",
+    [
+        (
+            "train:\n  lr: 1e-5\n  steps: [\n",
+            [],
+            "not valid YAML (expected the node content, but found '<stream end>' at line 4, column 1)",
+        ),
+        (
+            "",
+            ["task.settings.splits={train: a"],
+            "--set 'task.settings.splits={train: a': not valid YAML (expected ',' or '}', but got '<stream end>' at line 1, column 10)",
+        ),
+        ("", ["train.steps=-3"], "config key 'train.steps' = -3; must be >= 1"),
+        ("", ["train.lr=-1e-5"], "config key 'train.lr' = -1e-05; must be > 0"),
+        ("", ["rollout.top_p=1.5"], "config key 'rollout.top_p' = 1.5; must be > 0 and <= 1"),
+        (
+            "",
+            ["task.name=jsonl", "task.settings.pth=train.jsonl"],
+            "task.settings.pth: not a setting of task 'jsonl'; its settings: path, splits, system_prompt, answer_form, answer_format (after changing task.name on a preset, give the settings whole: --set 'task.settings={...}')",
+        ),
+        ("", ["task.name=jsonl", "task.settings.path=nothere.jsonl"], "jsonl task: data file nothere.jsonl not found"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, monkeypatch, capsys, yaml_text, sets, message):
     monkeypatch.chdir(tmp_path)
     args = ["train"] + (["bad.yaml"] if yaml_text else []) + sum((["--set", s] for s in sets), [])
@@ -50,8 +70,13 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, monkeypatch, 
 def test_a_row_without_gold_names_the_accepted_columns(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     Path("nogold.jsonl").write_text('{"prompt": "1+1?", "target": "2"}\n')
-    assert main(["train", "--set", "task.name=jsonl", "--set", "task.settings.path=nogold.jsonl", "--output-dir", "r"]) == 2
-    assert _err(capsys).endswith("no gold answer (give one of the columns answer, gold, solution, ground_truth) and no tests")
+    assert (
+        main(["train", "--set", "task.name=jsonl", "--set", "task.settings.path=nogold.jsonl", "--output-dir", "r"])
+        == 2
+    )
+    assert _err(capsys).endswith(
+        "no gold answer (give one of the columns answer, gold, solution, ground_truth) and no tests"
+    )
 
 
 def test_scientific_notation_in_yaml_is_a_float(tmp_path):
@@ -99,8 +124,12 @@ def test_your_data_doc_runs_as_written(tmp_path, monkeypatch, model_dir):
     monkeypatch.chdir(tmp_path)
     rows = _doc_blocks("jsonl")[0]
     Path("train.jsonl").write_text(rows)
-    Path("heldout.jsonl").write_text(rows.replace('"id": "q', '"id": "h').replace("17 + 25", "18 + 24")
-                                     .replace("6 rows of 7", "7 rows of 6").replace("3/4 of 12", "three quarters of 12"))
+    Path("heldout.jsonl").write_text(
+        rows.replace('"id": "q', '"id": "h')
+        .replace("17 + 25", "18 + 24")
+        .replace("6 rows of 7", "7 rows of 6")
+        .replace("3/4 of 12", "three quarters of 12")
+    )
     Path("my-data.yaml").write_text(_doc_blocks("yaml")[0])
     own_data, resume = _doc_blocks("bash")
     for line in own_data.strip().splitlines():
@@ -154,20 +183,26 @@ def test_hedge_in_prose_before_a_single_box_under_strict():
 
 def test_a_fault_verdict_earns_nothing(tmp_path, capsys):
     rows = tmp_path / "in.jsonl"
-    rows.write_text(json.dumps({"completion": r"\boxed{5}", "answer": "\\frac{1}{"}) + "\n"
-                    + json.dumps({"completion": r"\boxed{5}", "answer": "5"}) + "\n")
+    rows.write_text(
+        json.dumps({"completion": r"\boxed{5}", "answer": "\\frac{1}{"})
+        + "\n"
+        + json.dumps({"completion": r"\boxed{5}", "answer": "5"})
+        + "\n"
+    )
     assert main(["verify", "--task", "arithmetic", "--input", str(rows), "--output", str(tmp_path / "out.jsonl")]) == 0
     out = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert [(r["status"], r["reward"]) for r in out] == [("invalid_gold", 0.0), ("correct", 1.1)]
-    reward = build_reward({"terms": [{"kind": "math"}, {"name": "format", "kind": "boxed_format", "weight": 0.1}],
-                           "workers": 0})
+    reward = build_reward(
+        {"terms": [{"kind": "math"}, {"name": "format", "kind": "boxed_format", "weight": 0.1}], "workers": 0}
+    )
     result = reward([r"\boxed{5}"], [Problem("1", "q", "\\frac{1}{")])
     assert (result.total, result.terms["format"]) == ([0.0], [0.0])
 
 
 def test_converted_accuracy_refuses_a_truncated_reply_repeating_a_number():
-    conv = convert({"reward_funcs": ["accuracy", "format"], "reward_weights": [1.0, 0.1],
-                    "report_to": ["wandb", "comet_ml"]})
+    conv = convert(
+        {"reward_funcs": ["accuracy", "format"], "reward_weights": [1.0, 0.1], "report_to": ["wandb", "comet_ml"]}
+    )
     assert conv.config["reward"]["terms"][0] == {"name": "accuracy", "kind": "math", "weight": 1.0}
     assert any(n.startswith("accuracy -> rlvr's math grader, which reads only the final answer") for n in conv.notes)
     assert conv.config["log"]["report_to"] == ["wandb"]
@@ -183,8 +218,11 @@ def test_converted_accuracy_refuses_a_truncated_reply_repeating_a_number():
 def test_trl_reward_functions_gold_columns():
     funcs, _ = reward_funcs(None, workers=0)
     assert funcs[0](prompts=["p"], completions=[r"\boxed{5}"], solution=[None], ground_truth=["5"]) == [1.0]
-    with pytest.raises(ValueError, match=r"^no gold column: give the dataset one of the columns answer, gold, "
-                                         r"solution, ground_truth \(columns given: target\)$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^no gold column: give the dataset one of the columns answer, gold, "
+        r"solution, ground_truth \(columns given: target\)$",
+    ):
         funcs[0](prompts=["p"], completions=[r"\boxed{5}"], target=["5"])
 
 
@@ -230,11 +268,14 @@ def test_resume_names_a_run_directory(tmp_path, capsys):
     assert _err(capsys) == f"rlvr train: --resume {tmp_path}: not a run directory (no config.yaml there)"
     (tmp_path / "config.yaml").write_text("seed: 0\n")
     assert main(["train", "--resume", str(tmp_path), "--output-dir", str(tmp_path / "other")]) == 2
-    assert _err(capsys) == (f"rlvr train: --resume {tmp_path} and --output-dir {tmp_path / 'other'} name different "
-                            f"run directories")
+    assert _err(capsys) == (
+        f"rlvr train: --resume {tmp_path} and --output-dir {tmp_path / 'other'} name different run directories"
+    )
 
 
 def test_a_malformed_set_for_audit_is_one_line(capsys):
     assert main(["audit", "--verifier", "math", "--set", "hedging=[strict"]) == 2
-    assert _err(capsys) == ("rlvr audit: --set 'hedging=[strict': not valid YAML (expected ',' or ']', but got "
-                            "'<stream end>' at line 1, column 8)")
+    assert _err(capsys) == (
+        "rlvr audit: --set 'hedging=[strict': not valid YAML (expected ',' or ']', but got "
+        "'<stream end>' at line 1, column 8)"
+    )

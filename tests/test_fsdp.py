@@ -74,6 +74,7 @@ def _rank_main(rank, out_dir, cfg, tokenizer_dir):
         model = shard(model, comm)
         sharded.append(fsdp.is_sharded(model) and comm.sharded)
         return model
+
     distributed.shard_model = recording_shard
     train(cfg, policy=(make_tiny_llama(len(tok)), tok), quiet=True)
     if comm.is_main:  # interrupted after step 1: no step-2 checkpoint, no final model
@@ -89,8 +90,12 @@ def _rank_main(rank, out_dir, cfg, tokenizer_dir):
 
 def _task_files(out, tokenizer):
     """The task data (40 prompts, reward 1 when the answer starts with a-d) and the tokenizer, for the ranks."""
-    (out / "data.jsonl").write_text("".join(json.dumps({"id": f"q{i}", "prompt": f"Say something about {i}.",
-                                                        "answer": "[a-d]"}) + "\n" for i in range(40)))
+    (out / "data.jsonl").write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "prompt": f"Say something about {i}.", "answer": "[a-d]"}) + "\n"
+            for i in range(40)
+        )
+    )
     tokenizer.save_pretrained(out / "tok")
     return out
 
@@ -108,16 +113,21 @@ def runs(tmp_path_factory, tokenizer, server):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        train(train_config(out / "one", out / "data.jsonl", server.url),
-              policy=(make_tiny_llama(len(tokenizer)), tokenizer), quiet=True)
+        train(
+            train_config(out / "one", out / "data.jsonl", server.url),
+            policy=(make_tiny_llama(len(tokenizer)), tokenizer),
+            quiet=True,
+        )
     finally:
         torch.set_num_threads(threads)
     return out
 
 
 def _metrics(run_dir) -> list[dict]:
-    return [{k: v for k, v in json.loads(x).items() if not k.startswith(NOT_COMPARED)}
-            for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [
+        {k: v for k, v in json.loads(x).items() if not k.startswith(NOT_COMPARED)}
+        for x in (run_dir / "metrics.jsonl").read_text().splitlines()
+    ]
 
 
 def _close(a: dict, b: dict, tol: float) -> None:
@@ -167,16 +177,20 @@ def test_fsdp_run_saves_the_one_rank_adapter_model_and_checkpoint(runs):
     1e-4 (AdamW magnifies summation-order rounding on near-zero gradients; see test_distributed)."""
     from safetensors.torch import load_file
 
-    files = ["final/adapter/adapter_model.safetensors", "final/merged/model.safetensors",
-             "checkpoints/step-2/trainable.safetensors"]
+    files = [
+        "final/adapter/adapter_model.safetensors",
+        "final/merged/model.safetensors",
+        "checkpoints/step-2/trainable.safetensors",
+    ]
     for name in files:
         a, b = load_file(runs / "one" / name), load_file(runs / "fsdp" / name)
         _close(a, b, 1e-4)
     lora_b = load_file(runs / "fsdp" / files[0])
     assert any(v.abs().max() > 0 for k, v in lora_b.items() if "lora_B" in k)  # the adapter did train
     assert json.loads((runs / "fsdp" / "final/adapter/adapter_config.json").read_text())["r"] == 4
-    oa, ob = (torch.load(runs / n / "checkpoints/step-2/optim.pt", weights_only=False)["optimizer"]
-              for n in ("one", "fsdp"))
+    oa, ob = (
+        torch.load(runs / n / "checkpoints/step-2/optim.pt", weights_only=False)["optimizer"] for n in ("one", "fsdp")
+    )
     assert ob["param_groups"] == oa["param_groups"]  # integer ids in the same order, same hyper-parameters
     assert ob["state"].keys() == oa["state"].keys()
     for i, s in oa["state"].items():
@@ -252,5 +266,8 @@ def test_fsdp_full_fine_tune_with_local_sampler_and_kl_matches_data_parallel(tmp
     _close(load_file(out / "dp/final/merged/model.safetensors"), merged, 1e-4)
     start = make_tiny_llama(len(tokenizer)).state_dict()["model.layers.0.mlp.up_proj.weight"]
     assert (merged["model.layers.0.mlp.up_proj.weight"] - start).abs().max() > 1e-4  # the step moved the weights
-    _close(load_file(out / "dp/checkpoints/step-1/trainable.safetensors"),
-           load_file(out / "fsdp/checkpoints/step-1/trainable.safetensors"), 1e-4)
+    _close(
+        load_file(out / "dp/checkpoints/step-1/trainable.safetensors"),
+        load_file(out / "fsdp/checkpoints/step-1/trainable.safetensors"),
+        1e-4,
+    )

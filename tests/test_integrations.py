@@ -48,14 +48,20 @@ def flaky_kind():
 
 # ---------------------------------------------------------------- TRL, in process (the calling convention)
 
+
 def trl_call(func, completions, **columns):
     """As GRPOTrainer._calculate_rewards calls a reward function (TRL 1.16): keywords, every dataset column but
     the prompt, and TRL's extras."""
     metrics, extra = {}, {}
-    got = func(prompts=[[{"role": "user", "content": "q"}]] * len(completions), completions=completions,
-               completion_ids=[[1, 2]] * len(completions), trainer_state=None,
-               log_metric=lambda k, v: metrics.setdefault(k, []).append(v),
-               log_extra=lambda k, v: extra.setdefault(k, []).extend(v), **columns)
+    got = func(
+        prompts=[[{"role": "user", "content": "q"}]] * len(completions),
+        completions=completions,
+        completion_ids=[[1, 2]] * len(completions),
+        trainer_state=None,
+        log_metric=lambda k, v: metrics.setdefault(k, []).append(v),
+        log_extra=lambda k, v: extra.setdefault(k, []).extend(v),
+        **columns,
+    )
     return got, metrics, extra
 
 
@@ -64,7 +70,9 @@ def test_trl_math_faults_are_none_and_counted_apart():
 
     funcs, weights = reward_funcs(None, workers=0)  # rlvr's default reward: math + format at 0.1
     assert [f.__name__ for f in funcs] == ["correct", "format"] and weights == [1.0, 0.1]
-    completions = [[{"role": "assistant", "content": c}] for c in (r"\boxed{4}", r"\boxed{5}", "four", TOWER, r"\boxed{4}")]
+    completions = [
+        [{"role": "assistant", "content": c}] for c in (r"\boxed{4}", r"\boxed{5}", "four", TOWER, r"\boxed{4}")
+    ]
     answer = ["4", "4", "4", "4", r"\frac{"]
     correct, metrics, extra = trl_call(funcs[0], completions, answer=answer)
     fmt, _, _ = trl_call(funcs[1], completions, answer=answer)
@@ -104,12 +112,20 @@ def test_trl_spec_from_an_rlvr_config_and_the_shaping_rule(tmp_path):
     from rlvr.integrations.trl import reward_funcs
 
     cfg = tmp_path / "rlvr.yaml"
-    cfg.write_text("reward:\n  terms:\n  - {name: ok, kind: exact, weight: 2.0}\n  - {name: fmt, kind: boxed_format, weight: 0.2}\n")
+    cfg.write_text(
+        "reward:\n  terms:\n  - {name: ok, kind: exact, weight: 2.0}\n  - {name: fmt, kind: boxed_format, weight: 0.2}\n"
+    )
     funcs, weights = reward_funcs(str(cfg))
     assert [f.__name__ for f in funcs] == ["ok", "fmt"] and weights == [2.0, 0.2]
     with pytest.raises(ConfigError, match="shaping term 'fmt'"):
-        reward_funcs({"terms": [{"name": "ok", "kind": "exact", "weight": 1.0},
-                                {"name": "fmt", "kind": "boxed_format", "weight": 0.5}]})
+        reward_funcs(
+            {
+                "terms": [
+                    {"name": "ok", "kind": "exact", "weight": 1.0},
+                    {"name": "fmt", "kind": "boxed_format", "weight": 0.5},
+                ]
+            }
+        )
 
 
 def trl_python() -> str | None:
@@ -120,8 +136,11 @@ def trl_python() -> str | None:
     return sys.executable if importlib.util.find_spec("trl") else None
 
 
-@pytest.mark.skipif(trl_python() is None, reason="trl is not installed here; set RLVR_TRL_PYTHON to a venv with trl "
-                                                  "(docs/performance.md: python3 -m venv trl-venv && pip install trl ...)")
+@pytest.mark.skipif(
+    trl_python() is None,
+    reason="trl is not installed here; set RLVR_TRL_PYTHON to a venv with trl "
+    "(docs/performance.md: python3 -m venv trl-venv && pip install trl ...)",
+)
 def test_real_trl_grpo_step_with_timeouts_and_errors(tmp_path, tiny_policy):
     """GRPOTrainer (TRL's own loop) takes one step with rlvr's reward functions on a tiny model and the real
     tokenizer; its logs carry rlvr's verdict fractions, and what TRL received has None exactly at the faults."""
@@ -130,12 +149,21 @@ def test_real_trl_grpo_step_with_timeouts_and_errors(tmp_path, tiny_policy):
     tokenizer.save_pretrained(tmp_path / "model")
     out = tmp_path / "out.json"
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}", "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run([trl_python(), str(ROOT / "tests" / "trl_grpo_step.py"), str(tmp_path / "model"), str(out)],
-                          env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    proc = subprocess.run(
+        [trl_python(), str(ROOT / "tests" / "trl_grpo_step.py"), str(tmp_path / "model"), str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(out.read_text())
     assert got["global_step"] == 1
-    (correct, fmt) = [c for c in got["calls"] if c["name"] == "correct"], [c for c in got["calls"] if c["name"] == "format"]
+    (correct, fmt) = (
+        [c for c in got["calls"] if c["name"] == "correct"],
+        [c for c in got["calls"] if c["name"] == "format"],
+    )
     assert len(correct) == len(fmt) == 1 and len(correct[0]["rewards"]) == 4
     lengths = correct[0]["lengths"]
     faulty = [n % 2 == 1 or n % 5 == 0 for n in lengths]  # the flaky verifier's rule (tests/trl_grpo_step.py)
@@ -146,12 +174,20 @@ def test_real_trl_grpo_step_with_timeouts_and_errors(tmp_path, tiny_policy):
     scored = [r for r in correct[0]["rewards"] if r is not None]
     if scored:  # TRL's mean leaves the faults out
         assert log["rewards/correct/mean"] == pytest.approx(sum(scored) / len(scored))
-    assert got["counts"][0] == {s: n for s, n in (("timeout", n_timeout), ("error", n_error),
-                                                  ("correct", sum(r == 1.0 for r in scored)),
-                                                  ("wrong", sum(r == 0.0 for r in scored))) if n}
+    assert got["counts"][0] == {
+        s: n
+        for s, n in (
+            ("timeout", n_timeout),
+            ("error", n_error),
+            ("correct", sum(r == 1.0 for r in scored)),
+            ("wrong", sum(r == 0.0 for r in scored)),
+        )
+        if n
+    }
 
 
 # ---------------------------------------------------------------- verl
+
 
 def load_like_verl(tmp_path, reward_kwargs=None):
     """verl's custom_reward_function: import `path` as a module, take `name`, bind reward_kwargs (functools.partial)."""
@@ -174,8 +210,13 @@ def test_verl_compute_score_dicts(tmp_path):
     assert call(r"\boxed{17}", "18")["status"] == "wrong" and call("18", "18")["status"] == "no_answer"
     tower = call(TOWER, "18")
     assert (tower["score"], tower["status"], tower["fault"]) == (0.0, "timeout", 1.0)
-    spin = fn(data_source="x", solution_str="spin", ground_truth="7", extra_info=None,
-              spec={"terms": [{"name": "c", "kind": "flaky"}], "timeout_s": 0.3})  # spec: verl's reward_kwargs
+    spin = fn(
+        data_source="x",
+        solution_str="spin",
+        ground_truth="7",
+        extra_info=None,
+        spec={"terms": [{"name": "c", "kind": "flaky"}], "timeout_s": 0.3},
+    )  # spec: verl's reward_kwargs
     assert (spin["score"], spin["status"], spin["fault"]) == (0.0, "timeout", 1.0)
     bug = call("raise", "7", info={"verifier": "flaky"})
     assert (bug["status"], bug["fault"]) == ("error", 1.0)
@@ -192,8 +233,13 @@ def test_verl_reward_kwargs_spec_and_batch_form(tmp_path):
 
     spec = {"terms": [{"name": "correct", "kind": "flaky"}], "timeout_s": 0.5}
     t0 = time.perf_counter()
-    out = compute_score_batch(data_sources=["a"] * 4, solution_strs=["7", "hang", "raise", "8"],
-                              ground_truths=["7"] * 4, extra_infos=[{}] * 4, spec=spec)
+    out = compute_score_batch(
+        data_sources=["a"] * 4,
+        solution_strs=["7", "hang", "raise", "8"],
+        ground_truths=["7"] * 4,
+        extra_infos=[{}] * 4,
+        spec=spec,
+    )
     assert [d["status"] for d in out] == ["correct", "timeout", "error", "wrong"]
     assert [d["score"] for d in out] == [1.0, 0.0, 0.0, 0.0] and time.perf_counter() - t0 < 10
     mixed = compute_score_batch(["openai/gsm8k", "exact"], [r"\boxed{2}", r"\boxed{b}"], ["2", "B"], None)
@@ -210,6 +256,7 @@ def test_verl_code_ground_truth_as_stdio_cases():
 
 
 # ---------------------------------------------------------------- OpenRLHF
+
 
 def load_like_openrlhf(tmp_path, body="from rlvr.integrations.openrlhf import reward_func\n"):
     """OpenRLHF's --remote_rm_url FILE.py: import the file, take `reward_func`."""
@@ -237,8 +284,11 @@ def test_openrlhf_reward_func_strips_prompts_and_counts_faults(tmp_path):
 
 
 def test_openrlhf_made_from_a_spec_with_error_and_deadline(tmp_path):
-    fn = load_like_openrlhf(tmp_path, "from rlvr.integrations.openrlhf import make_reward_func\n"
-                                      "reward_func = make_reward_func('flaky', timeout_s=0.5)\n")
+    fn = load_like_openrlhf(
+        tmp_path,
+        "from rlvr.integrations.openrlhf import make_reward_func\n"
+        "reward_func = make_reward_func('flaky', timeout_s=0.5)\n",
+    )
     out = fn(["Q:7", "Q:spin", "Q:raise", "Q:8"], ["Q:"] * 4, ["7"] * 4)
     assert out["rewards"].tolist() == [1.0, 0.0, 0.0, 0.0]
     assert out["extra_logs"]["rlvr/timeout"].tolist() == [0, 1, 0, 0]
@@ -248,10 +298,17 @@ def test_openrlhf_made_from_a_spec_with_error_and_deadline(tmp_path):
 
 def test_integrations_import_no_framework():
     """rlvr never imports TRL, verl or OpenRLHF: the adapters are plain functions."""
-    code = ("import sys, rlvr.integrations.trl, rlvr.integrations.verl, rlvr.integrations.openrlhf; "
-            "print([m for m in ('trl', 'verl', 'openrlhf', 'datasets') if m in sys.modules])")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    code = (
+        "import sys, rlvr.integrations.trl, rlvr.integrations.verl, rlvr.integrations.openrlhf; "
+        "print([m for m in ('trl', 'verl', 'openrlhf', 'datasets') if m in sys.modules])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
     assert out.stdout.strip() == "[]"
 
 
@@ -263,15 +320,24 @@ def doc_snippets() -> dict:
     return dict(re.findall(r"<!-- snippet: (\w+) -->\n```python\n(.*?)```", text, re.S))
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("verl", ["'status': 'correct'", "'status': 'timeout'", "'fault': 1.0"]),
-    ("openrlhf", ["[1.0, 0.0] [1.0, 0.0]"]),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("verl", ["'status': 'correct'", "'status': 'timeout'", "'fault': 1.0"]),
+        ("openrlhf", ["[1.0, 0.0] [1.0, 0.0]"]),
+    ],
+)
 def test_docs_snippets_run(tmp_path, name, expected):
     path = tmp_path / f"{name}.py"
     path.write_text(doc_snippets()[name])
-    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                         env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    out = subprocess.run(
+        [sys.executable, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     for piece in expected:
         assert piece in out.stdout, (piece, out.stdout)
@@ -283,8 +349,14 @@ def test_docs_trl_snippet_trains_two_steps(tmp_path):
     """The TRL snippet as a user runs it: the embedded default model, two GRPOTrainer steps (about 2 min on 2 cores)."""
     path = tmp_path / "trl_snippet.py"
     path.write_text(doc_snippets()["trl"])
-    out = subprocess.run([trl_python(), str(path)], capture_output=True, text=True, timeout=1200, cwd=tmp_path,
-                         env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    out = subprocess.run(
+        [trl_python(), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "'verdict/correct/timeout_frac'" in out.stdout.splitlines()[-1]
 
@@ -295,11 +367,17 @@ def test_a_whole_config_reads_answers_in_its_tasks_format():
     from rlvr.tasks.base import Problem
 
     problem = Problem(id="0", prompt="What is 2 + 3?", answer="5")
-    tags = build({"task": {"name": "arithmetic", "settings": {"per_band": 20, "answer_format": "tags"}},
-                  "reward": {"workers": 0}})
+    tags = build(
+        {
+            "task": {"name": "arithmetic", "settings": {"per_band": 20, "answer_format": "tags"}},
+            "reward": {"workers": 0},
+        }
+    )
     result = tags(["<answer>5</answer>", "\\boxed{5}"], [problem, problem])
     assert [v.status for v in result.verdicts] == ["correct", "no_answer"]
     assert result.total == pytest.approx([1.1, 0.0])
     boxed = build({"task": {"name": "arithmetic", "settings": {"per_band": 20}}, "reward": {"workers": 0}})
-    assert [v.status for v in boxed(["<answer>5</answer>", "\\boxed{5}"], [problem, problem]).verdicts] == \
-        ["no_answer", "correct"]
+    assert [v.status for v in boxed(["<answer>5</answer>", "\\boxed{5}"], [problem, problem]).verdicts] == [
+        "no_answer",
+        "correct",
+    ]

@@ -12,9 +12,27 @@ MAX_MODULE_LINES = 400
 
 # rlvr's top-level packages and modules in the order data moves through them; each may import only those before it.
 # Shared records sit early: Problem and the answer forms in tasks, Verdict in verifiers, ConfigError in errors.
-ORDER = ("errors", "registry", "config", "presets", "tasks", "prompts", "verifiers", "environments", "algorithms", "policy",
-         "sampling",
-         "rundir", "evaluation", "training", "serve", "integrations", "cli", "__init__", "__main__")
+ORDER = (
+    "errors",
+    "registry",
+    "config",
+    "presets",
+    "tasks",
+    "prompts",
+    "verifiers",
+    "environments",
+    "algorithms",
+    "policy",
+    "sampling",
+    "rundir",
+    "evaluation",
+    "training",
+    "serve",
+    "integrations",
+    "cli",
+    "__init__",
+    "__main__",
+)
 
 
 def modules() -> dict[str, Path]:
@@ -36,7 +54,7 @@ def imported(name: str, path: Path, known: dict) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:  # relative: from . import x / from .x import y
-                parent = package.split(".")[:len(package.split(".")) - node.level + 1]
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(parent + ([node.module] if node.module else []))
             # `from pkg import sub` imports the module pkg.sub when there is one, else names from pkg
             targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
@@ -119,8 +137,11 @@ def test_the_order_check_sees_a_lazy_import_of_a_later_package():
 
 
 def test_no_module_over_400_lines():
-    long = [f"{p.relative_to(SRC)}: {n} lines" for p in sorted((SRC / "rlvr").rglob("*.py"))
-            if (n := p.read_text().count("\n")) > MAX_MODULE_LINES]
+    long = [
+        f"{p.relative_to(SRC)}: {n} lines"
+        for p in sorted((SRC / "rlvr").rglob("*.py"))
+        if (n := p.read_text().count("\n")) > MAX_MODULE_LINES
+    ]
     assert long == []
 
 

@@ -11,11 +11,22 @@ from rlvr.tasks.base import Problem
 from rlvr.verifiers.extract import last_answer
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("The answer is 42.", "42"), ("so 10-3=7", "7"), ("x = -3", "-3"), ("total 1,234 apples", "1234"),
-    ("\\boxed{\\frac{1}{2}} done", "\\frac{1}{2}"), ("3 or 5", "5"), ("$x^2$ is it", "x^2"),
-    ("<answer>12</answer>", "12"), ("\\boxed{12} since 3*4", "4"), ("no number here", None), ("", None),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("The answer is 42.", "42"),
+        ("so 10-3=7", "7"),
+        ("x = -3", "-3"),
+        ("total 1,234 apples", "1234"),
+        ("\\boxed{\\frac{1}{2}} done", "\\frac{1}{2}"),
+        ("3 or 5", "5"),
+        ("$x^2$ is it", "x^2"),
+        ("<answer>12</answer>", "12"),
+        ("\\boxed{12} since 3*4", "4"),
+        ("no number here", None),
+        ("", None),
+    ],
+)
 def test_last_answer(text, expected):
     assert last_answer(text) == expected
 
@@ -34,36 +45,71 @@ def test_lenient_statuses_with_the_task_reward():
     _, reward = task_reward({"terms": [], "workers": 0, "timeout_s": 5.0}, task)
     gold = Problem(id="g", prompt="?", answer="12", band="b")
     code = Problem(id="c", prompt="?", answer=None, band="b", tests="assert True")
-    texts = ["\\boxed{12}", "The answer is 12.", "I think 12 or 13", "no idea", "it is 8 + 4 = 12, so \\boxed{11}",
-             "anything"]
+    texts = [
+        "\\boxed{12}",
+        "The answer is 12.",
+        "I think 12 or 13",
+        "no idea",
+        "it is 8 + 4 = 12, so \\boxed{11}",
+        "anything",
+    ]
     problems = [gold] * 5 + [code]
     strict = [v.status for v in reward(texts[:5], problems[:5]).verdicts] + ["error"]
     assert strict == ["correct", "no_answer", "no_answer", "no_answer", "wrong", "error"]
-    assert lenient_statuses(reward, texts, problems, strict) == ["correct", "correct", "wrong", "no_answer", "wrong",
-                                                                 None]
+    assert lenient_statuses(reward, texts, problems, strict) == [
+        "correct",
+        "correct",
+        "wrong",
+        "no_answer",
+        "wrong",
+        None,
+    ]
 
 
 def rec(pid, band, idx, status, lenient):
-    return EvalRecord(problem_id=pid, band=band, sample_idx=idx, status=status, reward=float(status == "correct"),
-                      extracted=None, completion="", lenient=lenient)
+    return EvalRecord(
+        problem_id=pid,
+        band=band,
+        sample_idx=idx,
+        status=status,
+        reward=float(status == "correct"),
+        extracted=None,
+        completion="",
+        lenient=lenient,
+    )
 
 
 # (strict, lenient) per sample, two samples per problem; p1, p2 in band A, p3, p4 in band B
-START = {"p1": [("wrong", "correct"), ("wrong", "correct")], "p2": [("wrong", "wrong"), ("no_answer", "no_answer")],
-         "p3": [("correct", "correct"), ("wrong", "correct")], "p4": [("no_answer", "wrong"), ("wrong", "wrong")]}
-RLVR = {"p1": [("correct", "correct"), ("correct", "correct")], "p2": [("correct", "correct"), ("wrong", "wrong")],
-        "p3": [("correct", "correct"), ("correct", "correct")], "p4": [("wrong", "wrong"), ("wrong", "wrong")]}
+START = {
+    "p1": [("wrong", "correct"), ("wrong", "correct")],
+    "p2": [("wrong", "wrong"), ("no_answer", "no_answer")],
+    "p3": [("correct", "correct"), ("wrong", "correct")],
+    "p4": [("no_answer", "wrong"), ("wrong", "wrong")],
+}
+RLVR = {
+    "p1": [("correct", "correct"), ("correct", "correct")],
+    "p2": [("correct", "correct"), ("wrong", "wrong")],
+    "p3": [("correct", "correct"), ("correct", "correct")],
+    "p4": [("wrong", "wrong"), ("wrong", "wrong")],
+}
 
 
 def records(table):
-    return [rec(pid, "A" if pid in ("p1", "p2") else "B", i, s, le)
-            for pid, samples in table.items() for i, (s, le) in enumerate(samples)]
+    return [
+        rec(pid, "A" if pid in ("p1", "p2") else "B", i, s, le)
+        for pid, samples in table.items()
+        for i, (s, le) in enumerate(samples)
+    ]
 
 
 def test_per_problem_rates_by_hand():
     rates = per_problem_rates(records(START))
-    assert rates == {"p1": ("A", 0.0, 1.0, 1.0), "p2": ("A", 0.0, 0.0, 0.0), "p3": ("B", 0.5, 1.0, 0.5),
-                     "p4": ("B", 0.0, 0.0, 0.0)}
+    assert rates == {
+        "p1": ("A", 0.0, 1.0, 1.0),
+        "p2": ("A", 0.0, 0.0, 0.0),
+        "p3": ("B", 0.5, 1.0, 0.5),
+        "p4": ("B", 0.0, 0.0, 0.0),
+    }
 
 
 def test_the_split_adds_up_to_the_strict_gain():

@@ -10,12 +10,14 @@ PAD = 0
 
 def reference_logprobs(model, prompt, completion):
     ids = torch.tensor([prompt + completion])
-    logits = model(input_ids=ids).logits[0, len(prompt) - 1:-1].float()
+    logits = model(input_ids=ids).logits[0, len(prompt) - 1 : -1].float()
     return torch.log_softmax(logits, -1).gather(-1, torch.tensor(completion)[:, None])[:, 0]
 
 
 def test_pack_rows_layout():
-    ids, att, pos = pack_rows([[5, 6, 7], [8]], torch.tensor([[1, 2], [3, 0]]), torch.tensor([[1.0, 1.0], [1.0, 0.0]]), PAD)
+    ids, att, pos = pack_rows(
+        [[5, 6, 7], [8]], torch.tensor([[1, 2], [3, 0]]), torch.tensor([[1.0, 1.0], [1.0, 0.0]]), PAD
+    )
     assert ids.tolist() == [[5, 6, 7, 1, 2], [0, 0, 8, 3, 0]]
     assert att.tolist() == [[1, 1, 1, 1, 1], [0, 0, 1, 1, 0]]
     assert pos.tolist() == [[0, 1, 2, 3, 4], [0, 0, 0, 1, 1]]
@@ -29,12 +31,12 @@ def test_left_padded_batch_matches_unpadded_rows():
     ids = torch.zeros(3, t, dtype=torch.long)
     mask = torch.zeros(3, t)
     for i, c in enumerate(completions):
-        ids[i, :len(c)] = torch.tensor(c)
-        mask[i, :len(c)] = 1
+        ids[i, : len(c)] = torch.tensor(c)
+        mask[i, : len(c)] = 1
     with torch.no_grad():
         logp, _ = completion_logprobs(model, prompts, ids, mask, pad_id=PAD)
         for i, (p, c) in enumerate(zip(prompts, completions)):
-            torch.testing.assert_close(logp[i, :len(c)], reference_logprobs(model, p, c), atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(logp[i, : len(c)], reference_logprobs(model, p, c), atol=1e-5, rtol=1e-5)
 
 
 def test_temperature_divides_logits():
@@ -60,8 +62,8 @@ def test_shared_prompt_forward_matches_rows_and_their_gradients():
     ids = torch.zeros(5, 3, dtype=torch.long)
     mask = torch.zeros(5, 3)
     for i, c in enumerate(completions):
-        ids[i, :len(c)] = torch.tensor(c)
-        mask[i, :len(c)] = 1
+        ids[i, : len(c)] = torch.tensor(c)
+        mask[i, : len(c)] = 1
     grads = []
     for fn in (completion_logprobs, shared_prompt_logprobs):
         model = make_tiny_llama(64, seed=4)
@@ -112,8 +114,14 @@ def test_the_lm_head_runs_as_one_matmul_on_the_kept_positions():
     with profile(record_shapes=True) as prof:
         completion_logprobs(model, prompts, ids, mask, pad_id=PAD)
         PromptPass(model, prompts, pad_id=PAD)
-    expanded = [e.input_shapes for e in prof.events() if e.name == "aten::bmm" and e.input_shapes
-                and len(e.input_shapes[1]) == 3 and e.input_shapes[1][1:] == [32, 64]]
+    expanded = [
+        e.input_shapes
+        for e in prof.events()
+        if e.name == "aten::bmm"
+        and e.input_shapes
+        and len(e.input_shapes[1]) == 3
+        and e.input_shapes[1][1:] == [32, 64]
+    ]
     assert expanded == []
     assert last_positions(2, 5).tolist() == [3, 4]
     # the kept positions' logits are those of the full forward

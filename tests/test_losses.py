@@ -33,9 +33,9 @@ TOKEN_RAW_GRAD = [[-1.1, -0.7, 0.0], [0.9, 1.3, 0.0]]
 @pytest.mark.parametrize(
     "agg, norm_len, loss, weights",
     [
-        ("token-mean", None, -0.16, [[1 / 5] * 3, [1 / 5] * 3]),                # -0.8 / 5
-        ("seq-mean-token-mean", None, 0.05, [[1 / 6] * 3, [1 / 4] * 3]),        # (-3/3 + 2.2/2) / 2
-        ("seq-mean-token-sum-norm", 4, -0.1, [[1 / 8] * 3, [1 / 8] * 3]),       # -0.8 / (2 * 4)
+        ("token-mean", None, -0.16, [[1 / 5] * 3, [1 / 5] * 3]),  # -0.8 / 5
+        ("seq-mean-token-mean", None, 0.05, [[1 / 6] * 3, [1 / 4] * 3]),  # (-3/3 + 2.2/2) / 2
+        ("seq-mean-token-sum-norm", 4, -0.1, [[1 / 8] * 3, [1 / 8] * 3]),  # -0.8 / (2 * 4)
         ("seq-mean-token-sum-norm", None, -0.8 / 6, [[1 / 6] * 3, [1 / 6] * 3]),  # norm_len = T = 3
     ],
 )
@@ -66,9 +66,9 @@ S1 = 0.8187307531
 @pytest.mark.parametrize(
     "agg, loss, weight",
     [
-        ("token-mean", -0.3925077, 1 / 5),                # -1.9625385 / 5
-        ("seq-mean-token-mean", -0.1906346, 1 / 4),       # (-1.2 + 0.8187308) / 2
-        ("seq-mean-token-sum-norm", -0.3270897, 1 / 6),   # -1.9625385 / (2 * 3)
+        ("token-mean", -0.3925077, 1 / 5),  # -1.9625385 / 5
+        ("seq-mean-token-mean", -0.1906346, 1 / 4),  # (-1.2 + 0.8187308) / 2
+        ("seq-mean-token-sum-norm", -0.3270897, 1 / 6),  # -1.9625385 / (2 * 3)
     ],
 )
 def test_sequence_ratio_hand_computed(agg, loss, weight):
@@ -86,8 +86,16 @@ def test_sequence_ratio_hand_computed(agg, loss, weight):
 
 def test_gspo_tight_clip_zeroes_both_rows():
     logp = _leaf(SEQ_LOG_RATIOS)
-    value, stats = policy_loss(logp, torch.zeros(2, 3, dtype=F64), ADV, MASK, ratio="sequence",
-                               clip_low=3e-4, clip_high=4e-4, agg="seq-mean-token-mean")
+    value, stats = policy_loss(
+        logp,
+        torch.zeros(2, 3, dtype=F64),
+        ADV,
+        MASK,
+        ratio="sequence",
+        clip_low=3e-4,
+        clip_high=4e-4,
+        agg="seq-mean-token-mean",
+    )
     # (-(1 + 4e-4) + (1 - 3e-4)) / 2 = -3.5e-4
     assert value.item() == pytest.approx(-3.5e-4, abs=1e-12)
     value.backward()
@@ -162,8 +170,9 @@ def test_micro_batch_invariance(agg, ratio, beta):
         for i in range(0, 8, size):
             s = slice(i, i + size)
             # each micro-batch's share, computed with the full batch's denominators, summed
-            part, _ = policy_loss(logp[s], old[s], adv[s], mask[s], ref_logp=ref[s],
-                                  num_tokens=num_tokens, num_seqs=num_seqs, **kw)
+            part, _ = policy_loss(
+                logp[s], old[s], adv[s], mask[s], ref_logp=ref[s], num_tokens=num_tokens, num_seqs=num_seqs, **kw
+            )
             part.backward()
             total = total + part.detach()
         assert torch.allclose(total, full.detach(), atol=1e-12), (n_micro, total, full)
@@ -173,8 +182,10 @@ def test_micro_batch_invariance(agg, ratio, beta):
 def test_local_counts_are_not_invariant_which_is_why_the_arguments_exist():
     logp, old, _, adv, mask = _batch()
     full, _ = policy_loss(logp, old, adv, mask, agg="token-mean")
-    parts = sum(policy_loss(logp[i : i + 4], old[i : i + 4], adv[i : i + 4], mask[i : i + 4],
-                            agg="token-mean")[0] for i in (0, 4))
+    parts = sum(
+        policy_loss(logp[i : i + 4], old[i : i + 4], adv[i : i + 4], mask[i : i + 4], agg="token-mean")[0]
+        for i in (0, 4)
+    )
     assert not torch.allclose(parts / 2, full)
 
 

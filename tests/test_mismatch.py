@@ -17,7 +17,7 @@ MASK = [1.0, 1.0, 1.0, 1.0, 0.0]
 
 
 def _pair(r, mask):
-    sampler = torch.tensor([[-1.0, -2.0, -0.5, -3.0, -0.1]])[:, :len(r)]
+    sampler = torch.tensor([[-1.0, -2.0, -0.5, -3.0, -0.1]])[:, : len(r)]
     return sampler + torch.tensor([r]), sampler, torch.tensor([mask])
 
 
@@ -90,8 +90,9 @@ def _trained_rows(batch) -> int:
 def test_a_faithful_sampler_shows_no_mismatch(tmp_path, tokenizer):
     result = _step(tmp_path, tokenizer)
     row = result.row
-    assert row["mismatch/tokens"] == int(sum(result.batch.mask[r].sum() for r in range(len(result.batch))
-                                             if result.batch.advantages[r] != 0))
+    assert row["mismatch/tokens"] == int(
+        sum(result.batch.mask[r].sum() for r in range(len(result.batch)) if result.batch.advantages[r] != 0)
+    )
     assert row["mismatch/k3_kl"] < 1e-9 and row["mismatch/abs_log_ratio"] < 1e-4
     assert row["mismatch/max_ratio"] == pytest.approx(1.0, abs=1e-4) and row["mismatch/outside_frac"] == 0.0
 
@@ -105,7 +106,9 @@ def test_a_shifted_sampler_shows_its_shift(tmp_path, tokenizer):
     assert row["mismatch/abs_log_ratio"] == pytest.approx(0.8, abs=1e-4)
     assert row["mismatch/max_ratio"] == pytest.approx(0.449329, abs=1e-4)
     assert row["mismatch/outside_frac"] == 1.0
-    assert _step(tmp_path / "wide", tokenizer, shift=0.8, **{"log.mismatch_cap": 3.0}).row["mismatch/outside_frac"] == 0.0
+    assert (
+        _step(tmp_path / "wide", tokenizer, shift=0.8, **{"log.mismatch_cap": 3.0}).row["mismatch/outside_frac"] == 0.0
+    )
 
 
 def test_a_shift_on_first_tokens_is_diluted_by_the_token_count(tmp_path, tokenizer):

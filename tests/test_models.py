@@ -59,10 +59,14 @@ def test_embedded_default_converts_once_and_loads_plainly(tmp_path, monkeypatch)
     text = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
     assert text.endswith("<|im_start|>assistant\n") and tok.eos_token == "<|im_end|>"
     # greedy decoding of a simple question is sensible: the model is really the instruct model
-    ids = tok(tok.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
-                                      tokenize=False, add_generation_prompt=True), return_tensors="pt")
+    ids = tok(
+        tok.apply_chat_template(
+            [{"role": "user", "content": "What is the capital of France?"}], tokenize=False, add_generation_prompt=True
+        ),
+        return_tensors="pt",
+    )
     out = model.generate(**ids, max_new_tokens=12, do_sample=False)
-    assert "Paris" in tok.decode(out[0, ids["input_ids"].shape[1]:])
+    assert "Paris" in tok.decode(out[0, ids["input_ids"].shape[1] :])
 
 
 def _mapped_ranges(path) -> list[tuple[int, int]]:

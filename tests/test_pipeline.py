@@ -21,9 +21,20 @@ def tiny_model_dir(tmp_path, tokenizer):
 def test_main_job_writes_a_consistent_report(tmp_path, tiny_model_dir):
     from rlvr.training.main_job import run_main
 
-    cfg = tiny_config(tmp_path, **{"model.name": str(tiny_model_dir), "output_dir": str(tmp_path / "main"),
-                                   "train.steps": 2, "log.eval_every": 1, "log.eval_problems": 4,
-                                   "eval.n": 2, "eval.ks": "[1, 2]", "eval.limit": 6, "sft.epochs": 1})
+    cfg = tiny_config(
+        tmp_path,
+        **{
+            "model.name": str(tiny_model_dir),
+            "output_dir": str(tmp_path / "main"),
+            "train.steps": 2,
+            "log.eval_every": 1,
+            "log.eval_problems": 4,
+            "eval.n": 2,
+            "eval.ks": "[1, 2]",
+            "eval.limit": 6,
+            "sft.epochs": 1,
+        },
+    )
     out = run_main(cfg, quiet=True)
     _check_report(tmp_path / "main", out)
 
@@ -35,17 +46,39 @@ def test_main_job_on_the_default_model_with_a_tiny_budget(tmp_path):
     from rlvr.config import resolve
     from rlvr.training.main_job import run_main
 
-    sets = ["train.steps=2", "train.time_budget_min=0", "log.eval_every=1", "log.eval_problems=3",
-            "rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=32", "eval.n=2",
-            "eval.ks=[1, 2]", "eval.limit=6", "sft.epochs=1", f"output_dir={tmp_path / 'main'}"]
+    sets = [
+        "train.steps=2",
+        "train.time_budget_min=0",
+        "log.eval_every=1",
+        "log.eval_problems=3",
+        "rollout.prompts_per_step=2",
+        "rollout.group_size=4",
+        "rollout.max_new_tokens=32",
+        "eval.n=2",
+        "eval.ks=[1, 2]",
+        "eval.limit=6",
+        "sft.epochs=1",
+        f"output_dir={tmp_path / 'main'}",
+    ]
     out = run_main(resolve("default", sets), quiet=True)
     _check_report(tmp_path / "main", out)
 
 
 def _check_report(root, out) -> None:
-    for rel in ("report.md", "compare.json", "compare.md", "compare.png", "plots/training.png", "config.yaml",
-                "eval/start/records.jsonl", "eval/sft/summary.json", "eval/rlvr/summary.json",
-                "rlvr/metrics.jsonl", "rlvr/final/merged/config.json", "sft/final/merged/config.json"):
+    for rel in (
+        "report.md",
+        "compare.json",
+        "compare.md",
+        "compare.png",
+        "plots/training.png",
+        "config.yaml",
+        "eval/start/records.jsonl",
+        "eval/sft/summary.json",
+        "eval/rlvr/summary.json",
+        "rlvr/metrics.jsonl",
+        "rlvr/final/merged/config.json",
+        "sft/final/merged/config.json",
+    ):
         assert (root / rel).exists(), rel
     report = (root / "report.md").read_text()
     compare = json.loads((root / "compare.json").read_text())
@@ -69,9 +102,20 @@ def test_main_job_with_the_remote_backend(tmp_path, tiny_model_dir):
     from standin_vllm import BASE_MODEL, StandinServer
 
     with StandinServer() as server:
-        cfg = tiny_config(tmp_path, **{"model.name": str(tiny_model_dir), "output_dir": str(tmp_path / "main"),
-                                       "train.steps": 2, "eval.n": 2, "eval.ks": "[1, 2]", "eval.limit": 6,
-                                       "sft.epochs": 1, "rollout.backend": "remote", "rollout.urls": f"[{server.url}]"})
+        cfg = tiny_config(
+            tmp_path,
+            **{
+                "model.name": str(tiny_model_dir),
+                "output_dir": str(tmp_path / "main"),
+                "train.steps": 2,
+                "eval.n": 2,
+                "eval.ks": "[1, 2]",
+                "eval.limit": 6,
+                "sft.epochs": 1,
+                "rollout.backend": "remote",
+                "rollout.urls": f"[{server.url}]",
+            },
+        )
         out = run_main(cfg, quiet=True)
     _check_report(tmp_path / "main", out)
     completions = [body["model"] for path, body in server.log if path == "/v1/completions"]
@@ -101,10 +145,13 @@ def test_evaluating_a_run_with_the_remote_backend_pushes_its_final_adapter(tmp_p
     def sync(self, model, push=True, state_dict=None):  # record the adapter's tensors as they are pushed
         real_sync(self, model, push, state_dict)
         pushed.append(load_file(self.adapter_dir / self.adapter_name / "adapter_model.safetensors"))
+
     monkeypatch.setattr(remote.RemoteSampler, "sync", sync)
     with StandinServer() as server:
-        cfg = tiny_config(tmp_path, **{"model.name": str(tiny_model_dir), "rollout.backend": "remote",
-                                       "rollout.urls": f"[{server.url}]"})
+        cfg = tiny_config(
+            tmp_path,
+            **{"model.name": str(tiny_model_dir), "rollout.backend": "remote", "rollout.urls": f"[{server.url}]"},
+        )
         run = train(cfg, quiet=True)
         pushed.clear()
         _, summary = evaluate_model(run, backend=None, n=2, ks=(1, 2), limit=4, progress=False)
@@ -121,12 +168,26 @@ def test_main_job_reports_out_of_domain_sets(tmp_path, tiny_model_dir):
     from rlvr.training.main_job import run_main
 
     other = tmp_path / "other.jsonl"
-    other.write_text("".join(json.dumps({"id": f"o{i}", "prompt": f"What is {i} plus {i}?", "answer": str(2 * i)}) + "\n"
-                             for i in range(40)))
+    other.write_text(
+        "".join(
+            json.dumps({"id": f"o{i}", "prompt": f"What is {i} plus {i}?", "answer": str(2 * i)}) + "\n"
+            for i in range(40)
+        )
+    )
     ood = f"[{{name: jsonl, settings: {{path: {other}}}, label: doubling, limit: 4}}]"
-    cfg = tiny_config(tmp_path, **{"model.name": str(tiny_model_dir), "output_dir": str(tmp_path / "main"),
-                                   "train.steps": 1, "eval.n": 2, "eval.ks": "[1, 2]", "eval.limit": 4,
-                                   "sft.epochs": 1, "eval.out_of_domain": ood})
+    cfg = tiny_config(
+        tmp_path,
+        **{
+            "model.name": str(tiny_model_dir),
+            "output_dir": str(tmp_path / "main"),
+            "train.steps": 1,
+            "eval.n": 2,
+            "eval.ks": "[1, 2]",
+            "eval.limit": 4,
+            "sft.epochs": 1,
+            "eval.out_of_domain": ood,
+        },
+    )
     run_main(cfg, quiet=True)
     root = tmp_path / "main"
     compare = json.loads((root / "compare-ood-doubling.json").read_text())
@@ -144,8 +205,14 @@ def test_a_bad_out_of_domain_set_is_refused_before_anything_runs(tmp_path, tiny_
     from rlvr.config import ConfigError
     from rlvr.training.main_job import run_main
 
-    cfg = tiny_config(tmp_path, **{"model.name": str(tiny_model_dir), "output_dir": str(tmp_path / "main"),
-                                   "eval.out_of_domain": "[{name: champ, splitt: heldout}]"})
+    cfg = tiny_config(
+        tmp_path,
+        **{
+            "model.name": str(tiny_model_dir),
+            "output_dir": str(tmp_path / "main"),
+            "eval.out_of_domain": "[{name: champ, splitt: heldout}]",
+        },
+    )
     with pytest.raises(ConfigError, match=r"eval.out_of_domain\[0\].splitt: unknown key; choose from name, settings"):
         run_main(cfg, quiet=True)
     cfg["eval"]["out_of_domain"] = [{"name": "nope"}]

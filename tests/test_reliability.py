@@ -43,15 +43,40 @@ def faulty_kind():
 def make_config(tmp_path, model_dir, term=None, **over):
     """Four steps of 2 prompts x 4 samples x 4 tokens; a checkpoint every 2 steps, the last 2 kept."""
     data = tmp_path / "data.jsonl"
-    data.write_text("".join(json.dumps({"id": f"q{i}", "prompt": f"Say something about {i}.", "answer": "[a-m]"})
-                            + "\n" for i in range(40)))
-    term = {"name": "first_char", "kind": fault_entry.KIND, "weight": 1.0, "pattern": r"^\s*(\S)",
-            "gold_is_pattern": True, **(term or {})}
-    cfg = resolve(None, [f"output_dir={tmp_path / 'run'}", f"model.name={model_dir}", "model.lora.r=4",
-                         "task.name=jsonl", "reward.workers=0", "rollout.prompts_per_step=2", "rollout.group_size=4",
-                         "rollout.max_new_tokens=4", f"train.steps={STEPS}", "train.lr=0.05",
-                         "train.micro_batch_size=4", "log.samples_every=1", "log.checkpoint_every=2",
-                         "log.keep_checkpoints=2"] + [f"{k}={v}" for k, v in over.items()])
+    data.write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "prompt": f"Say something about {i}.", "answer": "[a-m]"}) + "\n"
+            for i in range(40)
+        )
+    )
+    term = {
+        "name": "first_char",
+        "kind": fault_entry.KIND,
+        "weight": 1.0,
+        "pattern": r"^\s*(\S)",
+        "gold_is_pattern": True,
+        **(term or {}),
+    }
+    cfg = resolve(
+        None,
+        [
+            f"output_dir={tmp_path / 'run'}",
+            f"model.name={model_dir}",
+            "model.lora.r=4",
+            "task.name=jsonl",
+            "reward.workers=0",
+            "rollout.prompts_per_step=2",
+            "rollout.group_size=4",
+            "rollout.max_new_tokens=4",
+            f"train.steps={STEPS}",
+            "train.lr=0.05",
+            "train.micro_batch_size=4",
+            "log.samples_every=1",
+            "log.checkpoint_every=2",
+            "log.keep_checkpoints=2",
+        ]
+        + [f"{k}={v}" for k, v in over.items()],
+    )
     cfg["task"]["settings"] = {"path": str(data)}
     cfg["reward"]["terms"] = [term]
     return cfg
@@ -101,8 +126,14 @@ def child(args, env_signal=None):
     env.pop("RLVR_TEST_SIGNAL", None)
     if env_signal:
         env["RLVR_TEST_SIGNAL"] = env_signal
-    return subprocess.run([sys.executable, str(ROOT / "tests" / "fault_entry.py"), *args], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "fault_entry.py"), *args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_sigterm_then_sigkill_then_resume_equals_uninterrupted(tmp_path, model_dir, reference):
@@ -159,8 +190,9 @@ def damage_torn_manifest(run):
     path.write_text(path.read_text()[:20])
 
 
-@pytest.mark.parametrize("damage", [damage_missing_manifest, damage_killed_before_rename, damage_truncated_file,
-                                    damage_torn_manifest])
+@pytest.mark.parametrize(
+    "damage", [damage_missing_manifest, damage_killed_before_rename, damage_truncated_file, damage_torn_manifest]
+)
 def test_damaged_newest_checkpoint_is_never_trusted(tmp_path, reference, damage):
     run = tmp_path / "run"
     shutil.copytree(reference, run)
@@ -191,11 +223,14 @@ def test_changed_config_is_refused_on_resume(tmp_path, model_dir, reference):
     run = Path(cfg["output_dir"])
     shutil.copytree(reference, run)
     atomic_write_text(run / "config.yaml", dump(make_config(tmp_path, model_dir)))
-    with pytest.raises(ConfigError, match=r"config differs from the saved run in train\.lr; pass --allow-config-change"):
+    with pytest.raises(
+        ConfigError, match=r"config differs from the saved run in train\.lr; pass --allow-config-change"
+    ):
         train(cfg, resume=True, quiet=True)
 
 
 # ---- faults inside a step -------------------------------------------------------------------------------------
+
 
 def fault_config(tmp_path, model_dir, term=None, **over):
     """Like make_config, but 2-token completions: these runs test control flow, not learning."""
@@ -207,8 +242,12 @@ def test_hung_and_dying_verifier_workers_cost_only_their_items(tmp_path, model_d
     # (error); the pool replaces each worker and the run goes on.
     plan_dir = tmp_path / "plan"
     plan_dir.mkdir()
-    cfg = fault_config(tmp_path, model_dir, {"plan": ["sleep", "sleep", "exit", "exit"], "plan_dir": str(plan_dir)},
-                       **{"train.steps": 2, "reward.workers": 2, "reward.timeout_s": 1.0})
+    cfg = fault_config(
+        tmp_path,
+        model_dir,
+        {"plan": ["sleep", "sleep", "exit", "exit"], "plan_dir": str(plan_dir)},
+        **{"train.steps": 2, "reward.workers": 2, "reward.timeout_s": 1.0},
+    )
     run = train(cfg, quiet=True)
     rows = jsonl(run / "metrics.jsonl")
     assert [(r["verdict/timeout_frac"], r["verdict/error_frac"]) for r in rows] == [(2 / 8, 2 / 8), (0.0, 0.0)]
@@ -219,9 +258,11 @@ def test_hung_and_dying_verifier_workers_cost_only_their_items(tmp_path, model_d
 def nan_logits_on_steps(model, run: Path, steps: set[int]):
     """A forward hook on the policy's output layer that turns the logits to NaN during the update of the given
     steps. The step in flight is the number of lines already in metrics.jsonl (the run dir's own record)."""
+
     def hook(module, args, out):
         done = len((run / "metrics.jsonl").read_text().splitlines()) if (run / "metrics.jsonl").exists() else 0
         return out * float("nan") if module.training and done in steps else out
+
     return model.lm_head.register_forward_hook(hook)
 
 
@@ -234,8 +275,11 @@ def test_nan_loss_skips_the_update_and_aborts_after_three_in_a_row(tmp_path, mod
     run = Path(cfg["output_dir"])
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     nan_logits_on_steps(model, run, {0, 2, 3, 4})
-    with pytest.raises(TrainingAborted, match=f"step 4: non-finite loss or gradient {MAX_BAD_STEPS} steps in a row; "
-                                              f".*last checkpoint: {run / 'checkpoints' / 'step-4'}"):
+    with pytest.raises(
+        TrainingAborted,
+        match=f"step 4: non-finite loss or gradient {MAX_BAD_STEPS} steps in a row; "
+        f".*last checkpoint: {run / 'checkpoints' / 'step-4'}",
+    ):
         train(cfg, policy=(model, tokenizer), quiet=True)
     rows = jsonl(run / "metrics.jsonl")
     assert [r["skipped"] for r in rows] == [1, 0, 1, 1, 1]  # one fluke is survived; the streak of 3 stops the run
@@ -257,23 +301,42 @@ def oom_batch():
 
     lengths = torch.tensor([5, 3, 2])
     mask = (torch.arange(5)[None, :] < lengths[:, None]).float()
-    return StepBatch(problems=[Problem(id=str(i), prompt="q", answer="1") for i in range(3)],
-                     prompt_ids=[[5, 6, 7, 8], [5, 6], [5, 6, 7]], completion_ids=(torch.arange(15).view(3, 5) + 9) * mask.long(),
-                     mask=mask, sampler_logp=torch.zeros(3, 5), group_ids=torch.tensor([0, 0, 0]), lengths=lengths,
-                     finish=["stop"] * 3, texts=[""] * 3, verdicts=[Verdict("wrong", 0.0)] * 3, rewards=torch.zeros(3),
-                     terms={}, advantages=torch.tensor([1.0, -1.0, 0.5]))
+    return StepBatch(
+        problems=[Problem(id=str(i), prompt="q", answer="1") for i in range(3)],
+        prompt_ids=[[5, 6, 7, 8], [5, 6], [5, 6, 7]],
+        completion_ids=(torch.arange(15).view(3, 5) + 9) * mask.long(),
+        mask=mask,
+        sampler_logp=torch.zeros(3, 5),
+        group_ids=torch.tensor([0, 0, 0]),
+        lengths=lengths,
+        finish=["stop"] * 3,
+        texts=[""] * 3,
+        verdicts=[Verdict("wrong", 0.0)] * 3,
+        rewards=torch.zeros(3),
+        terms={},
+        advantages=torch.tensor([1.0, -1.0, 0.5]),
+    )
 
 
-@pytest.mark.parametrize("error", [
-    RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 68719476736 bytes"),
-    torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB"),
-    MemoryError(),
-])
-@pytest.mark.parametrize("forward, message", [
-    (1, r"out of memory in the prompt pass \(3 prompts x 4 tokens\); lower rollout\.prompts_per_step"),
-    (2, r"out of memory in a micro-batch of 1 rows x 9 tokens \(4 prompt \+ 5 completion\); lower "
-        r"train\.micro_batch_size \(now 2\)"),
-])
+@pytest.mark.parametrize(
+    "error",
+    [
+        RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 68719476736 bytes"),
+        torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB"),
+        MemoryError(),
+    ],
+)
+@pytest.mark.parametrize(
+    "forward, message",
+    [
+        (1, r"out of memory in the prompt pass \(3 prompts x 4 tokens\); lower rollout\.prompts_per_step"),
+        (
+            2,
+            r"out of memory in a micro-batch of 1 rows x 9 tokens \(4 prompt \+ 5 completion\); lower "
+            r"train\.micro_batch_size \(now 2\)",
+        ),
+    ],
+)
 def test_out_of_memory_names_the_micro_batch_shape_and_the_fix(error, forward, message):
     from rlvr.algorithms import get_preset
     from rlvr.policy.update import MicroBatchOOM, UpdateSettings, update_policy
@@ -285,10 +348,13 @@ def test_out_of_memory_names_the_micro_batch_shape_and_the_fix(error, forward, m
         calls.append(1)
         if len(calls) == forward:
             raise error
+
     model.lm_head.register_forward_hook(hook)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     with pytest.raises(MicroBatchOOM, match=message) as e:
-        update_policy(model, opt, oom_batch(), get_preset("grpo"), UpdateSettings(pad_id=0, micro_batch_size=2, norm_len=5))
+        update_policy(
+            model, opt, oom_batch(), get_preset("grpo"), UpdateSettings(pad_id=0, micro_batch_size=2, norm_len=5)
+        )
     assert e.value.__cause__ is error
 
 
@@ -300,13 +366,20 @@ def test_other_errors_in_the_update_are_not_called_out_of_memory():
 
     def hook(module, args, out):
         raise RuntimeError("mat1 and mat2 shapes cannot be multiplied")
+
     model.lm_head.register_forward_hook(hook)
     with pytest.raises(RuntimeError, match="^mat1 and mat2 shapes cannot be multiplied$"):
-        update_policy(model, torch.optim.SGD(model.parameters(), lr=0.1), oom_batch(), get_preset("grpo"),
-                      UpdateSettings(pad_id=0, micro_batch_size=2, norm_len=5))
+        update_policy(
+            model,
+            torch.optim.SGD(model.parameters(), lr=0.1),
+            oom_batch(),
+            get_preset("grpo"),
+            UpdateSettings(pad_id=0, micro_batch_size=2, norm_len=5),
+        )
 
 
 # ---- bad input, refused before training ---------------------------------------------------------------------
+
 
 def test_unwritable_output_dir_is_refused_before_the_model_loads(tmp_path, model_dir):
     blocker = tmp_path / "a-file"

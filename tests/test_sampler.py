@@ -1,5 +1,6 @@
 """Sampler backends on a tiny random Llama: contract shapes, stop/padding/mask, determinism, weight sync
 (plain and LoRA), and the fast backend against HF's forward, greedy decode and sampling distribution."""
+
 import math
 
 import pytest
@@ -14,6 +15,7 @@ VOCAB = 96
 
 class CharTok:
     """Stand-in tokenizer: ids decode to space-separated numbers; id STOP is special."""
+
     pad_token_id = 0
 
     def batch_decode(self, rows, skip_special_tokens=True):
@@ -23,9 +25,17 @@ class CharTok:
 def tiny_llama(seed=0, **over):
     from transformers import AutoModelForCausalLM, LlamaConfig
 
-    cfg = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-               tie_word_embeddings=True, rope_theta=10000.0)
+    cfg = dict(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=True,
+        rope_theta=10000.0,
+    )
     cfg.update(over)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(LlamaConfig(**cfg))
@@ -83,7 +93,7 @@ def test_fast_forward_matches_hf_float32_and_bf16(model):
         pk = torch.zeros(len(w.layers), 2, w.n_kv, L, w.head_dim, dtype=dtype)
         attend = llama.prefill_attend_into(pk, torch.zeros_like(pk), [len(other), len(ids)])
         pos = torch.cat([torch.arange(len(other)), torch.arange(len(ids))])
-        got = llama.logits(w, llama.forward(w, torch.tensor(other + ids), pos, attend))[len(other):]
+        got = llama.logits(w, llama.forward(w, torch.tensor(other + ids), pos, attend))[len(other) :]
         err = (got - ref).abs().max().item()
         assert err < tol * max(1.0, ref.abs().max().item()), (dtype, err)
         lp_err = (got.log_softmax(-1) - ref.log_softmax(-1)).abs().max().item()
@@ -95,11 +105,26 @@ def _variant(kind):
 
     if kind == "qwen2":  # q/k/v biases
         torch.manual_seed(0)
-        return AutoModelForCausalLM.from_config(Qwen2Config(
-            vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-            num_key_value_heads=2, max_position_embeddings=256, tie_word_embeddings=False)).eval()
-    rope = {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0, "low_freq_factor": 1.0,
-            "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+        return AutoModelForCausalLM.from_config(
+            Qwen2Config(
+                vocab_size=VOCAB,
+                hidden_size=64,
+                intermediate_size=128,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                max_position_embeddings=256,
+                tie_word_embeddings=False,
+            )
+        ).eval()
+    rope = {
+        "rope_type": "llama3",
+        "rope_theta": 10000.0,
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 16,
+    }
     return tiny_llama(rope_parameters=rope, tie_word_embeddings=False, head_dim=32)  # head_dim != H / heads
 
 
@@ -184,8 +209,9 @@ def test_truncation_hand_example():
         assert torch.allclose(got, torch.tensor(want), atol=1e-6), (top_k, top_p, got)
 
 
-@pytest.mark.parametrize("temperature,top_k,top_p", [(1.0, 0, 1.0), (0.7, 0, 1.0), (1.3, 5, 1.0), (1.0, 0, 0.8),
-                                                     (0.8, 6, 0.9)])
+@pytest.mark.parametrize(
+    "temperature,top_k,top_p", [(1.0, 0, 1.0), (0.7, 0, 1.0), (1.3, 5, 1.0), (1.0, 0, 0.8), (0.8, 6, 0.9)]
+)
 def test_sampling_matches_hf_distribution(temperature, top_k, top_p):
     """Same logits: our truncation equals HF's warpers exactly, and 40k draws fit HF's distribution
     (Pearson chi-square below the 99.9% quantile; fixed seeds, so the test is deterministic)."""
@@ -195,8 +221,13 @@ def test_sampling_matches_hf_distribution(temperature, top_k, top_p):
     ours = truncate(logits / temperature, top_k, top_p).softmax(-1)[0]
     assert torch.allclose(ours, want, atol=1e-6)
     draws = 40_000
-    tokens, logp = sample_tokens(logits.expand(draws, -1), temperature=temperature, top_k=top_k, top_p=top_p,
-                                 generator=torch.Generator().manual_seed(1))
+    tokens, logp = sample_tokens(
+        logits.expand(draws, -1),
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        generator=torch.Generator().manual_seed(1),
+    )
     counts = torch.bincount(tokens, minlength=12).double()
     assert counts[want == 0].sum() == 0  # truncated tokens are never drawn
     kept = want > 0
@@ -287,8 +318,9 @@ def test_sync_merges_lora(backend):
     from peft import LoraConfig, get_peft_model
 
     base = tiny_llama(seed=3)
-    peft_model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "gate_proj",
-                                                                                      "down_proj"]))
+    peft_model = get_peft_model(
+        base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "gate_proj", "down_proj"])
+    )
     with torch.no_grad():  # make the adapter non-zero (B starts at zero)
         for name, p in peft_model.named_parameters():
             if "lora_B" in name:
@@ -322,7 +354,9 @@ def test_unsupported_architecture_falls_back_to_hf():
 
 
 def test_unknown_backend_names_choices(model):
-    with pytest.raises(ValueError, match="rollout.backend: unknown sampler backend 'vllm-cpu'; choose from hf, fast, remote, vllm"):
+    with pytest.raises(
+        ValueError, match="rollout.backend: unknown sampler backend 'vllm-cpu'; choose from hf, fast, remote, vllm"
+    ):
         make_sampler("vllm-cpu", model, CharTok(), stop_ids=[STOP])
 
 
@@ -354,8 +388,12 @@ def test_real_default_model_fast_greedy_equals_hf():
     tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
     model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf, dtype=torch.float32).eval()
     stop = [tok.convert_tokens_to_ids("<|im_end|>")]
-    prompts = [tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True,
-                                       tokenize=True, return_dict=False) for q in ("What is 2 + 3?", "Name a color.")]
+    prompts = [
+        tok.apply_chat_template(
+            [{"role": "user", "content": q}], add_generation_prompt=True, tokenize=True, return_dict=False
+        )
+        for q in ("What is 2 + 3?", "Name a color.")
+    ]
     kw = dict(max_new_tokens=24, temperature=0.0)
     hf = make_sampler("hf", model, tok, stop_ids=stop, dtype="float32").generate(prompts, 1, **kw)
     fast = make_sampler("fast", model, tok, stop_ids=stop, dtype="float32").generate(prompts, 1, **kw)
@@ -387,7 +425,9 @@ def test_build_sampler_passes_the_stop_ids_and_the_backends_settings(tokenizer):
     rollout = Config.from_dict(resolve(None, ["rollout.backend=hf"])).rollout
     assert tokenizer.eos_token_id == 2
     assert build_sampler(rollout, model, tokenizer).stop_ids == [2, 7]
-    remote = resolve(None, ["rollout.backend=remote", "rollout.urls=[http://127.0.0.1:9]", "rollout.adapter_dir=/tmp/x"])
+    remote = resolve(
+        None, ["rollout.backend=remote", "rollout.urls=[http://127.0.0.1:9]", "rollout.adapter_dir=/tmp/x"]
+    )
     # another backend for an evaluation still takes the section's settings
     assert build_sampler(Config.from_dict(remote).rollout, model, tokenizer, backend="hf").stop_ids == [2, 7]
     sampler = build_sampler(remote["rollout"], add_lora(model, r=2, alpha=4), tokenizer)

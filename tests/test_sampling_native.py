@@ -3,6 +3,7 @@ log-sum-exps) on the same random caches: the same attention up to float32 roundi
 rows left the batch (uncompacted and compacted slots), across a cache block boundary, and with prompts of
 different lengths. Skipped where the kernel cannot be built here (no compiler); the sampler then keeps the torch
 path, which the other sampler tests cover."""
+
 import pytest
 import torch
 
@@ -36,7 +37,7 @@ def step_both(a, b, g, t, rep, D, layers=2):
         wide = torch.randn(n, a.pk.shape[2] * (rep + 2), D, generator=g).to(torch.bfloat16)
         Hkv = a.pk.shape[2]
         q = wide[:, : Hkv * rep].view(n, Hkv, rep, D) * 0.125
-        k, v = wide[:, Hkv * rep: Hkv * (rep + 1)], wide[:, Hkv * (rep + 1):]
+        k, v = wide[:, Hkv * rep : Hkv * (rep + 1)], wide[:, Hkv * (rep + 1) :]
         got, want = a.attend(i, q, k, v), b.attend(i, q, k, v)
         assert got.shape == want.shape == (n, Hkv * rep * D) and got.dtype == torch.bfloat16
         torch.testing.assert_close(got.float(), want.float(), atol=2e-2, rtol=2e-2)
@@ -80,13 +81,15 @@ def test_fused_small_ops_equal_the_torch_ops():
     one bf16 rounding step (the torch path rounds silu(gate) before the multiply)."""
     import torch.nn.functional as F
 
-
     g = torch.Generator().manual_seed(3)
     x, weight = torch.randn(5, 96, generator=g) * 3, torch.rand(96, generator=g) + 0.5
     got = kernel.rms_norm_bf16(x, weight, 1e-5)
     want = F.rms_norm(x, (96,), weight, 1e-5)
-    assert got.dtype == torch.bfloat16 and torch.equal(got, want.to(torch.bfloat16)) or \
-        (got.float() - want).abs().max() <= 2 ** -7 * want.abs().max()
+    assert (
+        got.dtype == torch.bfloat16
+        and torch.equal(got, want.to(torch.bfloat16))
+        or (got.float() - want).abs().max() <= 2**-7 * want.abs().max()
+    )
     # RoPE on q|k heads of a wider qkv (the v columns after them are left alone), positions 0..4
     heads, D = 4, 16
     qkv = torch.randn(5, (heads + 1) * D, generator=g).to(torch.bfloat16)
@@ -100,10 +103,14 @@ def test_fused_small_ops_equal_the_torch_ops():
     gu = torch.randn(3, 2 * 40, generator=g).to(torch.bfloat16)
     gate, up = gu.float().chunk(2, dim=-1)
     exact = (F.silu(gate) * up).to(torch.bfloat16)
-    assert torch.equal(kernel.silu_mul_bf16(gu), exact) or \
-        (kernel.silu_mul_bf16(gu).float() - exact.float()).abs().max() <= 2 ** -7 * exact.float().abs().max()
+    assert (
+        torch.equal(kernel.silu_mul_bf16(gu), exact)
+        or (kernel.silu_mul_bf16(gu).float() - exact.float()).abs().max() <= 2**-7 * exact.float().abs().max()
+    )
     # by hand: silu(0) * 5 = 0, silu(2) * 1 = 2 / (1 + e^-2) = 1.7616 -> bf16 1.7578125
-    assert kernel.silu_mul_bf16(torch.tensor([[0.0, 2.0, 5.0, 1.0]], dtype=torch.bfloat16)).tolist() == [[0.0, 1.7578125]]
+    assert kernel.silu_mul_bf16(torch.tensor([[0.0, 2.0, 5.0, 1.0]], dtype=torch.bfloat16)).tolist() == [
+        [0.0, 1.7578125]
+    ]
 
 
 def test_the_fused_forward_follows_the_torch_forward():

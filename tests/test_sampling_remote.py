@@ -40,9 +40,9 @@ def test_rollouts_contract(lora_model, tokenizer):
     assert ro.group_ids.tolist() == [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]
     assert ro.finish == finish and "stop" in finish and "length" in finish
     for b, (r, lp) in enumerate(zip(rows, logps)):
-        assert ro.completion_ids[b, :len(r)].tolist() == r and ro.mask[b].sum() == len(r)
-        torch.testing.assert_close(ro.sampler_logp[b, :len(r)], torch.tensor(lp))
-        assert (ro.completion_ids[b, len(r):] == s.pad_id).all() and (ro.sampler_logp[b, len(r):] == 0).all()
+        assert ro.completion_ids[b, : len(r)].tolist() == r and ro.mask[b].sum() == len(r)
+        torch.testing.assert_close(ro.sampler_logp[b, : len(r)], torch.tensor(lp))
+        assert (ro.completion_ids[b, len(r) :] == s.pad_id).all() and (ro.sampler_logp[b, len(r) :] == 0).all()
     assert ro.texts == tokenizer.batch_decode(rows, skip_special_tokens=True)
     assert ro.num_generated_tokens == sum(len(r) for r in rows) and ro.prompt_ids == PROMPTS[:3]
 
@@ -53,8 +53,12 @@ def test_sync_pushes_a_new_adapter_and_requests_name_it(lora_model, tokenizer):
         s.sync(lora_model)
         s.generate(PROMPTS[:1], 2, max_new_tokens=4)
         calls = [(path, body.get("lora_name") or body.get("model")) for path, body in server.log]
-        assert calls == [("/v1/load_lora_adapter", "rlvr-policy-1"), ("/v1/load_lora_adapter", "rlvr-policy-2"),
-                         ("/v1/unload_lora_adapter", "rlvr-policy-1"), ("/v1/completions", "rlvr-policy-2")]
+        assert calls == [
+            ("/v1/load_lora_adapter", "rlvr-policy-1"),
+            ("/v1/load_lora_adapter", "rlvr-policy-2"),
+            ("/v1/unload_lora_adapter", "rlvr-policy-1"),
+            ("/v1/completions", "rlvr-policy-2"),
+        ]
         assert list(server.adapters) == ["rlvr-policy-2"]
         # another rank follows the name without pushing anything
         follower = make_sampler("remote", lora_model, tokenizer, stop_ids=STOP, urls=[server.url])
@@ -74,7 +78,7 @@ def test_a_server_dying_mid_batch_is_reported_and_its_prompts_retried(lora_model
     rows, logps, finish = expected(PROMPTS, 3, 6)
     assert ro.finish == finish
     for b, r in enumerate(rows):
-        assert ro.completion_ids[b, :len(r)].tolist() == r
+        assert ro.completion_ids[b, : len(r)].tolist() == r
 
 
 def test_no_server_left_is_an_error(lora_model, tokenizer):
@@ -103,4 +107,4 @@ def test_a_model_without_adapter_samples_the_servers_base_model(tokenizer):
         ro = s.generate(PROMPTS[:2], 3, max_new_tokens=6)
         assert [(path, body["model"]) for path, body in server.log] == [("/v1/completions", "standin-base")] * 2
     rows, _, finish = expected(PROMPTS[:2], 3, 6)
-    assert ro.finish == finish and [ro.completion_ids[b, :len(r)].tolist() for b, r in enumerate(rows)] == rows
+    assert ro.finish == finish and [ro.completion_ids[b, : len(r)].tolist() for b, r in enumerate(rows)] == rows

@@ -44,7 +44,9 @@ class RequestOutput:
 
 def completion(index, tokens, finish, lp=lambda t: -0.01 * t):
     """A completion whose log-prob at token t is lp(t); each position's map also holds a decoy entry."""
-    return CompletionOutput(index, list(tokens), [{t: Logprob(lp(t)), t + 1000: Logprob(-99.0)} for t in tokens], finish)
+    return CompletionOutput(
+        index, list(tokens), [{t: Logprob(lp(t)), t + 1000: Logprob(-99.0)} for t in tokens], finish
+    )
 
 
 STOP = 2
@@ -61,8 +63,19 @@ def test_importing_the_backend_does_not_import_vllm():
 @pytest.mark.parametrize("top_k, sent", [(0, 0), (-1, 0), (5, 5)])
 def test_sampling_kwargs(top_k, sent):
     kw = vb.sampling_kwargs(8, max_new_tokens=128, temperature=0.7, top_p=0.9, top_k=top_k, seed=41, stop_ids=[2, 7])
-    assert kw == {"n": 8, "max_tokens": 128, "temperature": 0.7, "top_p": 0.9, "top_k": sent, "min_p": 0.0,
-                  "repetition_penalty": 1.0, "seed": 41, "logprobs": 0, "stop_token_ids": [2, 7], "detokenize": False}
+    assert kw == {
+        "n": 8,
+        "max_tokens": 128,
+        "temperature": 0.7,
+        "top_p": 0.9,
+        "top_k": sent,
+        "min_p": 0.0,
+        "repetition_penalty": 1.0,
+        "seed": 41,
+        "logprobs": 0,
+        "stop_token_ids": [2, 7],
+        "detokenize": False,
+    }
 
 
 @pytest.mark.parametrize("r, slot", [(1, 8), (8, 8), (12, 16), (16, 16), (100, 128), (512, 512)])
@@ -80,8 +93,9 @@ def test_engine_kwargs_full_and_lora():
     assert full["logprobs_mode"] == "processed_logprobs"  # log-probs after the temperature: our contract
     assert (full["model"], full["gpu_memory_utilization"], full["enforce_eager"]) == ("/m", 0.3, True)
     assert "max_model_len" not in full and "enable_lora" not in full
-    lora = vb.engine_kwargs("/m", dtype="auto", gpu_memory_utilization=0.5, enforce_eager=False, max_model_len=1024,
-                            lora_rank=12)
+    lora = vb.engine_kwargs(
+        "/m", dtype="auto", gpu_memory_utilization=0.5, enforce_eager=False, max_model_len=1024, lora_rank=12
+    )
     assert (lora["max_model_len"], lora["enable_lora"], lora["max_lora_rank"], lora["max_loras"]) == (1024, True, 16, 1)
 
 
@@ -91,17 +105,30 @@ def test_engine_kwargs_refuses_a_bad_memory_fraction(util):
         vb.engine_kwargs("/m", dtype="auto", gpu_memory_utilization=util, enforce_eager=False, max_model_len=0)
 
 
-@pytest.mark.parametrize("text, parsed", [("0.10.2", (0, 10, 2)), ("0.10.2rc1+cu128", (0, 10, 2)),
-                                          ("0.11.0.dev12", (0, 11, 0)), ("1.0", (1, 0)), ("dev", (0,))])
+@pytest.mark.parametrize(
+    "text, parsed",
+    [
+        ("0.10.2", (0, 10, 2)),
+        ("0.10.2rc1+cu128", (0, 10, 2)),
+        ("0.11.0.dev12", (0, 11, 0)),
+        ("1.0", (1, 0)),
+        ("dev", (0,)),
+    ],
+)
 def test_parse_version(text, parsed):
     assert vb.parse_version(text) == parsed
 
 
-@pytest.mark.parametrize("temperature, top_p, top_k, gap", [
-    (1.0, 1.0, 0, False), (0.6, 1.0, 0, False),  # processed log-probs = log softmax(logits / T)
-    (0.0, 0.9, 20, False),                        # greedy: untempered log softmax on both sides
-    (1.0, 0.9, 0, True), (0.7, 1.0, 50, True),    # truncation: vLLM renormalises over the kept tokens
-])
+@pytest.mark.parametrize(
+    "temperature, top_p, top_k, gap",
+    [
+        (1.0, 1.0, 0, False),
+        (0.6, 1.0, 0, False),  # processed log-probs = log softmax(logits / T)
+        (0.0, 0.9, 20, False),  # greedy: untempered log softmax on both sides
+        (1.0, 0.9, 0, True),
+        (0.7, 1.0, 50, True),  # truncation: vLLM renormalises over the kept tokens
+    ],
+)
 def test_logprob_gap(temperature, top_p, top_k, gap):
     assert (vb.logprob_gap(temperature, top_p, top_k) is not None) == gap
 
@@ -109,8 +136,10 @@ def test_logprob_gap(temperature, top_p, top_k, gap):
 def test_rows_from_outputs_cuts_at_stop_and_keeps_the_sampled_logprobs(tokenizer):
     # prompt 0: completions arrive out of index order; #0 ends on the stop id, #1 runs to max_new_tokens.
     # prompt 1: #0 carries tokens past a stop id (cut there, stop kept); #1 is longer than max_new_tokens.
-    outputs = [RequestOutput([completion(1, [5, 6, 7, 8], "length"), completion(0, [3, 4, STOP], "stop")]),
-               RequestOutput([completion(0, [9, STOP, 11], "stop"), completion(1, [12, 13, 14, 15, 16], "length")])]
+    outputs = [
+        RequestOutput([completion(1, [5, 6, 7, 8], "length"), completion(0, [3, 4, STOP], "stop")]),
+        RequestOutput([completion(0, [9, STOP, 11], "stop"), completion(1, [12, 13, 14, 15, 16], "length")]),
+    ]
     rows, logps, finish = vb.rows_from_outputs(outputs, 2, 4, [STOP])
     assert rows == [[3, 4, STOP], [5, 6, 7, 8], [9, STOP], [12, 13, 14, 15]]
     assert finish == ["stop", "length", "stop", "length"]
@@ -176,9 +205,16 @@ def test_bad_weight_sync_is_refused_before_vllm_is_needed(tiny_policy, sync, why
 
 
 def test_config_section_reaches_make_sampler():
-    cfg = resolve(None, ["rollout.backend=vllm", "rollout.vllm.weight_sync=lora", "rollout.vllm.gpu_memory_utilization=0.4"])
-    want = {"gpu_memory_utilization": 0.4, "dtype": "bfloat16", "enforce_eager": False, "max_model_len": 0,
-            "weight_sync": "lora"}
+    cfg = resolve(
+        None, ["rollout.backend=vllm", "rollout.vllm.weight_sync=lora", "rollout.vllm.gpu_memory_utilization=0.4"]
+    )
+    want = {
+        "gpu_memory_utilization": 0.4,
+        "dtype": "bfloat16",
+        "enforce_eager": False,
+        "max_model_len": 0,
+        "weight_sync": "lora",
+    }
     assert backend_settings(cfg["rollout"]) == want
     assert backend_settings(Config.from_dict(cfg).rollout) == want
     assert backend_settings({"backend": "fast"}) == {}
@@ -209,16 +245,17 @@ def test_engine_folder_holds_the_base_weights_not_the_merged_ones(tokenizer, tmp
 
 # ---- the real engine: needs vLLM and a CUDA GPU (benchmarks/gpu_vllm_check.sh runs this) ------------------
 
-needs_gpu = pytest.mark.skipif(importlib.util.find_spec("vllm") is None or not torch.cuda.is_available(),
-                               reason="needs vLLM and a CUDA GPU")
+needs_gpu = pytest.mark.skipif(
+    importlib.util.find_spec("vllm") is None or not torch.cuda.is_available(), reason="needs vLLM and a CUDA GPU"
+)
 
 
 def _hf_logp(model, prompt, completion_ids, temperature):
     """log softmax(logits / T) of the policy at each completion token (the Rollouts contract), float32."""
     ids = torch.tensor([prompt + completion_ids], device=model.device)
     with torch.no_grad():
-        logits = model(ids).logits[0, len(prompt) - 1:-1].float() / temperature
-    return logits.log_softmax(-1).gather(-1, ids[0, len(prompt):, None]).squeeze(-1).cpu()
+        logits = model(ids).logits[0, len(prompt) - 1 : -1].float() / temperature
+    return logits.log_softmax(-1).gather(-1, ids[0, len(prompt) :, None]).squeeze(-1).cpu()
 
 
 @pytest.mark.gpu
@@ -232,8 +269,16 @@ def test_real_engine_matches_the_policy_and_follows_sync(weight_sync):
     if weight_sync == "lora":
         model = add_lora(model, r=8, alpha=16)
     stops = [tok.eos_token_id]
-    sampler = make_sampler("vllm", model, tok, stop_ids=stops, weight_sync=weight_sync, enforce_eager=True,
-                           gpu_memory_utilization=0.25, max_model_len=1024)
+    sampler = make_sampler(
+        "vllm",
+        model,
+        tok,
+        stop_ids=stops,
+        weight_sync=weight_sync,
+        enforce_eager=True,
+        gpu_memory_utilization=0.25,
+        max_model_len=1024,
+    )
     prompts = [tok("The capital of France is")["input_ids"], tok("1 + 1 =")["input_ids"]]
     gen = torch.Generator().manual_seed(0)
     ro = sampler.generate(prompts, 4, max_new_tokens=16, temperature=0.8, generator=gen)

@@ -31,11 +31,14 @@ def test_runs_as_a_private_unprivileged_uid():
     assert int(uid) == int(euid) >= 1 << 20 and groups.strip() == "[]"
 
 
-@pytest.mark.parametrize("code,killed_by,timed_out", [
-    ("while True: pass", "deadline", False),  # CPU limit 2 s vs wall 2 s: either may come first, checked below
-    ("import time; time.sleep(30)", "deadline", True),
-    ("print('x' * 100000)", "output_limit", False),
-])
+@pytest.mark.parametrize(
+    "code,killed_by,timed_out",
+    [
+        ("while True: pass", "deadline", False),  # CPU limit 2 s vs wall 2 s: either may come first, checked below
+        ("import time; time.sleep(30)", "deadline", True),
+        ("print('x' * 100000)", "output_limit", False),
+    ],
+)
 def test_limits_bind(code, killed_by, timed_out):
     res = run_sandboxed(code, limits=FAST)
     if code.startswith("while"):
@@ -59,8 +62,10 @@ def test_memory_limit_raises_memory_error():
 
 @pytest.mark.skipif(not ISO["uid"], reason="RLIMIT_NPROC binds only with a private uid")
 def test_fork_bomb_is_capped_and_nothing_outlives_the_run():
-    code = ("import os, time\nn = 0\nfor _ in range(100):\n    try:\n        if os.fork() == 0:\n"
-            "            os.setsid(); time.sleep(60); os._exit(0)\n        n += 1\n    except OSError:\n        pass\nprint(n)")
+    code = (
+        "import os, time\nn = 0\nfor _ in range(100):\n    try:\n        if os.fork() == 0:\n"
+        "            os.setsid(); time.sleep(60); os._exit(0)\n        n += 1\n    except OSError:\n        pass\nprint(n)"
+    )
     res = run_sandboxed(code, limits=FAST)
     assert res.returncode == 0 and int(res.stdout) < FAST.processes  # children counted against one uid
     assert sandbox_processes() == []  # the setsid'd sleepers were found by uid and killed

@@ -21,8 +21,21 @@ TOKEN = "s3cret-token-for-tests"
 def service(tmp_path_factory):
     token_file = tmp_path_factory.mktemp("serve") / "token"
     token_file.write_text(TOKEN + "\n")
-    with Service("--task", "arithmetic", "--verifier", "python_tests", "--token-file", str(token_file),
-                 "--max-items", "4", "--max-body-bytes", "4096", "--workers", "1", token=TOKEN) as s:
+    with Service(
+        "--task",
+        "arithmetic",
+        "--verifier",
+        "python_tests",
+        "--token-file",
+        str(token_file),
+        "--max-items",
+        "4",
+        "--max-body-bytes",
+        "4096",
+        "--workers",
+        "1",
+        token=TOKEN,
+    ) as s:
         yield s
 
 
@@ -42,18 +55,26 @@ def test_verdicts_equal_local_scoring_in_order(service):
     local = reward([it["completion"] for it in ITEMS], [Problem(str(i), "", answer=g) for i, g in enumerate(golds)])
     got = body["verdicts"]
     assert [v["id"] for v in got] == ["right", 7, 2, "chat"]
-    assert [v["status"] for v in got] == [v.status for v in local.verdicts] == ["correct", "wrong", "no_answer",
-                                                                               "multiple_answers"]
+    assert (
+        [v["status"] for v in got]
+        == [v.status for v in local.verdicts]
+        == ["correct", "wrong", "no_answer", "multiple_answers"]
+    )
     assert [v["reward"] for v in got] == local.total == [1.1, 0.1, 0.0, 0.0]
     assert [v["extracted"] for v in got] == [v.extracted for v in local.verdicts]
     assert got[0]["terms"] == {"correct": 1.0, "format": 1.0}
 
 
 def test_a_code_item_names_the_served_verifier(service):
-    item = {"completion": "```python\ndef sq(x):\n    return x * x\n```", "tests": ["assert sq(3) == 9"],
-            "entry_point": "sq", "verifier": "python_tests"}
-    status, body, _ = service.post("/v1/verify", {"items": [item, {**item, "completion": "```python\ndef sq(x):\n"
-                                                                    "    return x\n```"}]})
+    item = {
+        "completion": "```python\ndef sq(x):\n    return x * x\n```",
+        "tests": ["assert sq(3) == 9"],
+        "entry_point": "sq",
+        "verifier": "python_tests",
+    }
+    status, body, _ = service.post(
+        "/v1/verify", {"items": [item, {**item, "completion": "```python\ndef sq(x):\n    return x\n```"}]}
+    )
     assert status == 200
     assert [(v["status"], v["reward"]) for v in body["verdicts"]] == [("correct", 1.0), ("wrong", 0.0)]
 
@@ -65,27 +86,51 @@ BAD = [
     ({"items": "x"}, 422, "items: expected an array, got string"),
     ({"items": [1]}, 422, "items[0]: expected an object, got number"),
     ({"items": [{"answer": "1"}]}, 422, "items[0].completion: missing"),
-    ({"items": [{"completion": 5, "answer": "1"}]}, 422,
-     "items[0].completion: expected a string or an array of {role, content} messages, got number"),
-    ({"items": [{"completion": "x"}]}, 422, "items[0]: no gold; give one of answer, gold, solution, ground_truth "
-                                            "(code: tests)"),
+    (
+        {"items": [{"completion": 5, "answer": "1"}]},
+        422,
+        "items[0].completion: expected a string or an array of {role, content} messages, got number",
+    ),
+    (
+        {"items": [{"completion": "x"}]},
+        422,
+        "items[0]: no gold; give one of answer, gold, solution, ground_truth (code: tests)",
+    ),
     ({"items": [{"completion": "x", "answer": [1]}]}, 422, "items[0].answer: expected a string or a number, got array"),
-    ({"items": [{"completion": "x", "answer": "1", "id": 1.5}]}, 422,
-     "items[0].id: expected a string or an integer, got number"),
-    ({"items": [{"completion": "x", "tests": 3}]}, 422,
-     "items[0].tests: expected a string, an array or an object, got number"),
+    (
+        {"items": [{"completion": "x", "answer": "1", "id": 1.5}]},
+        422,
+        "items[0].id: expected a string or an integer, got number",
+    ),
+    (
+        {"items": [{"completion": "x", "tests": 3}]},
+        422,
+        "items[0].tests: expected a string, an array or an object, got number",
+    ),
     ({"items": [], "extra": 1}, 422, "extra: unknown key; choose from items, task, verifier"),
     ({"items": [], "task": 3}, 422, "task: expected a string, got number"),
-    ({"items": [{"completion": "x", "answer": "1", "task": "arithmetic", "verifier": "math"}]}, 422,
-     "items[0]: give task or verifier, not both"),
+    (
+        {"items": [{"completion": "x", "answer": "1", "task": "arithmetic", "verifier": "math"}]},
+        422,
+        "items[0]: give task or verifier, not both",
+    ),
     ({"items": [], "task": "gsm8k"}, 400, "task: 'gsm8k' is not served here; choose from arithmetic"),
-    ({"items": [{"completion": "x", "answer": "1", "verifier": "math"}]}, 400,
-     "items[0].verifier: 'math' is not served here; choose from python_tests"),
-    ({"items": [{"completion": "x", "answer": "1"}] * 5}, 413,
-     "items: 5 items, more than this service takes in one request (4); split the request"),
-    ({"items": [{"completion": "x" * 5000, "answer": "1"}]}, 413,
-     f"body: {len(json.dumps({'items': [{'completion': 'x' * 5000, 'answer': '1'}]}))} bytes, more than this service "
-     f"takes (4096)"),
+    (
+        {"items": [{"completion": "x", "answer": "1", "verifier": "math"}]},
+        400,
+        "items[0].verifier: 'math' is not served here; choose from python_tests",
+    ),
+    (
+        {"items": [{"completion": "x", "answer": "1"}] * 5},
+        413,
+        "items: 5 items, more than this service takes in one request (4); split the request",
+    ),
+    (
+        {"items": [{"completion": "x" * 5000, "answer": "1"}]},
+        413,
+        f"body: {len(json.dumps({'items': [{'completion': 'x' * 5000, 'answer': '1'}]}))} bytes, more than this service "
+        f"takes (4096)",
+    ),
 ]
 
 
@@ -111,15 +156,27 @@ def test_bad_get_reward_input(service, body, status, message):
 
 
 def test_get_reward_is_openrlhfs_shape(service):
-    body = {"query": ["Q: 5+7? A: \\boxed{12}", "Q: 5+7? A: \\boxed{11}", "Q: 1+1? A: \\boxed{2}"],
-            "prompts": ["Q: 5+7? A:", "Q: 5+7? A:", "Q: 1+1? A:"], "labels": ["12", "12", None]}
+    body = {
+        "query": ["Q: 5+7? A: \\boxed{12}", "Q: 5+7? A: \\boxed{11}", "Q: 1+1? A: \\boxed{2}"],
+        "prompts": ["Q: 5+7? A:", "Q: 5+7? A:", "Q: 1+1? A:"],
+        "labels": ["12", "12", None],
+    }
     status, answer, _ = service.post("/get_reward", body)
     assert status == 200
     zeros = [0.0, 0.0, 0.0]
-    assert answer == {"rewards": [1.1, 0.1, 0.0], "scores": [1.0, 0.0, 0.0], "extra_logs": {
-        "rlvr/correct": [1.0, 0.0, 0.0], "rlvr/wrong": [0.0, 1.0, 0.0], "rlvr/no_answer": zeros,
-        "rlvr/multiple_answers": zeros, "rlvr/timeout": zeros, "rlvr/invalid_gold": [0.0, 0.0, 1.0],
-        "rlvr/error": zeros}}
+    assert answer == {
+        "rewards": [1.1, 0.1, 0.0],
+        "scores": [1.0, 0.0, 0.0],
+        "extra_logs": {
+            "rlvr/correct": [1.0, 0.0, 0.0],
+            "rlvr/wrong": [0.0, 1.0, 0.0],
+            "rlvr/no_answer": zeros,
+            "rlvr/multiple_answers": zeros,
+            "rlvr/timeout": zeros,
+            "rlvr/invalid_gold": [0.0, 0.0, 1.0],
+            "rlvr/error": zeros,
+        },
+    }
 
 
 def test_the_token_is_required_except_for_healthz(service):
@@ -133,8 +190,10 @@ def test_the_token_is_required_except_for_healthz(service):
     assert service.get("/metrics", token=None)[0] == 401
     assert service.post("/v1/verify", one)[0] == 200
     status, health, _ = service.get("/healthz", token=None)
-    assert (status, health) == (200, {"status": "ok", "scorers": ["task:arithmetic", "verifier:python_tests"],
-                                      "queue_items": 0})
+    assert (status, health) == (
+        200,
+        {"status": "ok", "scorers": ["task:arithmetic", "verifier:python_tests"], "queue_items": 0},
+    )
 
 
 def test_metrics_count_items_by_status_and_refusals(service):
@@ -159,25 +218,39 @@ def _refused(*args):
 def test_a_non_loopback_address_without_a_token_is_refused():
     code, err = _refused("--host", "0.0.0.0")
     assert code == 2
-    assert err == ("rlvr serve: --host 0.0.0.0 is not a loopback address: give --token-file FILE so only clients with "
-                   "the token can call, or --insecure to serve it open")
+    assert err == (
+        "rlvr serve: --host 0.0.0.0 is not a loopback address: give --token-file FILE so only clients with "
+        "the token can call, or --insecure to serve it open"
+    )
 
 
-@pytest.mark.parametrize("args,message", [
-    (("--token-file", "/nonexistent/token"), "rlvr serve: --token-file /nonexistent/token: No such file or directory"),
-    (("--task", "nope"), "rlvr serve: --task: unknown task 'nope'; choose from arithmetic, reasoning_gym,"),
-    (("--verifier", "maths"), "rlvr serve: --verifier: unknown verifier kind 'maths'; choose from math, boxed_format,"),
-    (("--max-items", "10", "--max-queue-items", "5"),
-     "rlvr serve: --max-items 10 exceeds --max-queue-items 5: one request could never be admitted"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (
+            ("--token-file", "/nonexistent/token"),
+            "rlvr serve: --token-file /nonexistent/token: No such file or directory",
+        ),
+        (("--task", "nope"), "rlvr serve: --task: unknown task 'nope'; choose from arithmetic, reasoning_gym,"),
+        (
+            ("--verifier", "maths"),
+            "rlvr serve: --verifier: unknown verifier kind 'maths'; choose from math, boxed_format,",
+        ),
+        (
+            ("--max-items", "10", "--max-queue-items", "5"),
+            "rlvr serve: --max-items 10 exceeds --max-queue-items 5: one request could never be admitted",
+        ),
+    ],
+)
 def test_start_up_mistakes_exit_2_in_one_line(args, message):
     code, err = _refused(*args)
     assert code == 2 and err.startswith(message) and "\n" not in err
 
 
 def test_a_missing_extra_names_the_install_command():
-    script = ("import sys; sys.modules['uvicorn'] = None; from rlvr.cli import main; "
-              "sys.exit(main(['serve', '--port', '0']))")
+    script = (
+        "import sys; sys.modules['uvicorn'] = None; from rlvr.cli import main; sys.exit(main(['serve', '--port', '0']))"
+    )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip() == 'rlvr serve: needs the serve extra (missing: uvicorn): pip install "rlvr[serve]"'
@@ -186,6 +259,7 @@ def test_a_missing_extra_names_the_install_command():
 def test_an_empty_token_file_is_refused(tmp_path):
     (tmp_path / "t").write_text("\n")
     code, err = _refused("--token-file", str(tmp_path / "t"))
-    assert (code, err) == (2, f"rlvr serve: --token-file {tmp_path / 't'}: empty; write the bearer token clients "
-                              f"will send")
-
+    assert (code, err) == (
+        2,
+        f"rlvr serve: --token-file {tmp_path / 't'}: empty; write the bearer token clients will send",
+    )

@@ -19,8 +19,10 @@ SQ_TESTS = {"tests": ["assert sq(3) == 9"], "entry_point": "sq"}
 
 def sleepy(seconds: float) -> dict:
     """A correct sq that first sleeps: an item that holds its worker for `seconds`."""
-    return {"completion": f"```python\nimport time\ndef sq(x):\n    time.sleep({seconds})\n    return x * x\n```",
-            **SQ_TESTS}
+    return {
+        "completion": f"```python\nimport time\ndef sq(x):\n    time.sleep({seconds})\n    return x * x\n```",
+        **SQ_TESTS,
+    }
 
 
 QUICK = {"completion": "```python\ndef sq(x):\n    return x * x\n```", **SQ_TESTS}
@@ -85,8 +87,15 @@ def test_sigterm_finishes_the_request_in_flight_and_exits_0():
 def test_the_hostile_suite_through_the_service_scores_zero_and_leaves_nothing():
     scratch = tempfile.TemporaryDirectory(prefix="rlvr-serve-attack-")
     attacks, listener = hostile_suite(scratch.name)
-    items = [{"id": a.name, "completion": a.completion, "tests": a.problem.tests,
-              "entry_point": a.problem.meta["entry_point"]} for a in attacks]
+    items = [
+        {
+            "id": a.name,
+            "completion": a.completion,
+            "tests": a.problem.tests,
+            "entry_point": a.problem.meta["entry_point"],
+        }
+        for a in attacks
+    ]
     try:
         with Service("--verifier", "python_tests", "--workers", "2") as s:
             status, answer, _ = s.post("/v1/verify", {"items": items}, timeout=600)

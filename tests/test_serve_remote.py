@@ -45,7 +45,8 @@ def test_remote_verdicts_equal_local_scoring_with_failover(arithmetic):
     terms = [{"kind": "remote", "urls": [dead_url(), arithmetic.url], "backoff_s": 0.05, "batch_items": 3}]
     remote = build_reward({"terms": terms})(texts, problems)
     assert [(v.status, v.reward, v.extracted) for v in remote.verdicts] == [
-        (v.status, t, v.extracted) for v, t in zip(local.verdicts, local.total)]
+        (v.status, t, v.extracted) for v, t in zip(local.verdicts, local.total)
+    ]
     assert remote.total == local.total
     assert {v.status for v in local.verdicts} == {"correct", "wrong", "no_answer", "multiple_answers"}
 
@@ -68,22 +69,33 @@ def test_the_token_travels_and_a_wrong_one_is_an_error_verdict(tmp_path, monkeyp
         monkeypatch.setenv("RLVR_TEST_TOKEN", "t0ken")
         good = build_reward({"terms": [{"kind": "remote", "urls": [s.url], "token_env": "RLVR_TEST_TOKEN"}]})
         assert [v.status for v in good([f"\\boxed{{{p.answer}}}" for p in problems], problems).verdicts] == [
-            "correct", "correct"]
+            "correct",
+            "correct",
+        ]
         monkeypatch.setenv("RLVR_TEST_TOKEN", "wrong")
         bad = build_reward({"terms": [{"kind": "remote", "urls": [s.url], "token_env": "RLVR_TEST_TOKEN"}]})
         verdicts = bad(["\\boxed{1}", "\\boxed{2}"], problems).verdicts
     assert [v.status for v in verdicts] == ["error", "error"]
-    assert verdicts[0].detail == (f"remote: {s.url}/v1/verify: HTTP 401: authorization: a valid 'Bearer <token>' "
-                                  f"header is required")
+    assert verdicts[0].detail == (
+        f"remote: {s.url}/v1/verify: HTTP 401: authorization: a valid 'Bearer <token>' header is required"
+    )
 
 
-@pytest.mark.parametrize("term,message", [
-    ({"kind": "remote"}, "reward.terms[0]: bad settings for kind 'remote'"),
-    ({"kind": "remote", "urls": ["ftp://x"]}, "urls: give a list of http:// or https:// addresses"),
-    ({"kind": "remote", "urls": ["http://x"], "token_env": "RLVR_NOT_SET_ANYWHERE"},
-     "token_env: the environment variable 'RLVR_NOT_SET_ANYWHERE' is not set"),
-    ({"kind": "remote", "urls": ["http://x"], "port": 3}, "reward.terms[0].port: unknown setting for kind 'remote'"),
-])
+@pytest.mark.parametrize(
+    "term,message",
+    [
+        ({"kind": "remote"}, "reward.terms[0]: bad settings for kind 'remote'"),
+        ({"kind": "remote", "urls": ["ftp://x"]}, "urls: give a list of http:// or https:// addresses"),
+        (
+            {"kind": "remote", "urls": ["http://x"], "token_env": "RLVR_NOT_SET_ANYWHERE"},
+            "token_env: the environment variable 'RLVR_NOT_SET_ANYWHERE' is not set",
+        ),
+        (
+            {"kind": "remote", "urls": ["http://x"], "port": 3},
+            "reward.terms[0].port: unknown setting for kind 'remote'",
+        ),
+    ],
+)
 def test_remote_term_mistakes_are_config_errors(term, message):
     from rlvr.config import ConfigError
 
@@ -109,10 +121,22 @@ class LengthParity:
 
 
 def _train(run, model_dir, terms: str) -> list[dict]:
-    sets = [f"model.name={model_dir}", f"reward.terms={terms}", "reward.workers=0", "rollout.backend=hf",
-            "rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=6", "train.steps=2",
-            "train.time_budget_min=0", "train.micro_batch_size=8", "log.samples_every=1", "log.eval_every=0",
-            "eval.out_of_domain=[]", "model.lora.r=4"]
+    sets = [
+        f"model.name={model_dir}",
+        f"reward.terms={terms}",
+        "reward.workers=0",
+        "rollout.backend=hf",
+        "rollout.prompts_per_step=2",
+        "rollout.group_size=4",
+        "rollout.max_new_tokens=6",
+        "train.steps=2",
+        "train.time_budget_min=0",
+        "train.micro_batch_size=8",
+        "log.samples_every=1",
+        "log.eval_every=0",
+        "eval.out_of_domain=[]",
+        "model.lora.r=4",
+    ]
     assert main(["train", "default", *sum((["--set", s] for s in sets), []), "--output-dir", str(run)]) == 0
     return [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
 
@@ -131,8 +155,9 @@ def test_train_through_two_services_equals_local_training(tmp_path, model_dir, m
         port_b = int(b.url.rsplit(":", 1)[1])
 
         def kill_and_restart_b():
-            assert wait_for(lambda: (run / "metrics.jsonl").exists() and (run / "metrics.jsonl").read_text(),
-                            timeout=300)
+            assert wait_for(
+                lambda: (run / "metrics.jsonl").exists() and (run / "metrics.jsonl").read_text(), timeout=300
+            )
             b.proc.kill()  # SIGKILL, between steps 0 and 1
             b.proc.wait(timeout=30)
             box["b"] = Service(*args, env=env, port=port_b)
@@ -163,6 +188,7 @@ def test_the_openrlhf_adapter_scores_through_a_url(arithmetic):
     from rlvr.integrations.openrlhf import make_reward_func
 
     out = make_reward_func({"kind": "remote", "urls": [arithmetic.url]})(
-        ["Q: 2+2? A: \\boxed{4}", "Q: 2+2? A: \\boxed{5}"], ["Q: 2+2? A:", "Q: 2+2? A:"], ["4", "4"])
+        ["Q: 2+2? A: \\boxed{4}", "Q: 2+2? A: \\boxed{5}"], ["Q: 2+2? A:", "Q: 2+2? A:"], ["4", "4"]
+    )
     assert out["rewards"].tolist() == [1.100000023841858, 0.10000000149011612]  # float32 of 1.1 and 0.1
     assert out["scores"].tolist() == [1.0, 0.0]

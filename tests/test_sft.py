@@ -34,12 +34,27 @@ def make_stopping_llama(vocab_size: int):
 def sft_config(tmp_path, **over):
     tmp_path.mkdir(parents=True, exist_ok=True)
     data = tmp_path / "data.jsonl"
-    data.write_text("".join(json.dumps({"id": f"q{i}", "prompt": f"Say something about {i}.", "answer": "[a-m]"}) + "\n"
-                            for i in range(40)))
-    sets = [f"output_dir={tmp_path / 'run'}", "task.name=jsonl", f"task.settings={{path: {data}}}",
-            'reward.terms=[{name: first_char, kind: regex, weight: 1.0, pattern: "^\\\\s*(\\\\S)", gold_is_pattern: true}]',
-            "reward.workers=0", "rollout.group_size=4", "rollout.max_new_tokens=8", "model.lora.r=4",
-            "train.micro_batch_size=3", "sft.samples=48", "sft.batch_size=4", "sft.epochs=2", "sft.lr=0.05"]
+    data.write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "prompt": f"Say something about {i}.", "answer": "[a-m]"}) + "\n"
+            for i in range(40)
+        )
+    )
+    sets = [
+        f"output_dir={tmp_path / 'run'}",
+        "task.name=jsonl",
+        f"task.settings={{path: {data}}}",
+        'reward.terms=[{name: first_char, kind: regex, weight: 1.0, pattern: "^\\\\s*(\\\\S)", gold_is_pattern: true}]',
+        "reward.workers=0",
+        "rollout.group_size=4",
+        "rollout.max_new_tokens=8",
+        "model.lora.r=4",
+        "train.micro_batch_size=3",
+        "sft.samples=48",
+        "sft.batch_size=4",
+        "sft.epochs=2",
+        "sft.lr=0.05",
+    ]
     return resolve(None, sets + [f"{k}={v}" for k, v in over.items()])
 
 
@@ -52,8 +67,8 @@ def manual_nll(model, prompt: list[int], completion: list[int]) -> list[float]:
 
 def test_loss_is_cross_entropy_on_completion_tokens_only(tokenizer):
     model = make_tiny_llama(len(tokenizer)).eval()
-    prompts = [[5, 6, 7, 8], [11, 12]]        # the second is left-padded by two
-    completions = [[40, 41, EOS], [50]]        # the second is right-padded by two
+    prompts = [[5, 6, 7, 8], [11, 12]]  # the second is left-padded by two
+    completions = [[40, 41, EOS], [50]]  # the second is right-padded by two
     ids = torch.tensor([[40, 41, EOS], [50, EOS, EOS]])
     mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
     with torch.no_grad():
@@ -62,16 +77,19 @@ def test_loss_is_cross_entropy_on_completion_tokens_only(tokenizer):
         # transformers' own shifted loss with the prompt labelled -100 agrees on the first row
         labels = torch.tensor([[-100] * 4 + completions[0]])
         hf = model(input_ids=torch.tensor([prompts[0] + completions[0]]), labels=labels).loss
-        with_prompt = model(input_ids=torch.tensor([prompts[0] + completions[0]]),
-                            labels=torch.tensor([prompts[0] + completions[0]])).loss
+        with_prompt = model(
+            input_ids=torch.tensor([prompts[0] + completions[0]]), labels=torch.tensor([prompts[0] + completions[0]])
+        ).loss
         first = completion_nll(model, prompts[:1], ids[:1], mask[:1], pad_id=EOS, num_tokens=3.0)
     assert len(per_token) == 4
     assert float(got) == pytest.approx(sum(per_token) / 4, rel=1e-5)
     assert float(first) == pytest.approx(float(hf), rel=1e-5)
     assert abs(float(with_prompt) - float(hf)) > 1e-3  # counting prompt tokens would give another number
     # micro-batches normalised by the batch's token count add up to the whole batch's loss
-    parts = [completion_nll(model, prompts[i:i + 1], ids[i:i + 1], mask[i:i + 1], pad_id=EOS, num_tokens=4.0)
-             for i in range(2)]
+    parts = [
+        completion_nll(model, prompts[i : i + 1], ids[i : i + 1], mask[i : i + 1], pad_id=EOS, num_tokens=4.0)
+        for i in range(2)
+    ]
     assert float(sum(parts)) == pytest.approx(float(got), rel=1e-5)
 
 
@@ -110,8 +128,20 @@ def test_rejection_sampling_run(tmp_path, tokenizer):
 
 def test_reference_traces_and_budget(tmp_path, tokenizer):
     data = tmp_path / "ref.jsonl"
-    data.write_text("".join(json.dumps({"id": f"r{i}", "prompt": f"What is {i} + 1?", "answer": str(i + 1),
-                                        "trace": f"{i} + 1 = {i + 1}. \\boxed{{{i + 1}}}"}) + "\n" for i in range(20)))
+    data.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": f"r{i}",
+                    "prompt": f"What is {i} + 1?",
+                    "answer": str(i + 1),
+                    "trace": f"{i} + 1 = {i + 1}. \\boxed{{{i + 1}}}",
+                }
+            )
+            + "\n"
+            for i in range(20)
+        )
+    )
     cfg = sft_config(tmp_path, **{"task.settings": f"{{path: {data}}}", "sft.source": "reference", "sft.epochs": 1})
     run = sft(cfg, policy=(make_tiny_llama(len(tokenizer)), tokenizer), quiet=True)
     kept = [json.loads(line) for line in (run / "kept.jsonl").read_text().splitlines()]
@@ -124,8 +154,9 @@ def test_reference_traces_and_budget(tmp_path, tokenizer):
     rl = tmp_path / "rl"
     rl.mkdir()
     (rl / "config.yaml").write_text(yaml.safe_dump({"rollout": {"group_size": 4}}))
-    (rl / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "dynamic_sampling/generated_groups": g}) + "\n"
-                                              for s, g in enumerate([4, 6, 5])))
+    (rl / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": s, "dynamic_sampling/generated_groups": g}) + "\n" for s, g in enumerate([4, 6, 5]))
+    )
     assert sample_budget(sft_config(tmp_path / "d", **{"sft.samples": 0, "sft.match_run": str(rl)})) == 15 * 4
     with pytest.raises(ConfigError, match="sft.source"):
         sft_config(tmp_path / "e", **{"sft.source": "vibes"})
@@ -155,8 +186,14 @@ def test_sft_resumes_after_kill_9_to_the_same_adapter(tmp_path, tokenizer):
 
     def child(*extra, sft_signal=None):
         run_env = {**env, **({"RLVR_TEST_SFT_SIGNAL": sft_signal} if sft_signal else {})}
-        return subprocess.run([sys.executable, str(root / "tests" / "fault_entry.py"), "sft", str(config_file),
-                               "--quiet", *extra], env=run_env, cwd=root, capture_output=True, text=True, timeout=300)
+        return subprocess.run(
+            [sys.executable, str(root / "tests" / "fault_entry.py"), "sft", str(config_file), "--quiet", *extra],
+            env=run_env,
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     p = child(sft_signal="KILL@3")
     assert p.returncode == -signal.SIGKILL, p.stderr[-2000:]

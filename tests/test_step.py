@@ -11,8 +11,9 @@ from rlvr.training.step import make_scheduler
 
 
 def lrs(schedule: str, warmup: int, steps: int, n: int, state=None):
-    train = Config.from_dict(resolve(None, [f"train.lr_schedule={schedule}", f"train.warmup_steps={warmup}",
-                                            f"train.steps={steps}"])).train
+    train = Config.from_dict(
+        resolve(None, [f"train.lr_schedule={schedule}", f"train.warmup_steps={warmup}", f"train.steps={steps}"])
+    ).train
     opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
     sched = make_scheduler(opt, train)
     if state is not None:
@@ -25,12 +26,15 @@ def lrs(schedule: str, warmup: int, steps: int, n: int, state=None):
     return out, sched.state_dict()
 
 
-@pytest.mark.parametrize("schedule, expected", [
-    # linear warm-up over 2 steps (the first at 0, as transformers counts), then flat
-    ("constant", [0.0, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0]),
-    # then half a cosine from 1 to 0 over the 4 steps left: 0.5 (1 + cos(pi (s - 2) / 4))
-    ("cosine", [0.0, 0.5, 1.0, 0.5 * (1 + math.cos(math.pi / 4)), 0.5, 0.5 * (1 + math.cos(3 * math.pi / 4)), 0.0]),
-])
+@pytest.mark.parametrize(
+    "schedule, expected",
+    [
+        # linear warm-up over 2 steps (the first at 0, as transformers counts), then flat
+        ("constant", [0.0, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0]),
+        # then half a cosine from 1 to 0 over the 4 steps left: 0.5 (1 + cos(pi (s - 2) / 4))
+        ("cosine", [0.0, 0.5, 1.0, 0.5 * (1 + math.cos(math.pi / 4)), 0.5, 0.5 * (1 + math.cos(3 * math.pi / 4)), 0.0]),
+    ],
+)
 def test_schedule_by_hand(schedule, expected):
     got, _ = lrs(schedule, warmup=2, steps=6, n=7)
     assert got == pytest.approx(expected, abs=1e-12)
@@ -62,10 +66,10 @@ def test_the_budget_bar_follows_the_step_rate_both_ways():
     train = SimpleNamespace(time_budget_min=1.0, steps=100)
     bar = tqdm(total=100, file=io.StringIO(), disable=False)
     bar.n = 10
-    _budget_eta(bar, train, steps_done=10, elapsed_s=30.0)   # 3 s a step, 30 s left: 10 more, + the one in flight
+    _budget_eta(bar, train, steps_done=10, elapsed_s=30.0)  # 3 s a step, 30 s left: 10 more, + the one in flight
     assert bar.total == 10 + 1 + 10 + 1
     bar.n = 20
-    _budget_eta(bar, train, steps_done=20, elapsed_s=40.0)   # 2 s a step now, 20 s left
+    _budget_eta(bar, train, steps_done=20, elapsed_s=40.0)  # 2 s a step now, 20 s left
     assert bar.total == 20 + 1 + 10 + 1
-    _budget_eta(bar, train, steps_done=20, elapsed_s=0.5)    # nearly the whole budget left: capped at train.steps
+    _budget_eta(bar, train, steps_done=20, elapsed_s=0.5)  # nearly the whole budget left: capped at train.steps
     assert bar.total == 100

@@ -16,7 +16,11 @@ def test_deterministic_by_seed():
 def test_splits_disjoint_and_cover_everything():
     task = load_task("arithmetic", seed=0, per_band=300)
     ids = {s: {p.id for p in task.problems(s)} for s in ("train", "validation", "heldout")}
-    assert not ids["train"] & ids["heldout"] and not ids["train"] & ids["validation"] and not ids["validation"] & ids["heldout"]
+    assert (
+        not ids["train"] & ids["heldout"]
+        and not ids["train"] & ids["validation"]
+        and not ids["validation"] & ids["heldout"]
+    )
     assert sum(len(v) for v in ids.values()) == 900
     # roughly 80 / 10 / 10 (by fact: the 1-digit band has few facts, so the split is coarser)
     assert 0.70 < len(ids["train"]) / 900 < 0.90

@@ -11,10 +11,21 @@ from rlvr.tasks.benchmarks import OUT_OF_DOMAIN, load_champ, load_math500
 from rlvr.tasks.hygiene import find_leaks
 
 ROWS = [
-    {"problem": "What is $1+1$?", "answer": "2", "level": 1, "subject": "Algebra",
-     "unique_id": "test/algebra/1.json", "solution": "..."},
-    {"problem": "Compute $\\binom{5}{2}$.", "answer": " 10 ", "level": 2, "subject": "Counting",
-     "unique_id": "test/counting/7.json"},
+    {
+        "problem": "What is $1+1$?",
+        "answer": "2",
+        "level": 1,
+        "subject": "Algebra",
+        "unique_id": "test/algebra/1.json",
+        "solution": "...",
+    },
+    {
+        "problem": "Compute $\\binom{5}{2}$.",
+        "answer": " 10 ",
+        "level": 2,
+        "subject": "Counting",
+        "unique_id": "test/counting/7.json",
+    },
     {"problem": "Simplify $\\frac{2}{4}$.", "answer": "\\frac{1}{2}", "level": 1},
 ]
 
@@ -39,13 +50,16 @@ def test_math500_from_local_json_list_and_by_path(tmp_path):
     assert [p.answer for p in load_task("math500", source=str(path)).problems("heldout")] == ["2", "10", "\\frac{1}{2}"]
 
 
-@pytest.mark.parametrize("extra, match", [
-    ("{not json\n", r"bad.jsonl:4: not valid JSON"),
-    (json.dumps({"problem": "What?"}) + "\n", r"bad.jsonl:4: missing or empty field 'answer'"),
-    (json.dumps({"problem": "  ", "answer": "1"}) + "\n", r"bad.jsonl:4: missing or empty field 'problem'"),
-    (json.dumps([1, 2]) + "\n", r"bad.jsonl:4: expected an object"),
-    (json.dumps(ROWS[0]) + "\n", r"appears twice"),
-])
+@pytest.mark.parametrize(
+    "extra, match",
+    [
+        ("{not json\n", r"bad.jsonl:4: not valid JSON"),
+        (json.dumps({"problem": "What?"}) + "\n", r"bad.jsonl:4: missing or empty field 'answer'"),
+        (json.dumps({"problem": "  ", "answer": "1"}) + "\n", r"bad.jsonl:4: missing or empty field 'problem'"),
+        (json.dumps([1, 2]) + "\n", r"bad.jsonl:4: expected an object"),
+        (json.dumps(ROWS[0]) + "\n", r"appears twice"),
+    ],
+)
 def test_bad_row_is_named_by_file_and_line(tmp_path, extra, match):
     path = write_jsonl(tmp_path / "bad.jsonl", ROWS, [extra])
     with pytest.raises(DatasetError, match=match):

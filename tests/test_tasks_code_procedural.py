@@ -22,7 +22,9 @@ def test_split_never_overlaps_and_is_seed_independent():
     assert not train & held and len(train) + len(held) == 93
     assert held == {p.id for p in load_code_procedural("heldout", seed=3)}
     assert all(split_of(i) == "heldout" for i in held)
-    assert [p.id for p in load_code_procedural("train", n=5, seed=1)] == [p.id for p in load_code_procedural("train", n=5, seed=1)]
+    assert [p.id for p in load_code_procedural("train", n=5, seed=1)] == [
+        p.id for p in load_code_procedural("train", n=5, seed=1)
+    ]
 
 
 def test_reference_solutions_pass_and_a_constant_fails():

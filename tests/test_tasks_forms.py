@@ -62,19 +62,22 @@ def test_every_answer_has_the_math_form_and_unknown_forms_are_refused():
         MathVerifier(answer_form="words")
 
 
-@pytest.mark.parametrize("completion, gold, status", [
-    (r"\boxed{8 - 3}", "5", "wrong"),
-    (r"\boxed{2+3}", "5", "wrong"),
-    (r"\boxed{10/2}", "5", "wrong"),
-    (r"\boxed{5}", "5", "correct"),
-    (r"\boxed{5.0}", "5", "correct"),
-    (r"\boxed{1,292}", "1292", "correct"),
-    (r"\boxed{0.75}", "3/4", "correct"),
-    (r"\boxed{\frac{3}{4}}", "3/4", "correct"),
-    (r"\boxed{6}", "5", "wrong"),               # a numeral still has to be the right one
-    (r"\boxed{3} or \boxed{5}", "5", "multiple_answers"),  # hedging rules come first
-    (r"\boxed{8 - 3} or \boxed{5}", "5", "wrong"),  # one value twice, not a hedge; but one box is an expression
-])
+@pytest.mark.parametrize(
+    "completion, gold, status",
+    [
+        (r"\boxed{8 - 3}", "5", "wrong"),
+        (r"\boxed{2+3}", "5", "wrong"),
+        (r"\boxed{10/2}", "5", "wrong"),
+        (r"\boxed{5}", "5", "correct"),
+        (r"\boxed{5.0}", "5", "correct"),
+        (r"\boxed{1,292}", "1292", "correct"),
+        (r"\boxed{0.75}", "3/4", "correct"),
+        (r"\boxed{\frac{3}{4}}", "3/4", "correct"),
+        (r"\boxed{6}", "5", "wrong"),  # a numeral still has to be the right one
+        (r"\boxed{3} or \boxed{5}", "5", "multiple_answers"),  # hedging rules come first
+        (r"\boxed{8 - 3} or \boxed{5}", "5", "wrong"),  # one value twice, not a hedge; but one box is an expression
+    ],
+)
 def test_the_number_form_in_grading(completion, gold, status):
     v = MathVerifier(answer_form="number").score(completion, gold)
     assert v.status == status and v.reward == float(status == "correct"), v

@@ -25,8 +25,9 @@ def test_loads_164_with_stable_ids_and_three_bands(problems):
     assert all(p.tests["entry_point"] == p.meta["entry_point"] for p in problems)
 
 
-@pytest.mark.parametrize("solution,band", [("    return 1\n", "short"), ("    a\n\n    b\n" * 3, "medium"),
-                                           ("    x\n" * 11, "long")])
+@pytest.mark.parametrize(
+    "solution,band", [("    return 1\n", "short"), ("    a\n\n    b\n" * 3, "medium"), ("    x\n" * 11, "long")]
+)
 def test_band_counts_nonblank_lines(solution, band):
     assert band_of(solution) == band
 

@@ -24,14 +24,17 @@ TRAIN = [
 ]
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("What  is 2+2?", "what is 2 + 2"),  # operators are meaning, not punctuation
-    ("3 - 4", "3 - 4"),
-    ("HELLO,\tWorld!\n", "hello world"),
-    ("It costs 1,000 dollars", "it costs 1000 dollars"),
-    ("ｆｕｌｌ width", "full width"),          # NFKC folds full-width letters
-    ("3.5 vs 35", "3 5 vs 35"),               # punctuation splits, never joins, numbers
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("What  is 2+2?", "what is 2 + 2"),  # operators are meaning, not punctuation
+        ("3 - 4", "3 - 4"),
+        ("HELLO,\tWorld!\n", "hello world"),
+        ("It costs 1,000 dollars", "it costs 1000 dollars"),
+        ("ｆｕｌｌ width", "full width"),  # NFKC folds full-width letters
+        ("3.5 vs 35", "3 5 vs 35"),  # punctuation splits, never joins, numbers
+    ],
+)
 def test_normalize_text(text, expected):
     assert normalize_text(text) == expected
 
@@ -42,8 +45,7 @@ def test_word_ngrams_counts_windows():
 
 
 def test_planted_duplicate_with_other_spacing_and_case_is_caught():
-    evaluation = [P("e1", "Solve x + 1 = 3."),
-                  P("e2", "  find THE remainder when 2^100   is divided by 7 ")]
+    evaluation = [P("e1", "Solve x + 1 = 3."), P("e2", "  find THE remainder when 2^100   is divided by 7 ")]
     hits = find_contamination(TRAIN, evaluation)
     assert [(h.train_id, h.eval_id, h.kind, h.share) for h in hits] == [("t3", "e2", "exact", 1.0)]
     with pytest.raises(ContaminationError, match="1 of 2 problems"):
@@ -62,9 +64,11 @@ def test_near_copy_is_caught_by_ngram_overlap():
 
 
 def test_clean_split_passes_including_same_template_other_numbers():
-    evaluation = [P("e1", "A farmer has 23 sheep and buys 9 more. How many sheep does the farmer have now?"),
-                  P("e2", "Compute the sum of the first 30 positive even integers."),
-                  P("e3", "What is 6 times 7?")]
+    evaluation = [
+        P("e1", "A farmer has 23 sheep and buys 9 more. How many sheep does the farmer have now?"),
+        P("e2", "Compute the sum of the first 30 positive even integers."),
+        P("e3", "What is 6 times 7?"),
+    ]
     assert check_contamination(TRAIN, evaluation) == []
 
 
@@ -73,20 +77,27 @@ def test_contamination_rejects_bad_settings():
         find_contamination(TRAIN, TRAIN, threshold=0)
 
 
-@pytest.mark.parametrize("prompt, answer, leaked, why", [
-    ("The answer is 42. What is 6*7?", "42", True, "gold number stated as a token"),
-    ("What is 6*7? (hint: 420 / 10)", "42", False, "42 only inside 420"),
-    ("Round 3.42 to one decimal place.", "42", False, "42 only after a decimal point"),
-    ("How many legs do 2 spiders have? Not 2.", "2", False, "single-digit gold is not searched"),
-    ("Total is 1,250 apples; how many apples?", "1250", True, "thousands separator folded"),
-    ("Is 17 prime? Answer yes or no.", "yes", True, "word gold as a whole word"),
-    ("What do you say to eyes? Say hi.", "yes", False, "'yes' only inside 'eyes'"),
-    ("Simplify $\\frac{1}{2} + 0$.", "$\\frac{1}{2}$", True, "latex gold, dollars stripped"),
-    ("Compute 12 + 30.", "42", False, "clean prompt"),
-    ("Show that n divides n^2 - n for every n.", "n", False, "one-character symbolic gold is not searched"),
-    ("Which is larger: x or y? Answer 'always larger' or 'never'.", "always larger", True,
-     "multiple choice lists its answer: reported, for a person to judge"),
-])
+@pytest.mark.parametrize(
+    "prompt, answer, leaked, why",
+    [
+        ("The answer is 42. What is 6*7?", "42", True, "gold number stated as a token"),
+        ("What is 6*7? (hint: 420 / 10)", "42", False, "42 only inside 420"),
+        ("Round 3.42 to one decimal place.", "42", False, "42 only after a decimal point"),
+        ("How many legs do 2 spiders have? Not 2.", "2", False, "single-digit gold is not searched"),
+        ("Total is 1,250 apples; how many apples?", "1250", True, "thousands separator folded"),
+        ("Is 17 prime? Answer yes or no.", "yes", True, "word gold as a whole word"),
+        ("What do you say to eyes? Say hi.", "yes", False, "'yes' only inside 'eyes'"),
+        ("Simplify $\\frac{1}{2} + 0$.", "$\\frac{1}{2}$", True, "latex gold, dollars stripped"),
+        ("Compute 12 + 30.", "42", False, "clean prompt"),
+        ("Show that n divides n^2 - n for every n.", "n", False, "one-character symbolic gold is not searched"),
+        (
+            "Which is larger: x or y? Answer 'always larger' or 'never'.",
+            "always larger",
+            True,
+            "multiple choice lists its answer: reported, for a person to judge",
+        ),
+    ],
+)
 def test_leak_check_table(prompt, answer, leaked, why):
     leaks = find_leaks([P("p", prompt, answer)])
     assert bool(leaks) == leaked, why
@@ -102,9 +113,11 @@ def test_leak_check_can_search_single_digits_when_asked():
 
 # ---- templates are not overlap ----------------------------------------------------------------------------
 
-PREAMBLE = ("You are a careful solver. Here is a worked example of the expected format: the question, a short "
-            "derivation, then the final answer written inside a box, and nothing after the box. Now solve the "
-            "next problem in the same way, showing your steps before the answer. Problem: ")
+PREAMBLE = (
+    "You are a careful solver. Here is a worked example of the expected format: the question, a short "
+    "derivation, then the final answer written inside a box, and nothing after the box. Now solve the "
+    "next problem in the same way, showing your steps before the answer. Problem: "
+)
 FAMILIES = [
     "How many legs do {a} spiders and {b} cats have in total when they all stand in a row?",
     "What is the greatest common divisor of {a} and {b} when both are written in base ten?",
@@ -134,9 +147,11 @@ def test_problems_sharing_only_a_long_preamble_pass():
     assert find_contamination(train, heldout) == []
 
 
-LONG_QUESTION = ("A bakery sells muffins in boxes of six and cookies in bags of ten. On Monday it sold forty two "
-                 "muffins and ninety cookies, and on Tuesday it sold twice as many muffins but only half as many "
-                 "cookies as on Monday. How many boxes and bags did the bakery sell over the two days together?")
+LONG_QUESTION = (
+    "A bakery sells muffins in boxes of six and cookies in bags of ten. On Monday it sold forty two "
+    "muffins and ninety cookies, and on Tuesday it sold twice as many muffins but only half as many "
+    "cookies as on Monday. How many boxes and bags did the bakery sell over the two days together?"
+)
 
 
 def test_a_reworded_copy_behind_the_same_preamble_is_caught():

@@ -11,9 +11,13 @@ from rlvr.tasks import load_task  # noqa: E402
 from rlvr.tasks.reasoning_gym import GRADERS, normalise, problem_from_entry  # noqa: E402
 from rlvr.verifiers.registry import RoutedVerifier  # noqa: E402
 
-FAMILIES = {"basic_arithmetic": {"config": {"min_terms": 2, "max_terms": 2, "max_digits": 1}},
-            "gsm_symbolic": {"weight": 2}, "number_sorting": {}, "countdown": {},
-            "leg_counting": {"levels": {"easy": {"min_animals": 1, "max_animals": 2}, "hard": {"min_animals": 4}}}}
+FAMILIES = {
+    "basic_arithmetic": {"config": {"min_terms": 2, "max_terms": 2, "max_digits": 1}},
+    "gsm_symbolic": {"weight": 2},
+    "number_sorting": {},
+    "countdown": {},
+    "leg_counting": {"levels": {"easy": {"min_animals": 1, "max_animals": 2}, "hard": {"min_animals": 4}}},
+}
 
 
 @pytest.fixture(scope="module")
@@ -28,10 +32,17 @@ def test_splits_never_overlap_and_gsm_symbolic_templates_are_unseen(task):
     assert not questions["train"] & questions["heldout"] and not questions["train"] & questions["validation"]
     templates = {s: {p.meta["template"] for p in ps if p.meta["family"] == "gsm_symbolic"} for s, ps in splits.items()}
     assert templates["heldout"] and not templates["train"] & templates["heldout"]
-    assert task.bands == ["basic_arithmetic", "gsm_symbolic", "number_sorting", "countdown", "leg_counting/easy",
-                          "leg_counting/hard"]
+    assert task.bands == [
+        "basic_arithmetic",
+        "gsm_symbolic",
+        "number_sorting",
+        "countdown",
+        "leg_counting/easy",
+        "leg_counting/hard",
+    ]
     # near copies (small generators repeat themselves) are dropped from the evaluation splits
     from rlvr.tasks.hygiene import find_contamination
+
     assert find_contamination(splits["train"], splits["heldout"]) == []
     # ids are stable: the same settings give the same problems
     again = load_task("reasoning_gym", families=FAMILIES, size=600, seed=3)
@@ -54,8 +65,17 @@ def test_a_config_the_generator_refuses_names_the_family():
 def test_config_mistakes_exit_2_naming_the_choices(tmp_path, capsys):
     from rlvr.cli import main
 
-    code = main(["train", "--set", "task.name=reasoning_gym", "--set", "task.settings={families: {chess: {}}}",
-                 "--output-dir", str(tmp_path / "r")])
+    code = main(
+        [
+            "train",
+            "--set",
+            "task.name=reasoning_gym",
+            "--set",
+            "task.settings={families: {chess: {}}}",
+            "--output-dir",
+            str(tmp_path / "r"),
+        ]
+    )
     assert code == 2 and "have no rlvr grader; choose from" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
 
@@ -74,29 +94,41 @@ def test_the_one_shot_example_is_of_the_same_family_and_in_no_split(task):
     assert normalise(example_q["content"]) not in all_questions and question["content"] == p.prompt
 
 
-@pytest.mark.parametrize("family, completion, status", [
-    ("number_sorting", "\\boxed{['52.2', '30.0', '14.0']}", "correct"),
-    ("number_sorting", "\\boxed{52.2, 30.0, 14.0}", "correct"),           # the same list without quotes
-    ("number_sorting", "\\boxed{[52.2, 30, 14]}", "correct"),             # numbers compare by value
-    ("number_sorting", "\\boxed{14.0, 30.0, 52.2}", "wrong"),             # the other order
-    ("number_sorting", "\\boxed{52.2, 30.0, 14.0} or \\boxed{14.0, 30.0, 52.2}", "multiple_answers"),
-    ("basic_arithmetic", "\\boxed{-4}", "correct"),
-    ("basic_arithmetic", "\\boxed{-4} or \\boxed{7}", "multiple_answers"),
-    ("basic_arithmetic", "\\boxed{1-4}", "wrong"),                        # partial credit 0.67 in score_answer
-    ("basic_arithmetic", "\\boxed{5 - 3 - 6}", "wrong"),                  # the problem's own expression
-    ("basic_arithmetic", "-4", "no_answer"),                              # a missing box
-    ("countdown", "\\boxed{94*4 - 61 - 6}", "correct"),
-    ("countdown", "\\boxed{(94 - 61) * 6 + 94 + 17}", "wrong"),           # 94 used twice, 17 not given
-    ("countdown", "\\boxed{309}", "wrong"),                               # the target itself
-])
+@pytest.mark.parametrize(
+    "family, completion, status",
+    [
+        ("number_sorting", "\\boxed{['52.2', '30.0', '14.0']}", "correct"),
+        ("number_sorting", "\\boxed{52.2, 30.0, 14.0}", "correct"),  # the same list without quotes
+        ("number_sorting", "\\boxed{[52.2, 30, 14]}", "correct"),  # numbers compare by value
+        ("number_sorting", "\\boxed{14.0, 30.0, 52.2}", "wrong"),  # the other order
+        ("number_sorting", "\\boxed{52.2, 30.0, 14.0} or \\boxed{14.0, 30.0, 52.2}", "multiple_answers"),
+        ("basic_arithmetic", "\\boxed{-4}", "correct"),
+        ("basic_arithmetic", "\\boxed{-4} or \\boxed{7}", "multiple_answers"),
+        ("basic_arithmetic", "\\boxed{1-4}", "wrong"),  # partial credit 0.67 in score_answer
+        ("basic_arithmetic", "\\boxed{5 - 3 - 6}", "wrong"),  # the problem's own expression
+        ("basic_arithmetic", "-4", "no_answer"),  # a missing box
+        ("countdown", "\\boxed{94*4 - 61 - 6}", "correct"),
+        ("countdown", "\\boxed{(94 - 61) * 6 + 94 + 17}", "wrong"),  # 94 used twice, 17 not given
+        ("countdown", "\\boxed{309}", "wrong"),  # the target itself
+    ],
+)
 def test_grading_by_family(family, completion, status):
     entries = {
-        "number_sorting": {"question": "Sort descending: 14.0, 52.2, 30.0", "answer": "['52.2', '30.0', '14.0']",
-                           "metadata": {"source_dataset": "number_sorting"}},
-        "basic_arithmetic": {"question": "Calculate 5 - 3 - 6.", "answer": "-4",
-                             "metadata": {"source_dataset": "basic_arithmetic", "expression": "5 - 3 - 6"}},
-        "countdown": {"question": "Calculate 309 using 6, 61, 94, 4.", "answer": "94*4 - 61 - 6",
-                      "metadata": {"source_dataset": "countdown", "numbers": [6, 61, 94, 4], "target": 309}},
+        "number_sorting": {
+            "question": "Sort descending: 14.0, 52.2, 30.0",
+            "answer": "['52.2', '30.0', '14.0']",
+            "metadata": {"source_dataset": "number_sorting"},
+        },
+        "basic_arithmetic": {
+            "question": "Calculate 5 - 3 - 6.",
+            "answer": "-4",
+            "metadata": {"source_dataset": "basic_arithmetic", "expression": "5 - 3 - 6"},
+        },
+        "countdown": {
+            "question": "Calculate 309 using 6, 61, 94, 4.",
+            "answer": "94*4 - 61 - 6",
+            "metadata": {"source_dataset": "countdown", "numbers": [6, 61, 94, 4], "target": 309},
+        },
     }
     v = RoutedVerifier().score(completion, problem_from_entry(entries[family]))
     assert v.status == status and v.reward == float(status == "correct"), v
@@ -128,8 +160,9 @@ def test_verify_task_reads_the_generators_own_items(tmp_path):
     assert [(g["status"], round(g["reward"], 6)) for g in got] == [("correct", 1.1), ("multiple_answers", 0.0)]
 
 
-@pytest.mark.parametrize("family", ["basic_arithmetic", "chain_sum", "products", "gcd", "lcm", "letter_counting",
-                                    "count_bits"])
+@pytest.mark.parametrize(
+    "family", ["basic_arithmetic", "chain_sum", "products", "gcd", "lcm", "letter_counting", "count_bits"]
+)
 def test_one_shot_examples_show_their_steps_and_are_graded_correct(family):
     """A one-shot example that is only a box taught the policy to answer at once and then to guess; the worked
     examples show steps written from the item's own metadata, and our grader pays their answer."""

@@ -33,9 +33,18 @@ def records(correct: list[bool]) -> list[EvalRecord]:
     out = []
     for i, ok in enumerate(correct):
         for mode in ("greedy", "sampled"):
-            out.append(EvalRecord(problem_id=f"p{i}", band="ab"[i % 2], sample_idx=0,
-                                  status="correct" if ok else "wrong", reward=float(ok), extracted="1",
-                                  completion="", mode=mode))
+            out.append(
+                EvalRecord(
+                    problem_id=f"p{i}",
+                    band="ab"[i % 2],
+                    sample_idx=0,
+                    status="correct" if ok else "wrong",
+                    reward=float(ok),
+                    extracted="1",
+                    completion="",
+                    mode=mode,
+                )
+            )
     return out
 
 
@@ -44,10 +53,16 @@ def test_report_compares_the_finals_and_draws_the_curve(tmp_path):
     for folder, n in ((run, 12), (side, 3)):
         folder.mkdir()
         (folder / "metrics.jsonl").write_text("{}\n" * n)
-    curves = {"rlvr": [(4.0, run / "checkpoints" / "step-6"), (9.0, run / "checkpoints" / "step-12")],
-              "trl": [(9.2, side / "checkpoints" / "step-3")]}
-    truth = {"start": [False] * 8, "rlvr-step-6": [True, False] * 4, "rlvr-step-12": [True] * 6 + [False] * 2,
-             "trl-step-3": [True] + [False] * 7}
+    curves = {
+        "rlvr": [(4.0, run / "checkpoints" / "step-6"), (9.0, run / "checkpoints" / "step-12")],
+        "trl": [(9.2, side / "checkpoints" / "step-3")],
+    }
+    truth = {
+        "start": [False] * 8,
+        "rlvr-step-6": [True, False] * 4,
+        "rlvr-step-12": [True] * 6 + [False] * 2,
+        "trl-step-3": [True] + [False] * 7,
+    }
     for name, correct in truth.items():
         write_records(records(correct), tmp_path / "eval" / name / "records.jsonl")
     assert tta.report(tmp_path, run, side, curves) == 0

@@ -84,8 +84,11 @@ def read_tensorboard(run):
     ea.Reload()
     tags = ea.Tags()
     scalars = {t: [(e.step, e.value) for e in ea.Scalars(t)] for t in tags["scalars"]}
-    texts = {t.removesuffix("/text_summary"): {e.step: e.tensor_proto.string_val[0].decode() for e in ea.Tensors(t)}
-             for t in tags["tensors"] if t.endswith("/text_summary")}
+    texts = {
+        t.removesuffix("/text_summary"): {e.step: e.tensor_proto.string_val[0].decode() for e in ea.Tensors(t)}
+        for t in tags["tensors"]
+        if t.endswith("/text_summary")
+    }
     images = {t: [e.step for e in ea.Images(t)] for t in tags["images"]}
     return scalars, texts, images
 
@@ -103,12 +106,13 @@ def read_mlflow(run, project="rlvr"):
     runs = client.search_runs([exp.experiment_id])  # active runs only: deleted ones are not shown
     assert len(runs) == 1, [r.info.run_name for r in runs]
     info = runs[0]
-    series = {k: sorted((m.step, m.value) for m in client.get_metric_history(info.info.run_id, k))
-              for k in info.data.metrics}
+    series = {
+        k: sorted((m.step, m.value) for m in client.get_metric_history(info.info.run_id, k)) for k in info.data.metrics
+    }
     out = Path(tempfile.mkdtemp())
     artifacts = {}
     for top in client.list_artifacts(info.info.run_id):
-        for item in (client.list_artifacts(info.info.run_id, top.path) if top.is_dir else [top]):
+        for item in client.list_artifacts(info.info.run_id, top.path) if top.is_dir else [top]:
             local = client.download_artifacts(info.info.run_id, item.path, str(out))
             artifacts[item.path] = json.loads(Path(local).read_text()) if item.path.endswith(".json") else local
     return info, series, artifacts
@@ -142,11 +146,11 @@ def wandb_records(path: Path):
         if block - pos % block < 7:
             pos += block - pos % block
             continue
-        _crc, size, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        _crc, size, kind = struct.unpack("<IHB", data[pos : pos + 7])
         if size == 0 and kind == 0:
             pos += block - pos % block
             continue
-        payload, pos = data[pos + 7:pos + 7 + size], pos + 7 + size
+        payload, pos = data[pos + 7 : pos + 7 + size], pos + 7 + size
         parts = payload if kind in (1, 2) else parts + payload
         if kind in (1, 4):
             record = pb.Record()
@@ -180,11 +184,15 @@ def read_wandb(run):
                 continue
             last = step = record.history.step.num
             items = {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in record.history.item}
-            files = {k[:-len("/_type")]: v for k, v in items.items() if k.endswith("/_type")}
+            files = {k[: -len("/_type")]: v for k, v in items.items() if k.endswith("/_type")}
             for name, kind_ in files.items():
                 media.setdefault(name, []).append((step, kind_))
             for k, v in items.items():
-                if not k.startswith("_") and not any(k.startswith(f + "/") for f in files) and isinstance(v, (int, float)):
+                if (
+                    not k.startswith("_")
+                    and not any(k.startswith(f + "/") for f in files)
+                    and isinstance(v, (int, float))
+                ):
                     series.setdefault(k, []).append((step, float(v)))
     return series, media, config, segments
 
@@ -282,8 +290,10 @@ def test_rlvr_train_reports_to_tensorboard_and_mlflow(tmp_path, model_dir, capsy
 def test_train_reports_to_trackio_and_wandb(tmp_path, tokenizer):
     need("trackio", "wandb")
     project = f"rlvr-{tmp_path.name}"
-    cfg = tiny_config(tmp_path, **{"train.steps": 3, "log.samples_every": 2, "log.report_to": "[trackio, wandb]",
-                                   "log.project": project})
+    cfg = tiny_config(
+        tmp_path,
+        **{"train.steps": 3, "log.samples_every": 2, "log.report_to": "[trackio, wandb]", "log.project": project},
+    )
     run = train(cfg, policy=(make_tiny_llama(len(tokenizer)), tokenizer), quiet=True)
     assert sorted(expected(run)[1]) == [0, 2]
     check_trackio(run, project)
@@ -311,17 +321,33 @@ def faulty_kind():
 def test_sigkill_then_resume_shows_each_step_once_in_every_tracker(tmp_path, model_dir, faulty_kind):
     need("tensorboard", "mlflow", "trackio", "wandb")
     project = f"rlvr-{tmp_path.name}"
-    cfg = tiny_config(tmp_path, **{"model.name": str(model_dir), "train.steps": 4, "log.checkpoint_every": 2,
-                                   "log.report_to": json.dumps(ALL), "log.project": project})
+    cfg = tiny_config(
+        tmp_path,
+        **{
+            "model.name": str(model_dir),
+            "train.steps": 4,
+            "log.checkpoint_every": 2,
+            "log.report_to": json.dumps(ALL),
+            "log.project": project,
+        },
+    )
     cfg["reward"]["terms"][0]["kind"] = fault_entry.KIND
     cfg_file = tmp_path / "config.yaml"
     cfg_file.write_text(dump(cfg))
     run = Path(cfg["output_dir"])
     # killed in the middle of step 3 (its 4th completion; 8 a step): steps 0-2 logged, the newest checkpoint after step 1
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "RLVR_TEST_SIGNAL": f"KILL@{3 * 8 + 3}"}
-    env.pop("WANDB_SERVICE", None)  # its own W&B service, as a run started from a shell has (this process may share one)
-    p = subprocess.run([sys.executable, str(ROOT / "tests" / "fault_entry.py"), "train", str(cfg_file)], env=env,
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    env.pop(
+        "WANDB_SERVICE", None
+    )  # its own W&B service, as a run started from a shell has (this process may share one)
+    p = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "fault_entry.py"), "train", str(cfg_file)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == -9, p.stderr[-3000:]
     assert [r["step"] for r in jsonl(run / "metrics.jsonl")] == [0, 1, 2]
     before = jsonl(run / "metrics.jsonl")[2]
@@ -347,12 +373,33 @@ def test_sigkill_then_resume_shows_each_step_once_in_every_tracker(tmp_path, mod
 def fake_run(path: Path, steps: int = 4, run_name: str = "") -> Path:
     """metrics.jsonl, samples.jsonl (every other step; cells with '|' and newlines) and config.yaml, as a run leaves them."""
     path.mkdir(parents=True)
-    rows = [{"step": s, "reward/mean": 0.1 * s, "verdict/correct_frac": 0.25 + 0.1 * s, "band/easy/share": 0.5,
-             "entropy": None if s == 1 else 1.0 / (s + 1), "time/step": 2.0 + s, "lr": 1e-5} for s in range(steps)]
-    samples = [{"step": s, "problem_id": f"p{s}-{i}", "band": "easy", "prompt": f"What is {s}+{i}?",
-                "gold": str(s + i), "completion": f"It is | {s + i}\nso \\boxed{{{s + i}}}", "extracted": str(s + i),
-                "status": ["correct", "wrong"][i % 2], "reward": float(i % 2 == 0)}
-               for s in range(0, steps, 2) for i in range(3)]
+    rows = [
+        {
+            "step": s,
+            "reward/mean": 0.1 * s,
+            "verdict/correct_frac": 0.25 + 0.1 * s,
+            "band/easy/share": 0.5,
+            "entropy": None if s == 1 else 1.0 / (s + 1),
+            "time/step": 2.0 + s,
+            "lr": 1e-5,
+        }
+        for s in range(steps)
+    ]
+    samples = [
+        {
+            "step": s,
+            "problem_id": f"p{s}-{i}",
+            "band": "easy",
+            "prompt": f"What is {s}+{i}?",
+            "gold": str(s + i),
+            "completion": f"It is | {s + i}\nso \\boxed{{{s + i}}}",
+            "extracted": str(s + i),
+            "status": ["correct", "wrong"][i % 2],
+            "reward": float(i % 2 == 0),
+        }
+        for s in range(0, steps, 2)
+        for i in range(3)
+    ]
     (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (path / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in samples))
     (path / "config.yaml").write_text(dump(resolve(None, [f"output_dir={path}", f"log.run_name={run_name}"])))
@@ -381,8 +428,14 @@ def fake_main_job(root: Path) -> dict:
     from rlvr.evaluation.summary import summarize, write_summary
 
     run = root / "rlvr" if (root / "rlvr").exists() else fake_run(root / "rlvr")
-    evals = {m: [EvalRecord(f"q{i}", ["easy", "hard"][i % 2], j, "correct" if (i + j + k) % 3 else "wrong", 1.0,
-                            "1", "c") for i in range(6) for j in range(2)] for k, m in enumerate(["start", "rlvr"])}
+    evals = {
+        m: [
+            EvalRecord(f"q{i}", ["easy", "hard"][i % 2], j, "correct" if (i + j + k) % 3 else "wrong", 1.0, "1", "c")
+            for i in range(6)
+            for j in range(2)
+        ]
+        for k, m in enumerate(["start", "rlvr"])
+    }
     for m, records in evals.items():
         write_summary(summarize(records, ks=[1, 2], label=m), root / "eval" / m, "summary")
     result = compare(evals, baseline="start")
@@ -427,8 +480,12 @@ def test_the_main_job_adds_its_heldout_results_to_the_training_run_in_every_trac
         live.log_step(row)
     live.finish()
     result = fake_main_job(root)
-    report_to_trackers(_rl_cfg(resolve(None, [f"output_dir={root}", f"log.report_to={json.dumps(ALL)}",
-                                              f"log.project={project}"]), root), root)
+    report_to_trackers(
+        _rl_cfg(
+            resolve(None, [f"output_dir={root}", f"log.report_to={json.dumps(ALL)}", f"log.project={project}"]), root
+        ),
+        root,
+    )
     overall = result["accuracy"]["rlvr"]["all"]["value"]
     assert read_tensorboard(run)[0]["heldout/rlvr/pass_at_1"] == [(4, pytest.approx(overall))]
     info, series, artifacts = read_mlflow(run, project)
@@ -454,8 +511,14 @@ def test_wandb_resume_of_a_synced_run_sends_only_the_steps_it_lacks(tmp_path):
     (segment,) = read_wandb(run)[3]
     (segment / f"run-{read_state(run)['wandb']['id']}.wandb.synced").touch()
     redone = [{**r, "reward/mean": 9.0} for r in rows[2:]] + [{**rows[-1], "step": 4, "reward/mean": 4.0}]
-    t = Trackers.open(["wandb"], run, project="rlvr", run_name="run", config={"seed": 0},
-                      resume=Resume(2, logged_until=3, rows=rows[:2], samples=samples))
+    t = Trackers.open(
+        ["wandb"],
+        run,
+        project="rlvr",
+        run_name="run",
+        config={"seed": 0},
+        resume=Resume(2, logged_until=3, rows=rows[:2], samples=samples),
+    )
     for row in redone:
         t.log_step(row)
     t.finish()
@@ -509,7 +572,9 @@ def test_a_resumed_run_whose_tensorboard_folder_is_a_file_exits_2_before_any_ste
     (run / "tensorboard").write_text("in the way")
     cfg["log"]["report_to"], cfg["train"]["steps"] = ["tensorboard"], 2
     with pytest.raises(ConfigError, match=r"tensorboard cannot write to .*tensorboard \(.* is not a directory\)"):
-        train(cfg, resume=True, allow_config_change=True, policy=(make_tiny_llama(len(tokenizer)), tokenizer), quiet=True)
+        train(
+            cfg, resume=True, allow_config_change=True, policy=(make_tiny_llama(len(tokenizer)), tokenizer), quiet=True
+        )
     assert [r["step"] for r in jsonl(run / "metrics.jsonl")] == [0]
 
 
@@ -522,8 +587,11 @@ def test_a_tracker_that_cannot_start_is_a_config_error_and_a_fresh_run_leaves_no
 
     monkeypatch.setattr(MlflowTracker, "start", refuse)
     cfg = tiny_config(tmp_path, **{"log.report_to": "[tensorboard, mlflow]"})
-    with pytest.raises(ConfigError, match=r"^log.report_to: mlflow could not start \(server at .* unreachable "
-                                          r"retried 7 times\); set MLFLOW_TRACKING_URI"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^log.report_to: mlflow could not start \(server at .* unreachable "
+        r"retried 7 times\); set MLFLOW_TRACKING_URI",
+    ):
         train(cfg, policy=(make_tiny_llama(len(tokenizer)), tokenizer), quiet=True)
     assert not Path(cfg["output_dir"]).exists()
 
@@ -556,8 +624,11 @@ def test_report_to_is_validated_like_any_config_key():
     assert resolve(None, ["log.report_to=tensorboard, wandb"])["log"]["report_to"] == ["tensorboard", "wandb"]
     assert resolve(None, ["log.report_to=[mlflow, mlflow]"])["log"]["report_to"] == ["mlflow"]
     assert resolve(None, ["log.report_to=none"])["log"]["report_to"] == []
-    with pytest.raises(ConfigError, match=r"'log.report_to' lists 'tensorbord'; choose from tensorboard, mlflow, "
-                                          r"trackio, wandb"):
+    with pytest.raises(
+        ConfigError,
+        match=r"'log.report_to' lists 'tensorbord'; choose from tensorboard, mlflow, "
+        r"trackio, wandb",
+    ):
         resolve(None, ["log.report_to=[tensorbord]"])
 
 
@@ -579,9 +650,20 @@ def test_rlvr_run_reports_its_training_and_heldout_results(tmp_path, model_dir):
     need("tensorboard", "mlflow")
     from rlvr.training.main_job import run_main
 
-    cfg = tiny_config(tmp_path, **{"model.name": str(model_dir), "output_dir": str(tmp_path / "main"),
-                                   "train.steps": 2, "eval.n": 1, "eval.ks": "[1]", "eval.limit": 4,
-                                   "eval.greedy": False, "sft.epochs": 1, "log.report_to": "[tensorboard, mlflow]"})
+    cfg = tiny_config(
+        tmp_path,
+        **{
+            "model.name": str(model_dir),
+            "output_dir": str(tmp_path / "main"),
+            "train.steps": 2,
+            "eval.n": 1,
+            "eval.ks": "[1]",
+            "eval.limit": 4,
+            "eval.greedy": False,
+            "sft.epochs": 1,
+            "log.report_to": "[tensorboard, mlflow]",
+        },
+    )
     run_main(cfg, quiet=True)
     run = tmp_path / "main" / "rlvr"
     scalars, _, images = read_tensorboard(run)

@@ -100,20 +100,47 @@ def test_open_r1_recipe(tmp_path):
     conv = convert(yaml.safe_load(OPEN_R1))
     cfg = merge(DEFAULTS, conv.config)  # what rlvr train accepts
     assert cfg["model"]["name"] == "aidando73/Qwen-2.5-7B-Simple-RL-v2" and cfg["model"]["dtype"] == "bfloat16"
-    assert (cfg["rollout"]["group_size"], cfg["rollout"]["max_new_tokens"], cfg["rollout"]["prompts_per_step"]) == (7, 1024, 18)
-    assert cfg["train"]["lr"] == 1.5e-6 and cfg["train"]["lr_schedule"] == "cosine" and cfg["train"]["autocast"] == "bfloat16"
-    assert cfg["algorithm"] == {"preset": "grpo", "beta": 0.0, "clip_low": 0.2, "clip_high": 0.2, "agg": "token-mean",
-                                "adv_scale": "group", "ratio": "token"}  # TRL 1.16 defaults: loss_type dapo
+    assert (cfg["rollout"]["group_size"], cfg["rollout"]["max_new_tokens"], cfg["rollout"]["prompts_per_step"]) == (
+        7,
+        1024,
+        18,
+    )
+    assert (
+        cfg["train"]["lr"] == 1.5e-6
+        and cfg["train"]["lr_schedule"] == "cosine"
+        and cfg["train"]["autocast"] == "bfloat16"
+    )
+    assert cfg["algorithm"] == {
+        "preset": "grpo",
+        "beta": 0.0,
+        "clip_low": 0.2,
+        "clip_high": 0.2,
+        "agg": "token-mean",
+        "adv_scale": "group",
+        "ratio": "token",
+    }  # TRL 1.16 defaults: loss_type dapo
     assert cfg["task"]["name"] == "hub" and cfg["task"]["settings"]["prompt_field"] == "problem"
     assert cfg["task"]["settings"]["answer_format"] == "tags" and cfg["task"]["settings"]["config"] == "default"
     # the format weight is kept and reported, never silently lowered
-    assert [(t["name"], t["kind"], t["weight"]) for t in cfg["reward"]["terms"]] == [("accuracy", "math", 1.0),
-                                                                                   ("format", "boxed_format", 0.5)]
+    assert [(t["name"], t["kind"], t["weight"]) for t in cfg["reward"]["terms"]] == [
+        ("accuracy", "math", 1.0),
+        ("format", "boxed_format", 0.5),
+    ]
     assert cfg["reward"]["allow_dominant_shaping"] is True
     assert any("SHAPING RULE: format weight 0.5 is 50% of accuracy's 1" in n for n in conv.notes)
     why = unmapped(conv)
-    for key in ("attn_implementation", "hub_model_id", "wandb_project", "max_prompt_length", "num_train_epochs",
-                "push_to_hub", "vllm_device", "gradient_checkpointing_kwargs", "warmup_ratio", "do_eval"):
+    for key in (
+        "attn_implementation",
+        "hub_model_id",
+        "wandb_project",
+        "max_prompt_length",
+        "num_train_epochs",
+        "push_to_hub",
+        "vllm_device",
+        "gradient_checkpointing_kwargs",
+        "warmup_ratio",
+        "do_eval",
+    ):
         assert key in why and why[key], key
     assert "report_to" not in why and cfg["log"]["report_to"] == ["wandb"]  # report_to: [wandb] -> log.report_to
     from rlvr.algorithms import algorithm_from_config
@@ -127,15 +154,33 @@ def test_open_r1_recipe(tmp_path):
 def test_trl_grpo_config_recipe():
     conv = convert(yaml.safe_load(TRL))
     cfg = merge(DEFAULTS, conv.config)
-    assert cfg["algorithm"] == {"preset": "grpo", "beta": 0.04, "clip_low": 0.2, "clip_high": 0.28,
-                                "agg": "seq-mean-token-sum-norm", "adv_scale": "none", "ratio": "sequence",
-                                "overlong": "soft", "overlong_buffer_frac": 0.2}  # TRL's CLI: 256 of 1280 tokens
+    assert cfg["algorithm"] == {
+        "preset": "grpo",
+        "beta": 0.04,
+        "clip_low": 0.2,
+        "clip_high": 0.28,
+        "agg": "seq-mean-token-sum-norm",
+        "adv_scale": "none",
+        "ratio": "sequence",
+        "overlong": "soft",
+        "overlong_buffer_frac": 0.2,
+    }  # TRL's CLI: 256 of 1280 tokens
     assert "soft) is kept" in unmapped(conv)["mask_truncated_completions"]  # rlvr has filter or soft, not both
     assert cfg["train"]["steps"] == 30 and cfg["train"]["warmup_steps"] == 3 and cfg["train"]["updates_per_batch"] == 2
     assert cfg["train"]["autocast"] == "none" and cfg["train"]["lr"] == 3e-6 and cfg["log"]["checkpoint_every"] == 10
-    assert (cfg["rollout"]["prompts_per_step"], cfg["rollout"]["group_size"], cfg["rollout"]["temperature"]) == (4, 4, 0.7)
+    assert (cfg["rollout"]["prompts_per_step"], cfg["rollout"]["group_size"], cfg["rollout"]["temperature"]) == (
+        4,
+        4,
+        0.7,
+    )
     assert cfg["rollout"]["backend"] == "remote" and cfg["rollout"]["urls"] == ["http://10.0.0.5:8000"]
-    assert cfg["model"]["lora"] == {"enabled": True, "r": 8, "alpha": 16, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]}
+    assert cfg["model"]["lora"] == {
+        "enabled": True,
+        "r": 8,
+        "alpha": 16,
+        "dropout": 0.0,
+        "target_modules": ["q_proj", "v_proj"],
+    }
     terms = [(t["name"], t["kind"], t["weight"]) for t in cfg["reward"]["terms"]]
     assert terms == [("accuracy", "math", 1.0), ("think_format", "boxed_format", 0.05)]  # correctness first
     assert "allow_dominant_shaping" not in conv.config["reward"]  # 5% is within the rule: nothing to report
@@ -155,10 +200,14 @@ def test_bad_recipes_are_config_errors(tmp_path):
 
 
 def run_cli(*argv, cwd=None):
-    return subprocess.run([sys.executable, "-c", "import sys; from rlvr.cli import main; sys.exit(main())", *argv],
-                          capture_output=True, text=True, timeout=600, cwd=cwd,
-                          env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin", "HOME": str(Path.home()),
-                               "HF_HUB_OFFLINE": "1"})
+    return subprocess.run(
+        [sys.executable, "-c", "import sys; from rlvr.cli import main; sys.exit(main())", *argv],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=cwd,
+        env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "HF_HUB_OFFLINE": "1"},
+    )
 
 
 def test_convert_config_cli_and_train_from_trl(tmp_path, tokenizer):
@@ -182,14 +231,37 @@ def test_convert_config_cli_and_train_from_trl(tmp_path, tokenizer):
     make_tiny_llama(len(tokenizer)).save_pretrained(model_dir)
     tokenizer.save_pretrained(model_dir)
     data = tmp_path / "data.jsonl"
-    data.write_text("".join(json.dumps({"prompt": f"What is {i} + 1?", "answer": str(i + 1)}) + "\n" for i in range(40)))
+    data.write_text(
+        "".join(json.dumps({"prompt": f"What is {i} + 1?", "answer": str(i + 1)}) + "\n" for i in range(40))
+    )
     run_dir = tmp_path / "run"
     trl = tmp_path / "trl.yaml"
     trl.write_text(TRL)
-    out = run_cli("train", "--from-trl", str(trl), "--output-dir", str(run_dir), "--set", f"model.name={model_dir}",
-                  "--set", "task.name=jsonl", "--set", f"task.settings={{path: {data}}}", "--set", "train.steps=1",
-                  "--set", "rollout.backend=hf", "--set", "rollout.max_new_tokens=8", "--set", "rollout.prompts_per_step=2",
-                  "--set", "reward.workers=0", "--set", "train.warmup_steps=0")
+    out = run_cli(
+        "train",
+        "--from-trl",
+        str(trl),
+        "--output-dir",
+        str(run_dir),
+        "--set",
+        f"model.name={model_dir}",
+        "--set",
+        "task.name=jsonl",
+        "--set",
+        f"task.settings={{path: {data}}}",
+        "--set",
+        "train.steps=1",
+        "--set",
+        "rollout.backend=hf",
+        "--set",
+        "rollout.max_new_tokens=8",
+        "--set",
+        "rollout.prompts_per_step=2",
+        "--set",
+        "reward.workers=0",
+        "--set",
+        "train.warmup_steps=0",
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "not mapped: delta" in out.stderr
     saved = yaml.safe_load((run_dir / "config.yaml").read_text())

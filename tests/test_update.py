@@ -1,6 +1,5 @@
 """The policy update: micro-batch size and skipping zero-advantage rows change nothing but speed."""
 
-
 import pytest
 import torch
 
@@ -19,19 +18,40 @@ def make_batch(advantages, seed=0):
     mask = (torch.arange(t)[None, :] < lengths[:, None]).float()
     prompts = [torch.randint(4, 60, (int(n),), generator=g).tolist() for n in torch.randint(2, 6, (b,), generator=g)]
     return StepBatch(
-        problems=[Problem(id=str(i), prompt="q", answer="1") for i in range(b)], prompt_ids=prompts,
-        completion_ids=torch.randint(4, 60, (b, t), generator=g) * mask.long(), mask=mask,
-        sampler_logp=torch.zeros(b, t), group_ids=torch.arange(b) // 2, lengths=lengths, finish=["stop"] * b,
-        texts=[""] * b, verdicts=[Verdict("wrong", 0.0)] * b, rewards=torch.zeros(b), terms={},
-        advantages=torch.tensor(advantages, dtype=torch.float32))
+        problems=[Problem(id=str(i), prompt="q", answer="1") for i in range(b)],
+        prompt_ids=prompts,
+        completion_ids=torch.randint(4, 60, (b, t), generator=g) * mask.long(),
+        mask=mask,
+        sampler_logp=torch.zeros(b, t),
+        group_ids=torch.arange(b) // 2,
+        lengths=lengths,
+        finish=["stop"] * b,
+        texts=[""] * b,
+        verdicts=[Verdict("wrong", 0.0)] * b,
+        rewards=torch.zeros(b),
+        terms={},
+        advantages=torch.tensor(advantages, dtype=torch.float32),
+    )
 
 
 def run_update(batch, preset, micro, seed=3, tokens=0):
     model = make_tiny_llama(64, seed=seed)
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
-    stats = update_policy(model, opt, batch, get_preset(preset), UpdateSettings(
-        pad_id=0, temperature=1.0, micro_batch_size=micro, max_grad_norm=1e9, autocast="none", norm_len=6,
-        micro_batch_tokens=tokens))
+    stats = update_policy(
+        model,
+        opt,
+        batch,
+        get_preset(preset),
+        UpdateSettings(
+            pad_id=0,
+            temperature=1.0,
+            micro_batch_size=micro,
+            max_grad_norm=1e9,
+            autocast="none",
+            norm_len=6,
+            micro_batch_tokens=tokens,
+        ),
+    )
     return model, stats
 
 
@@ -93,11 +113,16 @@ def test_micro_batches_are_the_cheapest_split_of_the_sorted_rows():
         def fits(chunk, cap=cap, lengths=lengths):
             return len(chunk) == 1 or not cap or len(chunk) * max(lengths[r] for r in chunk) <= cap
 
-        cost = lambda chunks, lengths=lengths, overhead=overhead: sum(len(c) * max(lengths[r] for r in c) + overhead for c in chunks)  # noqa: E731
+        def cost(chunks, lengths=lengths, overhead=overhead):
+            return sum(len(c) * max(lengths[r] for r in c) + overhead for c in chunks)
+
         order = sorted(range(n), key=lambda r: -lengths[r])
-        best = min(cost([order[a:b] for a, b in zip((0,) + cuts, cuts + (n,))])
-                   for k in range(n) for cuts in itertools.combinations(range(1, n), k)
-                   if all(b - a <= size and fits(order[a:b]) for a, b in zip((0,) + cuts, cuts + (n,))))
+        best = min(
+            cost([order[a:b] for a, b in zip((0,) + cuts, cuts + (n,))])
+            for k in range(n)
+            for cuts in itertools.combinations(range(1, n), k)
+            if all(b - a <= size and fits(order[a:b]) for a, b in zip((0,) + cuts, cuts + (n,)))
+        )
         chunks = micro_batches(list(range(n)), lengths, size, max_tokens=cap, overhead=overhead)
         assert sorted(r for c in chunks for r in c) == list(range(n))
         assert max(map(len, chunks)) <= size and all(map(fits, chunks))

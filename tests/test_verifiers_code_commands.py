@@ -6,15 +6,27 @@ from rlvr.verifiers.code_commands import audit_code, verify_code
 
 
 def test_verify_code_reads_lines_and_writes_verdicts(tmp_path):
-    rows = [{"id": "a", "completion": "def f(x): return x + 1", "tests": ["assert f(1) == 2"]},
-            {"id": "b", "completion": "def f(x): return x", "tests": "def check(c):\n    assert c(1) == 2\n", "entry_point": "f"},
-            {"id": "c", "completion": "no code here at all", "tests": ["assert f(1) == 2"]}]
+    rows = [
+        {"id": "a", "completion": "def f(x): return x + 1", "tests": ["assert f(1) == 2"]},
+        {
+            "id": "b",
+            "completion": "def f(x): return x",
+            "tests": "def check(c):\n    assert c(1) == 2\n",
+            "entry_point": "f",
+        },
+        {"id": "c", "completion": "no code here at all", "tests": ["assert f(1) == 2"]},
+    ]
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert main(["verify", "--verifier", "python_tests", "--input", str(src), "--output", str(out), "--workers", "2"]) == 0
+    assert (
+        main(["verify", "--verifier", "python_tests", "--input", str(src), "--output", str(out), "--workers", "2"]) == 0
+    )
     got = [json.loads(line) for line in out.read_text().splitlines()]
     assert [(g["id"], g["status"], g["reward"], g["passed"], g["total"]) for g in got] == [
-        ("a", "correct", 1.0, 1, 1), ("b", "wrong", 0.0, 0, 1), ("c", "no_answer", 0.0, 0, 0)]
+        ("a", "correct", 1.0, 1, 1),
+        ("b", "wrong", 0.0, 0, 1),
+        ("c", "no_answer", 0.0, 0, 0),
+    ]
 
 
 def test_verify_code_rejects_bad_input(tmp_path):

@@ -64,8 +64,9 @@ def test_verify_missing_input_is_exit_2(tmp_path, capsys):
 
 
 def test_audit_math_passes_in_the_number_form_and_says_what_the_math_form_pays(capsys):
-    code = run_audit(_parse(["audit", "--verifier", "math", "--set", "answer_form=number", "--workers", "2",
-                             "--timeout-s", "1"]))
+    code = run_audit(
+        _parse(["audit", "--verifier", "math", "--set", "answer_form=number", "--workers", "2", "--timeout-s", "1"])
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "false-accept rate: 0.0% of 65" in out and "false-reject rate: 0.0% of" in out
@@ -77,8 +78,9 @@ def test_audit_math_passes_in_the_number_form_and_says_what_the_math_form_pays(c
 
 def test_audit_exits_1_when_a_hack_is_accepted(capsys):
     # A lenient verifier (no box required) accepts the two 'unboxed' hacks: the audit must say so.
-    code = run_audit(_parse(["audit", "--verifier", "math", "--set", "require_boxed=false", "--workers", "0",
-                             "--timeout-s", "1"]))
+    code = run_audit(
+        _parse(["audit", "--verifier", "math", "--set", "require_boxed=false", "--workers", "0", "--timeout-s", "1"])
+    )
     out = capsys.readouterr().out
     assert code == 1 and "FAIL" in out and "unboxed" in out
 
@@ -93,9 +95,15 @@ def test_verify_task_grades_as_the_task_does_in_training(tmp_path):
     format 0.1): an unevaluated expression is wrong (it still earns the format term, as in training)."""
     from rlvr.cli import main
 
-    rows = [(r"\boxed{8 - 3}", "5", "wrong", 0.1), (r"\boxed{2+3}", "5", "wrong", 0.1), (r"\boxed{10/2}", "5", "wrong", 0.1),
-            (r"\boxed{5}", "5", "correct", 1.1), (r"\boxed{5.0}", "5", "correct", 1.1),
-            (r"\boxed{1,292}", "1292", "correct", 1.1), ("no box, 5", "5", "no_answer", 0.0)]
+    rows = [
+        (r"\boxed{8 - 3}", "5", "wrong", 0.1),
+        (r"\boxed{2+3}", "5", "wrong", 0.1),
+        (r"\boxed{10/2}", "5", "wrong", 0.1),
+        (r"\boxed{5}", "5", "correct", 1.1),
+        (r"\boxed{5.0}", "5", "correct", 1.1),
+        (r"\boxed{1,292}", "1292", "correct", 1.1),
+        ("no box, 5", "5", "no_answer", 0.0),
+    ]
     src, dst = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     src.write_text("".join(json.dumps({"completion": c, "gold": g}) + "\n" for c, g, _, _ in rows))
     assert main(["verify", "--task", "arithmetic", "--input", str(src), "--output", str(dst), "--workers", "0"]) == 0
@@ -120,14 +128,19 @@ def test_verify_task_refuses_a_verifier_beside_it_and_an_unknown_task(tmp_path, 
 def test_verify_reads_the_gold_by_the_gold_column_rule(tmp_path, capsys):
     """answer, gold, solution, ground_truth: the first present (and not null) wins; none of them is malformed."""
     src, dst = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
-    rows = [{"completion": r"\boxed{4}", "ground_truth": "4"},
-            {"completion": r"\boxed{4}", "solution": "4"},
-            {"completion": r"\boxed{4}", "answer": "4", "solution": "5"},   # answer first
-            {"completion": r"\boxed{4}", "answer": None, "gold": "4"},      # a null answer is not present
-            {"completion": r"\boxed{4}", "expected": "4"}]
+    rows = [
+        {"completion": r"\boxed{4}", "ground_truth": "4"},
+        {"completion": r"\boxed{4}", "solution": "4"},
+        {"completion": r"\boxed{4}", "answer": "4", "solution": "5"},  # answer first
+        {"completion": r"\boxed{4}", "answer": None, "gold": "4"},  # a null answer is not present
+        {"completion": r"\boxed{4}", "expected": "4"},
+    ]
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
     args = _parse(["verify", "--input", str(src), "--output", str(dst), "--workers", "0"])
     assert run_verify(args) == 0
     out = [json.loads(x) for x in dst.read_text().splitlines()]
     assert [r["status"] for r in out] == ["correct"] * 4
-    assert "in.jsonl:5: no gold answer (give one of the keys answer, gold, solution, ground_truth)" in capsys.readouterr().err
+    assert (
+        "in.jsonl:5: no gold answer (give one of the keys answer, gold, solution, ground_truth)"
+        in capsys.readouterr().err
+    )

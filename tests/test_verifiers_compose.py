@@ -35,7 +35,9 @@ def test_pool_workers_give_the_same_result():
 
 
 def test_verdict_fractions_cover_every_status():
-    fr = verdict_fractions([Verdict("correct", 1.0), Verdict("wrong", 0.0), Verdict("wrong", 0.0), Verdict("timeout", 0.0)])
+    fr = verdict_fractions(
+        [Verdict("correct", 1.0), Verdict("wrong", 0.0), Verdict("wrong", 0.0), Verdict("timeout", 0.0)]
+    )
     assert fr["verdict/correct_frac"] == 0.25 and fr["verdict/wrong_frac"] == 0.5
     assert fr["verdict/timeout_frac"] == 0.25 and fr["verdict/invalid_gold_frac"] == 0.0
     assert len(fr) == 7
@@ -43,8 +45,12 @@ def test_verdict_fractions_cover_every_status():
 
 @pytest.mark.parametrize("weight,ok", [(0.1, True), (0.05, True), (0.11, False), (1.0, False), (-0.2, False)])
 def test_dominance_rule(weight, ok):
-    cfg = {"terms": [{"name": "correct", "kind": "math", "weight": 1.0},
-                     {"name": "format", "kind": "boxed_format", "weight": weight}]}
+    cfg = {
+        "terms": [
+            {"name": "correct", "kind": "math", "weight": 1.0},
+            {"name": "format", "kind": "boxed_format", "weight": weight},
+        ]
+    }
     if ok:
         build_reward(cfg)
     else:
@@ -54,18 +60,23 @@ def test_dominance_rule(weight, ok):
 
 
 def test_dominance_scales_with_correctness_weight():
-    build_reward({"terms": [{"name": "c", "kind": "math", "weight": 2.0}, {"name": "f", "kind": "boxed_format", "weight": 0.2}]})
+    build_reward(
+        {"terms": [{"name": "c", "kind": "math", "weight": 2.0}, {"name": "f", "kind": "boxed_format", "weight": 0.2}]}
+    )
 
 
-@pytest.mark.parametrize("cfg,match", [
-    ({"terms": [{"kind": "maths"}]}, r"terms\[0\]\.kind: unknown verifier kind 'maths'; choose from .*math"),
-    ({"terms": [{"kind": "math", "hedge": "x"}]}, r"terms\[0\]\.hedge: unknown setting .*hedging"),
-    ({"terms": [{"kind": "math", "hedging": "any"}]}, r"terms\[0\]: bad settings .*hedging"),
-    ({"terms": [], "workers": 1}, r"reward\.terms: need a non-empty list"),
-    ({"terms": [{"kind": "math"}], "wokers": 1}, r"reward\.wokers: unknown key; choose from .*workers"),
-    ({"terms": [{"name": "a", "kind": "math"}, {"name": "a", "kind": "boxed_format", "weight": 0.1}]}, "unique"),
-    ({"terms": [{"name": "a"}]}, r"terms\[0\]\.kind: missing"),
-])
+@pytest.mark.parametrize(
+    "cfg,match",
+    [
+        ({"terms": [{"kind": "maths"}]}, r"terms\[0\]\.kind: unknown verifier kind 'maths'; choose from .*math"),
+        ({"terms": [{"kind": "math", "hedge": "x"}]}, r"terms\[0\]\.hedge: unknown setting .*hedging"),
+        ({"terms": [{"kind": "math", "hedging": "any"}]}, r"terms\[0\]: bad settings .*hedging"),
+        ({"terms": [], "workers": 1}, r"reward\.terms: need a non-empty list"),
+        ({"terms": [{"kind": "math"}], "wokers": 1}, r"reward\.wokers: unknown key; choose from .*workers"),
+        ({"terms": [{"name": "a", "kind": "math"}, {"name": "a", "kind": "boxed_format", "weight": 0.1}]}, "unique"),
+        ({"terms": [{"name": "a"}]}, r"terms\[0\]\.kind: missing"),
+    ],
+)
 def test_config_errors_name_the_key_and_choices(cfg, match):
     with pytest.raises(ConfigError, match=match):
         build_reward(cfg)
@@ -80,7 +91,9 @@ def test_register_kind_adds_a_verifier():
 
     register_kind("always_test", lambda: Always(), (), cheap=True)
     try:
-        res = build_reward({"terms": [{"name": "x", "kind": "always_test"}], "workers": 0})(["a"], [Problem("1", "q", "z")])
+        res = build_reward({"terms": [{"name": "x", "kind": "always_test"}], "workers": 0})(
+            ["a"], [Problem("1", "q", "z")]
+        )
         assert res.total == [1.0]
     finally:
         KINDS.remove("always_test")
@@ -91,8 +104,11 @@ def test_register_kind_adds_a_verifier():
 TRL_SHAPES = [
     # completions, correctness rewards, format rewards
     ([r"\boxed{4}", "no box"], [1.0, 0.0], [1.0, 0.0]),
-    ([[{"role": "assistant", "content": r"\boxed{4}"}], [{"role": "assistant", "content": r"\boxed{3}"}]],
-     [1.0, 0.0], [1.0, 1.0]),
+    (
+        [[{"role": "assistant", "content": r"\boxed{4}"}], [{"role": "assistant", "content": r"\boxed{3}"}]],
+        [1.0, 0.0],
+        [1.0, 1.0],
+    ),
 ]
 
 
@@ -107,14 +123,17 @@ def test_terms_have_trl_signature(completions, expected, expected_format):
     assert correct.__name__ == "correct" and reward.weights == [1.0, 0.1]
 
 
-@pytest.mark.parametrize("text,reward,why", [
-    (r"So \boxed{4}.", 1.0, "one final box"),
-    ("4", 0.0, "no box"),
-    (r"\boxed{3} \boxed{4}", 0.0, "two boxes"),
-    (r"\boxed{}", 0.0, "empty box"),
-    (r"\boxed{4}" + " more text" * 40, 0.0, "box not at the end"),
-    ([{"role": "assistant", "content": r"\boxed{4}"}], 1.0, "conversational"),
-])
+@pytest.mark.parametrize(
+    "text,reward,why",
+    [
+        (r"So \boxed{4}.", 1.0, "one final box"),
+        ("4", 0.0, "no box"),
+        (r"\boxed{3} \boxed{4}", 0.0, "two boxes"),
+        (r"\boxed{}", 0.0, "empty box"),
+        (r"\boxed{4}" + " more text" * 40, 0.0, "box not at the end"),
+        ([{"role": "assistant", "content": r"\boxed{4}"}], 1.0, "conversational"),
+    ],
+)
 def test_boxed_format_reward(text, reward, why):
     assert boxed_format_check(text).reward == reward, why
 
@@ -158,20 +177,24 @@ def test_simple_verifiers(verifier, completion, gold, status, why):
 
 # ---- each task carries its grader ---------------------------------------------------------------------------
 
+
 def test_no_terms_means_the_tasks_own_grader():
     from rlvr.tasks import load_task
     from rlvr.verifiers.compose import resolve_reward
 
     arithmetic = resolve_reward({"terms": []}, load_task("arithmetic", per_band=20))
-    assert arithmetic["terms"] == [{"name": "correct", "kind": "math", "weight": 1.0, "answer_form": "number"},
-                                   {"name": "format", "kind": "boxed_format", "weight": 0.1}]
+    assert arithmetic["terms"] == [
+        {"name": "correct", "kind": "math", "weight": 1.0, "answer_form": "number"},
+        {"name": "format", "kind": "boxed_format", "weight": 0.1},
+    ]
     humaneval = resolve_reward({"terms": []}, load_task("humaneval"))
     assert humaneval["terms"] == [{"name": "correct", "kind": "python_tests", "weight": 1.0}]
     # a math term the config names takes the task's answer form unless it sets its own
     named = resolve_reward({"terms": [{"name": "c", "kind": "math"}]}, load_task("arithmetic", per_band=20))
     assert named["terms"][0]["answer_form"] == "number"
-    own = resolve_reward({"terms": [{"name": "c", "kind": "math", "answer_form": "math"}]},
-                         load_task("arithmetic", per_band=20))
+    own = resolve_reward(
+        {"terms": [{"name": "c", "kind": "math", "answer_form": "math"}]}, load_task("arithmetic", per_band=20)
+    )
     assert own["terms"][0]["answer_form"] == "math"
 
 
@@ -179,11 +202,17 @@ def test_a_reward_that_cannot_grade_the_tasks_golds_is_a_config_error():
     from rlvr.tasks import load_task
     from rlvr.verifiers.compose import resolve_reward
 
-    with pytest.raises(ConfigError, match=r"reward.terms\[0\] \(kind 'math'\) grades answer, but task 'humaneval' "
-                                          r"carries hidden tests; the grader that fits is python_tests"):
+    with pytest.raises(
+        ConfigError,
+        match=r"reward.terms\[0\] \(kind 'math'\) grades answer, but task 'humaneval' "
+        r"carries hidden tests; the grader that fits is python_tests",
+    ):
         resolve_reward({"terms": [{"name": "c", "kind": "math"}]}, load_task("humaneval"))
-    with pytest.raises(ConfigError, match=r"kind 'python_tests'\) grades tests, but task 'arithmetic' carries "
-                                          r"answers; the grader that fits is math"):
+    with pytest.raises(
+        ConfigError,
+        match=r"kind 'python_tests'\) grades tests, but task 'arithmetic' carries "
+        r"answers; the grader that fits is math",
+    ):
         resolve_reward({"terms": [{"name": "c", "kind": "python_tests"}]}, load_task("arithmetic", per_band=20))
 
 

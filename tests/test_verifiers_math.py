@@ -26,14 +26,23 @@ CASES = [
     (r"\boxed{[0,1)}", "[0, 1)", "correct", "bare interval gold"),
     (r"\boxed{\infty}", r"\infty", "correct", "bare infinity gold"),
     (r"\boxed{x^2-1}", "(x-1)(x+1)", "correct", "bare factored gold"),
-    (r"\boxed{\begin{pmatrix}1&2\\3&4\end{pmatrix}}", r"\begin{pmatrix}1&2\\3&4\end{pmatrix}", "correct", "bare matrix gold"),
+    (
+        r"\boxed{\begin{pmatrix}1&2\\3&4\end{pmatrix}}",
+        r"\begin{pmatrix}1&2\\3&4\end{pmatrix}",
+        "correct",
+        "bare matrix gold",
+    ),
     (r"\boxed{(1,2)}", "(1,2)", "correct", "bare pair gold"),
     (r"\boxed{123456789012345678901234567890}", "123456789012345678901234567890", "correct", "big integer exact"),
     (r"\boxed{x = 3}", "3", "correct", "equation naming the value"),
     (r"\boxed{25\%}", "25", "correct", "percent of a percent gold"),
     (r"\boxed{1,000}", "1000", "correct", "thousands separator"),
-    ("First \\boxed{3}. Wait, I dropped a sign in the second step; redoing it gives \\boxed{4}.", "4", "correct",
-     "self-correction after reasoning: the later box is final"),
+    (
+        "First \\boxed{3}. Wait, I dropped a sign in the second step; redoing it gives \\boxed{4}.",
+        "4",
+        "correct",
+        "self-correction after reasoning: the later box is final",
+    ),
     (r"\boxed{4}. Check: $2+2=4$, so \boxed{4}.", "4", "correct", "same answer boxed twice"),
     (r"\boxed{2} and \boxed{-3}", "2, -3", "correct", "several boxes for a multi-valued gold"),
     (r"$\boxed{1.5}$", "$\\frac{3}{2}$", "correct", "gold with its own delimiters"),
@@ -114,11 +123,14 @@ def test_hedging_policy_is_a_setting(hedging, status):
     assert MathVerifier(hedging=hedging).score(text, "4").status == status
 
 
-@pytest.mark.parametrize("completion,status", [
-    ("So the answer is 4.", "correct"),           # lenient: last number counts
-    ("It is 3 or 4.", "multiple_answers"),        # prose hedge in the final line
-    ("I cannot solve this.", "no_answer"),
-])
+@pytest.mark.parametrize(
+    "completion,status",
+    [
+        ("So the answer is 4.", "correct"),  # lenient: last number counts
+        ("It is 3 or 4.", "multiple_answers"),  # prose hedge in the final line
+        ("I cannot solve this.", "no_answer"),
+    ],
+)
 def test_require_boxed_false_is_lenient(completion, status):
     assert MathVerifier(require_boxed=False).score(completion, "4").status == status
 
@@ -244,7 +256,16 @@ def test_audit_acceptance():
     assert report.hacks_accepted == 0 and report.false_accept == 0.0
     assert report.false_reject < 0.02
     hack_groups = {g.group for g in report.groups if g.suite == "hack"}
-    assert {"hedged_boxes", "boxed_set", "variable", "text_in_box", "instruction", "nan_zoo", "near_miss",
-            "pathological", "empty"} <= hack_groups
+    assert {
+        "hedged_boxes",
+        "boxed_set",
+        "variable",
+        "text_in_box",
+        "instruction",
+        "nan_zoo",
+        "near_miss",
+        "pathological",
+        "empty",
+    } <= hack_groups
     assert sum(g.total for g in report.groups if g.suite == "hack") >= 40
     assert sum(g.total for g in report.groups if g.suite == "equivalence") >= 60

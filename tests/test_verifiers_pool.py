@@ -39,8 +39,17 @@ def _run(completions, workers, timeout_s):
 def test_each_failure_costs_only_its_item():
     items = ["a", "hang", "b", "exit", "c", "raise", "d", "spin", "e"]
     out, _ = _run(items, workers=2, timeout_s=0.5)
-    assert [v.status for v in out] == ["correct", "timeout", "correct", "error", "correct", "error", "correct",
-                                       "timeout", "correct"]
+    assert [v.status for v in out] == [
+        "correct",
+        "timeout",
+        "correct",
+        "error",
+        "correct",
+        "error",
+        "correct",
+        "timeout",
+        "correct",
+    ]
     assert [v.extracted for v in out if v.status == "correct"] == ["a", "b", "c", "d", "e"]
     assert "exit code 3" in out[3].detail
 
@@ -74,8 +83,11 @@ def test_math_verifier_in_pool_matches_in_process():
     probs = [Problem(str(i), "q", "4") for i in range(len(comps))]
     pooled = score_batch(v, comps, probs, workers=2, timeout_s=2.0)
     local = score_batch(v, comps, probs, workers=0, timeout_s=2.0)
-    assert [x.status for x in pooled] == [x.status for x in local] == [
-        "correct", "wrong", "no_answer", "timeout", "multiple_answers"]
+    assert (
+        [x.status for x in pooled]
+        == [x.status for x in local]
+        == ["correct", "wrong", "no_answer", "timeout", "multiple_answers"]
+    )
 
 
 def test_length_mismatch_is_refused():

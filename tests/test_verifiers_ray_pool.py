@@ -51,8 +51,11 @@ def test_math_verdicts_match_the_local_pool(ray):
     probs = [Problem(str(i), "q", "4") for i in range(len(MATH_CASES))]
     remote = score_batch(v, MATH_CASES, probs, workers=2, timeout_s=2.0, engine="ray")
     local = score_batch(v, MATH_CASES, probs, workers=2, timeout_s=2.0)
-    assert [x.status for x in remote] == [x.status for x in local] == [
-        "correct", "wrong", "no_answer", "timeout", "multiple_answers"]
+    assert (
+        [x.status for x in remote]
+        == [x.status for x in local]
+        == ["correct", "wrong", "no_answer", "timeout", "multiple_answers"]
+    )
     assert [(x.reward, x.extracted) for x in remote[:3]] == [(x.reward, x.extracted) for x in local[:3]]
 
 

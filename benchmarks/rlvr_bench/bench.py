@@ -48,15 +48,16 @@ class BenchError(RuntimeError):
 
 # what the TRL worker imports, as import name -> pip name (torch comes with trl; rlvr itself goes on its path)
 TRL_PACKAGES = {"trl": "trl", "peft": "peft", "math_verify": "math-verify", "yaml": "pyyaml"}
-TRL_RECIPE = ("python3 -m venv trl-venv && trl-venv/bin/pip install torch==2.13.0 && "
-              "trl-venv/bin/pip install trl peft math-verify pyyaml")
+TRL_RECIPE = (
+    "python3 -m venv trl-venv && trl-venv/bin/pip install torch==2.13.0 && "
+    "trl-venv/bin/pip install trl peft math-verify pyyaml"
+)
 
 
 def check_peer_python(python: str, packages: dict[str, str], recipe: str, timeout_s: float = 600.0) -> str | None:
     """None when `python` imports every module of `packages` (import name -> pip name); else why not, naming the
     missing pip packages and how to install them, so a peer's venv fails in seconds and not after a model load."""
-    probe = (f"import importlib.util, json; print(json.dumps([m for m in {list(packages)!r} if importlib.util.find_spec(m) is None]))"
-             )
+    probe = f"import importlib.util, json; print(json.dumps([m for m in {list(packages)!r} if importlib.util.find_spec(m) is None]))"
     try:
         proc = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=timeout_s)
     except FileNotFoundError:
@@ -67,57 +68,99 @@ def check_peer_python(python: str, packages: dict[str, str], recipe: str, timeou
         return f"{python} failed to start (exit {proc.returncode}): {proc.stderr.strip()[-300:]}"
     missing = [packages[m] for m in json.loads(proc.stdout.strip().splitlines()[-1])]
     if missing:
-        return (f"{python} lacks {', '.join(missing)}: install with `{python} -m pip install {' '.join(missing)}` "
-                f"(the whole venv: {recipe})")
+        return (
+            f"{python} lacks {', '.join(missing)}: install with `{python} -m pip install {' '.join(missing)}` "
+            f"(the whole venv: {recipe})"
+        )
     return None
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("bench", help="speed of a training step: rlvr vs TRL's GRPOTrainer, side by side",
-                              description=__doc__.split("\n\n")[0])
+    p = subparsers.add_parser(
+        "bench",
+        help="speed of a training step: rlvr vs TRL's GRPOTrainer, side by side",
+        description=__doc__.split("\n\n")[0],
+    )
     p.add_argument("--model", default="smollm2-135m-instruct", help="embedded model name or a transformers folder")
     p.add_argument("-P", "--prompts", type=int, default=4, help="prompts per step")
     p.add_argument("-G", "--group", type=int, default=8, help="completions per prompt")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--full", action="store_true", help="full fine-tune instead of LoRA r=16 on all linear layers")
-    p.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16",
-                   help="the updates' compute: bf16 autocast (rlvr's preset; TRL's bf16=True) or float32; rlvr's "
-                        "sampler computes in bf16 either way, TRL's generate follows this setting")
+    p.add_argument(
+        "--dtype",
+        choices=("bfloat16", "float32"),
+        default="bfloat16",
+        help="the updates' compute: bf16 autocast (rlvr's preset; TRL's bf16=True) or float32; rlvr's "
+        "sampler computes in bf16 either way, TRL's generate follows this setting",
+    )
     p.add_argument("--sampler", choices=("fast", "hf"), default="fast", help="rlvr's rollout backend")
     p.add_argument("--steps", type=int, default=3, help="measured steps per framework")
     p.add_argument("--warmup", type=int, default=1, help="steps run first and left out of the means")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads in every process")
     p.add_argument("--frameworks", default="rlvr,trl", help="comma-separated subset of rlvr,trl")
-    p.add_argument("--vs", default="trl",
-                   help="trl: training steps against TRL's GRPOTrainer; an engine or a comma-separated list of "
-                        f"{', '.join(ENGINE_NAMES)} (or 'engines' for all): rollout batches only, rlvr's sampler against "
-                        "each engine in its own venv (rlvr_bench.rollouts; needs --ENGINE-python)")
+    p.add_argument(
+        "--vs",
+        default="trl",
+        help="trl: training steps against TRL's GRPOTrainer; an engine or a comma-separated list of "
+        f"{', '.join(ENGINE_NAMES)} (or 'engines' for all): rollout batches only, rlvr's sampler against "
+        "each engine in its own venv (rlvr_bench.rollouts; needs --ENGINE-python)",
+    )
     for name in ENGINE_NAMES:
-        p.add_argument(f"--{name}-python", default=os.environ.get(f"RLVR_{name.upper()}_PYTHON", ""),
-                       help=f"with --vs {name}: interpreter of a venv with {name} (default: $RLVR_{name.upper()}_PYTHON; "
-                            "recipes in docs/performance.md)")
-    p.add_argument("--precisions", default="", help="with --vs ENGINE: only these precisions (comma-separated, e.g. "
-                                                     "bf16,float32); default every engine's all")
-    p.add_argument("--torch-ops", action="store_true",
-                   help="with --vs ENGINE: also run rlvr's sampler on torch's ops (RLVR_NATIVE=0) as its own side")
-    p.add_argument("--syncs", type=int, default=2, help="with --vs ENGINE: weight syncs timed per side after the batches")
-    p.add_argument("--work-dir", default="", help="with --vs ENGINE: where engines put their converted models "
-                                                  "(default: a new temporary folder)")
-    p.add_argument("--trl-python", default=os.environ.get("RLVR_TRL_PYTHON", sys.executable),
-                   help="interpreter of a venv with trl and math-verify installed (default: $RLVR_TRL_PYTHON, "
-                        "else this one)")
-    p.add_argument("--trl-gradient-checkpointing", action="store_true",
-                   help="leave TRL's default gradient checkpointing on (off by default: see docs/performance.md)")
-    p.add_argument("--budget", type=float, default=0.0,
-                   help="with --vs trl: time to accuracy instead of step speed; each side trains the default preset "
-                        "for this many wall-clock minutes, then both are scored on the held-out problems "
-                        "(rlvr_bench.time_to_accuracy)")
+        p.add_argument(
+            f"--{name}-python",
+            default=os.environ.get(f"RLVR_{name.upper()}_PYTHON", ""),
+            help=f"with --vs {name}: interpreter of a venv with {name} (default: $RLVR_{name.upper()}_PYTHON; "
+            "recipes in docs/performance.md)",
+        )
+    p.add_argument(
+        "--precisions",
+        default="",
+        help="with --vs ENGINE: only these precisions (comma-separated, e.g. bf16,float32); default every engine's all",
+    )
+    p.add_argument(
+        "--torch-ops",
+        action="store_true",
+        help="with --vs ENGINE: also run rlvr's sampler on torch's ops (RLVR_NATIVE=0) as its own side",
+    )
+    p.add_argument(
+        "--syncs", type=int, default=2, help="with --vs ENGINE: weight syncs timed per side after the batches"
+    )
+    p.add_argument(
+        "--work-dir",
+        default="",
+        help="with --vs ENGINE: where engines put their converted models (default: a new temporary folder)",
+    )
+    p.add_argument(
+        "--trl-python",
+        default=os.environ.get("RLVR_TRL_PYTHON", sys.executable),
+        help="interpreter of a venv with trl and math-verify installed (default: $RLVR_TRL_PYTHON, else this one)",
+    )
+    p.add_argument(
+        "--trl-gradient-checkpointing",
+        action="store_true",
+        help="leave TRL's default gradient checkpointing on (off by default: see docs/performance.md)",
+    )
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=0.0,
+        help="with --vs trl: time to accuracy instead of step speed; each side trains the default preset "
+        "for this many wall-clock minutes, then both are scored on the held-out problems "
+        "(rlvr_bench.time_to_accuracy)",
+    )
     p.add_argument("--out", default="runs/time-to-accuracy", help="with --budget: the comparison's folder")
-    p.add_argument("--rlvr-run", default="", help="with --budget: a finished run of the default preset to use as "
-                                                  "rlvr's side instead of training one")
-    p.add_argument("--points", default="", help="with --budget: minutes at which checkpoints are scored "
-                                                "(default: a third and two thirds of the budget), plus the finals")
+    p.add_argument(
+        "--rlvr-run",
+        default="",
+        help="with --budget: a finished run of the default preset to use as rlvr's side instead of training one",
+    )
+    p.add_argument(
+        "--points",
+        default="",
+        help="with --budget: minutes at which checkpoints are scored "
+        "(default: a third and two thirds of the budget), plus the finals",
+    )
     p.add_argument("--eval-limit", type=int, default=300, help="with --budget: held-out problems, evenly over bands")
     p.add_argument("--trl-save-every", type=int, default=2, help="with --budget: TRL saves its adapter every N steps")
     p.add_argument("--probe-size", type=int, default=2048, help="matrix size of the FLOP-ceiling probe")
@@ -133,8 +176,11 @@ def run(args) -> int:
 
         engines = parse_engines(vs)
         if engines is None:
-            print(f"rlvr bench --vs {vs}: choose trl, or engines from {', '.join(ENGINE_NAMES)} (comma-separated), "
-                  "or 'engines' for all", file=sys.stderr)
+            print(
+                f"rlvr bench --vs {vs}: choose trl, or engines from {', '.join(ENGINE_NAMES)} (comma-separated), "
+                "or 'engines' for all",
+                file=sys.stderr,
+            )
             return 2
         return run_vs_engines(args, engines)
     if "trl" in args.frameworks.split(",") or getattr(args, "budget", 0):
@@ -189,7 +235,7 @@ def matmul_gflops(size: int, dtype: str, threads: int, reps: int = 3) -> float:
             best = min(best, time.perf_counter() - t0)
     finally:
         torch.set_num_threads(old)
-    return 2 * size ** 3 / best / 1e9
+    return 2 * size**3 / best / 1e9
 
 
 class Worker:
@@ -200,20 +246,30 @@ class Worker:
 
         # a peer's venv has neither package installed: the folders holding rlvr and rlvr_bench go on its path
         roots = [str(Path(rlvr.__file__).resolve().parent.parent), str(Path(__file__).resolve().parent.parent)]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([*roots, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-               "OMP_NUM_THREADS": str(spec["threads"]), "MKL_NUM_THREADS": str(spec["threads"]),
-               "TOKENIZERS_PARALLELISM": "false", "TQDM_DISABLE": "1"}
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([*roots, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+            "OMP_NUM_THREADS": str(spec["threads"]),
+            "MKL_NUM_THREADS": str(spec["threads"]),
+            "TOKENIZERS_PARALLELISM": "false",
+            "TQDM_DISABLE": "1",
+        }
         self.name = label or name
         self.log = None if verbose else tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen([python, "-m", "rlvr_bench.workers", json.dumps({**spec, "framework": name})],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log or None,
-                                     text=True, env=env)
+        self.proc = subprocess.Popen(
+            [python, "-m", "rlvr_bench.workers", json.dumps({**spec, "framework": name})],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log or None,
+            text=True,
+            env=env,
+        )
 
     def read(self, event: str) -> dict:
         """The next protocol line, which must be `event`; other stdout lines are library chatter."""
         for line in self.proc.stdout:
             if line.startswith(PREFIX):
-                msg = json.loads(line[len(PREFIX):])
+                msg = json.loads(line[len(PREFIX) :])
                 if msg["event"] != event:
                     raise self.error(f"expected {event!r}, got {msg['event']!r}")
                 return msg
@@ -254,10 +310,19 @@ def bench(args, frameworks: list[str]) -> dict:
     """Probe the ceiling, start the children, alternate their steps; returns every figure as plain data."""
     from rlvr.policy.load import resolve_model_path
 
-    spec = {"model": resolve_model_path(args.model), "prompts": args.prompts, "group": args.group,
-            "max_new_tokens": args.max_new_tokens, "lora": not args.full, "bf16": args.dtype == "bfloat16",
-            "sampler": args.sampler, "seed": args.seed, "threads": args.threads, "steps": args.warmup + args.steps,
-            "trl_gradient_checkpointing": args.trl_gradient_checkpointing}
+    spec = {
+        "model": resolve_model_path(args.model),
+        "prompts": args.prompts,
+        "group": args.group,
+        "max_new_tokens": args.max_new_tokens,
+        "lora": not args.full,
+        "bf16": args.dtype == "bfloat16",
+        "sampler": args.sampler,
+        "seed": args.seed,
+        "threads": args.threads,
+        "steps": args.warmup + args.steps,
+        "trl_gradient_checkpointing": args.trl_gradient_checkpointing,
+    }
     ceilings = {d: matmul_gflops(args.probe_size, d, args.threads) for d in ("float32", "bfloat16")}
     workers = {f: Worker(f, args.trl_python if f == "trl" else sys.executable, spec, args.verbose) for f in frameworks}
     try:
@@ -267,20 +332,34 @@ def bench(args, frameworks: list[str]) -> dict:
             for f, w in workers.items():  # alternate: one step of each in turn
                 steps[f].append(w.step())
                 s = steps[f][-1]
-                print(f"{f} step {s['step']}: {s['wall']:.1f} s (generate {s['generate']:.1f}, train {s['train']:.1f})",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"{f} step {s['step']}: {s['wall']:.1f} s (generate {s['generate']:.1f}, train {s['train']:.1f})",
+                    file=sys.stderr,
+                    flush=True,
+                )
         done = {f: w.close() for f, w in workers.items()}
     finally:
         for w in workers.values():
             w.kill()
-    result = {"spec": spec, "ceilings_gflops": ceilings, "probe_size": args.probe_size, "warmup": args.warmup, "command": " ".join(sys.argv),
-              "frameworks": {}}
+    result = {
+        "spec": spec,
+        "ceilings_gflops": ceilings,
+        "probe_size": args.probe_size,
+        "warmup": args.warmup,
+        "command": " ".join(sys.argv),
+        "frameworks": {},
+    }
     for f in frameworks:
         params = ready[f]["params"]
         rows = [{**s, **fractions(s, params, ceilings[args.dtype], spec)} for s in steps[f]]
-        result["frameworks"][f] = {"params": params, "load_s": ready[f]["load_s"], "versions": ready[f]["versions"],
-                                   "steps": rows, "peak_rss": done[f]["rss"],
-                                   "mean": summarize(rows[args.warmup:], params, ceilings[args.dtype], spec)}
+        result["frameworks"][f] = {
+            "params": params,
+            "load_s": ready[f]["load_s"],
+            "versions": ready[f]["versions"],
+            "steps": rows,
+            "peak_rss": done[f]["rss"],
+            "mean": summarize(rows[args.warmup :], params, ceilings[args.dtype], spec),
+        }
     fw = result["frameworks"]
     if len(fw) == 2 and fw["rlvr"]["mean"] and fw["trl"]["mean"]:
         result["ratios"] = ratios(fw["rlvr"]["mean"], fw["trl"]["mean"], fw["rlvr"]["peak_rss"], fw["trl"]["peak_rss"])
@@ -299,9 +378,12 @@ def fractions(s: dict, params: int, ceiling_gflops: float, spec: dict) -> dict:
     # the work the update actually did: prompt + completion tokens of the rows it ran through the model
     train_flops = train_flops_per_token(params, spec["lora"]) * s["fwd_tokens"]
     ceiling = ceiling_gflops * 1e9
-    return {"gen_tok_s": gen_tok_s, "train_tok_s": train_tok_s,
-            "gen_ceiling_frac": 2 * params * gen_tok_s / ceiling,
-            "train_ceiling_frac": train_flops / s["train"] / ceiling if s["train"] > 0 else 0.0}
+    return {
+        "gen_tok_s": gen_tok_s,
+        "train_tok_s": train_tok_s,
+        "gen_ceiling_frac": 2 * params * gen_tok_s / ceiling,
+        "train_ceiling_frac": train_flops / s["train"] / ceiling if s["train"] > 0 else 0.0,
+    }
 
 
 def summarize(rows: list[dict], params: int, ceiling_gflops: float, spec: dict) -> dict:
@@ -315,14 +397,38 @@ def summarize(rows: list[dict], params: int, ceiling_gflops: float, spec: dict) 
     return out
 
 
-COLUMNS = ("framework", "step", "wall s", "generate s", "verify s", "train s", "other s", "gen tok/s", "train tok/s",
-           "gen % ceil", "train % ceil", "rows trained", "reward", "peak RSS GB")
+COLUMNS = (
+    "framework",
+    "step",
+    "wall s",
+    "generate s",
+    "verify s",
+    "train s",
+    "other s",
+    "gen tok/s",
+    "train tok/s",
+    "gen % ceil",
+    "train % ceil",
+    "rows trained",
+    "reward",
+    "peak RSS GB",
+)
 
 
 def _row(name: str, step: str, r: dict, rss: float | None) -> list[str]:
-    return [name, step, f"{r['wall']:.2f}", *(f"{r[p]:.2f}" for p in PHASES), f"{r['gen_tok_s']:.0f}",
-            f"{r['train_tok_s']:.0f}", f"{100 * r['gen_ceiling_frac']:.1f}", f"{100 * r['train_ceiling_frac']:.1f}",
-            f"{r['active_rows']:g}", f"{r['reward']:.3f}", "" if rss is None else f"{rss / 1e9:.2f}"]
+    return [
+        name,
+        step,
+        f"{r['wall']:.2f}",
+        *(f"{r[p]:.2f}" for p in PHASES),
+        f"{r['gen_tok_s']:.0f}",
+        f"{r['train_tok_s']:.0f}",
+        f"{100 * r['gen_ceiling_frac']:.1f}",
+        f"{100 * r['train_ceiling_frac']:.1f}",
+        f"{r['active_rows']:g}",
+        f"{r['reward']:.3f}",
+        "" if rss is None else f"{rss / 1e9:.2f}",
+    ]
 
 
 def _table(header, rows) -> str:
@@ -332,22 +438,29 @@ def _table(header, rows) -> str:
 
 def ratios(a: dict, b: dict, rss_a: float, rss_b: float) -> dict:
     """a / b for step time, phase rates and peak RSS (below 1 for times and RSS, above 1 for rates, is a's win)."""
-    return {"wall": a["wall"] / b["wall"], "generate": a["generate"] / b["generate"], "train": a["train"] / b["train"],
-            "gen_tok_s": a["gen_tok_s"] / b["gen_tok_s"], "train_tok_s": a["train_tok_s"] / b["train_tok_s"],
-            "peak_rss": rss_a / rss_b}
+    return {
+        "wall": a["wall"] / b["wall"],
+        "generate": a["generate"] / b["generate"],
+        "train": a["train"] / b["train"],
+        "gen_tok_s": a["gen_tok_s"] / b["gen_tok_s"],
+        "train_tok_s": a["train_tok_s"] / b["train_tok_s"],
+        "peak_rss": rss_a / rss_b,
+    }
 
 
 def format_report(result: dict) -> str:
     """The per-step table, the means, and the rlvr / TRL ratios, as markdown."""
     spec, fw, warm = result["spec"], result["frameworks"], result["warmup"]
     c = result["ceilings_gflops"]
-    head = [f"shape: {spec['prompts']} prompts x {spec['group']} completions, max {spec['max_new_tokens']} new tokens, "
-            f"{'LoRA r=16' if spec['lora'] else 'full fine-tune'}, update in {'bf16' if spec['bf16'] else 'float32'}, "
-            f"{spec['threads']} threads, seed {spec['seed']}; model {spec['model']}",
-            f"ceiling probe ({result.get('probe_size', '')} matmul): float32 {c['float32']:.0f} GFLOP/s, "
-            f"bf16 {c['bfloat16']:.0f} GFLOP/s; step(s) {', '.join(str(i) for i in range(warm)) or 'none'} = warm-up (*)",
-            "torch threads seen in each child: " + ", ".join(
-                f"{n} {sorted({r.get('threads') for r in f['steps']})}" for n, f in fw.items())]
+    head = [
+        f"shape: {spec['prompts']} prompts x {spec['group']} completions, max {spec['max_new_tokens']} new tokens, "
+        f"{'LoRA r=16' if spec['lora'] else 'full fine-tune'}, update in {'bf16' if spec['bf16'] else 'float32'}, "
+        f"{spec['threads']} threads, seed {spec['seed']}; model {spec['model']}",
+        f"ceiling probe ({result.get('probe_size', '')} matmul): float32 {c['float32']:.0f} GFLOP/s, "
+        f"bf16 {c['bfloat16']:.0f} GFLOP/s; step(s) {', '.join(str(i) for i in range(warm)) or 'none'} = warm-up (*)",
+        "torch threads seen in each child: "
+        + ", ".join(f"{n} {sorted({r.get('threads') for r in f['steps']})}" for n, f in fw.items()),
+    ]
     rows = []
     for name, f in fw.items():
         for r in f["steps"]:
@@ -358,7 +471,9 @@ def format_report(result: dict) -> str:
     out = "\n".join(head) + "\n\n" + _table(COLUMNS, rows)
     if "ratios" in result:
         q = result["ratios"]
-        out += ("\n\nrlvr / TRL: step time {wall:.3f}, generate time {generate:.3f}, train time {train:.3f}, "
-                "gen tok/s {gen_tok_s:.2f}x, train tok/s {train_tok_s:.2f}x, peak RSS {peak_rss:.2f}").format(**q)
+        out += (
+            "\n\nrlvr / TRL: step time {wall:.3f}, generate time {generate:.3f}, train time {train:.3f}, "
+            "gen tok/s {gen_tok_s:.2f}x, train tok/s {train_tok_s:.2f}x, peak RSS {peak_rss:.2f}"
+        ).format(**q)
         out += f"\nspeed-up of a step (TRL time / rlvr time): {1 / q['wall']:.1f}x"
     return out

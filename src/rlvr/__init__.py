@@ -3,6 +3,7 @@
 Heavy parts (torch, transformers, math-verify) are imported by the modules that need them, so
 `import rlvr` stays cheap.
 """
+
 import os
 
 __version__ = "0.1.0"

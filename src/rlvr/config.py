@@ -92,6 +92,7 @@ class VllmConfig:
     gpu_memory_utilization: the fraction of the GPU vLLM takes (the trainer needs the rest); dtype: the engine's
     weights; max_model_len 0 = the model's own; weight_sync: "full" (merged weights each step) or "lora" (the
     adapter, applied by vLLM)."""
+
     gpu_memory_utilization: float = _range(0.3, 0.0, 1.0, above=True)
     dtype: str = _choice("bfloat16", "float16", "float32", "auto")
     enforce_eager: bool = False
@@ -102,8 +103,8 @@ class VllmConfig:
 @dataclass
 class RolloutConfig:
     backend: str = _choice("hf", "fast", "remote", "vllm", plugin=True)  # rlvr.sampling.BACKENDS
-    prompts_per_step: int = _range(4, 1)   # P
-    group_size: int = _range(8, 1)         # G
+    prompts_per_step: int = _range(4, 1)  # P
+    group_size: int = _range(8, 1)  # G
     max_new_tokens: int = _range(128, 1)
     temperature: float = _range(1.0, 0.0, above=True)  # log-probs are of logits / temperature
     top_p: float = _range(1.0, 0.0, 1.0, above=True)
@@ -148,6 +149,7 @@ class TrainConfig:
 class EvalConfig:
     """Held-out evaluation in the main job (rlvr run): the same split, samples per problem and verifier for
     every model compared. limit = problems per split (spread over bands); 0 = all."""
+
     split: str = "heldout"
     n: int = _range(4, 1)
     ks: list = field(default_factory=lambda: [1, 4])
@@ -167,7 +169,7 @@ class LogConfig:
     samples_every: int = _range(5, 0)
     checkpoint_every: int = _range(10, 0)
     keep_checkpoints: int = _range(2, 0)
-    eval_every: int = _range(0, 0)      # greedy accuracy on validation problems every N steps (0 = never)
+    eval_every: int = _range(0, 0)  # greedy accuracy on validation problems every N steps (0 = never)
     eval_problems: int = _range(60, 1)  # how many validation problems (spread over the bands)
     # C of mismatch/outside_frac: the share of trained tokens whose ratio pi_train / pi_sampler lies outside
     # [1/C, C] (rlvr.algorithms.mismatch; 2 = the cap verl's corrections use by default)
@@ -178,29 +180,31 @@ class LogConfig:
     # Experiment trackers that also get every step's metrics line, the config, the samples and, in `rlvr run`, the
     # held-out tables and plots (rank 0 only; metrics.jsonl stays the source of truth). rlvr.rundir.trackers
     report_to: list = _each("tensorboard", "mlflow", "trackio", "wandb", plugin=True)  # rlvr.rundir.trackers.TRACKERS
-    project: str = "rlvr"    # MLflow experiment, trackio / W&B project
-    run_name: str = ""       # the run's name in the trackers; "" = the output directory's name
+    project: str = "rlvr"  # MLflow experiment, trackio / W&B project
+    run_name: str = ""  # the run's name in the trackers; "" = the output directory's name
 
 
 @dataclass
 class SftConfig:
     """The supervised baseline (`rlvr sft`, rlvr.training.sft), read with the sections above: same model, LoRA,
     task, reward, rollout settings and seed, so that it differs from the RL run only in how it learns."""
+
     # "samples": rejection sampling from the starting model; "reference": dataset traces
     source: str = _choice("samples", "reference")
-    samples: int = _range(0, 0)                # completions to sample; 0 = as many as the RL run samples (steps x P x G)
-    match_run: str = ""             # an RL run directory: sample as many completions as its metrics.jsonl generated
-    group_size: int = _range(0, 0)             # samples per training prompt; 0 = rollout.group_size
+    samples: int = _range(0, 0)  # completions to sample; 0 = as many as the RL run samples (steps x P x G)
+    match_run: str = ""  # an RL run directory: sample as many completions as its metrics.jsonl generated
+    group_size: int = _range(0, 0)  # samples per training prompt; 0 = rollout.group_size
     reference_field: str = "trace"  # source "reference": the dataset column holding a worked solution
-    epochs: int = _range(2, 1)                 # passes over the kept completions
-    batch_size: int = _range(8, 1)             # completions per optimizer step (micro-batched by train.micro_batch_size)
+    epochs: int = _range(2, 1)  # passes over the kept completions
+    batch_size: int = _range(8, 1)  # completions per optimizer step (micro-batched by train.micro_batch_size)
     lr: float = _range(1e-4, 0.0, above=True)  # supervised LoRA fine-tuning wants a larger step than the RL update
-    output_dir: str = ""            # "" = <output_dir>-sft, so one config gives the RL and SFT runs side by side
+    output_dir: str = ""  # "" = <output_dir>-sft, so one config gives the RL and SFT runs side by side
 
 
 @dataclass
 class Config:
     """A whole resolved config, typed: every call site reads settings as `Config.from_dict(cfg).train.lr`."""
+
     seed: int = 0
     output_dir: str = "runs/train"
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -225,8 +229,13 @@ class Config:
 
 def _build(cls, values: dict):
     """A section instance from its validated dict (this module's annotations are strings: the class names)."""
-    return cls(**{f.name: _build(_SECTIONS[f.type], values[f.name]) if f.type in _SECTIONS else copy.deepcopy(values[f.name])
-                  for f in fields(cls) if f.name in values})
+    return cls(
+        **{
+            f.name: _build(_SECTIONS[f.type], values[f.name]) if f.type in _SECTIONS else copy.deepcopy(values[f.name])
+            for f in fields(cls)
+            if f.name in values
+        }
+    )
 
 
 def _walk(cls, prefix=""):
@@ -238,8 +247,21 @@ def _walk(cls, prefix=""):
             yield f"{prefix}{f.name}", f
 
 
-_SECTIONS = {c.__name__: c for c in (LoraConfig, ModelConfig, TaskConfig, RewardConfig, VllmConfig, RolloutConfig,
-                                    TrainConfig, EvalConfig, LogConfig, SftConfig)}
+_SECTIONS = {
+    c.__name__: c
+    for c in (
+        LoraConfig,
+        ModelConfig,
+        TaskConfig,
+        RewardConfig,
+        VllmConfig,
+        RolloutConfig,
+        TrainConfig,
+        EvalConfig,
+        LogConfig,
+        SftConfig,
+    )
+}
 DEFAULTS: dict = asdict(Config())
 # Values that are dicts/lists read by another component (which validates them itself).
 OPEN_KEYS = {key for key, f in _walk(Config) if f.metadata.get("open")}
@@ -313,8 +335,9 @@ class _Loader(yaml.SafeLoader):
     float (YAML 1.1 wants a dot, '1.0e-5', and reads '1e-5' as a string)."""
 
 
-_Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)[eE][-+]?[0-9]+$"),
-                              list("-+0123456789."))
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)[eE][-+]?[0-9]+$"), list("-+0123456789.")
+)
 
 
 def load_yaml(text: str, where: str):

@@ -84,9 +84,11 @@ class Registry(Generic[T]):
 
     def register(self, name: str, doc: str | None = None) -> Callable[[T], T]:
         """Decorator form of `add`; the description defaults to the first line of the object's docstring."""
+
         def wrap(value: T) -> T:
             self.add(name, value, doc if doc is not None else (getattr(value, "__doc__", None) or ""))
             return value
+
         return wrap
 
     def get(self, name: str, key: str | None = None) -> T:

@@ -15,6 +15,7 @@ The spec (rlvr_bench.rollouts.sampler_spec) carries the prompts as token ids (P 
 parent through rlvr's chat template), the group size G, `max_new_tokens`, `temperature`, `top_p`, `top_k`, `seed`,
 `threads`, `stop_ids`, the model folder, and for an engine worker `engine`, `precision` and `work_dir`.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -25,8 +26,12 @@ from collections.abc import Callable
 from rlvr_bench.workers import emit
 
 # name -> module under rlvr_bench (imported only in the child, or to read its constants)
-ENGINES = {"vllm": "rlvr_bench.vllm", "llamacpp": "rlvr_bench.engines.llamacpp",
-           "ct2": "rlvr_bench.engines.ct2", "openvino": "rlvr_bench.engines.openvino"}
+ENGINES = {
+    "vllm": "rlvr_bench.vllm",
+    "llamacpp": "rlvr_bench.engines.llamacpp",
+    "ct2": "rlvr_bench.engines.ct2",
+    "openvino": "rlvr_bench.engines.openvino",
+}
 
 
 def engine_module(name: str):
@@ -35,8 +40,7 @@ def engine_module(name: str):
     return importlib.import_module(ENGINES[name])
 
 
-def serve(spec: dict, generate: Callable[[int, list[list[int]]], dict], sync: Callable[[], dict],
-          ready: dict) -> None:
+def serve(spec: dict, generate: Callable[[int, list[list[int]]], dict], sync: Callable[[], dict], ready: dict) -> None:
     """The worker's side of the protocol, after its model is loaded.
 
     Emits `ready` (with `ready`'s fields: convert_s, load_s, versions, ...), then answers the parent's lines:

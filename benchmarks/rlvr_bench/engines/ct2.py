@@ -11,6 +11,7 @@ is not counted: `include_prompt_in_result=False`). CTranslate2 4.8.5 computes no
 (`get_supported_compute_types("cpu")` here: float32, int8, int8_float32), so its row closest to rlvr's bf16 is
 float32, then int8 weights.
 """
+
 from __future__ import annotations
 
 import sys
@@ -20,12 +21,16 @@ from rlvr_bench.engines import replace_model, serve, timed
 from rlvr_bench.rollouts import step_result
 
 PACKAGES = {"ctranslate2": "ctranslate2", "transformers": "transformers", "torch": "torch"}
-RECIPE = ("python3 -m venv ct2-venv && ct2-venv/bin/pip install torch==2.13.0 && "
-          "ct2-venv/bin/pip install ctranslate2==4.8.5 transformers")
+RECIPE = (
+    "python3 -m venv ct2-venv && ct2-venv/bin/pip install torch==2.13.0 && "
+    "ct2-venv/bin/pip install ctranslate2==4.8.5 transformers"
+)
 # compute types CTranslate2 supports on this CPU; float32 first (no bf16 compute without AMX), then int8 weights
 PRECISIONS = ("float32", "int8")
-LOGPROBS = ("yes: return_scores gives each row's mean sampled-token log-prob (stop token included); "
-            "times the row's length it is the sum")
+LOGPROBS = (
+    "yes: return_scores gives each row's mean sampled-token log-prob (stop token included); "
+    "times the row's length it is the sum"
+)
 
 
 def seed_for(spec: dict, step: int) -> int:
@@ -36,11 +41,18 @@ def seed_for(spec: dict, step: int) -> int:
 def generate_kwargs(spec: dict) -> dict:
     """`Generator.generate_batch`'s options for the bench shape: G samples a prompt from the full vocabulary at the
     spec's temperature, stopping at a stop id (kept in the row) or after max_new_tokens."""
-    return {"num_hypotheses": spec["group"], "max_length": spec["max_new_tokens"],
-            "sampling_topk": spec["top_k"] or 0,  # 0: sample from the whole vocabulary
-            "sampling_topp": spec["top_p"], "sampling_temperature": spec["temperature"],
-            "include_prompt_in_result": False, "end_token": list(spec["stop_ids"]), "return_end_token": True,
-            "return_scores": True, "beam_size": 1}
+    return {
+        "num_hypotheses": spec["group"],
+        "max_length": spec["max_new_tokens"],
+        "sampling_topk": spec["top_k"] or 0,  # 0: sample from the whole vocabulary
+        "sampling_topp": spec["top_p"],
+        "sampling_temperature": spec["temperature"],
+        "include_prompt_in_result": False,
+        "end_token": list(spec["stop_ids"]),
+        "return_end_token": True,
+        "return_scores": True,
+        "beam_size": 1,
+    }
 
 
 def figures(rows: list[tuple[list[int], float]], stop_ids, threads: int) -> dict:
@@ -76,9 +88,14 @@ def run_worker(spec: dict) -> None:
         return out, seconds
 
     def load(path: Path) -> float:
-        return replace_model(state, lambda p: ctranslate2.Generator(str(p), device="cpu", compute_type=precision,
-                                                                    intra_threads=threads, inter_threads=1),
-                             path, unload=lambda g: g.unload_model())
+        return replace_model(
+            state,
+            lambda p: ctranslate2.Generator(
+                str(p), device="cpu", compute_type=precision, intra_threads=threads, inter_threads=1
+            ),
+            path,
+            unload=lambda g: g.unload_model(),
+        )
 
     path, convert_s = convert()
     load_s = load(path)
@@ -87,19 +104,36 @@ def run_worker(spec: dict) -> None:
     def generate(step: int, prompts: list[list[int]]) -> dict:
         ctranslate2.set_random_seed(seed_for(spec, step))
         results = state["model"].generate_batch([tokenizer.convert_ids_to_tokens(p) for p in prompts], **kwargs)
-        return figures([(ids, score) for r in results for ids, score in zip(r.sequences_ids, r.scores)],
-                       spec["stop_ids"], threads)
+        return figures(
+            [(ids, score) for r in results for ids, score in zip(r.sequences_ids, r.scores)], spec["stop_ids"], threads
+        )
 
     def sync() -> dict:
         new, c = convert()
         return {"convert_s": c, "load_s": load(new)}
 
-    print(f"ctranslate2 {ctranslate2.__version__}: {precision} from {spec['model']} in {convert_s:.1f} s, "
-          f"loaded in {load_s:.1f} s", file=sys.stderr, flush=True)
-    serve(spec, generate, sync, {"convert_s": convert_s, "load_s": load_s, "precision": precision,
-                                 "logprobs": LOGPROBS,
-                                 "versions": {"ctranslate2": ctranslate2.__version__,
-                                              "transformers": transformers.__version__, "torch": torch.__version__}})
+    print(
+        f"ctranslate2 {ctranslate2.__version__}: {precision} from {spec['model']} in {convert_s:.1f} s, "
+        f"loaded in {load_s:.1f} s",
+        file=sys.stderr,
+        flush=True,
+    )
+    serve(
+        spec,
+        generate,
+        sync,
+        {
+            "convert_s": convert_s,
+            "load_s": load_s,
+            "precision": precision,
+            "logprobs": LOGPROBS,
+            "versions": {
+                "ctranslate2": ctranslate2.__version__,
+                "transformers": transformers.__version__,
+                "torch": torch.__version__,
+            },
+        },
+    )
 
 
 __all__ = ["PACKAGES", "RECIPE", "PRECISIONS", "LOGPROBS", "run_worker", "figures", "generate_kwargs", "seed_for"]

@@ -13,6 +13,7 @@ a user with this shape would run.)
 Runs only as a child under llama.cpp's own venv (RECIPE); nothing here imports llama_cpp or numpy at module
 level, so rlvr's venv can import the module to read its constants.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,21 +23,32 @@ import time
 from pathlib import Path
 
 VERSION = "0.3.36"
-PACKAGES = {"llama_cpp": f"llama-cpp-python=={VERSION}", "numpy": "numpy",
-            # what convert_hf_to_gguf.py (and the gguf-py package beside it) imports
-            "torch": "torch==2.13.0", "transformers": "transformers", "sentencepiece": "sentencepiece",
-            "safetensors": "safetensors", "yaml": "pyyaml", "tqdm": "tqdm"}
+PACKAGES = {
+    "llama_cpp": f"llama-cpp-python=={VERSION}",
+    "numpy": "numpy",
+    # what convert_hf_to_gguf.py (and the gguf-py package beside it) imports
+    "torch": "torch==2.13.0",
+    "transformers": "transformers",
+    "sentencepiece": "sentencepiece",
+    "safetensors": "safetensors",
+    "yaml": "pyyaml",
+    "tqdm": "tqdm",
+}
 # llama-cpp-python builds llama.cpp from source (cmake, a C/C++ compiler; a few minutes on 2 cores); its sdist
 # carries the matching llama.cpp tree, whose converter (and gguf-py) the last two steps unpack into the venv
-RECIPE = ("python3 -m venv llamacpp-venv && llamacpp-venv/bin/pip install torch==2.13.0 && "
-          f"CMAKE_ARGS=-DGGML_NATIVE=ON llamacpp-venv/bin/pip install llama-cpp-python=={VERSION} numpy sentencepiece "
-          "transformers && "
-          f"llamacpp-venv/bin/pip download --no-deps --no-binary :all: llama-cpp-python=={VERSION} -d llamacpp-venv/sdist && "
-          f"mkdir -p llamacpp-venv/llama.cpp && tar xzf llamacpp-venv/sdist/llama_cpp_python-{VERSION}.tar.gz "
-          f"-C llamacpp-venv/llama.cpp --strip-components=3 llama_cpp_python-{VERSION}/vendor/llama.cpp")
+RECIPE = (
+    "python3 -m venv llamacpp-venv && llamacpp-venv/bin/pip install torch==2.13.0 && "
+    f"CMAKE_ARGS=-DGGML_NATIVE=ON llamacpp-venv/bin/pip install llama-cpp-python=={VERSION} numpy sentencepiece "
+    "transformers && "
+    f"llamacpp-venv/bin/pip download --no-deps --no-binary :all: llama-cpp-python=={VERSION} -d llamacpp-venv/sdist && "
+    f"mkdir -p llamacpp-venv/llama.cpp && tar xzf llamacpp-venv/sdist/llama_cpp_python-{VERSION}.tar.gz "
+    f"-C llamacpp-venv/llama.cpp --strip-components=3 llama_cpp_python-{VERSION}/vendor/llama.cpp"
+)
 PRECISIONS = ("bf16", "q8_0")
-LOGPROBS = ("yes: every sampled token's, the log-softmax (at the temperature) of the full-vocabulary logits "
-            "llama_decode returns for its row, taken in numpy where the token is drawn")
+LOGPROBS = (
+    "yes: every sampled token's, the log-softmax (at the temperature) of the full-vocabulary logits "
+    "llama_decode returns for its row, taken in numpy where the token is drawn"
+)
 CONVERTER_ENV = "RLVR_LLAMACPP_CONVERTER"
 BLOCK = 256  # vocabulary block of the two-level inverse-CDF draw in sample_rows
 
@@ -48,8 +60,7 @@ def converter_path(spec: dict | None = None, prefix: str | None = None) -> Path:
     return Path(given) if given else Path(prefix or sys.prefix) / "llama.cpp" / "convert_hf_to_gguf.py"
 
 
-def context_sizes(prompt_ids: list[list[list[int]]], group: int, max_new_tokens: int,
-                  kv_unified: bool) -> dict:
+def context_sizes(prompt_ids: list[list[list[int]]], group: int, max_new_tokens: int, kv_unified: bool) -> dict:
     """n_ctx, n_batch, n_seq_max for every batch of `prompt_ids` (steps x P prompts as token ids).
 
     One decode holds a batch's whole prefill or one token per row, so n_batch covers the larger. A unified cache
@@ -99,7 +110,7 @@ def sample_rows(logits, temperature: float, rng):
         tokens = np.empty(n, dtype=np.int64)
         for i in range(n):
             s = starts[b[i]]
-            inside = np.cumsum(e[i, s:s + BLOCK], dtype=np.float64) + (cum[i, b[i]] - block[i, b[i]])
+            inside = np.cumsum(e[i, s : s + BLOCK], dtype=np.float64) + (cum[i, b[i]] - block[i, b[i]])
             tokens[i] = s + min(int(np.searchsorted(inside, target[i], side="right")), len(inside) - 1)
     logp = z[np.arange(n), tokens].astype(np.float64) - np.log(total)
     return tokens, logp
@@ -109,13 +120,17 @@ def convert(spec: dict, outfile: Path) -> float:
     """Seconds llama.cpp's converter takes to write spec["model"] as a GGUF at spec["precision"]."""
     script = converter_path(spec)
     if not script.is_file():
-        raise SystemExit(f"llama.cpp's converter not found at {script}: set ${CONVERTER_ENV} or make the venv with: "
-                         f"{RECIPE}")
+        raise SystemExit(
+            f"llama.cpp's converter not found at {script}: set ${CONVERTER_ENV} or make the venv with: {RECIPE}"
+        )
     outfile.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, str(script), str(spec["model"]), "--outtype", spec["precision"],
-                           "--outfile", str(outfile)], capture_output=True, text=True,
-                          env={**os.environ, "TQDM_DISABLE": "1"})
+    proc = subprocess.run(
+        [sys.executable, str(script), str(spec["model"]), "--outtype", spec["precision"], "--outfile", str(outfile)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TQDM_DISABLE": "1"},
+    )
     seconds = time.perf_counter() - t0
     if proc.returncode != 0:
         raise RuntimeError(f"{script} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -156,8 +171,9 @@ class Engine:
         cparams.embeddings = False
         self.ctx = L.llama_init_from_model(self.model, cparams)
         if not self.ctx:
-            raise RuntimeError(f"llama_init_from_model failed (n_ctx {self.sizes['n_ctx']}, "
-                               f"n_seq_max {self.sizes['n_seq_max']})")
+            raise RuntimeError(
+                f"llama_init_from_model failed (n_ctx {self.sizes['n_ctx']}, n_seq_max {self.sizes['n_seq_max']})"
+            )
         self.mem = L.llama_get_memory(self.ctx)
         self.n_vocab = L.llama_vocab_n_tokens(L.llama_model_get_vocab(self.model))
 
@@ -207,9 +223,12 @@ class Engine:
         lens = np.asarray([len(p) for p in prompts], dtype=np.int64)
         want = np.zeros(int(lens.sum()), dtype=np.int8)
         want[np.cumsum(lens) - 1] = 1
-        self.decode(np.concatenate([np.asarray(p, dtype=np.int32) for p in prompts]),
-                    np.concatenate([np.arange(n, dtype=np.int32) for n in lens]),
-                    np.repeat(np.arange(P) * G, lens), want)
+        self.decode(
+            np.concatenate([np.asarray(p, dtype=np.int32) for p in prompts]),
+            np.concatenate([np.arange(n, dtype=np.int32) for n in lens]),
+            np.repeat(np.arange(P) * G, lens),
+            want,
+        )
         first = np.repeat(self.logits(P), G, axis=0)  # each row's first draw from its prompt's last logits
         for p in range(P):
             for g in range(1, G):
@@ -235,8 +254,9 @@ class Engine:
             logits = self.logits(len(live))
         from rlvr_bench.rollouts import step_result
 
-        return step_result([int(n) for n in lengths], int(stopped.sum()), spec["threads"],
-                           logp_sum / max(int(lengths.sum()), 1))
+        return step_result(
+            [int(n) for n in lengths], int(stopped.sum()), spec["threads"], logp_sum / max(int(lengths.sum()), 1)
+        )
 
 
 def run_worker(spec: dict) -> None:
@@ -269,11 +289,30 @@ def run_worker(spec: dict) -> None:
         old.unlink(missing_ok=True)
         return {"convert_s": c, "load_s": load}
 
-    serve(spec, engine.generate, sync,
-          {"convert_s": convert_s, "load_s": load_s, "versions": {"llama_cpp": llama_cpp.__version__},
-           "precision": spec["precision"], "logprobs": LOGPROBS, "gguf_bytes": state["file"].stat().st_size,
-           "kv_unified": engine.kv_unified, "n_ctx": engine.sizes["n_ctx"]})
+    serve(
+        spec,
+        engine.generate,
+        sync,
+        {
+            "convert_s": convert_s,
+            "load_s": load_s,
+            "versions": {"llama_cpp": llama_cpp.__version__},
+            "precision": spec["precision"],
+            "logprobs": LOGPROBS,
+            "gguf_bytes": state["file"].stat().st_size,
+            "kv_unified": engine.kv_unified,
+            "n_ctx": engine.sizes["n_ctx"],
+        },
+    )
 
 
-__all__ = ["PACKAGES", "RECIPE", "PRECISIONS", "LOGPROBS", "run_worker", "sample_rows", "context_sizes",
-           "converter_path"]
+__all__ = [
+    "PACKAGES",
+    "RECIPE",
+    "PRECISIONS",
+    "LOGPROBS",
+    "run_worker",
+    "sample_rows",
+    "context_sizes",
+    "converter_path",
+]

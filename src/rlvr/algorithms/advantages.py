@@ -137,7 +137,9 @@ def select_informative_groups(rewards, group_ids, max_groups: int | None = None)
 
 
 def dynamic_sampling(
-    draw: Callable[[int], tuple[torch.Tensor, torch.Tensor]], want_groups: int, max_rounds: int,
+    draw: Callable[[int], tuple[torch.Tensor, torch.Tensor]],
+    want_groups: int,
+    max_rounds: int,
     exchange: Callable[[int], tuple[int, int]] | None = None,
 ) -> tuple[list[tuple[int, torch.Tensor]], dict[str, int]]:
     """Refill a batch with informative groups, DAPO style.
@@ -164,8 +166,11 @@ def dynamic_sampling(
         kept_here += _group_index(group_ids[rows])[1]
         have += min(total, want_groups - have)
         kept.append((rounds - 1, torch.nonzero(rows).flatten()))
-    stats = {"dynamic_sampling/generated_groups": generated, "dynamic_sampling/kept_groups": kept_here,
-             "dynamic_sampling/rounds": rounds}
+    stats = {
+        "dynamic_sampling/generated_groups": generated,
+        "dynamic_sampling/kept_groups": kept_here,
+        "dynamic_sampling/rounds": rounds,
+    }
     return kept, stats
 
 
@@ -202,5 +207,15 @@ def mask_truncated(mask: torch.Tensor, truncated) -> torch.Tensor:
     return mask * keep.unsqueeze(-1).to(mask.dtype)
 
 
-__all__ = ["ADVANTAGE_SCALES", "group_stats", "group_advantages", "nonzero_variance_groups", "nonzero_variance_frac",
-           "select_informative_groups", "dynamic_sampling", "overlong_soft_penalty", "truncated_rows", "mask_truncated"]
+__all__ = [
+    "ADVANTAGE_SCALES",
+    "group_stats",
+    "group_advantages",
+    "nonzero_variance_groups",
+    "nonzero_variance_frac",
+    "select_informative_groups",
+    "dynamic_sampling",
+    "overlong_soft_penalty",
+    "truncated_rows",
+    "mask_truncated",
+]

@@ -210,11 +210,24 @@ def _corrected(per_token, old_logp, sampler_logp, mask, name: str, cap: float):
         raise ValueError(f"rollout_correction={name!r} needs the sampler's log-probs (sampler_logp)")
     weight, keep = ROLLOUT_CORRECTIONS.get(name)(old_logp, sampler_logp, mask, cap)
     ratio = torch.exp(torch.where(mask > 0, old_logp.detach() - sampler_logp, torch.zeros_like(old_logp)))
-    figures = {"correction/ratio_mean": _masked_mean(ratio, mask).detach(),
-               "correction/weight_mean": _masked_mean(weight * keep, mask).detach(),
-               "correction/kept_frac": _masked_mean(keep, mask).detach()}
+    figures = {
+        "correction/ratio_mean": _masked_mean(ratio, mask).detach(),
+        "correction/weight_mean": _masked_mean(weight * keep, mask).detach(),
+        "correction/kept_frac": _masked_mean(keep, mask).detach(),
+    }
     return per_token * (weight * keep).detach(), figures
 
 
-__all__ = ["AGGREGATIONS", "RATIO_LEVELS", "SURROGATES", "batch_counts", "aggregate", "kl_k3", "log_ratio",
-           "policy_loss", "clipped_surrogate", "token_log_ratio", "sequence_log_ratio"]
+__all__ = [
+    "AGGREGATIONS",
+    "RATIO_LEVELS",
+    "SURROGATES",
+    "batch_counts",
+    "aggregate",
+    "kl_k3",
+    "log_ratio",
+    "policy_loss",
+    "clipped_surrogate",
+    "token_log_ratio",
+    "sequence_log_ratio",
+]

@@ -37,8 +37,9 @@ _MAX_LOG_RATIO = 20.0
 SUM_KEYS = ("tokens", "k3", "abs_log_ratio", "outside", "max_log_ratio")
 
 
-def mismatch_sums(trainer_logp: torch.Tensor, sampler_logp: torch.Tensor, mask: torch.Tensor,
-                  cap: float = DEFAULT_CAP) -> dict[str, float]:
+def mismatch_sums(
+    trainer_logp: torch.Tensor, sampler_logp: torch.Tensor, mask: torch.Tensor, cap: float = DEFAULT_CAP
+) -> dict[str, float]:
     """The sums behind the figures over one batch's measured tokens.
 
     trainer_logp, sampler_logp: (B, T) log-probs of the same sampled tokens (the update's, the sampler's);
@@ -49,8 +50,10 @@ def mismatch_sums(trainer_logp: torch.Tensor, sampler_logp: torch.Tensor, mask: 
     if cap <= 1:
         raise ValueError(f"the mismatch cap must be > 1, got {cap}")
     if trainer_logp.shape != sampler_logp.shape or trainer_logp.shape != mask.shape:
-        raise ValueError(f"shapes differ: trainer {tuple(trainer_logp.shape)}, sampler {tuple(sampler_logp.shape)}, "
-                         f"mask {tuple(mask.shape)}")
+        raise ValueError(
+            f"shapes differ: trainer {tuple(trainer_logp.shape)}, sampler {tuple(sampler_logp.shape)}, "
+            f"mask {tuple(mask.shape)}"
+        )
     with torch.no_grad():
         keep = mask.detach() > 0
         r = (trainer_logp.detach().float() - sampler_logp.detach().float())[keep]
@@ -58,8 +61,13 @@ def mismatch_sums(trainer_logp: torch.Tensor, sampler_logp: torch.Tensor, mask: 
         # k3 = exp(r) - 1 - r with r = log(pi_train / pi_sampler), tokens drawn from the sampler: KL(sampler || train)
         k3 = torch.expm1(r) - r
         outside = (r.abs() > math.log(cap)).sum()
-        return {"tokens": float(r.numel()), "k3": float(k3.sum()), "abs_log_ratio": float(r.abs().sum()),
-                "outside": float(outside), "max_log_ratio": float(r.max()) if r.numel() else -math.inf}
+        return {
+            "tokens": float(r.numel()),
+            "k3": float(k3.sum()),
+            "abs_log_ratio": float(r.abs().sum()),
+            "outside": float(outside),
+            "max_log_ratio": float(r.max()) if r.numel() else -math.inf,
+        }
 
 
 def merge_sums(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
@@ -78,9 +86,13 @@ def mismatch_figures(sums: dict[str, float]) -> dict[str, float]:
     n = sums["tokens"]
     if n <= 0:
         return {}
-    return {"mismatch/k3_kl": sums["k3"] / n, "mismatch/abs_log_ratio": sums["abs_log_ratio"] / n,
-            "mismatch/max_ratio": math.exp(sums["max_log_ratio"]), "mismatch/outside_frac": sums["outside"] / n,
-            "mismatch/tokens": int(n)}
+    return {
+        "mismatch/k3_kl": sums["k3"] / n,
+        "mismatch/abs_log_ratio": sums["abs_log_ratio"] / n,
+        "mismatch/max_ratio": math.exp(sums["max_log_ratio"]),
+        "mismatch/outside_frac": sums["outside"] / n,
+        "mismatch/tokens": int(n),
+    }
 
 
 __all__ = ["DEFAULT_CAP", "SUM_KEYS", "mismatch_sums", "merge_sums", "empty_sums", "mismatch_figures"]

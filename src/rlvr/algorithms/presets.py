@@ -19,8 +19,13 @@ from rlvr.registry import ConfigError, Registry
 OVERLONG = ("none", "filter", "soft")
 
 # The registry that names each string field's choices (a name there, or package.module:attr), checked on construction.
-_REGISTRIES = {"adv_scale": ADVANTAGE_SCALES, "ratio": RATIO_LEVELS, "surrogate": SURROGATES, "agg": AGGREGATIONS,
-               "rollout_correction": ROLLOUT_CORRECTIONS}
+_REGISTRIES = {
+    "adv_scale": ADVANTAGE_SCALES,
+    "ratio": RATIO_LEVELS,
+    "surrogate": SURROGATES,
+    "agg": AGGREGATIONS,
+    "rollout_correction": ROLLOUT_CORRECTIONS,
+}
 
 
 @dataclass(frozen=True)
@@ -71,16 +76,24 @@ class Algorithm:
             frac = self.overlong_buffer_frac
             raise ConfigError(f"algorithm.overlong_buffer_frac={frac!r} must be in [0, 1]")
         if self.correction_cap <= 1:
-            raise ConfigError(f"algorithm.correction_cap={self.correction_cap!r} must be > 1 (ratios beyond it are "
-                              f"capped or dropped)")
+            raise ConfigError(
+                f"algorithm.correction_cap={self.correction_cap!r} must be > 1 (ratios beyond it are capped or dropped)"
+            )
         if self.max_sampling_rounds < 1:
             raise ConfigError(f"algorithm.max_sampling_rounds={self.max_sampling_rounds!r} must be >= 1")
 
     def loss_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of `losses.policy_loss` that this algorithm fixes."""
-        return {"ratio": self.ratio, "surrogate": self.surrogate, "clip_low": self.clip_low, "clip_high": self.clip_high,
-                "agg": self.agg, "beta": self.beta, "rollout_correction": self.rollout_correction,
-                "correction_cap": self.correction_cap}
+        return {
+            "ratio": self.ratio,
+            "surrogate": self.surrogate,
+            "clip_low": self.clip_low,
+            "clip_high": self.clip_high,
+            "agg": self.agg,
+            "beta": self.beta,
+            "rollout_correction": self.rollout_correction,
+            "correction_cap": self.correction_cap,
+        }
 
     def overlong_buffer(self, max_len: int) -> int:
         """The soft-penalty buffer in tokens for a generation budget of max_len tokens."""
@@ -93,27 +106,69 @@ for _name, _algorithm, _doc in (
     # GRPO (Shao et al. 2024, DeepSeekMath): group mean/std advantages, PPO's symmetric clip 0.2,
     # each sequence's token mean, then the mean over sequences. The paper used a KL term (beta 0.04);
     # we default to 0 as DAPO, TRL and verl now do, which also saves the reference forward pass.
-    ("grpo", Algorithm(name="grpo", adv_scale="group", ratio="token", clip_low=0.2, clip_high=0.2,
-                       agg="seq-mean-token-mean", beta=0.0),
-     "GRPO: group mean/std advantages, symmetric clip 0.2, sequence mean of token means"),
+    (
+        "grpo",
+        Algorithm(
+            name="grpo",
+            adv_scale="group",
+            ratio="token",
+            clip_low=0.2,
+            clip_high=0.2,
+            agg="seq-mean-token-mean",
+            beta=0.0,
+        ),
+        "GRPO: group mean/std advantages, symmetric clip 0.2, sequence mean of token means",
+    ),
     # DAPO (Yu et al. 2025): clip-higher 0.2 / 0.28 against entropy collapse, token-level mean so long
     # answers are not down-weighted, dynamic sampling (no zero-variance groups), overlong reward shaping
     # (soft punishment; the paper's buffer is 4096 of 20480 tokens, i.e. 20%), no KL.
-    ("dapo", Algorithm(name="dapo", adv_scale="group", ratio="token", clip_low=0.2, clip_high=0.28,
-                       agg="token-mean", beta=0.0, dynamic_sampling=True, overlong="soft",
-                       overlong_buffer_frac=0.2),
-     "DAPO: clip-higher 0.28, token mean, dynamic sampling, soft overlong penalty, no KL"),
+    (
+        "dapo",
+        Algorithm(
+            name="dapo",
+            adv_scale="group",
+            ratio="token",
+            clip_low=0.2,
+            clip_high=0.28,
+            agg="token-mean",
+            beta=0.0,
+            dynamic_sampling=True,
+            overlong="soft",
+            overlong_buffer_frac=0.2,
+        ),
+        "DAPO: clip-higher 0.28, token mean, dynamic sampling, soft overlong penalty, no KL",
+    ),
     # GSPO (Zheng et al. 2025, Qwen): a sequence-level ratio (length-normalised) whose trust region is
     # tiny, 3e-4 / 4e-4, aggregated as each sequence's token mean then mean over sequences.
-    ("gspo", Algorithm(name="gspo", adv_scale="group", ratio="sequence", clip_low=3e-4, clip_high=4e-4,
-                       agg="seq-mean-token-mean", beta=0.0),
-     "GSPO: sequence-level (length-normalised) ratio, trust region 3e-4 / 4e-4"),
+    (
+        "gspo",
+        Algorithm(
+            name="gspo",
+            adv_scale="group",
+            ratio="sequence",
+            clip_low=3e-4,
+            clip_high=4e-4,
+            agg="seq-mean-token-mean",
+            beta=0.0,
+        ),
+        "GSPO: sequence-level (length-normalised) ratio, trust region 3e-4 / 4e-4",
+    ),
     # Dr. GRPO (Liu et al. 2025, "Understanding R1-Zero-like training"): no std division (it favours
     # too-easy and too-hard prompts) and a constant normaliser (sum / (N_seq * max length)) instead of
     # per-sequence length (which rewards long wrong answers); otherwise GRPO.
-    ("dr_grpo", Algorithm(name="dr_grpo", adv_scale="none", ratio="token", clip_low=0.2, clip_high=0.2,
-                          agg="seq-mean-token-sum-norm", beta=0.0),
-     "Dr. GRPO: no std division, a constant normaliser (no length bias)"),
+    (
+        "dr_grpo",
+        Algorithm(
+            name="dr_grpo",
+            adv_scale="none",
+            ratio="token",
+            clip_low=0.2,
+            clip_high=0.2,
+            agg="seq-mean-token-sum-norm",
+            beta=0.0,
+        ),
+        "Dr. GRPO: no std division, a constant normaliser (no length bias)",
+    ),
 ):
     PRESETS.add(_name, _algorithm, _doc)
 

@@ -11,8 +11,20 @@ import importlib
 import sys
 
 # verb -> module under rlvr.cli, in the order `rlvr --help` lists them
-VERBS = ("run", "train", "sft", "eval", "compare", "verify", "audit", "serve", "convert-config", "bench", "export",
-         "list")
+VERBS = (
+    "run",
+    "train",
+    "sft",
+    "eval",
+    "compare",
+    "verify",
+    "audit",
+    "serve",
+    "convert-config",
+    "bench",
+    "export",
+    "list",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,8 +10,11 @@ from rlvr.cli.verify import CODE_KINDS, add_verifier_args
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("audit", help="attack a verifier with known hacks; check true equivalences")
     add_verifier_args(p)
-    p.add_argument("--task", help="audit the task's own grading (its grader and answer form; reasoning_gym: every "
-                                  "graded family beside reasoning-gym's score_answer)")
+    p.add_argument(
+        "--task",
+        help="audit the task's own grading (its grader and answer form; reasoning_gym: every "
+        "graded family beside reasoning-gym's score_answer)",
+    )
     p.add_argument("--verbose", action="store_true", help="also list every false reject")
     return p
 

@@ -11,8 +11,10 @@ def _harness():
     try:
         from rlvr_bench import bench
     except ImportError as e:
-        raise SystemExit(f"rlvr bench: the benchmark harness (package rlvr_bench, in benchmarks/ of a checkout) "
-                         f"is not installed: {e}") from None
+        raise SystemExit(
+            f"rlvr bench: the benchmark harness (package rlvr_bench, in benchmarks/ of a checkout) "
+            f"is not installed: {e}"
+        ) from None
     return bench
 
 

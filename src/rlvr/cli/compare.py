@@ -15,13 +15,20 @@ from rlvr.evaluation.records import read_records
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("compare", help="paired comparison of evaluation records, per band",
-                              description="Compare models evaluated on the same problems: accuracy per band "
-                                          "with bootstrap CIs, paired differences against the baseline, and a "
-                                          "verdict per band. Writes compare.json, compare.md and compare.png.")
-    p.add_argument("models", nargs="+", metavar="NAME=RECORDS",
-                   help="a model name and its records.jsonl (from rlvr eval); the first is the baseline "
-                        "unless --baseline says otherwise")
+    p = subparsers.add_parser(
+        "compare",
+        help="paired comparison of evaluation records, per band",
+        description="Compare models evaluated on the same problems: accuracy per band "
+        "with bootstrap CIs, paired differences against the baseline, and a "
+        "verdict per band. Writes compare.json, compare.md and compare.png.",
+    )
+    p.add_argument(
+        "models",
+        nargs="+",
+        metavar="NAME=RECORDS",
+        help="a model name and its records.jsonl (from rlvr eval); the first is the baseline "
+        "unless --baseline says otherwise",
+    )
     p.add_argument("--baseline", help="name of the model the others are compared against")
     p.add_argument("--metric", default="pass@1", help="pass@K or greedy (default pass@1)")
     p.add_argument("--out", default=".", help="folder for compare.json / .md / .png (default: here)")

@@ -5,12 +5,21 @@ from __future__ import annotations
 import argparse
 
 
-def add_config_source(p: argparse.ArgumentParser, example: str = "train.lr=1e-5",
-                      output_dir: str = "run directory (same as --set output_dir=...)") -> None:
+def add_config_source(
+    p: argparse.ArgumentParser,
+    example: str = "train.lr=1e-5",
+    output_dir: str = "run directory (same as --set output_dir=...)",
+) -> None:
     """A config file or preset, --set overrides, --output-dir and --overwrite: what every config-driven verb takes."""
     p.add_argument("config", nargs="?", help="YAML config file or preset name (default: built-in defaults)")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help=f"override one config value, e.g. --set {example} (repeatable)")
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"override one config value, e.g. --set {example} (repeatable)",
+    )
     p.add_argument("--output-dir", help=output_dir)
     p.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
 
@@ -23,9 +32,15 @@ def add_config_args(p: argparse.ArgumentParser) -> None:
 
 def add_resume_args(p: argparse.ArgumentParser) -> None:
     """--resume and --allow-config-change: every recipe resumes the same way (rlvr.training.lifecycle)."""
-    p.add_argument("--resume", nargs="?", const=True, default=False, metavar="RUN_DIR",
-                   help="continue a run: --resume RUN_DIR alone continues it from the config it holds "
-                        "(RUN_DIR/config.yaml, with any --set on top); bare --resume continues --output-dir")
+    p.add_argument(
+        "--resume",
+        nargs="?",
+        const=True,
+        default=False,
+        metavar="RUN_DIR",
+        help="continue a run: --resume RUN_DIR alone continues it from the config it holds "
+        "(RUN_DIR/config.yaml, with any --set on top); bare --resume continues --output-dir",
+    )
     p.add_argument("--allow-config-change", action="store_true", help="with --resume: accept a changed config")
 
 

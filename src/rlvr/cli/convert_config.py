@@ -14,9 +14,12 @@ SOURCES = ("trl",)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("convert-config", help="a TRL / open-r1 GRPO recipe as an rlvr config",
-                              description="Map a TRL GRPOConfig or open-r1 GRPO recipe (YAML) to an rlvr config on "
-                                          "stdout; every key that could not be mapped is listed with the reason.")
+    p = subparsers.add_parser(
+        "convert-config",
+        help="a TRL / open-r1 GRPO recipe as an rlvr config",
+        description="Map a TRL GRPOConfig or open-r1 GRPO recipe (YAML) to an rlvr config on "
+        "stdout; every key that could not be mapped is listed with the reason.",
+    )
     p.add_argument("source", choices=SOURCES, help="the recipe's framework (trl: GRPOConfig and open-r1 recipes)")
     p.add_argument("recipe", help="the recipe YAML file")
     p.add_argument("--quiet", action="store_true", help="no report on stderr (it stays in the output's header)")

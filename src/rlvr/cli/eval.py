@@ -1,9 +1,9 @@
 """`rlvr eval`: evaluate one model on one split, write records.jsonl, summary.json and summary.md.
 
-    rlvr eval --model smollm2-135m-instruct --task arithmetic --split heldout --n 4 --limit 60
-    rlvr eval --model runs/train            # a run directory: its own task, settings and reward
-    rlvr eval --model runs/train/checkpoints/step-40    # the run at one of its checkpoints (training may go on)
-    rlvr eval --model trl-out/checkpoint-20 --task arithmetic   # a PEFT adapter folder on the base it names
+rlvr eval --model smollm2-135m-instruct --task arithmetic --split heldout --n 4 --limit 60
+rlvr eval --model runs/train            # a run directory: its own task, settings and reward
+rlvr eval --model runs/train/checkpoints/step-40    # the run at one of its checkpoints (training may go on)
+rlvr eval --model trl-out/checkpoint-20 --task arithmetic   # a PEFT adapter folder on the base it names
 """
 
 from __future__ import annotations
@@ -15,37 +15,68 @@ from pathlib import Path
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("eval", help="held-out evaluation of one model, per difficulty band",
-                              description="Sample n completions per problem (plus one greedy), score them with the "
-                                          "training verifier, and report pass@k and greedy accuracy per band with "
-                                          "bootstrap CIs. Refuses a split that overlaps the training data.")
-    p.add_argument("--model", required=True, metavar="PATH_OR_ID_OR_RUNDIR",
-                   help="embedded model name, local folder, hub id, a run directory (uses its final/merged "
-                        "model and its recorded task and reward), one of its checkpoints (RUN/checkpoints/step-N, "
-                        "the run's task and reward too), or a PEFT adapter folder (merged into the base it names)")
+    p = subparsers.add_parser(
+        "eval",
+        help="held-out evaluation of one model, per difficulty band",
+        description="Sample n completions per problem (plus one greedy), score them with the "
+        "training verifier, and report pass@k and greedy accuracy per band with "
+        "bootstrap CIs. Refuses a split that overlaps the training data.",
+    )
+    p.add_argument(
+        "--model",
+        required=True,
+        metavar="PATH_OR_ID_OR_RUNDIR",
+        help="embedded model name, local folder, hub id, a run directory (uses its final/merged "
+        "model and its recorded task and reward), one of its checkpoints (RUN/checkpoints/step-N, "
+        "the run's task and reward too), or a PEFT adapter folder (merged into the base it names)",
+    )
     p.add_argument("--task", help="task name (default: the run directory's task)")
     p.add_argument("--split", default="heldout", help="split to evaluate (default heldout)")
     p.add_argument("--n", type=int, default=8, help="samples per problem (default 8; 0: the greedy decode only)")
-    p.add_argument("--k", default="", help="comma-separated k for pass@k (default: 1, 2, 4, ..., n and n itself, the "
-                                           "coverage curve; k > n is dropped)")
+    p.add_argument(
+        "--k",
+        default="",
+        help="comma-separated k for pass@k (default: 1, 2, 4, ..., n and n itself, the "
+        "coverage curve; k > n is dropped)",
+    )
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--no-greedy", action="store_true", help="skip the greedy decode")
     p.add_argument("--limit", type=int, help="evaluate N problems, taken evenly across bands")
-    p.add_argument("--backend", default="hf", choices=("hf", "fast", "remote", "vllm"),
-                   help="sampler backend (default hf); remote / vllm read their settings from the run directory's "
-                        "rollout section or from --set rollout.urls=[...] etc.")
+    p.add_argument(
+        "--backend",
+        default="hf",
+        choices=("hf", "fast", "remote", "vllm"),
+        help="sampler backend (default hf); remote / vllm read their settings from the run directory's "
+        "rollout section or from --set rollout.urls=[...] etc.",
+    )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--rows-per-call", type=int, default=32,
-                   help="sequences per generate call (default 32); more is faster on CPU but holds "
-                        "rows x max-new-tokens x vocab logits in memory")
+    p.add_argument(
+        "--rows-per-call",
+        type=int,
+        default=32,
+        help="sequences per generate call (default 32); more is faster on CPU but holds "
+        "rows x max-new-tokens x vocab logits in memory",
+    )
     p.add_argument("--out", help="output folder (default RUNDIR/eval/SPLIT, else runs/eval/MODEL-TASK-SPLIT)")
-    p.add_argument("--allow-contaminated", action="store_true",
-                   help="evaluate even when the split overlaps the training data (reported in summary.json)")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="task.settings.X=..., reward.X=... or rollout.X=... (repeatable)")
-    p.add_argument("--out-of-domain", action="store_true",
-                   help="also evaluate the run directory's eval.out_of_domain sets, each graded by its own task")
+    p.add_argument(
+        "--allow-contaminated",
+        action="store_true",
+        help="evaluate even when the split overlaps the training data (reported in summary.json)",
+    )
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="task.settings.X=..., reward.X=... or rollout.X=... (repeatable)",
+    )
+    p.add_argument(
+        "--out-of-domain",
+        action="store_true",
+        help="also evaluate the run directory's eval.out_of_domain sets, each graded by its own task",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -118,10 +149,24 @@ def run(args) -> int:
         ks = [int(k) for k in args.k.split(",") if k.strip()] or coverage_ks(max(args.n, 0))
         settings, reward_over, rollout_over = parse_overrides(args.sets)
         records, summary = evaluate_model(
-            args.model, args.task, split=args.split, n=args.n, ks=ks, temperature=args.temperature,
-            max_new_tokens=args.max_new_tokens, greedy=not args.no_greedy, reward_cfg=_reward_cfg(args, reward_over),
-            backend=args.backend, rollout=_rollout_cfg(args, rollout_over), seed=args.seed, allow_contaminated=args.allow_contaminated, limit=args.limit,
-            progress=not args.quiet, task_settings=settings, rows_per_call=args.rows_per_call)
+            args.model,
+            args.task,
+            split=args.split,
+            n=args.n,
+            ks=ks,
+            temperature=args.temperature,
+            max_new_tokens=args.max_new_tokens,
+            greedy=not args.no_greedy,
+            reward_cfg=_reward_cfg(args, reward_over),
+            backend=args.backend,
+            rollout=_rollout_cfg(args, rollout_over),
+            seed=args.seed,
+            allow_contaminated=args.allow_contaminated,
+            limit=args.limit,
+            progress=not args.quiet,
+            task_settings=settings,
+            rows_per_call=args.rows_per_call,
+        )
     except (ContaminationError, ConfigError, FileNotFoundError, ValueError) as e:
         print(f"rlvr eval: {e}", file=sys.stderr)
         return 2
@@ -130,8 +175,10 @@ def run(args) -> int:
     write_summary(summary, out, name="summary")
     print(summary_markdown(summary))
     h = summary["hygiene"]
-    print(f"hygiene: {h['contaminated']} contaminated problems against {h['train_problems']} training problems; "
-          f"{h['leaks']} prompts contain their gold answer (see summary.json)")
+    print(
+        f"hygiene: {h['contaminated']} contaminated problems against {h['train_problems']} training problems; "
+        f"{h['leaks']} prompts contain their gold answer (see summary.json)"
+    )
     print(f"wall time {summary['setup']['wall_s']:.1f} s; wrote {out}/records.jsonl, summary.json, summary.md")
     return _out_of_domain(args, out) if args.out_of_domain else 0
 

@@ -14,8 +14,11 @@ from pathlib import Path
 def add_parser(subparsers):
     from rlvr.rundir.trackers import TRACKERS
 
-    p = subparsers.add_parser("export", help="replay a run's metrics and samples into an experiment tracker",
-                              description=__doc__.split("\n\n")[1])
+    p = subparsers.add_parser(
+        "export",
+        help="replay a run's metrics and samples into an experiment tracker",
+        description=__doc__.split("\n\n")[1],
+    )
     p.add_argument("run", help="a run directory (rlvr train) or a main job's root folder (rlvr run)")
     p.add_argument("--to", required=True, choices=sorted(TRACKERS), help="the tracker")
     p.add_argument("--project", help="project / experiment (default: the run's log.project)")
@@ -58,6 +61,8 @@ def run(args) -> int:
     if trackers.failed:
         print(f"rlvr export: {args.to} failed part way (see the warning above)", file=sys.stderr)
         return 1
-    print(f"exported {len(rows)} steps and {len(samples)} samples of {run_dir} to {args.to} "
-          f"(project {project}, run {name})")
+    print(
+        f"exported {len(rows)} steps and {len(samples)} samples of {run_dir} to {args.to} "
+        f"(project {project}, run {name})"
+    )
     return 0

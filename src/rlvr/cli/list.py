@@ -6,13 +6,25 @@ from __future__ import annotations
 import importlib
 
 # the modules whose import fills rlvr.registry.ALL, in data order
-REGISTRY_MODULES = ("rlvr.config", "rlvr.tasks", "rlvr.tasks.forms", "rlvr.prompts.curriculum", "rlvr.verifiers.registry",
-                    "rlvr.algorithms", "rlvr.algorithms.correction", "rlvr.sampling", "rlvr.rundir.trackers")
+REGISTRY_MODULES = (
+    "rlvr.config",
+    "rlvr.tasks",
+    "rlvr.tasks.forms",
+    "rlvr.prompts.curriculum",
+    "rlvr.verifiers.registry",
+    "rlvr.algorithms",
+    "rlvr.algorithms.correction",
+    "rlvr.sampling",
+    "rlvr.rundir.trackers",
+)
 
 
 def add_parser(subparsers):
-    p = subparsers.add_parser("list", help="every registry's names (tasks, verifier kinds, losses, backends, ...)",
-                              description=__doc__.split("\n\n")[0])
+    p = subparsers.add_parser(
+        "list",
+        help="every registry's names (tasks, verifier kinds, losses, backends, ...)",
+        description=__doc__.split("\n\n")[0],
+    )
     p.add_argument("what", nargs="?", help="one registry, by a word of its name (task, kind, loss, backend, ...)")
     return p
 

@@ -14,12 +14,19 @@ def add_parser(subparsers):
     p.add_argument("--preset", default="default", help="named preset (see rlvr/presets)")
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--budget", type=float, help="minutes of RLVR training (trades time for quality)")
-    budget.add_argument("--steps", type=int, help="exactly N RL steps, no time budget: a result that does not depend "
-                                                  "on how busy the machine is (train.steps=N, train.time_budget_min=0)")
-    p.add_argument("--controls", action="store_true",
-                   help="also train RL runs with the same budget, seed and settings under a random reward at the policy's "
-                        "own success rate and under the format reward alone, and report RLVR minus each "
-                        "(eval.controls=[random_rate, format_only])")
+    budget.add_argument(
+        "--steps",
+        type=int,
+        help="exactly N RL steps, no time budget: a result that does not depend "
+        "on how busy the machine is (train.steps=N, train.time_budget_min=0)",
+    )
+    p.add_argument(
+        "--controls",
+        action="store_true",
+        help="also train RL runs with the same budget, seed and settings under a random reward at the policy's "
+        "own success rate and under the format reward alone, and report RLVR minus each "
+        "(eval.controls=[random_rate, format_only])",
+    )
     return p
 
 

@@ -10,8 +10,11 @@ from rlvr.cli.config_args import add_config_args, config_sets, resume_target
 def add_parser(subparsers):
     p = subparsers.add_parser("train", help="RLVR training from a config file")
     add_config_args(p)
-    p.add_argument("--from-trl", metavar="RECIPE", help="a TRL GRPOConfig / open-r1 recipe (YAML) instead of CONFIG; "
-                                                         "the conversion report goes to stderr")
+    p.add_argument(
+        "--from-trl",
+        metavar="RECIPE",
+        help="a TRL GRPOConfig / open-r1 recipe (YAML) instead of CONFIG; the conversion report goes to stderr",
+    )
     return p
 
 

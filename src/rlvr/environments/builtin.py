@@ -15,8 +15,15 @@ from rlvr.environments.tools import Tool, tool_from_function
 MAX_EXPONENT = 64  # 10 ** 64 is plenty for arithmetic; 10 ** 10 ** 9 would hold the process for minutes
 MAX_DIGITS = 200  # an operand or a result past this many digits is refused
 MAX_NODES = 200
-_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+_BINARY = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
 _UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 
 

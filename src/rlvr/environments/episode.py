@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 from rlvr.environments.protocol import Step
 
 # How a template without tool support hears of the tools: appended to the system message (Hermes style).
-TOOLS_SYSTEM = ("\n\nYou may call these tools; write a call as <tool_call>{{\"name\": ..., \"arguments\": {{...}}}}"
-                "</tool_call> and wait for its result.\n<tools>\n{schemas}\n</tools>")
+TOOLS_SYSTEM = (
+    '\n\nYou may call these tools; write a call as <tool_call>{{"name": ..., "arguments": {{...}}}}'
+    "</tool_call> and wait for its result.\n<tools>\n{schemas}\n</tools>"
+)
 LIMITS = ("done", "turns", "tokens", "error")
 
 
@@ -78,21 +80,30 @@ def _render(tokenizer, messages, extra, generation_prompt: bool) -> str:
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt, **extra)
 
 
-def suffix_ids(tokenizer, messages: list[dict], turn: str, turn_stopped: bool, new_messages: list[dict],
-               extra: dict, stop_text: str) -> list[int]:
+def suffix_ids(
+    tokenizer,
+    messages: list[dict],
+    turn: str,
+    turn_stopped: bool,
+    new_messages: list[dict],
+    extra: dict,
+    stop_text: str,
+) -> list[int]:
     """The ids that follow the sampled turn: what closes it (when the sampler did not stop it), the environment's
     messages, and the next assistant header. Raises TemplateNotAppendOnly where splicing would be unsound."""
     before = _render(tokenizer, messages, extra, True)
     with_turn = _render(tokenizer, [*messages, {"role": "assistant", "content": turn}], extra, False)
     after = _render(tokenizer, [*messages, {"role": "assistant", "content": turn}, *new_messages], extra, True)
     if not (with_turn.startswith(before + turn) and after.startswith(with_turn)):
-        raise TemplateNotAppendOnly("the chat template renders the conversation so far differently once the "
-                                    "environment's messages follow; rlvr splices ids only where it is append-only")
-    rest = after[len(before) + len(turn):]
+        raise TemplateNotAppendOnly(
+            "the chat template renders the conversation so far differently once the "
+            "environment's messages follow; rlvr splices ids only where it is append-only"
+        )
+    rest = after[len(before) + len(turn) :]
     if turn_stopped:  # the sampler's stop token already closed the turn
         if not rest.startswith(stop_text):
             raise TemplateNotAppendOnly(f"the template does not close an assistant turn with {stop_text!r}")
-        rest = rest[len(stop_text):]
+        rest = rest[len(stop_text) :]
     return tokenizer(rest, add_special_tokens=False)["input_ids"]
 
 
@@ -141,9 +152,21 @@ def answer_turn(ep: Episode, env, tokenizer, extra: dict, text: str, stopped: bo
     return True
 
 
-def run_episodes(sampler, tokenizer, envs: list, problems: list, *, max_turns: int, max_total_tokens: int,
-                 max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
-                 generator=None, stop_text: str | None = None) -> list[Episode]:
+def run_episodes(
+    sampler,
+    tokenizer,
+    envs: list,
+    problems: list,
+    *,
+    max_turns: int,
+    max_total_tokens: int,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    generator=None,
+    stop_text: str | None = None,
+) -> list[Episode]:
     """One episode per (environment, problem) pair, all advanced together: each round samples one turn for every
     episode still running (the prompt is exactly its ids so far: token in), records it (token out), and lets the
     environment answer. Limits: `max_turns` policy turns, `max_total_tokens` ids after the prompt."""
@@ -155,15 +178,22 @@ def run_episodes(sampler, tokenizer, envs: list, problems: list, *, max_turns: i
         if not live:
             break
         budgets = [max_total_tokens - len(episodes[i].ids) for i in live]
-        ro = sampler.generate([episodes[i].prompt_ids + episodes[i].ids for i in live], 1,
-                              max_new_tokens=max(1, min(max_new_tokens, min(budgets))), temperature=temperature,
-                              top_p=top_p, top_k=top_k, generator=generator)
+        ro = sampler.generate(
+            [episodes[i].prompt_ids + episodes[i].ids for i in live],
+            1,
+            max_new_tokens=max(1, min(max_new_tokens, min(budgets))),
+            temperature=temperature,
+            top_p=top_p,
+            top_k=top_k,
+            generator=generator,
+        )
         still = []
         for row, i in enumerate(live):
             ep, n = episodes[i], int(ro.mask[row].sum())
             record_turn(ep, ro.completion_ids[row, :n].tolist(), ro.sampler_logp[row, :n].tolist(), ro.texts[row])
-            going = answer_turn(ep, envs[i], tokenizer, started[i][1], ro.texts[row], ro.finish[row] == "stop",
-                                stop_text)
+            going = answer_turn(
+                ep, envs[i], tokenizer, started[i][1], ro.texts[row], ro.finish[row] == "stop", stop_text
+            )
             if going and len(ep.ids) >= max_total_tokens:
                 ep.ended_by, going = "tokens", False
             if going:
@@ -174,5 +204,15 @@ def run_episodes(sampler, tokenizer, envs: list, problems: list, *, max_turns: i
     return episodes
 
 
-__all__ = ["Episode", "TemplateNotAppendOnly", "TOOLS_SYSTEM", "LIMITS", "template_kwargs", "suffix_ids",
-           "run_episodes", "start_episode", "record_turn", "answer_turn"]
+__all__ = [
+    "Episode",
+    "TemplateNotAppendOnly",
+    "TOOLS_SYSTEM",
+    "LIMITS",
+    "template_kwargs",
+    "suffix_ids",
+    "run_episodes",
+    "start_episode",
+    "record_turn",
+    "answer_turn",
+]

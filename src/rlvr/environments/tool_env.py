@@ -37,8 +37,9 @@ class ToolEnvironment:
             result = self.reward([turn], [self.problem])
             return ToolStep(done=True, reward_parts={"answer": float(result.total[0])}, verdict=result.verdicts[0])
         results = [run_call(call, self.tools) for call in calls]
-        return ToolStep([{"role": "tool", "content": r.text} for r in results],
-                        tool_statuses=[r.status for r in results])
+        return ToolStep(
+            [{"role": "tool", "content": r.text} for r in results], tool_statuses=[r.status for r in results]
+        )
 
 
 __all__ = ["ToolEnvironment", "ToolStep"]

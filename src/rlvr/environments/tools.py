@@ -41,8 +41,9 @@ def _json_type(annotation, where: str) -> dict:
         if origin is list and args and args[0] in JSON_TYPES:
             out["items"] = {"type": JSON_TYPES[args[0]]}
         return out
-    raise ConfigError(f"{where}: type {annotation!r} has no JSON schema type; use one of "
-                      f"{', '.join(t.__name__ for t in JSON_TYPES)}")
+    raise ConfigError(
+        f"{where}: type {annotation!r} has no JSON schema type; use one of {', '.join(t.__name__ for t in JSON_TYPES)}"
+    )
 
 
 def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
@@ -78,14 +79,19 @@ def tool_from_function(fn: Callable[..., Any], name: str | None = None) -> Tool:
             raise ConfigError(f"{where}: argument {param.name!r} has no type annotation")
         if param.name not in described:
             raise ConfigError(f"{where}: argument {param.name!r} has no line in the docstring's Args: section")
-        properties[param.name] = {**_json_type(hints[param.name], f"{where} argument {param.name!r}"),
-                                  "description": described[param.name]}
+        properties[param.name] = {
+            **_json_type(hints[param.name], f"{where} argument {param.name!r}"),
+            "description": described[param.name],
+        }
         if param.default is param.empty:
             required.append(param.name)
     tool_name = name or fn.__name__
     parameters = {"type": "object", "properties": properties, "required": required}
-    return Tool(tool_name, fn, {"type": "function",
-                                "function": {"name": tool_name, "description": description, "parameters": parameters}})
+    return Tool(
+        tool_name,
+        fn,
+        {"type": "function", "function": {"name": tool_name, "description": description, "parameters": parameters}},
+    )
 
 
 __all__ = ["Tool", "tool_from_function", "parse_docstring", "JSON_TYPES"]

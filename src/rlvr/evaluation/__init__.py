@@ -17,17 +17,37 @@ from rlvr.evaluation.compare import compare, compare_markdown, compare_plot, wri
 from rlvr.evaluation.driver import evaluate
 from rlvr.evaluation.records import EvalRecord, read_records, write_records
 from rlvr.evaluation.stats import (
-                                    bootstrap_ci,
-                                    mean_correct,
-                                    paired_bootstrap,
-                                    paired_verdict,
-                                    pass_at_k,
-                                    wilson_interval,
+    bootstrap_ci,
+    mean_correct,
+    paired_bootstrap,
+    paired_verdict,
+    pass_at_k,
+    wilson_interval,
 )
 from rlvr.evaluation.summary import summarize, summary_markdown, write_summary
 from rlvr.tasks.hygiene import ContaminationError, check_contamination, find_contamination, find_leaks, normalize_text
 
-__all__ = ["compare", "compare_markdown", "compare_plot", "write_comparison", "evaluate", "ContaminationError",
-           "check_contamination", "find_contamination", "find_leaks", "normalize_text", "EvalRecord",
-           "read_records", "write_records", "bootstrap_ci", "mean_correct", "paired_bootstrap", "paired_verdict",
-           "pass_at_k", "wilson_interval", "summarize", "summary_markdown", "write_summary"]
+__all__ = [
+    "compare",
+    "compare_markdown",
+    "compare_plot",
+    "write_comparison",
+    "evaluate",
+    "ContaminationError",
+    "check_contamination",
+    "find_contamination",
+    "find_leaks",
+    "normalize_text",
+    "EvalRecord",
+    "read_records",
+    "write_records",
+    "bootstrap_ci",
+    "mean_correct",
+    "paired_bootstrap",
+    "paired_verdict",
+    "pass_at_k",
+    "wilson_interval",
+    "summarize",
+    "summary_markdown",
+    "write_summary",
+]

@@ -24,16 +24,17 @@ def _aligned(evals: dict[str, Sequence[EvalRecord]], baseline: str, metric: str)
         raise ValueError(f"baseline {baseline!r} is not among the models: {', '.join(evals)}")
     mode, _ = parse_metric(metric)
     values = {name: per_problem_values(recs, metric) for name, recs in evals.items()}
-    counts = {name: {pid: len(h) for pid, (_, h) in by_problem(recs, mode).items()}
-              for name, recs in evals.items()}
+    counts = {name: {pid: len(h) for pid, (_, h) in by_problem(recs, mode).items()} for name, recs in evals.items()}
     ref = values[baseline]
     if not ref:
         raise ValueError(f"baseline {baseline!r} has no {mode} records")
     for name, vals in values.items():
         missing, extra = ref.keys() - vals.keys(), vals.keys() - ref.keys()
         if missing or extra:
-            raise ValueError(f"{name!r} and {baseline!r} were not evaluated on the same problems "
-                             f"({len(missing)} missing, {len(extra)} extra, e.g. {sorted(missing | extra)[:3]})")
+            raise ValueError(
+                f"{name!r} and {baseline!r} were not evaluated on the same problems "
+                f"({len(missing)} missing, {len(extra)} extra, e.g. {sorted(missing | extra)[:3]})"
+            )
         if counts[name] != counts[baseline]:
             raise ValueError(f"{name!r} and {baseline!r} differ in samples per problem; compare like with like")
         moved = [pid for pid in ref if vals[pid][0] != ref[pid][0]]
@@ -42,8 +43,14 @@ def _aligned(evals: dict[str, Sequence[EvalRecord]], baseline: str, metric: str)
     return values
 
 
-def compare(evals: dict[str, Sequence[EvalRecord]], baseline: str, metric: str = "pass@1",
-            n_boot: int = 2000, alpha: float = 0.05, seed: int = 0) -> dict:
+def compare(
+    evals: dict[str, Sequence[EvalRecord]],
+    baseline: str,
+    metric: str = "pass@1",
+    n_boot: int = 2000,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> dict:
     """{"metric", "alpha", "baseline", "models", "bands",
         "accuracy": {model: {band: {value, lo, hi}}},
         "diffs": {model: {band: {diff, lo, hi, verdict}}},  (diffs: model minus baseline, others only)
@@ -58,20 +65,35 @@ def compare(evals: dict[str, Sequence[EvalRecord]], baseline: str, metric: str =
     # a task without bands has the one band "all": it is the overall one, listed once
     bands = list(dict.fromkeys([*(values[baseline][pid][0] for pid in pids), OVERALL]))
     members = {b: [pid for pid in pids if b == OVERALL or values[baseline][pid][0] == b] for b in bands}
-    result = {"metric": metric, "alpha": alpha, "baseline": baseline, "models": list(evals), "bands": bands,
-              "accuracy": {}, "diffs": {}}
+    result = {
+        "metric": metric,
+        "alpha": alpha,
+        "baseline": baseline,
+        "models": list(evals),
+        "bands": bands,
+        "accuracy": {},
+        "diffs": {},
+    }
     for name, vals in values.items():
-        result["accuracy"][name] = {b: interval([vals[p][1] for p in members[b]], n_boot, alpha, seed)
-                                    for b in bands}
+        result["accuracy"][name] = {b: interval([vals[p][1] for p in members[b]], n_boot, alpha, seed) for b in bands}
         if name == baseline:
             continue
         result["diffs"][name] = {}
         for b in bands:
-            diff, lo, hi = paired_bootstrap([vals[p][1] for p in members[b]],
-                                            [values[baseline][p][1] for p in members[b]],
-                                            n_boot=n_boot, alpha=alpha, seed=seed)
-            result["diffs"][name][b] = {"diff": diff, "lo": lo, "hi": hi, "verdict": paired_verdict(lo, hi),
-                                        "n_problems": len(members[b])}
+            diff, lo, hi = paired_bootstrap(
+                [vals[p][1] for p in members[b]],
+                [values[baseline][p][1] for p in members[b]],
+                n_boot=n_boot,
+                alpha=alpha,
+                seed=seed,
+            )
+            result["diffs"][name][b] = {
+                "diff": diff,
+                "lo": lo,
+                "hi": hi,
+                "verdict": paired_verdict(lo, hi),
+                "n_problems": len(members[b]),
+            }
     result["split"] = gain_split(evals, baseline, n_boot, alpha, seed) if metric == "pass@1" else None
     return result
 
@@ -79,12 +101,21 @@ def compare(evals: dict[str, Sequence[EvalRecord]], baseline: str, metric: str =
 def compare_markdown(result: dict) -> str:
     """Accuracy table (model columns), then one row per band and model of the paired difference."""
     pct, models, base = round(100 * (1 - result["alpha"])), result["models"], result["baseline"]
-    lines = [f"{result['metric']} per band, {pct}% bootstrap intervals over problems.", "",
-             "| band | " + " | ".join(models) + " |", "|" + "---|" * (len(models) + 1)]
+    lines = [
+        f"{result['metric']} per band, {pct}% bootstrap intervals over problems.",
+        "",
+        "| band | " + " | ".join(models) + " |",
+        "|" + "---|" * (len(models) + 1),
+    ]
     for b in result["bands"]:
         lines.append(f"| {b} | " + " | ".join(fmt_interval(result["accuracy"][m][b]) for m in models) + " |")
-    lines += ["", f"Paired differences against {base} (same problems, paired bootstrap):", "",
-              "| band | model | difference [CI] | verdict |", "|---|---|---|---|"]
+    lines += [
+        "",
+        f"Paired differences against {base} (same problems, paired bootstrap):",
+        "",
+        "| band | model | difference [CI] | verdict |",
+        "|---|---|---|---|",
+    ]
     for b in result["bands"]:
         for m, per_band in result["diffs"].items():
             d = per_band[b]
@@ -129,6 +160,8 @@ def compare_plot(result: dict, path: str | Path) -> Path:
 def write_comparison(result: dict, out_dir: str | Path, name: str = "compare") -> dict[str, Path]:
     """NAME.json, NAME.md and NAME.png in out_dir."""
     out_dir = Path(out_dir)
-    return {"json": atomic_write_text(out_dir / f"{name}.json", json.dumps(result, indent=2) + "\n"),
-            "md": atomic_write_text(out_dir / f"{name}.md", compare_markdown(result)),
-            "png": compare_plot(result, out_dir / f"{name}.png")}
+    return {
+        "json": atomic_write_text(out_dir / f"{name}.json", json.dumps(result, indent=2) + "\n"),
+        "md": atomic_write_text(out_dir / f"{name}.md", compare_markdown(result)),
+        "png": compare_plot(result, out_dir / f"{name}.png"),
+    }

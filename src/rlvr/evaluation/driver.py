@@ -24,8 +24,9 @@ def user_messages(problem: Problem) -> list[dict]:
     return [{"role": "user", "content": problem.prompt}]
 
 
-def _generate_checked(policy_generate: PolicyGenerate, chats: list[list[dict]], n: int,
-                      temperature: float) -> list[list[str]]:
+def _generate_checked(
+    policy_generate: PolicyGenerate, chats: list[list[dict]], n: int, temperature: float
+) -> list[list[str]]:
     out = policy_generate(chats, n, temperature)
     if len(out) != len(chats) or any(len(texts) != n for texts in out):
         shape = [len(t) for t in out]
@@ -33,8 +34,14 @@ def _generate_checked(policy_generate: PolicyGenerate, chats: list[list[dict]], 
     return out
 
 
-def _score(reward, problems: Sequence[Problem], texts: list[list[str]], mode: str,
-           lenient_format: str | None = None, lenient_reward=None) -> list[EvalRecord]:
+def _score(
+    reward,
+    problems: Sequence[Problem],
+    texts: list[list[str]],
+    mode: str,
+    lenient_format: str | None = None,
+    lenient_reward=None,
+) -> list[EvalRecord]:
     """Flatten (P, n) completions into P*n rows, score them in one reward call, one record per row; with
     lenient_format (the task's answer format) each is also scored leniently (rlvr.evaluation.lenient)."""
     flat = [t for row in texts for t in row]
@@ -42,23 +49,45 @@ def _score(reward, problems: Sequence[Problem], texts: list[list[str]], mode: st
     result = reward(flat, owners)
     if len(result.verdicts) != len(flat) or len(result.total) != len(flat):
         raise ValueError(f"reward returned {len(result.verdicts)} verdicts for {len(flat)} completions")
-    lenient = (lenient_statuses(lenient_reward or reward, flat, owners, [v.status for v in result.verdicts], lenient_format)
-               if lenient_format else [None] * len(flat))
+    lenient = (
+        lenient_statuses(lenient_reward or reward, flat, owners, [v.status for v in result.verdicts], lenient_format)
+        if lenient_format
+        else [None] * len(flat)
+    )
     records, i = [], 0
     for p, row in zip(problems, texts):
         for j, text in enumerate(row):
             v = result.verdicts[i]
-            records.append(EvalRecord(problem_id=p.id, band=p.band, sample_idx=j, status=v.status,
-                                      reward=float(result.total[i]), extracted=v.extracted,
-                                      completion=text, mode=mode, lenient=lenient[i]))
+            records.append(
+                EvalRecord(
+                    problem_id=p.id,
+                    band=p.band,
+                    sample_idx=j,
+                    status=v.status,
+                    reward=float(result.total[i]),
+                    extracted=v.extracted,
+                    completion=text,
+                    mode=mode,
+                    lenient=lenient[i],
+                )
+            )
             i += 1
     return records
 
 
-def evaluate(policy_generate: PolicyGenerate, reward, problems: Sequence[Problem], n: int = 8,
-             ks: Sequence[int] = (1,), temperature: float = 1.0, greedy: bool = True,
-             to_messages: Callable[[Problem], list[dict]] = user_messages,
-             batch_size: int = 32, lenient_format: str | None = "boxed", lenient_reward=None) -> list[EvalRecord]:
+def evaluate(
+    policy_generate: PolicyGenerate,
+    reward,
+    problems: Sequence[Problem],
+    n: int = 8,
+    ks: Sequence[int] = (1,),
+    temperature: float = 1.0,
+    greedy: bool = True,
+    to_messages: Callable[[Problem], list[dict]] = user_messages,
+    batch_size: int = 32,
+    lenient_format: str | None = "boxed",
+    lenient_reward=None,
+) -> list[EvalRecord]:
     """n sampled completions per problem (mode "sampled") plus, when greedy, one at temperature 0
     (mode "greedy"); every completion scored by `reward`, the one training used. n = 0 with greedy: greedy only.
 
@@ -78,7 +107,7 @@ def evaluate(policy_generate: PolicyGenerate, reward, problems: Sequence[Problem
     passes = ([("sampled", n, temperature)] if n else []) + ([("greedy", 1, 0.0)] if greedy else [])
     for mode, count, temp in passes:
         for start in range(0, len(problems), batch_size):
-            batch = list(problems[start:start + batch_size])
+            batch = list(problems[start : start + batch_size])
             texts = _generate_checked(policy_generate, [to_messages(p) for p in batch], count, temp)
             records += _score(reward, batch, texts, mode, lenient_format, lenient_reward)
     return records

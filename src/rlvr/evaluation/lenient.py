@@ -33,8 +33,9 @@ def in_answer_format(answer: str, answer_format: str) -> str:
     return f"<answer>{answer}</answer>" if answer_format == "tags" else f"\\boxed{{{answer}}}"
 
 
-def lenient_statuses(reward, completions: Sequence[str], problems: Sequence, strict: Sequence[str],
-                     answer_format: str = "boxed") -> list[str | None]:
+def lenient_statuses(
+    reward, completions: Sequence[str], problems: Sequence, strict: Sequence[str], answer_format: str = "boxed"
+) -> list[str | None]:
     """(B,) lenient verdict statuses: "correct" where strict already is, else the last answer's status under the
     same reward (its first term's verdict), "no_answer" where the text has none; None for a problem with no
     answer to find (a code task's). One reward call over the rows that need it."""
@@ -82,8 +83,9 @@ def _paired(a: list[float], b: list[float], n_boot: int, alpha: float, seed: int
     return {"diff": diff, "lo": lo, "hi": hi, "verdict": paired_verdict(lo, hi)}
 
 
-def gain_split(evals: dict[str, Sequence[EvalRecord]], baseline: str, n_boot: int = 2000, alpha: float = 0.05,
-               seed: int = 0) -> dict | None:
+def gain_split(
+    evals: dict[str, Sequence[EvalRecord]], baseline: str, n_boot: int = 2000, alpha: float = 0.05, seed: int = 0
+) -> dict | None:
     """{model: {band: {"format": {diff, lo, hi, verdict}, "answers": {...}}}} for every model but the baseline,
     bands in the baseline's order then "all"; None when some evaluation has no lenient statuses. The models must
     cover the same problems (rlvr.evaluation.compare checks that first)."""
@@ -101,21 +103,28 @@ def gain_split(evals: dict[str, Sequence[EvalRecord]], baseline: str, n_boot: in
             pids = [p for p in base if band == OVERALL or base[p][0] == band]
             out[name][band] = {
                 "format": _paired([base[p][3] for p in pids], [per[p][3] for p in pids], n_boot, alpha, seed),
-                "answers": _paired([per[p][2] for p in pids], [base[p][2] for p in pids], n_boot, alpha, seed)}
+                "answers": _paired([per[p][2] for p in pids], [base[p][2] for p in pids], n_boot, alpha, seed),
+            }
     return out
 
 
 def split_markdown(split: dict, baseline: str, pct: int = 95) -> str:
     """One row per band and model: the strict gain's two parts with their paired intervals."""
-    lines = [f"Gain over {baseline} split in two (they add up to the strict pass@1 difference; lenient scoring takes "
-             f"the final number or expression whatever the format, graded by the same verifier; {pct}% paired "
-             f"bootstrap over problems):", "",
-             "| band | model | format learned [CI] | answers learned [CI] |", "|---|---|---|---|"]
+    lines = [
+        f"Gain over {baseline} split in two (they add up to the strict pass@1 difference; lenient scoring takes "
+        f"the final number or expression whatever the format, graded by the same verifier; {pct}% paired "
+        f"bootstrap over problems):",
+        "",
+        "| band | model | format learned [CI] | answers learned [CI] |",
+        "|---|---|---|---|",
+    ]
     bands = list(next(iter(split.values()))) if split else []
     for band in bands:
         for model, per in split.items():
-            cells = [f"{d['diff']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}] {d['verdict']}"
-                     for d in (per[band]["format"], per[band]["answers"])]
+            cells = [
+                f"{d['diff']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}] {d['verdict']}"
+                for d in (per[band]["format"], per[band]["answers"])
+            ]
             lines.append(f"| {band} | {model} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

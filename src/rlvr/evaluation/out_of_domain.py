@@ -20,7 +20,9 @@ def ood_sets(cfg: dict) -> list[dict]:
     out = []
     for i, spec in enumerate(cfg["eval"].get("out_of_domain") or []):
         if not isinstance(spec, dict) or "name" not in spec:
-            raise ConfigError(f"eval.out_of_domain[{i}]: expected a mapping with a task name; keys: {', '.join(SET_KEYS)}")
+            raise ConfigError(
+                f"eval.out_of_domain[{i}]: expected a mapping with a task name; keys: {', '.join(SET_KEYS)}"
+            )
         bad = [k for k in spec if k not in SET_KEYS]
         if bad:
             raise ConfigError(f"eval.out_of_domain[{i}].{bad[0]}: unknown key; choose from {', '.join(SET_KEYS)}")
@@ -62,15 +64,25 @@ def evaluate_set(model, spec: dict, cfg: dict, quiet: bool, trained: list):
     from rlvr.config import DEFAULTS
     from rlvr.evaluation.run_eval import config_settings, evaluate_model
 
-    return evaluate_model(model, spec["name"], split=spec["split"], limit=spec["limit"] or None,
-                          reward_cfg=DEFAULTS["reward"], task_settings=spec["settings"], train_problems=trained,
-                          **config_settings(cfg, quiet))
+    return evaluate_model(
+        model,
+        spec["name"],
+        split=spec["split"],
+        limit=spec["limit"] or None,
+        reward_cfg=DEFAULTS["reward"],
+        task_settings=spec["settings"],
+        train_problems=trained,
+        **config_settings(cfg, quiet),
+    )
 
 
 def worse_sentence(label: str, result: dict) -> str:
     """One plain sentence for a set: which models got worse than the start outside the noise, or none."""
-    worse = [f"{m} ({', '.join(b for b, d in per.items() if d['verdict'] == 'worse')})"
-             for m, per in result["diffs"].items() if any(d["verdict"] == "worse" for d in per.values())]
+    worse = [
+        f"{m} ({', '.join(b for b, d in per.items() if d['verdict'] == 'worse')})"
+        for m, per in result["diffs"].items()
+        if any(d["verdict"] == "worse" for d in per.values())
+    ]
     better = [m for m, per in result["diffs"].items() if per.get("all", {}).get("verdict") == "better"]
     if worse:
         return f"**{label}: worse out of domain** than the start, outside the noise: {'; '.join(worse)}."

@@ -11,8 +11,15 @@ from pathlib import Path
 
 from rlvr.rundir.files import atomic_write_text
 
-VERDICT_COLORS = {"correct": "#2a9d8f", "wrong": "#e76f51", "no_answer": "#8d99ae", "multiple_answers": "#f4a261",
-                  "timeout": "#6d597a", "invalid_gold": "#b5838d", "error": "#264653"}
+VERDICT_COLORS = {
+    "correct": "#2a9d8f",
+    "wrong": "#e76f51",
+    "no_answer": "#8d99ae",
+    "multiple_answers": "#f4a261",
+    "timeout": "#6d597a",
+    "invalid_gold": "#b5838d",
+    "error": "#264653",
+}
 
 
 def _pyplot():
@@ -41,7 +48,7 @@ def _series(rows: list[dict], key: str) -> tuple[list[int], list[float]]:
 def _smooth(values: list[float], k: int = 5) -> list[float]:
     out = []
     for i in range(len(values)):
-        window = values[max(0, i - k + 1): i + 1]
+        window = values[max(0, i - k + 1) : i + 1]
         out.append(sum(window) / len(window))
     return out
 
@@ -93,9 +100,12 @@ def training_plot(rows: list[dict], path: Path, title: str = "RLVR training") ->
     return _save(fig, Path(path))
 
 
-MISMATCH_KEYS = (("mismatch/k3_kl", "k3 KL(sampler || trainer)"), ("mismatch/abs_log_ratio", "mean |log ratio|"),
-                 ("mismatch/max_ratio", "max ratio pi_train / pi_sampler"),
-                 ("mismatch/outside_frac", "tokens with ratio outside [1/C, C]"))
+MISMATCH_KEYS = (
+    ("mismatch/k3_kl", "k3 KL(sampler || trainer)"),
+    ("mismatch/abs_log_ratio", "mean |log ratio|"),
+    ("mismatch/max_ratio", "max ratio pi_train / pi_sampler"),
+    ("mismatch/outside_frac", "tokens with ratio outside [1/C, C]"),
+)
 
 
 def mismatch_plot(rows: list[dict], path: Path, title: str = "sampler vs trainer, per step") -> Path | None:
@@ -115,8 +125,9 @@ def mismatch_plot(rows: list[dict], path: Path, title: str = "sampler vs trainer
     return _save(fig, Path(path))
 
 
-def pass_at_k_plot(summaries: dict[str, dict], path: Path, title: str = "coverage: held-out pass@k against k"
-                   ) -> Path | None:
+def pass_at_k_plot(
+    summaries: dict[str, dict], path: Path, title: str = "coverage: held-out pass@k against k"
+) -> Path | None:
     """pass@k (overall, with its interval over problems) against k on a log2 axis, one line per model: does
     training raise what k samples can reach, or only pass@1? None when no summary has more than one k."""
     curves = {m: sorted((int(k), c) for k, c in s["overall"]["pass@k"].items()) for m, s in summaries.items()}
@@ -143,8 +154,10 @@ def curves_plot(runs: dict[str, list[dict]], path: Path, title: str = "RLVR and 
     verifier's whatever the run was paid) and the reward it was paid (reward/mean), each a 5-step mean."""
     plt = _pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-    for ax, key, label in ((axes[0], "verdict/correct_frac", "correct fraction of sampled completions (real verifier)"),
-                           (axes[1], "reward/mean", "reward paid (5-step mean)")):
+    for ax, key, label in (
+        (axes[0], "verdict/correct_frac", "correct fraction of sampled completions (real verifier)"),
+        (axes[1], "reward/mean", "reward paid (5-step mean)"),
+    ):
         for name, rows in runs.items():
             x, y = _series(rows, key)
             ax.plot(x, _smooth(y), lw=2, label=name)
@@ -177,9 +190,18 @@ def _quote(text: str, limit: int = 400) -> str:
 def examples_markdown(pairs: list[tuple], prompts: dict[str, str], names=("start", "rlvr")) -> str:
     lines = []
     for i, (a, b) in enumerate(pairs, 1):
-        lines += [f"**{i}. [{a.band}] {prompts.get(a.problem_id, a.problem_id)}**", "",
-                  f"{names[0]}: `{a.status}` (extracted: `{a.extracted}`)", "", _quote(a.completion), "",
-                  f"{names[1]}: `{b.status}` (extracted: `{b.extracted}`)", "", _quote(b.completion), ""]
+        lines += [
+            f"**{i}. [{a.band}] {prompts.get(a.problem_id, a.problem_id)}**",
+            "",
+            f"{names[0]}: `{a.status}` (extracted: `{a.extracted}`)",
+            "",
+            _quote(a.completion),
+            "",
+            f"{names[1]}: `{b.status}` (extracted: `{b.extracted}`)",
+            "",
+            _quote(b.completion),
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -195,9 +217,19 @@ def versions() -> dict[str, str]:
     return out
 
 
-def write_report(root: Path, *, meta: dict, compare_md: str, summaries_md: dict[str, str], plots: dict[str, Path],
-                 examples_md: str, reading: str = "", out_of_domain_md: str = "", warnings: tuple = (),
-                 sections: dict[str, str] | None = None) -> Path:
+def write_report(
+    root: Path,
+    *,
+    meta: dict,
+    compare_md: str,
+    summaries_md: dict[str, str],
+    plots: dict[str, Path],
+    examples_md: str,
+    reading: str = "",
+    out_of_domain_md: str = "",
+    warnings: tuple = (),
+    sections: dict[str, str] | None = None,
+) -> Path:
     """root/report.md; plots are linked by path relative to root. `warnings` come first, right under the title
     (a contended run, say); `sections` ({heading: markdown}) follow the held-out comparison."""
     root = Path(root)
@@ -243,15 +275,27 @@ def heldout_tables(summaries: dict[str, dict], result: dict) -> dict[str, list[d
                 row.update({name: cell["value"], f"{name} lo": cell["lo"], f"{name} hi": cell["hi"]})
             row.update({f"{status} frac": v for status, v in (b["status"] or {}).items()})
             per_band.append(row)
-    diffs = [{"model": model, "band": band, "baseline": result["baseline"], "metric": result["metric"],
-              "difference": d["diff"], "lo": d["lo"], "hi": d["hi"], "verdict": d["verdict"],
-              "problems": d["n_problems"]}
-             for model, per in result["diffs"].items() for band, d in per.items()]
+    diffs = [
+        {
+            "model": model,
+            "band": band,
+            "baseline": result["baseline"],
+            "metric": result["metric"],
+            "difference": d["diff"],
+            "lo": d["lo"],
+            "hi": d["hi"],
+            "verdict": d["verdict"],
+            "problems": d["n_problems"],
+        }
+        for model, per in result["diffs"].items()
+        for band, d in per.items()
+    ]
     return {"heldout/summary": per_band, "heldout/compare": diffs}
 
 
 def heldout_scalars(result: dict) -> dict[str, float]:
     """Each model's overall held-out accuracy as one number per model (names every tracker accepts: no '@')."""
     metric = result["metric"].replace("@", "_at_")
-    return {f"heldout/{model}/{metric}": per["all"]["value"] for model, per in result["accuracy"].items()
-            if "all" in per}
+    return {
+        f"heldout/{model}/{metric}": per["all"]["value"] for model, per in result["accuracy"].items() if "all" in per
+    }

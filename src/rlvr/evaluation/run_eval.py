@@ -50,8 +50,9 @@ def read_run(path) -> tuple[Path, dict]:
     if not (merged / "config.json").exists() and (path / "final" / "adapter" / "adapter_config.json").exists():
         return None, run_config(path)  # model.save_merged: false: the adapter on the run's model (resolve_model)
     if not (merged / "config.json").exists():
-        raise FileNotFoundError(f"{path} is a run directory without a final model ({merged} is missing); "
-                                f"is it still training?")
+        raise FileNotFoundError(
+            f"{path} is a run directory without a final model ({merged} is missing); is it still training?"
+        )
     return merged, run_config(path)
 
 
@@ -128,8 +129,10 @@ def run_as_adapter(path, cfg: dict):
 
     path = Path(path)
     if not (path / "final" / "adapter" / "adapter_config.json").exists():
-        raise ValueError(f"{path} has no final/adapter (trained without LoRA?): the remote backend samples a run as "
-                         f"an adapter on the servers' base model; evaluate it with a local backend")
+        raise ValueError(
+            f"{path} has no final/adapter (trained without LoRA?): the remote backend samples a run as "
+            f"an adapter on the servers' base model; evaluate it with a local backend"
+        )
     model, tokenizer = load_policy(cfg["model"]["name"], "float32")
     with peft_quietly():
         return PeftModel.from_pretrained(model, str(path / "final" / "adapter")), tokenizer
@@ -140,10 +143,17 @@ def config_settings(cfg: dict, quiet: bool = False) -> dict:
     the eval section's samples per problem, k (eval.ks and the coverage curve's 1, 2, 4, ..., n) and greedy pass; the rollout's temperature, length, backend and its
     settings; the seed."""
     e, r = cfg["eval"], cfg["rollout"]
-    return {"n": e["n"], "ks": sorted(set(e["ks"]) | set(coverage_ks(e["n"]))), "greedy": e["greedy"],
-            "temperature": r["temperature"],
-            "max_new_tokens": r["max_new_tokens"], "backend": r["backend"], "rollout": r, "seed": cfg["seed"],
-            "progress": not quiet}
+    return {
+        "n": e["n"],
+        "ks": sorted(set(e["ks"]) | set(coverage_ks(e["n"]))),
+        "greedy": e["greedy"],
+        "temperature": r["temperature"],
+        "max_new_tokens": r["max_new_tokens"],
+        "backend": r["backend"],
+        "rollout": r,
+        "seed": cfg["seed"],
+        "progress": not quiet,
+    }
 
 
 def limit_problems(problems: Sequence[Problem], limit: int | None) -> list[Problem]:
@@ -171,9 +181,10 @@ class _Generate:
 
     def __call__(self, chats: list[list[dict]], n: int, temperature: float) -> list[list[str]]:
         ids = [encode_prompt(self.tokenizer, chat) for chat in chats]
-        ro = self.sampler.generate(ids, n, max_new_tokens=self.max_new_tokens, temperature=temperature,
-                                   generator=self.generator)
-        return [ro.texts[i * n:(i + 1) * n] for i in range(len(chats))]
+        ro = self.sampler.generate(
+            ids, n, max_new_tokens=self.max_new_tokens, temperature=temperature, generator=self.generator
+        )
+        return [ro.texts[i * n : (i + 1) * n] for i in range(len(chats))]
 
 
 class _Tracked:
@@ -225,8 +236,11 @@ def resolve_model(model_or_path, task, task_settings: dict | None, reward_cfg: d
         task, settings, reward_cfg, run_train = _as_run(cfg, task, settings, reward_cfg)
         label = str(model_or_path)
     else:
-        model, tokenizer = (adapter_policy(model_or_path) if is_adapter_dir(model_or_path)
-                            else load_policy(str(model_or_path), "float32"))
+        model, tokenizer = (
+            adapter_policy(model_or_path)
+            if is_adapter_dir(model_or_path)
+            else load_policy(str(model_or_path), "float32")
+        )
         label = str(model_or_path)
     if task is None:
         raise ValueError("no task given (only a run directory records its own)")
@@ -245,22 +259,40 @@ def _as_run(cfg: dict, task, settings: dict, reward_cfg: dict | None):
     return task, settings, reward_cfg or cfg["reward"], run_train
 
 
-def hygiene_report(train: Sequence[Problem], problems: Sequence[Problem], split: str,
-                   allow_contaminated: bool) -> dict:
+def hygiene_report(train: Sequence[Problem], problems: Sequence[Problem], split: str, allow_contaminated: bool) -> dict:
     """Contamination against the training data (refused unless allowed) and gold-in-prompt leaks."""
     overlaps = check_contamination(train, problems, name=f"split {split!r}", allow_contaminated=allow_contaminated)
     leaks = find_leaks(problems)
-    return {"train_problems": len(train), "contaminated": len({o.eval_id for o in overlaps}),
-            "overlaps": [asdict(o) for o in overlaps[:20]], "leaks": len(leaks),
-            "leak_examples": [asdict(x) for x in leaks[:10]]}
+    return {
+        "train_problems": len(train),
+        "contaminated": len({o.eval_id for o in overlaps}),
+        "overlaps": [asdict(o) for o in overlaps[:20]],
+        "leaks": len(leaks),
+        "leak_examples": [asdict(x) for x in leaks[:10]],
+    }
 
 
-def evaluate_model(model_or_path, task=None, split: str = "heldout", n: int = 8, ks: Sequence[int] = (1, 4, 8),
-                   temperature: float = 1.0, max_new_tokens: int = 128, greedy: bool = True,
-                   reward_cfg: dict | None = None, backend: str | None = "hf", seed: int = 0, rollout: dict | None = None,
-                   train_problems: Sequence[Problem] | None = None, allow_contaminated: bool = False,
-                   limit: int | None = None, progress: bool = True, task_settings: dict | None = None,
-                   rows_per_call: int = ROWS_PER_CALL, n_boot: int = 2000):
+def evaluate_model(
+    model_or_path,
+    task=None,
+    split: str = "heldout",
+    n: int = 8,
+    ks: Sequence[int] = (1, 4, 8),
+    temperature: float = 1.0,
+    max_new_tokens: int = 128,
+    greedy: bool = True,
+    reward_cfg: dict | None = None,
+    backend: str | None = "hf",
+    seed: int = 0,
+    rollout: dict | None = None,
+    train_problems: Sequence[Problem] | None = None,
+    allow_contaminated: bool = False,
+    limit: int | None = None,
+    progress: bool = True,
+    task_settings: dict | None = None,
+    rows_per_call: int = ROWS_PER_CALL,
+    n_boot: int = 2000,
+):
     """Evaluate a model on one split of a task; returns (records, summary).
 
     model_or_path: an embedded name, local folder or hub id; a run directory; or (model, tokenizer).
@@ -280,13 +312,19 @@ def evaluate_model(model_or_path, task=None, split: str = "heldout", n: int = 8,
     backend = backend or rollout["backend"]
     # the remote servers hold the base model: a run directory is evaluated as its adapter on that base
     model, tokenizer, task_obj, settings, reward_cfg, run_train, label = resolve_model(
-        model_or_path, task, task_settings, reward_cfg, as_adapter=backend == "remote")
+        model_or_path, task, task_settings, reward_cfg, as_adapter=backend == "remote"
+    )
     reward_cfg, reward = task_reward(reward_cfg, task_obj)
     problems = limit_problems(task_obj.problems(split), limit)
     if not problems:
         raise ValueError(f"split {split!r} of task {getattr(task_obj, 'name', task)!r} has no problems")
-    train = list(train_problems if train_problems is not None else
-                 run_train if run_train is not None else task_obj.problems("train"))
+    train = list(
+        train_problems
+        if train_problems is not None
+        else run_train
+        if run_train is not None
+        else task_obj.problems("train")
+    )
     hygiene = hygiene_report(train, problems, split, allow_contaminated)
     t0 = time.perf_counter()
     model.eval()
@@ -295,20 +333,48 @@ def evaluate_model(model_or_path, task=None, split: str = "heldout", n: int = 8,
         sampler.sync(model)  # push the adapter once: the model does not change during an evaluation
     total = len(problems) * (n + int(greedy))
     with tqdm(total=total, desc=f"rlvr eval {split}", unit="completion", disable=not progress) as bar:
-        records = evaluate(_Generate(sampler, tokenizer, max_new_tokens, seed), _Tracked(reward, bar, len(problems) * n),
-                           problems, n=n, ks=ks, temperature=temperature, greedy=greedy, to_messages=task_obj.messages,
-                           batch_size=max(1, rows_per_call // max(n, 1)),
-                           lenient_format=getattr(task_obj, "answer_format", None) or "boxed", lenient_reward=reward)
+        records = evaluate(
+            _Generate(sampler, tokenizer, max_new_tokens, seed),
+            _Tracked(reward, bar, len(problems) * n),
+            problems,
+            n=n,
+            ks=ks,
+            temperature=temperature,
+            greedy=greedy,
+            to_messages=task_obj.messages,
+            batch_size=max(1, rows_per_call // max(n, 1)),
+            lenient_format=getattr(task_obj, "answer_format", None) or "boxed",
+            lenient_reward=reward,
+        )
     wall = time.perf_counter() - t0
     summary = summarize(records, ks=ks, n_boot=n_boot, seed=seed, label=f"{label} on {split}")
-    summary["setup"] = {"model": label, "task": getattr(task_obj, "name", str(task)),
-                        "task_settings": settings, "split": split, "n": n,
-                        "temperature": temperature, "max_new_tokens": max_new_tokens, "greedy": greedy,
-                        "backend": backend, "seed": seed, "limit": limit, "reward": reward_cfg,
-                        "wall_s": round(wall, 2)}
+    summary["setup"] = {
+        "model": label,
+        "task": getattr(task_obj, "name", str(task)),
+        "task_settings": settings,
+        "split": split,
+        "n": n,
+        "temperature": temperature,
+        "max_new_tokens": max_new_tokens,
+        "greedy": greedy,
+        "backend": backend,
+        "seed": seed,
+        "limit": limit,
+        "reward": reward_cfg,
+        "wall_s": round(wall, 2),
+    }
     summary["hygiene"] = hygiene
     return records, summary
 
 
-__all__ = ["evaluate_model", "config_settings", "limit_problems", "is_run_dir", "is_checkpoint_dir", "is_adapter_dir",
-           "run_config", "read_run", "hygiene_report"]
+__all__ = [
+    "evaluate_model",
+    "config_settings",
+    "limit_problems",
+    "is_run_dir",
+    "is_checkpoint_dir",
+    "is_adapter_dir",
+    "run_config",
+    "read_run",
+    "hygiene_report",
+]

@@ -36,7 +36,7 @@ def coverage_ks(n: int) -> list[int]:
     most the samples can show). n = 0 (greedy only): []."""
     if n < 0:
         raise ValueError(f"samples per problem must be >= 0, got {n}")
-    ks = [2 ** i for i in range(n.bit_length()) if 2 ** i <= n]
+    ks = [2**i for i in range(n.bit_length()) if 2**i <= n]
     return ks + ([n] if n and ks[-1] != n else [])
 
 
@@ -70,8 +70,13 @@ def _check(values, alpha: float, n_boot: int) -> np.ndarray:
     return arr
 
 
-def bootstrap_ci(values_per_problem: Sequence[float], stat: Callable | None = None, n_boot: int = 2000,
-                 alpha: float = 0.05, seed: int = 0) -> tuple[float, float, float]:
+def bootstrap_ci(
+    values_per_problem: Sequence[float],
+    stat: Callable | None = None,
+    n_boot: int = 2000,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> tuple[float, float, float]:
     """Percentile bootstrap over problems: (point, lo, hi) for stat (default: the mean).
 
     values_per_problem: (m,) one number per problem (e.g. its pass@1). Each of n_boot draws resamples
@@ -87,9 +92,14 @@ def bootstrap_ci(values_per_problem: Sequence[float], stat: Callable | None = No
     return point, lo, hi
 
 
-def paired_bootstrap(a_per_problem: Sequence[float], b_per_problem: Sequence[float],
-                     stat: Callable | None = None, n_boot: int = 2000, alpha: float = 0.05,
-                     seed: int = 0) -> tuple[float, float, float]:
+def paired_bootstrap(
+    a_per_problem: Sequence[float],
+    b_per_problem: Sequence[float],
+    stat: Callable | None = None,
+    n_boot: int = 2000,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> tuple[float, float, float]:
     """Paired bootstrap of stat(a) - stat(b) over the same problems: (diff, lo, hi).
 
     a, b: (m,) per-problem values, aligned (row i is the same problem for both). Each draw resamples
@@ -100,7 +110,7 @@ def paired_bootstrap(a_per_problem: Sequence[float], b_per_problem: Sequence[flo
     b = _check(b_per_problem, alpha, n_boot)
     if a.shape != b.shape:
         raise ValueError(f"paired values must cover the same problems, got {a.size} and {b.size}")
-    point = (float(a.mean() - b.mean()) if stat is None else float(stat(a) - stat(b)))
+    point = float(a.mean() - b.mean()) if stat is None else float(stat(a) - stat(b))
     idx = np.random.default_rng(seed).integers(0, a.size, size=(n_boot, a.size))
     draws = _resample_stat(a, idx, stat) - _resample_stat(b, idx, stat)
     lo, hi = _percentile(draws, alpha)

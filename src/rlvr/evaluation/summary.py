@@ -68,10 +68,15 @@ def _block(records: Sequence[EvalRecord], ks: Sequence[int], n_boot: int, alpha:
     sampled = [r for r in records if r.mode == "sampled"]
     greedy = [r for r in records if r.mode == "greedy"]
     counts = [len(h) for _, h in by_problem(sampled).values()]
-    block = {"n_problems": len({r.problem_id for r in records}),
-             "samples_per_problem": min(counts) if counts else 0, "pass@k": {}, "greedy": None, "lenient": None,
-             "status": status_fractions(sampled) if sampled else None,
-             "greedy_status": status_fractions(greedy) if greedy else None}
+    block = {
+        "n_problems": len({r.problem_id for r in records}),
+        "samples_per_problem": min(counts) if counts else 0,
+        "pass@k": {},
+        "greedy": None,
+        "lenient": None,
+        "status": status_fractions(sampled) if sampled else None,
+        "greedy_status": status_fractions(greedy) if greedy else None,
+    }
     if sampled:
         for k in ks:
             values = [v for _, v in per_problem_values(sampled, f"pass@{k}").values()]
@@ -84,8 +89,14 @@ def _block(records: Sequence[EvalRecord], ks: Sequence[int], n_boot: int, alpha:
     return block
 
 
-def summarize(records: Sequence[EvalRecord], ks: Sequence[int] = (1,), n_boot: int = 2000,
-              alpha: float = 0.05, seed: int = 0, label: str = "") -> dict:
+def summarize(
+    records: Sequence[EvalRecord],
+    ks: Sequence[int] = (1,),
+    n_boot: int = 2000,
+    alpha: float = 0.05,
+    seed: int = 0,
+    label: str = "",
+) -> dict:
     """Per band and overall: {"label", "alpha", "ks", "bands": {band: block}, "overall": block}.
 
     block: n_problems, samples_per_problem (the smallest n seen), "pass@k": {"1": {value, lo, hi}, ...},
@@ -96,10 +107,15 @@ def summarize(records: Sequence[EvalRecord], ks: Sequence[int] = (1,), n_boot: i
         raise ValueError("no evaluation records to summarise")
     # pass@1 always, unless there are no sampled completions at all (greedy only)
     ks = sorted({1, *ks}) if any(r.mode == "sampled" for r in records) else []
-    return {"label": label, "alpha": alpha, "ks": ks,
-            "bands": {b: _block([r for r in records if r.band == b], ks, n_boot, alpha, seed)
-                      for b in bands_in_order(records)},
-            "overall": _block(records, ks, n_boot, alpha, seed)}
+    return {
+        "label": label,
+        "alpha": alpha,
+        "ks": ks,
+        "bands": {
+            b: _block([r for r in records if r.band == b], ks, n_boot, alpha, seed) for b in bands_in_order(records)
+        },
+        "overall": _block(records, ks, n_boot, alpha, seed),
+    }
 
 
 def fmt_interval(cell: dict | None) -> str:
@@ -117,22 +133,37 @@ def summary_markdown(summary: dict) -> str:
     rows = [*bands, (f"**{OVERALL}**", summary["overall"])]
     lenient = summary["overall"].get("lenient") is not None
     head = ["band", "problems", "n"] + [f"pass@{k} [{pct}% CI]" for k in ks] + ["lenient pass@1"] * lenient + ["greedy"]
-    lines = [f"### {summary['label']}" if summary["label"] else "", "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = [
+        f"### {summary['label']}" if summary["label"] else "",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
     for band, b in rows:
         cells = [band, str(b["n_problems"]), str(b["samples_per_problem"])]
         cells += [fmt_interval(b["pass@k"].get(str(k))) for k in ks]
         cells += [fmt_interval(b.get("lenient"))] * lenient + [fmt_interval(b["greedy"])]
         lines.append("| " + " | ".join(cells) + " |")
     which = "status" if summary["overall"]["status"] else "greedy_status"  # greedy only: the greedy ones
-    lines += ["", f"Verdict statuses of the {'sampled' if which == 'status' else 'greedy'} completions (fractions):",
-              "", "| band | " + " | ".join(STATUSES) + " |", "|" + "---|" * (len(STATUSES) + 1)]
+    lines += [
+        "",
+        f"Verdict statuses of the {'sampled' if which == 'status' else 'greedy'} completions (fractions):",
+        "",
+        "| band | " + " | ".join(STATUSES) + " |",
+        "|" + "---|" * (len(STATUSES) + 1),
+    ]
     for band, b in rows:
         fr = b[which] or {}
         lines.append(f"| {band} | " + " | ".join(f"{fr.get(s, 0.0):.3f}" for s in STATUSES) + " |")
-    lines.append(f"\nIntervals: percentile bootstrap over problems ({pct}%)."
-                 + (" pass@k is strict (the task's answer format); lenient pass@1 takes the final number or expression "
-                    "whatever the format, graded by the same verifier." if lenient else ""))
+    lines.append(
+        f"\nIntervals: percentile bootstrap over problems ({pct}%)."
+        + (
+            " pass@k is strict (the task's answer format); lenient pass@1 takes the final number or expression "
+            "whatever the format, graded by the same verifier."
+            if lenient
+            else ""
+        )
+    )
     return "\n".join(lines).lstrip("\n") + "\n"
 
 

@@ -13,8 +13,10 @@ def validate(sampler, problems, prompt_ids, reward, max_new_tokens: int) -> dict
     """{"val/accuracy", "val/no_answer_frac", "val/<band>/accuracy"} from one greedy decode per problem."""
     ro = sampler.generate(prompt_ids, 1, max_new_tokens=max_new_tokens, temperature=0.0)
     verdicts = reward(ro.texts, list(problems)).verdicts
-    out = {"val/accuracy": sum(v.status == "correct" for v in verdicts) / len(verdicts),
-           "val/no_answer_frac": sum(v.status == "no_answer" for v in verdicts) / len(verdicts)}
+    out = {
+        "val/accuracy": sum(v.status == "correct" for v in verdicts) / len(verdicts),
+        "val/no_answer_frac": sum(v.status == "no_answer" for v in verdicts) / len(verdicts),
+    }
     for band in dict.fromkeys(p.band for p in problems):
         hits = [v.status == "correct" for p, v in zip(problems, verdicts) if p.band == band]
         out[f"val/{band}/accuracy"] = sum(hits) / len(hits)

@@ -30,12 +30,16 @@ def make_reward_func(spec=None, **overrides):
         reward = rewards.cached(spec, **overrides)
         responses = [strip_prompt(q, p) for q, p in zip(queries, prompts)]
         labels = list(labels) if labels is not None else [None] * len(responses)
-        result = reward(responses, [rewards.problem_for(g, str(p), str(i)) for i, (g, p) in enumerate(zip(labels, prompts))])
+        result = reward(
+            responses, [rewards.problem_for(g, str(p), str(i)) for i, (g, p) in enumerate(zip(labels, prompts))]
+        )
         statuses = [v.status for v in result.verdicts]
         total = [0.0 if s in FAULT_STATUSES else float(t) for s, t in zip(statuses, result.total)]
-        return {"rewards": torch.tensor(total, dtype=torch.float32),
-                "scores": torch.tensor([float(s == "correct") for s in statuses], dtype=torch.float32),
-                "extra_logs": {f"rlvr/{s}": torch.tensor([float(x == s) for x in statuses]) for s in STATUSES}}
+        return {
+            "rewards": torch.tensor(total, dtype=torch.float32),
+            "scores": torch.tensor([float(s == "correct") for s in statuses], dtype=torch.float32),
+            "extra_logs": {f"rlvr/{s}": torch.tensor([float(x == s) for x in statuses]) for s in STATUSES},
+        }
 
     reward_func.__name__ = "reward_func"
     return reward_func

@@ -45,13 +45,17 @@ def reward_and_format(spec=None, **overrides) -> tuple[dict, str | None]:
         section = copy.deepcopy(spec)
     elif isinstance(spec, dict) and "kind" in spec:
         section = {"terms": [{"name": spec["kind"], **copy.deepcopy(spec)}]}
-    elif isinstance(spec, dict) and spec and set(spec) <= set(DEFAULTS):  # a whole rlvr config, checked as train checks it
+    elif (
+        isinstance(spec, dict) and spec and set(spec) <= set(DEFAULTS)
+    ):  # a whole rlvr config, checked as train checks it
         cfg = merge(DEFAULTS, spec)
         task = load_task(cfg["task"]["name"], **cfg["task"]["settings"])
         return {**resolve_reward(cfg["reward"], task), **overrides}, getattr(task, "answer_format", None)
     else:
-        raise ConfigError(f"reward spec {spec!r}: give a verifier kind ({', '.join(sorted(KINDS))}), a config file "
-                          f"or preset, a reward section {{terms: [...]}}, one term {{kind: ...}}, or None")
+        raise ConfigError(
+            f"reward spec {spec!r}: give a verifier kind ({', '.join(sorted(KINDS))}), a config file "
+            f"or preset, a reward section {{terms: [...]}}, one term {{kind: ...}}, or None"
+        )
     section = {**{k: v for k, v in DEFAULTS["reward"].items() if k != "terms"}, **section, **overrides}
     # no task here to take a grader from: rlvr's answer grader (math + the boxed format term at 0.1)
     return {**section, "terms": section.get("terms") or math_grader("math")}, None

@@ -77,7 +77,9 @@ class RewardFunc:
         n = max(len(verdicts), 1)
         if callable(extras["log_metric"]):
             for status in STATUSES if self.first else FAULT_STATUSES:
-                extras["log_metric"](f"verdict/{self.term.name}/{status}_frac", sum(v.status == status for v in verdicts) / n)
+                extras["log_metric"](
+                    f"verdict/{self.term.name}/{status}_frac", sum(v.status == status for v in verdicts) / n
+                )
         if callable(extras["log_extra"]):
             extras["log_extra"](f"{self.term.name}_status", [v.status for v in verdicts])
 

@@ -49,6 +49,7 @@ from rlvr.verifiers.compose import DOMINANCE_RATIO
 class Conversion:
     """config: the rlvr config the recipe maps to (only the keys it sets); unmapped: (key, why); notes: how
     particular keys were read, the TRL defaults used, the shaping-rule report."""
+
     config: dict = field(default_factory=dict)
     unmapped: list = field(default_factory=list)
     notes: list = field(default_factory=list)
@@ -79,8 +80,9 @@ def convert(recipe: dict) -> Conversion:
         conv.notes.append(f"read as an open-r1 recipe (it has {', '.join(open_r1)})")
     used = sorted(k for k in TRL_DEFAULTS if k not in recipe)
     if used:
-        conv.notes.append("TRL 1.16 defaults for keys the recipe leaves out: "
-                          + ", ".join(f"{k}={TRL_DEFAULTS[k]}" for k in used))
+        conv.notes.append(
+            "TRL 1.16 defaults for keys the recipe leaves out: " + ", ".join(f"{k}={TRL_DEFAULTS[k]}" for k in used)
+        )
     r = {**TRL_DEFAULTS, **recipe}
     handled = set()
     for handler in (_model, _batch, _algorithm, _schedule, _sampler, _task, _rewards, _logging):
@@ -118,14 +120,22 @@ def _model(r: dict, conv: Conversion, open_r1: bool) -> set:
     if dtype in ("float32", "bfloat16", "float16"):
         conv.set("model.dtype", dtype)
     elif dtype is not None:
-        conv.unmapped.append(("dtype" if "dtype" in r else "torch_dtype", f"{dtype!r}: rlvr's model.dtype is float32, bfloat16 or float16"))
+        conv.unmapped.append(
+            (
+                "dtype" if "dtype" in r else "torch_dtype",
+                f"{dtype!r}: rlvr's model.dtype is float32, bfloat16 or float16",
+            )
+        )
     if "lora_target_modules" in r:
         mods = r["lora_target_modules"]
         conv.set("model.lora.target_modules", mods if isinstance(mods, (str, list)) else str(mods))
     if "use_peft" not in r:
-        conv.notes.append("the recipe fine-tunes every weight (TRL's default use_peft: false); rlvr keeps its LoRA "
-                          "default: set model.lora.enabled=false for a full fine-tune"
-                          if not any(k.startswith("lora_") for k in r) else "lora_* keys given: LoRA on")
+        conv.notes.append(
+            "the recipe fine-tunes every weight (TRL's default use_peft: false); rlvr keeps its LoRA "
+            "default: set model.lora.enabled=false for a full fine-tune"
+            if not any(k.startswith("lora_") for k in r)
+            else "lora_* keys given: LoRA on"
+        )
     if r.get("model_revision", "main") != "main":
         conv.unmapped.append(("model_revision", "rlvr loads a hub model's main revision"))
     if r.get("model_name_or_path") == "HuggingFaceTB/SmolLM2-135M-Instruct":
@@ -135,14 +145,18 @@ def _model(r: dict, conv: Conversion, open_r1: bool) -> set:
 
 def _batch(r: dict, conv: Conversion, open_r1: bool) -> set:
     """Prompts per step and the micro-batch from TRL's batch arithmetic (one optimizer step)."""
-    per_device, accum, procs, g = (_typed(k, r.get(k, 1), int) for k in (
-        "per_device_train_batch_size", "gradient_accumulation_steps", "num_processes", "num_generations"))
+    per_device, accum, procs, g = (
+        _typed(k, r.get(k, 1), int)
+        for k in ("per_device_train_batch_size", "gradient_accumulation_steps", "num_processes", "num_generations")
+    )
     completions = per_device * accum * procs
     prompts = max(1, completions // g)
     conv.set("rollout.prompts_per_step", prompts)
     conv.set("train.micro_batch_size", per_device)
-    how = (f"prompts per step {prompts} = per_device_train_batch_size {per_device} x gradient_accumulation_steps "
-           f"{accum} x processes {procs} / num_generations {g}")
+    how = (
+        f"prompts per step {prompts} = per_device_train_batch_size {per_device} x gradient_accumulation_steps "
+        f"{accum} x processes {procs} / num_generations {g}"
+    )
     if completions % g:
         how += f" (rounded down from {completions / g:.2f}: TRL needs the product divisible by num_generations)"
     if "num_processes" not in r:
@@ -150,19 +164,38 @@ def _batch(r: dict, conv: Conversion, open_r1: bool) -> set:
     conv.notes.append(how)
     for key in ("generation_batch_size", "steps_per_generation"):
         if key in r:
-            conv.unmapped.append((key, "rlvr samples one batch per optimizer step (train.updates_per_batch passes over it)"))
-    return {"per_device_train_batch_size", "gradient_accumulation_steps", "generation_batch_size", "steps_per_generation"}
+            conv.unmapped.append(
+                (key, "rlvr samples one batch per optimizer step (train.updates_per_batch passes over it)")
+            )
+    return {
+        "per_device_train_batch_size",
+        "gradient_accumulation_steps",
+        "generation_batch_size",
+        "steps_per_generation",
+    }
 
 
 _AGG = {"grpo": "seq-mean-token-mean", "dapo": "token-mean", "bnpo": "token-mean", "dr_grpo": "seq-mean-token-sum-norm"}
-_SCALE = {True: "group", "group": "group", "batch": "batch", False: "none", "none": "none", "true": "group", "false": "none"}
+_SCALE = {
+    True: "group",
+    "group": "group",
+    "batch": "batch",
+    False: "none",
+    "none": "none",
+    "true": "group",
+    "false": "none",
+}
 
 
 def _algorithm(r: dict, conv: Conversion, open_r1: bool) -> set:
     """loss_type, scale_rewards, the ratio level, the clip range, truncated completions -> rlvr's fields."""
     eps = float(r["epsilon"])
-    algo = {"preset": "grpo", "beta": float(r["beta"]), "clip_low": eps,
-            "clip_high": float(r["epsilon_high"]) if r.get("epsilon_high") is not None else eps}
+    algo = {
+        "preset": "grpo",
+        "beta": float(r["beta"]),
+        "clip_low": eps,
+        "clip_high": float(r["epsilon_high"]) if r.get("epsilon_high") is not None else eps,
+    }
     loss = r["loss_type"]
     if loss in _AGG:
         algo["agg"] = _AGG[loss]
@@ -185,8 +218,16 @@ def _algorithm(r: dict, conv: Conversion, open_r1: bool) -> set:
     if r.get("multi_objective_aggregation", "sum_then_normalize") != "sum_then_normalize":
         conv.unmapped.append(("multi_objective_aggregation", "rlvr sums the weighted terms, then normalises"))
     conv.config["algorithm"] = {**conv.config.get("algorithm", {}), **algo}
-    return {"beta", "epsilon", "epsilon_high", "loss_type", "scale_rewards", "importance_sampling_level",
-            "mask_truncated_completions", "multi_objective_aggregation"}
+    return {
+        "beta",
+        "epsilon",
+        "epsilon_high",
+        "loss_type",
+        "scale_rewards",
+        "importance_sampling_level",
+        "mask_truncated_completions",
+        "multi_objective_aggregation",
+    }
 
 
 def _schedule(r: dict, conv: Conversion, open_r1: bool) -> set:
@@ -202,9 +243,16 @@ def _schedule(r: dict, conv: Conversion, open_r1: bool) -> set:
         if sched == "cosine_with_min_lr":
             conv.notes.append("cosine_with_min_lr maps to cosine decaying to 0 (rlvr has no min_lr_rate)")
     else:
-        conv.unmapped.append(("lr_scheduler_type", f"{sched!r}: rlvr's schedules are constant and cosine "
-                                                   f"(after linear warm-up); constant is used"))
-    ratio = r.get("warmup_ratio", r["warmup_steps"] if isinstance(r.get("warmup_steps"), float) and r["warmup_steps"] < 1 else None)
+        conv.unmapped.append(
+            (
+                "lr_scheduler_type",
+                f"{sched!r}: rlvr's schedules are constant and cosine (after linear warm-up); constant is used",
+            )
+        )
+    ratio = r.get(
+        "warmup_ratio",
+        r["warmup_steps"] if isinstance(r.get("warmup_steps"), float) and r["warmup_steps"] < 1 else None,
+    )
     if ratio is not None and steps > 0:
         conv.set("train.warmup_steps", int(round(float(ratio) * steps)))
     elif ratio is not None:
@@ -223,27 +271,44 @@ def _sampler(r: dict, conv: Conversion, open_r1: bool) -> set:
     mode = r.get("vllm_mode", "colocate")
     if mode == "colocate":
         conv.set("rollout.backend", "vllm")
-        conv.notes.append("use_vllm (colocate) -> rollout.backend vllm: vLLM on the trainer's GPU (pip install rlvr[vllm])")
+        conv.notes.append(
+            "use_vllm (colocate) -> rollout.backend vllm: vLLM on the trainer's GPU (pip install rlvr[vllm])"
+        )
     else:
-        url = r.get("vllm_server_base_url") or f"http://{r.get('vllm_server_host', '0.0.0.0')}:{r.get('vllm_server_port', 8000)}"
+        url = (
+            r.get("vllm_server_base_url")
+            or f"http://{r.get('vllm_server_host', '0.0.0.0')}:{r.get('vllm_server_port', 8000)}"
+        )
         conv.set("rollout.backend", "remote")
         conv.set("rollout.urls", [url])
-        conv.notes.append(f"vllm_mode server -> rollout.backend remote at {url}: start vLLM's OpenAI server "
-                          f"(vllm serve MODEL --enable-lora), not trl vllm-serve (docs/scaling.md)")
+        conv.notes.append(
+            f"vllm_mode server -> rollout.backend remote at {url}: start vLLM's OpenAI server "
+            f"(vllm serve MODEL --enable-lora), not trl vllm-serve (docs/scaling.md)"
+        )
     return {"use_vllm", "vllm_mode", "vllm_server_host", "vllm_server_port", "vllm_server_base_url"}
 
 
 def _task(r: dict, conv: Conversion, open_r1: bool) -> set:
     """dataset_name (+ config, split, prompt column, system prompt) -> the hub task, gold in `solution`."""
-    keys = {"dataset_name", "dataset_config", "dataset_configs", "dataset_train_split", "dataset_prompt_column",
-            "system_prompt", "dataset_streaming"}
+    keys = {
+        "dataset_name",
+        "dataset_config",
+        "dataset_configs",
+        "dataset_train_split",
+        "dataset_prompt_column",
+        "system_prompt",
+        "dataset_streaming",
+    }
     if "dataset_name" not in r:
         if "system_prompt" in r:
             conv.set("task.settings.system_prompt", r["system_prompt"])
         return keys - {"dataset_name"}
-    settings = {"dataset": r["dataset_name"], "split": r.get("dataset_train_split", "train"),
-                "prompt_field": r.get("dataset_prompt_column", "problem" if open_r1 else "prompt"),
-                "answer_field": "solution"}
+    settings = {
+        "dataset": r["dataset_name"],
+        "split": r.get("dataset_train_split", "train"),
+        "prompt_field": r.get("dataset_prompt_column", "problem" if open_r1 else "prompt"),
+        "answer_field": "solution",
+    }
     configs = r.get("dataset_config") or r.get("dataset_configs")
     if isinstance(configs, list):
         if len(configs) > 1:
@@ -255,8 +320,10 @@ def _task(r: dict, conv: Conversion, open_r1: bool) -> set:
         settings["system_prompt"] = r["system_prompt"]
     conv.set("task.name", "hub")
     conv.config["task"]["settings"] = {**conv.get("task.settings", {}), **settings}
-    conv.notes.append(f"dataset {r['dataset_name']} -> task hub (prompt column {settings['prompt_field']!r}, gold "
-                      f"column 'solution'; train / validation / held-out split by id hash)")
+    conv.notes.append(
+        f"dataset {r['dataset_name']} -> task hub (prompt column {settings['prompt_field']!r}, gold "
+        f"column 'solution'; train / validation / held-out split by id hash)"
+    )
     if r.get("dataset_streaming"):
         conv.unmapped.append(("dataset_streaming", "rlvr's hub task loads the split whole"))
     return keys
@@ -284,8 +351,15 @@ def _rewards(r: dict, conv: Conversion, open_r1: bool) -> set:
         elif name in OVERLONG:
             _overlong(r, conv, name)
         else:
-            conv.unmapped.append((f"reward_funcs: {name}", REWARDS_UNMAPPED.get(
-                name, "a Python reward function: rlvr rewards through its verifiers (register a verifier kind to port it)")))
+            conv.unmapped.append(
+                (
+                    f"reward_funcs: {name}",
+                    REWARDS_UNMAPPED.get(
+                        name,
+                        "a Python reward function: rlvr rewards through its verifiers (register a verifier kind to port it)",
+                    ),
+                )
+            )
     _reward_terms(terms, conv)
     return {"reward_funcs", "reward_weights"}
 
@@ -301,15 +375,19 @@ def _reward_terms(terms: list, conv: Conversion) -> None:
         for t in terms:
             t.pop("answer_format", None)  # every term follows the task's format
     if terms[0]["kind"] != "math":
-        conv.notes.append(f"no correctness reward among reward_funcs: rlvr treats {terms[0]['name']!r} as the correctness term")
+        conv.notes.append(
+            f"no correctness reward among reward_funcs: rlvr treats {terms[0]['name']!r} as the correctness term"
+        )
     main = abs(terms[0]["weight"])
     over = [t for t in terms[1:] if abs(t["weight"]) > DOMINANCE_RATIO * main + 1e-12]
     for t in over:
         share = abs(t["weight"]) / main if main else float("inf")
-        conv.notes.append(f"SHAPING RULE: {t['name']} weight {t['weight']:g} is {share:.0%} of {terms[0]['name']}'s "
-                          f"{terms[0]['weight']:g}, above rlvr's {DOMINANCE_RATIO:.0%} rule (a policy can earn it without "
-                          f"solving anything); kept as given, with reward.allow_dominant_shaping: true; rlvr's rule "
-                          f"would cap it at {DOMINANCE_RATIO * main:g}")
+        conv.notes.append(
+            f"SHAPING RULE: {t['name']} weight {t['weight']:g} is {share:.0%} of {terms[0]['name']}'s "
+            f"{terms[0]['weight']:g}, above rlvr's {DOMINANCE_RATIO:.0%} rule (a policy can earn it without "
+            f"solving anything); kept as given, with reward.allow_dominant_shaping: true; rlvr's rule "
+            f"would cap it at {DOMINANCE_RATIO * main:g}"
+        )
     conv.config.setdefault("reward", {})["terms"] = terms
     if over:
         conv.config["reward"]["allow_dominant_shaping"] = True
@@ -323,11 +401,17 @@ def _overlong(r: dict, conv: Conversion, name: str) -> None:
     frac = min(1.0, cache / budget) if budget else 0.2
     algo = conv.config.setdefault("algorithm", {})
     if algo.get("overlong") == "filter":
-        conv.unmapped.append(("mask_truncated_completions", "rlvr's algorithm.overlong is filter or soft, not both: "
-                                                             f"{name} (soft) is kept"))
+        conv.unmapped.append(
+            (
+                "mask_truncated_completions",
+                f"rlvr's algorithm.overlong is filter or soft, not both: {name} (soft) is kept",
+            )
+        )
     algo.update(overlong="soft", overlong_buffer_frac=round(frac, 4))
-    conv.notes.append(f"soft_overlong_punishment -> algorithm.overlong soft over the last {frac:.0%} of "
-                      f"max_completion_length (its reward weight is not used: rlvr applies it as DAPO does)")
+    conv.notes.append(
+        f"soft_overlong_punishment -> algorithm.overlong soft over the last {frac:.0%} of "
+        f"max_completion_length (its reward weight is not used: rlvr applies it as DAPO does)"
+    )
 
 
 def _logging(r: dict, conv: Conversion, open_r1: bool) -> set:

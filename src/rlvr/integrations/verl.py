@@ -47,8 +47,13 @@ def result_dict(result, i: int) -> dict:
     """The dict verl reads for row i of a RewardResult: same keys and types for every sample."""
     v = result.verdicts[i]
     fault = v.status in FAULT_STATUSES
-    return {"score": 0.0 if fault else float(result.total[i]), "acc": float(v.status == "correct"),
-            "status": v.status, "pred": v.extracted or "", "fault": float(fault)}
+    return {
+        "score": 0.0 if fault else float(result.total[i]),
+        "acc": float(v.status == "correct"),
+        "status": v.status,
+        "pred": v.extracted or "",
+        "fault": float(fault),
+    }
 
 
 def _problem(ground_truth, extra_info):
@@ -63,7 +68,9 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, spec
     return result_dict(reward([solution_str], [_problem(ground_truth, extra_info)]), 0)
 
 
-def compute_score_batch(data_sources, solution_strs, ground_truths, extra_infos=None, spec=None, **_ignored) -> list[dict]:
+def compute_score_batch(
+    data_sources, solution_strs, ground_truths, extra_infos=None, spec=None, **_ignored
+) -> list[dict]:
     """verl's batch reward manager form: lists in, one dict per sample out, scored in rlvr's worker pool."""
     n = len(solution_strs)
     infos = list(extra_infos) if extra_infos is not None else [None] * n

@@ -16,6 +16,7 @@ Registered with transformers as ATTENTION ("rlvr_cpu"), with sdpa's boolean mask
 train.attention)` switches a loaded model to it (by default on the CPU; the trainer and SFT call it).
 Shapes: B rows, Hq / Hkv heads, R = Hq / Hkv, Lq queries, Lk keys, D head dim.
 """
+
 from __future__ import annotations
 
 import torch
@@ -25,7 +26,9 @@ from rlvr.policy.load import base_model
 ATTENTION = "rlvr_cpu"
 
 
-def grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, blocked: torch.Tensor, scale: float) -> torch.Tensor:
+def grouped_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, blocked: torch.Tensor, scale: float
+) -> torch.Tensor:
     """softmax(q k^T * scale, blocked keys left out) v, with the R query heads of a key/value head stacked.
 
     q (B, Hkv, R * Lq, D), k/v (B, Hkv, Lk, D), blocked bool (B or 1, 1, 1, Lq, Lk) (True = do not attend),
@@ -48,7 +51,8 @@ class _GroupedAttention(torch.autograd.Function):
         for s in _chunks(q.shape[0], p[0].numel()):
             scores = torch.matmul(q[s], k[s].transpose(-1, -2)).float().mul_(scale)
             scores.view(scores.shape[0], scores.shape[1], -1, Lq, scores.shape[-1]).masked_fill_(
-                blocked[s] if blocked.shape[0] > 1 else blocked, torch.finfo(torch.float32).min)
+                blocked[s] if blocked.shape[0] > 1 else blocked, torch.finfo(torch.float32).min
+            )
             p[s] = torch.softmax(scores, dim=-1)
             torch.matmul(p[s], v[s], out=out[s])
         ctx.save_for_backward(q, k, v, p, out)
@@ -87,8 +91,9 @@ def _blocked(mask: torch.Tensor | None, Lq: int, Lk: int) -> torch.Tensor:
     return ~mask[:, :, None]
 
 
-def attention_forward(module, query, key, value, attention_mask, dropout: float = 0.0, scaling: float | None = None,
-                      **kwargs):
+def attention_forward(
+    module, query, key, value, attention_mask, dropout: float = 0.0, scaling: float | None = None, **kwargs
+):
     """transformers' attention-function contract: query (B, Hq, Lq, D), key/value (B, Hkv, Lk, D), mask as
     sdpa builds it. Returns (output (B, Lq, Hq, D), None)."""
     if dropout:
@@ -96,7 +101,7 @@ def attention_forward(module, query, key, value, attention_mask, dropout: float 
     B, Hq, Lq, D = query.shape
     Hkv, Lk = key.shape[1], key.shape[2]
     R = Hq // Hkv
-    scale = scaling if scaling is not None else D ** -0.5
+    scale = scaling if scaling is not None else D**-0.5
     blocked = _blocked(attention_mask[:, :, :, :Lk] if attention_mask is not None else None, Lq, Lk)
     # Under autocast, as sdpa would: RoPE leaves q and k in float32 (its tables follow the float32 residual
     # stream), v comes out of a bf16 matmul.

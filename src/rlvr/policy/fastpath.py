@@ -9,6 +9,7 @@ LoRA sum rounds once where the three passes rounded three times).
 
 `prepare_for_update(model, train)` applies them per `train` settings; rlvr.policy.attention is the other part.
 """
+
 from __future__ import annotations
 
 import types
@@ -53,8 +54,12 @@ def cache_frozen_head_cast(model, dtype) -> bool:
     weight on every forward: 34 ms a call, seven calls an update. The copy is that same cast, kept.
     """
     head = model.get_output_embeddings()
-    if (not isinstance(head, torch.nn.Linear) or head.weight.requires_grad or head.weight.dtype == dtype
-            or hasattr(head, "_rlvr_cast")):
+    if (
+        not isinstance(head, torch.nn.Linear)
+        or head.weight.requires_grad
+        or head.weight.dtype == dtype
+        or hasattr(head, "_rlvr_cast")
+    ):
         return False
     head._rlvr_cast = (None, None)  # (weight version it was made from, the copy)
 
@@ -80,6 +85,7 @@ def cast_norm_outputs(model, dtype) -> int:
     same float32 normed activations to bf16 itself, and autograd kept each copy for the backward: ten casts
     and ten saved copies per decoder layer where one does. The rounding is the same cast, done once.
     """
+
     def hook(module, args, output):
         device = output.device.type
         if torch.is_autocast_enabled(device) and torch.get_autocast_dtype(device) == dtype:
@@ -106,8 +112,11 @@ def fuse_lora_forward(model) -> int:
     """
     n = 0
     for module in model.modules():
-        if (hasattr(module, "lora_A") and isinstance(getattr(module, "base_layer", None), torch.nn.Linear)
-                and not hasattr(module, "_peft_forward")):  # once: the fused forward falls back to peft's
+        if (
+            hasattr(module, "lora_A")
+            and isinstance(getattr(module, "base_layer", None), torch.nn.Linear)
+            and not hasattr(module, "_peft_forward")
+        ):  # once: the fused forward falls back to peft's
             module._peft_forward = module.forward
             module.forward = types.MethodType(_fused_forward, module)
             n += 1
@@ -117,11 +126,23 @@ def fuse_lora_forward(model) -> int:
 def _fused_forward(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
     adapters = self.active_adapters
     name = adapters[0] if len(adapters) == 1 else None
-    if (args or kwargs or name is None or self.disable_adapters or self.merged or name not in self.lora_A
-            or name in getattr(self, "lora_variant", {}) or not isinstance(self.lora_dropout[name], torch.nn.Identity)):
+    if (
+        args
+        or kwargs
+        or name is None
+        or self.disable_adapters
+        or self.merged
+        or name not in self.lora_A
+        or name in getattr(self, "lora_variant", {})
+        or not isinstance(self.lora_dropout[name], torch.nn.Identity)
+    ):
         return self._peft_forward(x, *args, **kwargs)
     base = self.base_layer(x)
     h = self.lora_A[name](x)
-    out = torch.addmm(base.reshape(-1, base.shape[-1]), h.reshape(-1, h.shape[-1]), self.lora_B[name].weight.t(),
-                      alpha=self.scaling[name])
+    out = torch.addmm(
+        base.reshape(-1, base.shape[-1]),
+        h.reshape(-1, h.shape[-1]),
+        self.lora_B[name].weight.t(),
+        alpha=self.scaling[name],
+    )
     return out.view(base.shape)

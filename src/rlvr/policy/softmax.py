@@ -54,9 +54,9 @@ class _ChosenLogp(torch.autograd.Function):
         lse = torch.empty(rows.numel(), dtype=torch.float32)
         out = torch.empty(rows.numel(), dtype=torch.float32)
         for s in range(0, rows.numel(), step):
-            z = flat[rows[s:s + step]].float()
-            lse[s:s + step] = torch.logsumexp(z, dim=-1)
-            out[s:s + step] = z.gather(-1, ids[s:s + step, None])[:, 0] - lse[s:s + step]
+            z = flat[rows[s : s + step]].float()
+            lse[s : s + step] = torch.logsumexp(z, dim=-1)
+            out[s : s + step] = z.gather(-1, ids[s : s + step, None])[:, 0] - lse[s : s + step]
         ctx.save_for_backward(flat, ids, rows, lse)
         ctx.step = step
         return out
@@ -66,16 +66,17 @@ class _ChosenLogp(torch.autograd.Function):
         flat, ids, rows, lse = ctx.saved_tensors
         grad = torch.zeros_like(flat)
         for s in range(0, rows.numel(), ctx.step):
-            g = grad_out[s:s + ctx.step, None].float()
-            z = flat[rows[s:s + ctx.step]].float()
-            z.sub_(lse[s:s + ctx.step, None]).exp_().mul_(-g)  # -g * softmax(z)
-            z.scatter_add_(-1, ids[s:s + ctx.step, None], g)  # + g at the chosen token
-            grad[rows[s:s + ctx.step]] = z.to(flat.dtype)
+            g = grad_out[s : s + ctx.step, None].float()
+            z = flat[rows[s : s + ctx.step]].float()
+            z.sub_(lse[s : s + ctx.step, None]).exp_().mul_(-g)  # -g * softmax(z)
+            z.scatter_add_(-1, ids[s : s + ctx.step, None], g)  # + g at the chosen token
+            grad[rows[s : s + ctx.step]] = z.to(flat.dtype)
         return grad, None, None, None
 
 
-def selective_log_softmax(logits: torch.Tensor, ids: torch.Tensor, chunk_rows: int | None = None,
-                          mask: torch.Tensor | None = None) -> torch.Tensor:
+def selective_log_softmax(
+    logits: torch.Tensor, ids: torch.Tensor, chunk_rows: int | None = None, mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """Log-probability of the chosen ids: logits (..., V) any float dtype, ids (...) long -> (...) float32.
 
     Equal to log_softmax(logits.float(), -1).gather(-1, ids), without ever holding the float32

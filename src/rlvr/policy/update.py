@@ -30,8 +30,11 @@ class MicroBatchOOM(RuntimeError):
 def _is_oom(e: BaseException) -> bool:
     # torch raises torch.OutOfMemoryError on accelerators, a plain RuntimeError from the CPU allocator.
     text = str(e).lower()
-    return isinstance(e, (MemoryError, torch.OutOfMemoryError)) or "out of memory" in text \
+    return (
+        isinstance(e, (MemoryError, torch.OutOfMemoryError))
+        or "out of memory" in text
         or "can't allocate memory" in text
+    )
 
 
 @contextlib.contextmanager
@@ -49,9 +52,11 @@ def oom_report(what: str, hint: str):
 def _chunk_oom(batch, rows: list[int], micro_batch_size: int, micro_batch_tokens: int):
     lp = max(len(batch.prompt_ids[r]) for r in rows)
     t = max(int(batch.lengths[rows].max()), 1)
-    return oom_report(f"a micro-batch of {len(rows)} rows x {lp + t} tokens ({lp} prompt + {t} completion)",
-                      f"lower train.micro_batch_size (now {micro_batch_size}), train.micro_batch_tokens (now "
-                      f"{micro_batch_tokens}; 0 = no cap) or rollout.max_new_tokens")
+    return oom_report(
+        f"a micro-batch of {len(rows)} rows x {lp + t} tokens ({lp} prompt + {t} completion)",
+        f"lower train.micro_batch_size (now {micro_batch_size}), train.micro_batch_tokens (now "
+        f"{micro_batch_tokens}; 0 = no cap) or rollout.max_new_tokens",
+    )
 
 
 # What one more micro-batch costs beyond its tokens, in tokens: it sets where splitting a sorted batch stops
@@ -60,8 +65,9 @@ def _chunk_oom(batch, rows: list[int], micro_batch_size: int, micro_batch_tokens
 CHUNK_OVERHEAD_TOKENS = 150
 
 
-def micro_batches(rows: list[int], lengths: list[int], size: int, max_tokens: int = 0,
-                  overhead: int = CHUNK_OVERHEAD_TOKENS) -> list[list[int]]:
+def micro_batches(
+    rows: list[int], lengths: list[int], size: int, max_tokens: int = 0, overhead: int = CHUNK_OVERHEAD_TOKENS
+) -> list[list[int]]:
     """Rows sorted longest first and cut into chunks of at most `size` rows and, with max_tokens > 0, at most
     max_tokens padded tokens (rows x the chunk's longest; a longer row goes alone), where the cuts minimise the
     padded tokens plus `overhead` tokens a chunk: short rows do not ride along padded to a long one, and a
@@ -78,7 +84,7 @@ def micro_batches(rows: list[int], lengths: list[int], size: int, max_tokens: in
                 best[j], cut[j] = cost, i
     chunks, j = [], n
     while j:
-        chunks.append(order[cut[j]:j])
+        chunks.append(order[cut[j] : j])
         j = cut[j]
     return chunks[::-1]
 
@@ -111,8 +117,13 @@ def _chunk_logprobs(model, prompts: PromptPass, batch, rows, temperature, autoca
             return prompts.logprobs(model, [next(iter(prompts.index))], ids, torch.ones(1, 1)), 1
     t = max(int(batch.lengths[rows].max()), 1)
     with _autocast(autocast):
-        logp = prompts.logprobs(model, [batch.prompt_ids[r] for r in rows], batch.completion_ids[rows, :t],
-                                batch.mask[rows, :t], temperature=temperature)
+        logp = prompts.logprobs(
+            model,
+            [batch.prompt_ids[r] for r in rows],
+            batch.completion_ids[rows, :t],
+            batch.mask[rows, :t],
+            temperature=temperature,
+        )
     return logp, t
 
 
@@ -148,6 +159,7 @@ def returns_freed_memory(fn):
     glibc kept the freed pages, fragmented, and the process's resident size crept up step after step (peak
     3.25 GB after 12 replayed updates of the bench shape, 3.11 GB with this; the live set is ~1.75 GB).
     """
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
@@ -156,6 +168,7 @@ def returns_freed_memory(fn):
             libc = _libc()
             if libc is not None:
                 libc.malloc_trim(0)
+
     return wrapper
 
 
@@ -178,6 +191,7 @@ class UpdateSettings:
     constant normaliser); mu: optimisation passes over the batch; mismatch_cap: C of the mismatch figures'
     outside-[1/C, C] fraction (rlvr.algorithms.mismatch).
     """
+
     pad_id: int
     temperature: float = 1.0
     micro_batch_size: int = 8
@@ -191,10 +205,17 @@ class UpdateSettings:
     @classmethod
     def from_config(cls, cfg, pad_id: int) -> UpdateSettings:
         t = cfg.train
-        return cls(pad_id=pad_id, temperature=cfg.rollout.temperature, micro_batch_size=t.micro_batch_size,
-                   max_grad_norm=t.max_grad_norm, autocast=t.autocast, norm_len=cfg.rollout.max_new_tokens,
-                   mu=t.updates_per_batch, micro_batch_tokens=t.micro_batch_tokens,
-                   mismatch_cap=cfg.log.mismatch_cap)
+        return cls(
+            pad_id=pad_id,
+            temperature=cfg.rollout.temperature,
+            micro_batch_size=t.micro_batch_size,
+            max_grad_norm=t.max_grad_norm,
+            autocast=t.autocast,
+            norm_len=cfg.rollout.max_new_tokens,
+            mu=t.updates_per_batch,
+            micro_batch_tokens=t.micro_batch_tokens,
+            mismatch_cap=cfg.log.mismatch_cap,
+        )
 
 
 # the loss's per-batch figures the metrics line takes as token-weighted means over the update's micro-batches
@@ -224,8 +245,7 @@ def update_policy(model, optimizer, batch, algo, settings: UpdateSettings, *, re
     grad_norm = 0.0
     for _pass in range(s.mu):
         optimizer.zero_grad(set_to_none=True)
-        pass_loss = _one_pass(model, batch, runs, algo, s, old, ref, (num_tokens, num_seqs), totals,
-                              measure=_pass == 0)
+        pass_loss = _one_pass(model, batch, runs, algo, s, old, ref, (num_tokens, num_seqs), totals, measure=_pass == 0)
         n_chunks = len(chunks)
         if comm is not None:  # data parallel: global loss; the sum of the ranks' gradients is the global one
             pass_loss, n_chunks = comm.all_sum(pass_loss, n_chunks)
@@ -235,8 +255,12 @@ def update_policy(model, optimizer, batch, algo, settings: UpdateSettings, *, re
         if not torch.isfinite(torch.tensor([totals["loss"], grad_norm])).all():
             optimizer.zero_grad(set_to_none=True)
             dropped = ("mismatch", *(CORRECTION_MEANS if algo.rollout_correction == "none" else ()))
-            return {**{k: v for k, v in totals.items() if k not in dropped}, "grad_norm": grad_norm, "skipped": 1,
-                    **_mismatch_stats(totals["mismatch"], comm)}
+            return {
+                **{k: v for k, v in totals.items() if k not in dropped},
+                "grad_norm": grad_norm,
+                "skipped": 1,
+                **_mismatch_stats(totals["mismatch"], comm),
+            }
         if n_chunks:
             optimizer.step()
     return _update_stats(totals, grad_norm, len(active), algo, s.mu, comm)
@@ -258,10 +282,18 @@ def _one_pass(model, batch, runs, algo, s: UpdateSettings, old, ref, counts, tot
         with _chunk_oom(batch, rows, s.micro_batch_size, s.micro_batch_tokens):  # name the shape that ran out of memory
             logp, t = _chunk_logprobs(model, prompts, batch, rows, s.temperature, s.autocast)
             mask = batch.mask[rows, :t]
-            loss, stats = policy_loss(logp, old[tuple(rows)] if old else None, batch.advantages[rows], mask,
-                                      ref_logp=ref[tuple(rows)] if ref else None, norm_len=s.norm_len,
-                                      num_tokens=num_tokens, num_seqs=num_seqs, sampler_logp=batch.sampler_logp[rows, :t],
-                                      **algo.loss_kwargs())
+            loss, stats = policy_loss(
+                logp,
+                old[tuple(rows)] if old else None,
+                batch.advantages[rows],
+                mask,
+                ref_logp=ref[tuple(rows)] if ref else None,
+                norm_len=s.norm_len,
+                num_tokens=num_tokens,
+                num_seqs=num_seqs,
+                sampler_logp=batch.sampler_logp[rows, :t],
+                **algo.loss_kwargs(),
+            )
             loss.backward()
         if measure:
             sums = mismatch_sums(logp, batch.sampler_logp[rows, :t], mask, s.mismatch_cap)
@@ -282,8 +314,13 @@ def _update_stats(totals: dict, grad_norm: float, n_active: int, algo, mu: int, 
         keys = (*TOKEN_MEANS, "train_tokens")
         *sums, n_active = comm.all_sum(*(totals[k] for k in keys), n_active)
         totals.update(zip(keys, sums))
-    out = {"loss": totals["loss"] / mu, "grad_norm": grad_norm, "skipped": 0,
-           "train_tokens": totals["train_tokens"], "active_rows": n_active}
+    out = {
+        "loss": totals["loss"] / mu,
+        "grad_norm": grad_norm,
+        "skipped": 0,
+        "train_tokens": totals["train_tokens"],
+        "active_rows": n_active,
+    }
     for k in TOKEN_MEANS:
         out[k] = totals[k] / max(totals["train_tokens"], 1)
     if algo.beta == 0:

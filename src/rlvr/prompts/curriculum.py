@@ -68,8 +68,13 @@ class _BandPool:
         return out
 
     def state(self) -> dict:
-        return {"size": len(self.problems), "ids": self.fingerprint, "seed": self.seed, "epoch": self.epoch,
-                "cursor": self.cursor}
+        return {
+            "size": len(self.problems),
+            "ids": self.fingerprint,
+            "seed": self.seed,
+            "epoch": self.epoch,
+            "cursor": self.cursor,
+        }
 
     def load(self, state: dict, band: str) -> None:
         if state["size"] != len(self.problems):
@@ -281,11 +286,15 @@ def _check_target(target: Any) -> tuple[float, float]:
 # kind -> (class, allowed keys besides "kind"); data, so a new sampler is one line here. A sampler of the user's is
 # `curriculum.kind: package.module:attr`, a class taking (problems, **settings) with the samplers' methods.
 CURRICULA: Registry[tuple[type[_Sampler], tuple[str, ...] | None]] = Registry(
-    "curriculum", key="curriculum.kind", plugin=lambda cls, ref: (cls, None))
+    "curriculum", key="curriculum.kind", plugin=lambda cls, ref: (cls, None)
+)
 CURRICULA.add("fixed", (FixedMix, ("weights", "window")), "fixed band shares (equal by default)")
 CURRICULA.add("schedule", (ScheduleMix, ("points", "window")), "band shares interpolated between steps")
-CURRICULA.add("adaptive", (Adaptive, ("target", "floor", "window")),
-              "band shares toward bands whose success lies in the target range")
+CURRICULA.add(
+    "adaptive",
+    (Adaptive, ("target", "floor", "window")),
+    "band shares toward bands whose success lies in the target range",
+)
 
 
 def build_curriculum(cfg: dict | None, problems: Sequence[Problem]) -> _Sampler:
@@ -360,7 +369,7 @@ def band_metrics(
 
 
 def _natural_key(name: str) -> list:
-    """"d2" before "d10": digit runs compare as numbers."""
+    """ "d2" before "d10": digit runs compare as numbers."""
     return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", name) if t]
 
 

@@ -66,8 +66,12 @@ def make_stream(cfg: dict, problems, seed: int):
 
 
 def _band_columns(batch):
-    return ([p.band for p in batch.problems], batch.rewards.tolist(), batch.group_ids.tolist(),
-            [v.status == "correct" for v in batch.verdicts])
+    return (
+        [p.band for p in batch.problems],
+        batch.rewards.tolist(),
+        batch.group_ids.tolist(),
+        [v.status == "correct" for v in batch.verdicts],
+    )
 
 
 def step_band_metrics(batch) -> dict:

@@ -50,8 +50,17 @@ def set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
 
 
-def save_checkpoint(ckpt_root: Path, step: int, *, model, optimizer, scheduler, loop_state: dict, keep: int = 2,
-                    full: tuple[dict, dict] | None = None) -> Path:
+def save_checkpoint(
+    ckpt_root: Path,
+    step: int,
+    *,
+    model,
+    optimizer,
+    scheduler,
+    loop_state: dict,
+    keep: int = 2,
+    full: tuple[dict, dict] | None = None,
+) -> Path:
     """full: (trainable weights, optimizer state) gathered beforehand by every rank when FSDP shards the model
     (rlvr.rundir.fsdp.gather_checkpoint); by default both are read from `model` and `optimizer`."""
     from safetensors.torch import save_file
@@ -126,8 +135,10 @@ def checkpoint_weights(path: Path, model) -> dict[str, torch.Tensor]:
     weights = load_file(Path(path) / "trainable.safetensors")
     missing = [n for n, p in model.named_parameters() if p.requires_grad and n not in weights]
     if missing:
-        raise RuntimeError(f"checkpoint {path} lacks {len(missing)} trainable tensors (e.g. {missing[0]}); "
-                           f"was it made with another model or LoRA setting?")
+        raise RuntimeError(
+            f"checkpoint {path} lacks {len(missing)} trainable tensors (e.g. {missing[0]}); "
+            f"was it made with another model or LoRA setting?"
+        )
     return weights
 
 

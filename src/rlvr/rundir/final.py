@@ -45,8 +45,12 @@ def wrapped_template(template: str, prefix: list[dict]) -> str:
     """The chat template with `prefix` put first when a conversation has no system turn (JSON strings are valid
     Jinja string literals with the same escapes)."""
     literal = json.dumps(prefix, ensure_ascii=False)
-    return ("{%- if messages and messages[0]['role'] != 'system' %}{%- set messages = " + literal
-            + " + messages %}{%- endif %}" + template)
+    return (
+        "{%- if messages and messages[0]['role'] != 'system' %}{%- set messages = "
+        + literal
+        + " + messages %}{%- endif %}"
+        + template
+    )
 
 
 def faithful_template(tokenizer, prefix: list[dict] | None, question: str) -> tuple[str | None, str]:
@@ -59,12 +63,14 @@ def faithful_template(tokenizer, prefix: list[dict] | None, question: str) -> tu
         return None, "the task adds nothing before the question"
     if not isinstance(template, str) or not template:
         return None, "the tokenizer has no single chat template"
-    trained = tokenizer.apply_chat_template(prefix + [{"role": "user", "content": question}], tokenize=False,
-                                            add_generation_prompt=True)
+    trained = tokenizer.apply_chat_template(
+        prefix + [{"role": "user", "content": question}], tokenize=False, add_generation_prompt=True
+    )
     candidate = wrapped_template(template, prefix)
     try:
-        served = tokenizer.apply_chat_template([{"role": "user", "content": question}], tokenize=False,
-                                               add_generation_prompt=True, chat_template=candidate)
+        served = tokenizer.apply_chat_template(
+            [{"role": "user", "content": question}], tokenize=False, add_generation_prompt=True, chat_template=candidate
+        )
     except Exception as e:  # a template that will not take the wrapper
         return None, f"the wrapped template does not render ({type(e).__name__})"
     if served != trained:
@@ -79,15 +85,20 @@ def template_record(task, tokenizer, problems) -> tuple[dict, str | None]:
     template, why_not = faithful_template(tokenizer, prefix, example.prompt) if example else (None, why)
     record = {
         "messages_before_question": prefix,
-        "per_problem_prompts": prefix is None, "why_no_single_prefix": why or None,
+        "per_problem_prompts": prefix is None,
+        "why_no_single_prefix": why or None,
         "answer_format": getattr(task, "answer_format", "boxed"),
-        "chat_template": "puts messages_before_question first when a conversation has no system turn" if template
-                         else f"unchanged: {why_not or why}",
+        "chat_template": "puts messages_before_question first when a conversation has no system turn"
+        if template
+        else f"unchanged: {why_not or why}",
     }
     if example is not None:
         msgs = task.messages(example)
-        text = (tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
-                if getattr(tokenizer, "chat_template", None) else None)
+        text = (
+            tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+            if getattr(tokenizer, "chat_template", None)
+            else None
+        )
         record["example"] = {"question": example.prompt, "messages": msgs, "prompt_text": text}
     return record, template
 
@@ -110,58 +121,119 @@ def write_prompt_artefacts(final_dir: Path, tokenizer, task, problems) -> dict:
     return record
 
 
-def model_card(cfg: dict, base: str, loaded_from: str | None, steps: int, record: dict | None,
-               heldout_md: str | None = None, kind: str = "RLVR") -> str:
+def model_card(
+    cfg: dict,
+    base: str,
+    loaded_from: str | None,
+    steps: int,
+    record: dict | None,
+    heldout_md: str | None = None,
+    kind: str = "RLVR",
+) -> str:
     """The model card's Markdown (hub front matter included)."""
     algo = cfg.get("algorithm", {})
-    terms = ", ".join(f"{t.get('name', t.get('kind'))}: {t.get('kind')} x{t.get('weight', 1.0)}"
-                      for t in cfg.get("reward", {}).get("terms", []))
+    terms = ", ".join(
+        f"{t.get('name', t.get('kind'))}: {t.get('kind')} x{t.get('weight', 1.0)}"
+        for t in cfg.get("reward", {}).get("terms", [])
+    )
     lora = cfg["model"]["lora"]
     hub_id = "/" in base and not base.startswith(("/", ".")) and " " not in base  # the hub's base_model field
-    front = ["---", *([f"base_model: {base}"] if hub_id else []),
-             "library_name: peft" if lora["enabled"] else "library_name: transformers",
-             "tags:", "- rlvr", f"- {algo.get('preset', 'grpo') if kind == 'RLVR' else 'sft'}", "---", ""]
-    rows = [("base model", base + (f" (this run loaded it from `{loaded_from}`)" if loaded_from else "")),
-            ("task", f"{cfg['task']['name']} {json.dumps(cfg['task'].get('settings') or {})}"),
-            ("training", f"{kind}, algorithm {json.dumps(algo)}" if kind == "RLVR" else kind),
-            ("reward", terms), ("steps", str(steps)),
-            ("LoRA", f"r={lora['r']} alpha={lora['alpha']} targets={lora['target_modules']}" if lora["enabled"] else "off"),
-            ("weights", f"trained in {cfg['model']['dtype']}; " + (
+    front = [
+        "---",
+        *([f"base_model: {base}"] if hub_id else []),
+        "library_name: peft" if lora["enabled"] else "library_name: transformers",
+        "tags:",
+        "- rlvr",
+        f"- {algo.get('preset', 'grpo') if kind == 'RLVR' else 'sft'}",
+        "---",
+        "",
+    ]
+    rows = [
+        ("base model", base + (f" (this run loaded it from `{loaded_from}`)" if loaded_from else "")),
+        ("task", f"{cfg['task']['name']} {json.dumps(cfg['task'].get('settings') or {})}"),
+        ("training", f"{kind}, algorithm {json.dumps(algo)}" if kind == "RLVR" else kind),
+        ("reward", terms),
+        ("steps", str(steps)),
+        ("LoRA", f"r={lora['r']} alpha={lora['alpha']} targets={lora['target_modules']}" if lora["enabled"] else "off"),
+        (
+            "weights",
+            f"trained in {cfg['model']['dtype']}; "
+            + (
                 f"final/merged saved in {cfg['model'].get('save_dtype', 'auto')} (auto = the dtype the model's "
-                f"weights are stored in)" if cfg['model'].get('save_merged', True) else "no final/merged (the adapter alone)"))]
+                f"weights are stored in)"
+                if cfg["model"].get("save_merged", True)
+                else "no final/merged (the adapter alone)"
+            ),
+        ),
+    ]
     lines = front + [f"# {Path(cfg['output_dir']).name}: {kind} on {cfg['task']['name']}", "", "| | |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in rows] + ["", *_card_body(record, base), "## Held-out evaluation", ""]
-    lines.append(heldout_md.strip() if heldout_md else "Not evaluated in this run; `rlvr eval --model RUN_DIR` "
-                                                       "evaluates it with the run's own task and verifier.")
+    lines.append(
+        heldout_md.strip()
+        if heldout_md
+        else "Not evaluated in this run; `rlvr eval --model RUN_DIR` evaluates it with the run's own task and verifier."
+    )
     return "\n".join(lines) + "\n"
 
 
 def _card_body(record: dict | None, base: str) -> list[str]:
     """Files, the prompt the model expects, and how to load it."""
-    lines = ["## Files", "", "- `adapter/`: the LoRA adapter (PEFT) and the tokenizer; its base model is named by "
-             f"`{base}`", "- `merged/`: the adapter merged into the base model, with the tokenizer "
-             "(`AutoModelForCausalLM.from_pretrained`)", f"- `{TEMPLATE_FILE}`: the prompt the model was trained on", ""]
+    lines = [
+        "## Files",
+        "",
+        f"- `adapter/`: the LoRA adapter (PEFT) and the tokenizer; its base model is named by `{base}`",
+        "- `merged/`: the adapter merged into the base model, with the tokenizer "
+        "(`AutoModelForCausalLM.from_pretrained`)",
+        f"- `{TEMPLATE_FILE}`: the prompt the model was trained on",
+        "",
+    ]
     if record:
-        lines += ["## Prompt", "", f"Answer format: `{record['answer_format']}`. Chat template: {record['chat_template']}.", ""]
+        lines += [
+            "## Prompt",
+            "",
+            f"Answer format: `{record['answer_format']}`. Chat template: {record['chat_template']}.",
+            "",
+        ]
         if record["messages_before_question"]:
-            lines += ["Before each question the model saw:", "", "```json",
-                      json.dumps(record["messages_before_question"], indent=2, ensure_ascii=False), "```", ""]
+            lines += [
+                "Before each question the model saw:",
+                "",
+                "```json",
+                json.dumps(record["messages_before_question"], indent=2, ensure_ascii=False),
+                "```",
+                "",
+            ]
     question = json.dumps((record or {}).get("example", {}).get("question") or "What is 12 + 30?", ensure_ascii=False)
     faithful = bool(record) and record["chat_template"].startswith("puts")
     hint = "  # the chat template adds the training turns" if faithful else "  # put prompt_template.json's turns first"
-    lines += ["## Use", "", "```python", "from transformers import AutoModelForCausalLM, AutoTokenizer",
-              "tok = AutoTokenizer.from_pretrained(\"final/merged\")",
-              "model = AutoModelForCausalLM.from_pretrained(\"final/merged\")",
-              f"chat = [{{\"role\": \"user\", \"content\": {question}}}]{hint}",
-              "inputs = tok.apply_chat_template(chat, add_generation_prompt=True, return_tensors=\"pt\", return_dict=True)",
-              "out = model.generate(**inputs, max_new_tokens=96, do_sample=False)",
-              "print(tok.decode(out[0, inputs[\"input_ids\"].shape[1]:], skip_special_tokens=True))",
-              "# or the adapter on its base: peft.AutoPeftModelForCausalLM.from_pretrained(\"final/adapter\")", "```", ""]
+    lines += [
+        "## Use",
+        "",
+        "```python",
+        "from transformers import AutoModelForCausalLM, AutoTokenizer",
+        'tok = AutoTokenizer.from_pretrained("final/merged")',
+        'model = AutoModelForCausalLM.from_pretrained("final/merged")',
+        f'chat = [{{"role": "user", "content": {question}}}]{hint}',
+        'inputs = tok.apply_chat_template(chat, add_generation_prompt=True, return_tensors="pt", return_dict=True)',
+        "out = model.generate(**inputs, max_new_tokens=96, do_sample=False)",
+        'print(tok.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True))',
+        '# or the adapter on its base: peft.AutoPeftModelForCausalLM.from_pretrained("final/adapter")',
+        "```",
+        "",
+    ]
     return lines
 
 
-def write_final(final_dir: Path, cfg: dict, tokenizer, task, steps: int, base: str, loaded_from: str | None = None,
-                kind: str = "RLVR") -> None:
+def write_final(
+    final_dir: Path,
+    cfg: dict,
+    tokenizer,
+    task,
+    steps: int,
+    base: str,
+    loaded_from: str | None = None,
+    kind: str = "RLVR",
+) -> None:
     """The prompt template, the faithful tokenizer and the model card, after the weights were saved."""
     problems = task.problems("train") or task.problems("heldout")
     record = write_prompt_artefacts(final_dir, tokenizer, task, problems[:3])
@@ -187,5 +259,15 @@ def write_model_card(final_dir: Path, text: str) -> None:
             atomic_write_text(final_dir / folder / CARD_FILE, text)
 
 
-__all__ = ["write_final", "add_heldout", "write_prompt_artefacts", "model_card", "write_model_card",
-           "faithful_template", "wrapped_template", "prompt_prefix", "TEMPLATE_FILE", "CARD_FILE"]
+__all__ = [
+    "write_final",
+    "add_heldout",
+    "write_prompt_artefacts",
+    "model_card",
+    "write_model_card",
+    "faithful_template",
+    "wrapped_template",
+    "prompt_prefix",
+    "TEMPLATE_FILE",
+    "CARD_FILE",
+]

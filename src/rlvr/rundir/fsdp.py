@@ -71,8 +71,10 @@ def gather_optimizer(model, optimizer) -> dict:
     if not state:
         return {}
     index = {n: i for i, n in enumerate(_param_names(model, optimizer))}
-    return {"state": {index[n]: s for n, s in state["state"].items()},
-            "param_groups": [{**g, "params": [index[n] for n in g["params"]]} for g in state["param_groups"]]}
+    return {
+        "state": {index[n]: s for n, s in state["state"].items()},
+        "param_groups": [{**g, "params": [index[n] for n in g["params"]]} for g in state["param_groups"]],
+    }
 
 
 def gather_checkpoint(model, optimizer) -> tuple[dict, dict]:
@@ -90,8 +92,10 @@ def load_full(model, optimizer, weights: dict, optim_state: dict) -> None:
         optimizer.load_state_dict(optim_state)
         return
     names = _param_names(model, optimizer)
-    by_name = {"state": {names[i]: s for i, s in optim_state["state"].items()},
-               "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in optim_state["param_groups"]]}
+    by_name = {
+        "state": {names[i]: s for i, s in optim_state["state"].items()},
+        "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in optim_state["param_groups"]],
+    }
     set_optimizer_state_dict(model, optimizer, by_name, options=_options())
 
 

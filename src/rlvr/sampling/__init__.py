@@ -11,6 +11,7 @@ rlvr.sampling.vllm). A backend's module is imported only when a sampler of it is
 
 In: the policy (its weights are copied or pushed at `sync`), prompt token ids. Out: Rollouts.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -53,8 +54,16 @@ BACKENDS.add("remote", _remote, "vLLM servers over HTTP, the LoRA adapter pushed
 BACKENDS.add("vllm", _vllm, "vLLM's engine on the trainer's GPU (extra rlvr[vllm])")
 
 
-def make_sampler(backend: str, model, tokenizer, *, stop_ids: list[int], dtype: str = "bfloat16",
-                 threads: int | None = None, **settings) -> Sampler:
+def make_sampler(
+    backend: str,
+    model,
+    tokenizer,
+    *,
+    stop_ids: list[int],
+    dtype: str = "bfloat16",
+    threads: int | None = None,
+    **settings,
+) -> Sampler:
     """dtype: the sampler's compute dtype ("bfloat16", "float32", "float16"); threads: torch threads
     while generating (None leaves the process setting alone); `settings` go to the remote backend
     (urls, adapter_dir, timeout_s) or the vllm one (gpu_memory_utilization, enforce_eager, max_model_len,
@@ -88,12 +97,15 @@ def build_sampler(rollout, model, tokenizer, *, backend: str | None = None, thre
     settings = backend_settings(rollout if backend is None else _with_backend(rollout, backend))
     name = backend or (rollout["backend"] if isinstance(rollout, dict) else rollout.backend)
     dtype = rollout["dtype"] if isinstance(rollout, dict) else rollout.dtype
-    return make_sampler(name, model, tokenizer, stop_ids=stop_ids(model.config, tokenizer), dtype=dtype, threads=threads,
-                        **settings)
+    return make_sampler(
+        name, model, tokenizer, stop_ids=stop_ids(model.config, tokenizer), dtype=dtype, threads=threads, **settings
+    )
 
 
 def _with_backend(rollout, backend: str):
-    return {**rollout, "backend": backend} if isinstance(rollout, dict) else dataclasses.replace(rollout, backend=backend)
+    return (
+        {**rollout, "backend": backend} if isinstance(rollout, dict) else dataclasses.replace(rollout, backend=backend)
+    )
 
 
 __all__ = ["BACKENDS", "Rollouts", "Sampler", "backend_settings", "build_sampler", "make_sampler", "stop_ids"]

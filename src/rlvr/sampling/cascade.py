@@ -16,6 +16,7 @@ Given rlvr.sampling.native's decode ops (`kernel`: the sampler passes its weight
 build), one call a layer does all of a step's attention (cache write, prompt and generated keys under one float32 softmax): the same result as the two flash
 calls and their merge up to float32 rounding, for a fraction of their fixed costs.
 """
+
 from __future__ import annotations
 
 import torch
@@ -43,8 +44,17 @@ def attention_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch
 
 
 class CascadeCache:
-    def __init__(self, n_layers: int, n_prompts: int, group: int, n_kv: int, head_dim: int,
-                 prompt_lens: list[int], dtype: torch.dtype, kernel=None):
+    def __init__(
+        self,
+        n_layers: int,
+        n_prompts: int,
+        group: int,
+        n_kv: int,
+        head_dim: int,
+        prompt_lens: list[int],
+        dtype: torch.dtype,
+        kernel=None,
+    ):
         Lmax = max(prompt_lens)
         self.kernel = kernel  # rlvr.sampling.native's decode ops (bf16 caches), or None for the torch path
         self.prompt_lens = torch.tensor(prompt_lens, dtype=torch.long)
@@ -89,8 +99,9 @@ class CascadeCache:
         n, Hkv, rep, D = q.shape
         t, gk, gv = self.step, self.gk[i], self.gv[i]
         if self.kernel is not None:
-            return self.kernel.decode_attend(q, k, v, self.pk[i], self.pv[i], gk, gv, self.prompt_of, self.slots,
-                                             self.prompt_lens, t)
+            return self.kernel.decode_attend(
+                q, k, v, self.pk[i], self.pv[i], gk, gv, self.prompt_of, self.slots, self.prompt_lens, t
+            )
         if self.full:
             gk[:, :, t], gv[:, :, t] = k, v
             o_gen, lse_gen = attention_lse(q, gk[:, :, : t + 1], gv[:, :, : t + 1])

@@ -3,6 +3,7 @@ so that our fast sampler and HF `generate` draw from the same distribution given
 
 All numerics here run in float32 whatever the model's compute dtype.
 """
+
 from __future__ import annotations
 
 import torch
@@ -45,8 +46,14 @@ def _nucleus(scores: torch.Tensor, top_p: float, candidates: int = 512) -> torch
     return scores.masked_fill(drop_sorted.scatter(-1, order, drop_sorted), float("-inf"))
 
 
-def sample_tokens(logits: torch.Tensor, *, temperature: float, top_k: int = 0, top_p: float = 1.0,
-                  generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def sample_tokens(
+    logits: torch.Tensor,
+    *,
+    temperature: float,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Draw one token per row and return (tokens (N,) long, logp (N,) float32).
 
     logits: (N, V), any float dtype. logp is log softmax(logits / temperature) at the drawn token, before
@@ -84,8 +91,9 @@ def _sample_untruncated(logits: torch.Tensor, temperature: float, generator: tor
     return tokens, picked - lse
 
 
-def inverse_cdf(weights: torch.Tensor, generator: torch.Generator | None,
-                block: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
+def inverse_cdf(
+    weights: torch.Tensor, generator: torch.Generator | None, block: int = 256
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One draw per row from unnormalised non-negative weights (N, V): the first index whose running sum
     exceeds u * total, u ~ U[0, 1). Same distribution as torch.multinomial, which on CPU draws V
     exponentials per row and cost ~7x more here at V = 49,152. Zero-weight tokens can never be chosen.

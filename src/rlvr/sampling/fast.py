@@ -3,6 +3,7 @@ hand-written Llama forward in bf16 (float32 numerics where they matter), finishe
 
 Falls back to the "hf" backend, with a warning that says why, for models the forward does not cover.
 """
+
 from __future__ import annotations
 
 import time
@@ -42,8 +43,14 @@ class FastSampler(LocalSampler):
         per = max(1, MAX_ROWS // n)
         rows, logps, finish, timings = [], [], [], {"prefill": 0.0, "decode": 0.0}
         for c in range(0, len(prompt_ids), per):
-            chunk = _generate_chunk(self.w, prompt_ids[c: c + per], n, max_new_tokens, self.stop_ids,
-                                    dict(temperature=temperature, top_k=top_k, top_p=top_p, generator=generator))
+            chunk = _generate_chunk(
+                self.w,
+                prompt_ids[c : c + per],
+                n,
+                max_new_tokens,
+                self.stop_ids,
+                dict(temperature=temperature, top_k=top_k, top_p=top_p, generator=generator),
+            )
             rows += chunk[0]
             logps += chunk[1]
             finish += chunk[2]
@@ -56,13 +63,13 @@ class FastSampler(LocalSampler):
         return ro
 
 
-def _generate_chunk(w: llama.LlamaWeights, prompts: list[list[int]], G: int, max_new: int, stop_ids: list[int],
-                    sampling: dict) -> tuple[list[list[int]], list[torch.Tensor], list[str], dict]:
+def _generate_chunk(
+    w: llama.LlamaWeights, prompts: list[list[int]], G: int, max_new: int, stop_ids: list[int], sampling: dict
+) -> tuple[list[list[int]], list[torch.Tensor], list[str], dict]:
     """Generate G samples for each of a few prompts. Returns per-row (tokens, logp, finish) and timings."""
     t0 = time.perf_counter()
     P, B = len(prompts), len(prompts) * G
-    cache = CascadeCache(len(w.layers), P, G, w.n_kv, w.head_dim, [len(p) for p in prompts], w.dtype,
-                         kernel=w.fused)
+    cache = CascadeCache(len(w.layers), P, G, w.n_kv, w.head_dim, [len(p) for p in prompts], w.dtype, kernel=w.fused)
     # prefill: every prompt once, whatever G is, all prompts through the weights in one pass
     lens = [len(p) for p in prompts]
     attend = llama.prefill_attend_into(cache.pk, cache.pv, lens)

@@ -4,6 +4,7 @@ Simple and architecture-agnostic; the reference the fast backend is tested again
 left-padded into one batch and each is repeated n times (num_return_sequences), so every sample
 re-runs its prompt: correct, but not fast.
 """
+
 from __future__ import annotations
 
 import time
@@ -34,7 +35,9 @@ class HFSampler(LocalSampler):
         missing, unexpected = self.model.load_state_dict(state, strict=False)
         missing = [k for k in missing if k not in tied_keys(self.model)]  # e.g. a head tied to the embedding
         if missing or unexpected:
-            raise ValueError(f"sampler copy does not match the policy: missing={missing[:5]} unexpected={unexpected[:5]}")
+            raise ValueError(
+                f"sampler copy does not match the policy: missing={missing[:5]} unexpected={unexpected[:5]}"
+            )
         self.model.to(self.dtype)
 
     def _generate(self, prompt_ids, n, max_new_tokens, temperature, top_p, top_k, generator) -> Rollouts:
@@ -43,18 +46,25 @@ class HFSampler(LocalSampler):
         ids = torch.full((len(prompt_ids), width), self.pad_id, dtype=torch.long)
         attn = torch.zeros_like(ids)
         for i, p in enumerate(prompt_ids):  # left padding: every prompt ends at the same column
-            ids[i, width - len(p):] = torch.tensor(p)
-            attn[i, width - len(p):] = 1
+            ids[i, width - len(p) :] = torch.tensor(p)
+            attn[i, width - len(p) :] = 1
         sampling = temperature > 0
         kwargs = dict(
             # rows repeated by hand (not num_return_sequences, which greedy decoding refuses)
-            input_ids=ids.repeat_interleave(n, 0), attention_mask=attn.repeat_interleave(n, 0),
+            input_ids=ids.repeat_interleave(n, 0),
+            attention_mask=attn.repeat_interleave(n, 0),
             max_new_tokens=max_new_tokens,
-            do_sample=sampling, eos_token_id=self.stop_ids, pad_token_id=self.pad_id,
-            return_dict_in_generate=True, output_logits=True,
+            do_sample=sampling,
+            eos_token_id=self.stop_ids,
+            pad_token_id=self.pad_id,
+            return_dict_in_generate=True,
+            output_logits=True,
             # explicit values so the model's own generation_config (often top_k=50) cannot leak in
-            temperature=temperature if sampling else None, top_k=top_k if sampling else None,
-            top_p=top_p if sampling else None, repetition_penalty=None, min_p=None,
+            temperature=temperature if sampling else None,
+            top_k=top_k if sampling else None,
+            top_p=top_p if sampling else None,
+            repetition_penalty=None,
+            min_p=None,
         )
         with torch.random.fork_rng(devices=[], enabled=generator is not None):
             if generator is not None:  # generate() draws from the global RNG: seed it from ours, then restore

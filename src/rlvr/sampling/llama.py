@@ -5,6 +5,7 @@ handful of fused matmuls (q|k|v in one, gate|up in one), so Python overhead stay
 Precision: matmuls in the compute dtype (bf16 on CPUs with AVX512-BF16/AMX); the residual stream,
 RMSNorm, RoPE and softmax in float32. Shapes: N tokens, H hidden, Hq / Hkv heads, D head dim.
 """
+
 from __future__ import annotations
 
 import math
@@ -112,20 +113,33 @@ def load_weights(model, dtype: torch.dtype, batch_hint: int = 32, native: bool =
         qkv[0], qkv[1] = _interleave(qkv[0], D), _interleave(qkv[1], D)
         if biases[0] is not None:
             biases[0], biases[1] = _interleave(biases[0], D), _interleave(biases[1], D)
-        layers.append(Layer(
-            ln1=f32(f"{p}input_layernorm.weight"), ln2=f32(f"{p}post_attention_layernorm.weight"),
-            wqkv=mat(torch.cat(qkv)), bqkv=cd(torch.cat(biases)) if biases[0] is not None else None,
-            wo=mat(sd[f"{p}self_attn.o_proj.weight"]),
-            wgu=mat(torch.cat([sd[f"{p}mlp.gate_proj.weight"], sd[f"{p}mlp.up_proj.weight"]])),
-            wd=mat(sd[f"{p}mlp.down_proj.weight"]),
-        ))
+        layers.append(
+            Layer(
+                ln1=f32(f"{p}input_layernorm.weight"),
+                ln2=f32(f"{p}post_attention_layernorm.weight"),
+                wqkv=mat(torch.cat(qkv)),
+                bqkv=cd(torch.cat(biases)) if biases[0] is not None else None,
+                wo=mat(sd[f"{p}self_attn.o_proj.weight"]),
+                wgu=mat(torch.cat([sd[f"{p}mlp.gate_proj.weight"], sd[f"{p}mlp.up_proj.weight"]])),
+                wd=mat(sd[f"{p}mlp.down_proj.weight"]),
+            )
+        )
     head = sd.get("lm_head.weight", sd["model.embed_tokens.weight"])  # tied embeddings have no own head
     inv_freq, scale = rope_tables(model)  # scale: the rope type's attention_scaling, on both q and k
     return LlamaWeights(
-        embed=f32("model.embed_tokens.weight"), layers=layers, norm=f32("model.norm.weight"), lm_head=mat(head),
-        n_heads=Hq, n_kv=Hkv, head_dim=D, eps=config.rms_norm_eps, inv_freq=inv_freq,
-        head_gain=torch.tensor([scale / math.sqrt(D)] * Hq + [scale] * Hkv)[:, None], dtype=dtype,
-        linear=packed[1] if packed else F.linear, fused=_native_ops() if native and dtype == torch.bfloat16 else None,
+        embed=f32("model.embed_tokens.weight"),
+        layers=layers,
+        norm=f32("model.norm.weight"),
+        lm_head=mat(head),
+        n_heads=Hq,
+        n_kv=Hkv,
+        head_dim=D,
+        eps=config.rms_norm_eps,
+        inv_freq=inv_freq,
+        head_gain=torch.tensor([scale / math.sqrt(D)] * Hq + [scale] * Hkv)[:, None],
+        dtype=dtype,
+        linear=packed[1] if packed else F.linear,
+        fused=_native_ops() if native and dtype == torch.bfloat16 else None,
     )
 
 
@@ -225,12 +239,12 @@ def prefill_attend_into(cache_k: torch.Tensor, cache_v: torch.Tensor, lengths: l
         N, Hkv, rep, D = q.shape
         out = torch.empty(N, Hkv * rep, D, dtype=q.dtype)
         for p, (o, L) in enumerate(zip(offsets, lengths)):
-            kp, vp = k[o: o + L].transpose(0, 1), v[o: o + L].transpose(0, 1)  # (Hkv, L, D)
+            kp, vp = k[o : o + L].transpose(0, 1), v[o : o + L].transpose(0, 1)  # (Hkv, L, D)
             cache_k[i, p, :, :L], cache_v[i, p, :, :L] = kp, vp
-            qh = q[o: o + L].reshape(L, Hkv * rep, D).transpose(0, 1)[None]  # (1, Hq, L, D)
+            qh = q[o : o + L].reshape(L, Hkv * rep, D).transpose(0, 1)[None]  # (1, Hq, L, D)
             kh, vh = kp.repeat_interleave(rep, dim=0)[None], vp.repeat_interleave(rep, dim=0)[None]
             # q is pre-scaled, hence scale=1
-            out[o: o + L] = F.scaled_dot_product_attention(qh, kh, vh, is_causal=True, scale=1.0)[0].transpose(0, 1)
+            out[o : o + L] = F.scaled_dot_product_attention(qh, kh, vh, is_causal=True, scale=1.0)[0].transpose(0, 1)
         return out.view(N, Hkv * rep * D)
 
     return attend

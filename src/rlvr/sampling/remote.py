@@ -17,6 +17,7 @@ Contract gaps to know (docs/scaling.md): the servers' log-probs must be taken af
 feed the entropy metric and the sampler-vs-trainer figures (`mismatch/*`), which show a server that sends raw
 log-probs as a large k3 KL. Seeds are sent per request, but a server's samples are not bit-identical to ours.
 """
+
 from __future__ import annotations
 
 import json
@@ -51,8 +52,12 @@ class ServerLost(ConnectionError):
 def post_json(url: str, path: str, body: dict, timeout_s: float) -> dict:
     """POST JSON, return the decoded reply. Connection trouble, timeouts, 5xx and 404 (a server that lacks
     the model or adapter asked for) raise ServerLost; 400/422 (our request is wrong) raise RemoteError."""
-    req = urllib.request.Request(url.rstrip("/") + path, data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"}, method="POST")
+    req = urllib.request.Request(
+        url.rstrip("/") + path,
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
     return _send(req, timeout_s)
 
 
@@ -73,13 +78,33 @@ def _send(req, timeout_s: float) -> dict:
         raise ServerLost(f"reply is not JSON: {raw[:100]!r}") from None
 
 
-def completion_body(model: str, prompt: list[int], n: int, *, max_new_tokens: int, temperature: float,
-                    top_p: float, top_k: int, seed: int, stop_ids: list[int]) -> dict:
+def completion_body(
+    model: str,
+    prompt: list[int],
+    n: int,
+    *,
+    max_new_tokens: int,
+    temperature: float,
+    top_p: float,
+    top_k: int,
+    seed: int,
+    stop_ids: list[int],
+) -> dict:
     """One vLLM /v1/completions request: token-id prompt, n samples, the sampled token's log-prob."""
-    return {"model": model, "prompt": list(prompt), "n": n, "max_tokens": max_new_tokens,
-            "temperature": temperature, "top_p": top_p, "top_k": top_k if top_k > 0 else -1, "seed": seed,
-            "logprobs": 0, "stop_token_ids": list(stop_ids), "return_tokens_as_token_ids": True,
-            "skip_special_tokens": False}
+    return {
+        "model": model,
+        "prompt": list(prompt),
+        "n": n,
+        "max_tokens": max_new_tokens,
+        "temperature": temperature,
+        "top_p": top_p,
+        "top_k": top_k if top_k > 0 else -1,
+        "seed": seed,
+        "logprobs": 0,
+        "stop_token_ids": list(stop_ids),
+        "return_tokens_as_token_ids": True,
+        "skip_special_tokens": False,
+    }
 
 
 def parse_choices(reply: dict, n: int) -> list[tuple[list[int], list[float], str]]:
@@ -115,8 +140,17 @@ class RemoteSampler:
 
     shared = True
 
-    def __init__(self, model, tokenizer, *, stop_ids: list[int], urls: list[str], adapter_dir: str | None = None,
-                 timeout_s: float = 600.0, **_local_only):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        *,
+        stop_ids: list[int],
+        urls: list[str],
+        adapter_dir: str | None = None,
+        timeout_s: float = 600.0,
+        **_local_only,
+    ):
         if not urls or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls):
             raise ValueError(f"rollout.urls = {urls!r}: need one or more server addresses like http://host:8000")
         self.base_only = not _has_adapter(model)  # sample the servers' base model; no sync
@@ -153,8 +187,11 @@ class RemoteSampler:
         with self._lock:
             if url in self.live:
                 self.lost.append((url, why))
-                warnings.warn(f"rollout server {url} lost ({why}); its prompts go to the {len(self.live)} "
-                              f"server(s) left", RuntimeWarning, stacklevel=2)
+                warnings.warn(
+                    f"rollout server {url} lost ({why}); its prompts go to the {len(self.live)} server(s) left",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
         if not self.live:
             raise RemoteError(f"every rollout server is lost: {self.lost}")
 
@@ -162,9 +199,11 @@ class RemoteSampler:
         """Serve the current adapter under a new name; with push=False (other ranks) only follow the name.
         state_dict: the adapter's whole tensors when the model is sharded (FSDP), gathered by the caller."""
         if not _has_adapter(model):
-            raise ValueError("the remote backend pushes LoRA adapters after each step; a full fine-tune would need "
-                             "vLLM's weight-update API (weights over NCCL), which rlvr does not implement: "
-                             "enable model.lora or use a local backend")
+            raise ValueError(
+                "the remote backend pushes LoRA adapters after each step; a full fine-tune would need "
+                "vLLM's weight-update API (weights over NCCL), which rlvr does not implement: "
+                "enable model.lora or use a local backend"
+            )
         old = self.adapter_name
         self.version += 1
         if not push:
@@ -173,8 +212,12 @@ class RemoteSampler:
         model.save_pretrained(path, **({} if state_dict is None else {"state_dict": state_dict}))
         for url in self.live:
             try:
-                post_json(url, "/v1/load_lora_adapter", {"lora_name": self.adapter_name, "lora_path": str(path)},
-                          self.timeout_s)
+                post_json(
+                    url,
+                    "/v1/load_lora_adapter",
+                    {"lora_name": self.adapter_name, "lora_path": str(path)},
+                    self.timeout_s,
+                )
             except ServerLost as e:
                 self._lose(url, f"while loading the adapter: {e}")
         for url in self.live if self.version > 1 else []:
@@ -194,16 +237,36 @@ class RemoteSampler:
             except ServerLost as e:
                 self._lose(url, str(e))
 
-    def generate(self, prompt_ids: list[list[int]], n: int, *, max_new_tokens: int, temperature: float = 1.0,
-                 top_p: float = 1.0, top_k: int = 0, generator: torch.Generator | None = None) -> Rollouts:
+    def generate(
+        self,
+        prompt_ids: list[list[int]],
+        n: int,
+        *,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        generator: torch.Generator | None = None,
+    ) -> Rollouts:
         t0 = time.perf_counter()
         if self.version == 0 and not self.base_only:
             raise RemoteError("call sync(model) before generate: the servers do not hold the policy yet")
         model_name = self.served_base() if self.base_only else self.adapter_name
         base = int(torch.randint(0, 2**31 - len(prompt_ids), (1,), generator=generator))
-        bodies = [completion_body(model_name, p, n, max_new_tokens=max_new_tokens, temperature=temperature,
-                                  top_p=top_p, top_k=top_k, seed=base + i, stop_ids=self.stop_ids)
-                  for i, p in enumerate(prompt_ids)]
+        bodies = [
+            completion_body(
+                model_name,
+                p,
+                n,
+                max_new_tokens=max_new_tokens,
+                temperature=temperature,
+                top_p=top_p,
+                top_k=top_k,
+                seed=base + i,
+                stop_ids=self.stop_ids,
+            )
+            for i, p in enumerate(prompt_ids)
+        ]
         workers = max(1, min(len(bodies), REQUESTS_PER_SERVER * len(self.live)))
         with ThreadPoolExecutor(workers) as pool:
             replies = list(pool.map(self._complete, range(len(bodies)), bodies))
@@ -213,7 +276,7 @@ class RemoteSampler:
             for tokens, lps, why in choices:
                 kept, cut = cut_at_stop(tokens[:max_new_tokens], stops)
                 rows.append(kept)
-                logps.append(lps[:len(kept)])
+                logps.append(lps[: len(kept)])
                 finish.append("stop" if cut == "stop" or why == "stop" else "length")
         ro = pack_rollouts(prompt_ids, n, rows, logps, finish, self.pad_id, self.tokenizer)
         ro.num_prompt_tokens = sum(len(p) for p in prompt_ids)  # the server prefills each prompt once

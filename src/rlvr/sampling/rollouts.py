@@ -3,6 +3,7 @@
 Shapes: P prompts, G samples each, B = P * G rows in prompt-major order (row = p * G + g), T completion
 positions (the longest completion in the batch, at most max_new_tokens).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -39,8 +40,17 @@ class Sampler(Protocol):
     def sync(self, model) -> None:
         """Take the current policy weights (a transformers model or a peft model; LoRA merged)."""
 
-    def generate(self, prompt_ids: list[list[int]], n: int, *, max_new_tokens: int, temperature: float = 1.0,
-                 top_p: float = 1.0, top_k: int = 0, generator: torch.Generator | None = None) -> Rollouts:
+    def generate(
+        self,
+        prompt_ids: list[list[int]],
+        n: int,
+        *,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        generator: torch.Generator | None = None,
+    ) -> Rollouts:
         """Sample n completions per prompt; temperature 0 means greedy."""
 
 
@@ -57,8 +67,15 @@ def cut_at_stop(tokens: list[int], stop_ids: set[int]) -> tuple[list[int], str]:
     return tokens, "length"
 
 
-def pack_rollouts(prompt_ids: list[list[int]], n: int, rows: list[list[int]], logps: list[list[float]] | list[torch.Tensor],
-                  finish: list[str], pad_id: int, tokenizer) -> Rollouts:
+def pack_rollouts(
+    prompt_ids: list[list[int]],
+    n: int,
+    rows: list[list[int]],
+    logps: list[list[float]] | list[torch.Tensor],
+    finish: list[str],
+    pad_id: int,
+    tokenizer,
+) -> Rollouts:
     """Right-pad B variable-length completions (already cut at their stop) into a Rollouts batch.
 
     rows[b] and logps[b] have the same length L_b; T = max L_b (at least 1 so tensors are never empty).
@@ -75,8 +92,13 @@ def pack_rollouts(prompt_ids: list[list[int]], n: int, rows: list[list[int]], lo
             logp[b, : len(r)] = torch.as_tensor(lp, dtype=torch.float32)
     texts = tokenizer.batch_decode(rows, skip_special_tokens=True) if tokenizer is not None else [""] * B
     return Rollouts(
-        prompt_ids=[list(p) for p in prompt_ids], completion_ids=ids, mask=mask, sampler_logp=logp,
-        group_ids=torch.arange(len(prompt_ids)).repeat_interleave(n), finish=list(finish), texts=texts,
+        prompt_ids=[list(p) for p in prompt_ids],
+        completion_ids=ids,
+        mask=mask,
+        sampler_logp=logp,
+        group_ids=torch.arange(len(prompt_ids)).repeat_interleave(n),
+        finish=list(finish),
+        texts=texts,
         num_generated_tokens=int(mask.sum().item()),
     )
 
@@ -110,7 +132,16 @@ class LocalSampler:
         self.pad_id = pad_id_for(tokenizer, self.stop_ids)
         self.dtype = DTYPES[dtype]
 
-    def generate(self, prompt_ids: list[list[int]], n: int, *, max_new_tokens: int, temperature: float = 1.0,
-                 top_p: float = 1.0, top_k: int = 0, generator: torch.Generator | None = None) -> Rollouts:
+    def generate(
+        self,
+        prompt_ids: list[list[int]],
+        n: int,
+        *,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        generator: torch.Generator | None = None,
+    ) -> Rollouts:
         with torch_threads(self.threads), torch.inference_mode():
             return self._generate(prompt_ids, n, max_new_tokens, temperature, top_p, top_k, generator)

@@ -31,6 +31,7 @@ the processed logits for that mode too.
 Limits: one trainer process (data-parallel ranks would each start vLLM's own distributed setup: use the
 "remote" backend for several GPUs); untested on a GPU in this repository's CI (docs/performance.md).
 """
+
 from __future__ import annotations
 
 import os
@@ -65,11 +66,15 @@ def import_vllm():
     try:
         import vllm
     except ImportError as e:
-        raise VLLMMissing(f"rollout.backend=vllm needs vLLM (>= {'.'.join(map(str, MIN_VERSION))}) and a CUDA GPU: "
-                          f"{INSTALL_HINT}   (import failed: {e})") from None
+        raise VLLMMissing(
+            f"rollout.backend=vllm needs vLLM (>= {'.'.join(map(str, MIN_VERSION))}) and a CUDA GPU: "
+            f"{INSTALL_HINT}   (import failed: {e})"
+        ) from None
     if parse_version(getattr(vllm, "__version__", "0")) < MIN_VERSION:
-        raise VLLMMissing(f"vLLM {vllm.__version__} is too old for rollout.backend=vllm (needs logprobs_mode, "
-                          f"vLLM >= {'.'.join(map(str, MIN_VERSION))}): {INSTALL_HINT} --upgrade")
+        raise VLLMMissing(
+            f"vLLM {vllm.__version__} is too old for rollout.backend=vllm (needs logprobs_mode, "
+            f"vLLM >= {'.'.join(map(str, MIN_VERSION))}): {INSTALL_HINT} --upgrade"
+        )
     return vllm
 
 
@@ -87,17 +92,31 @@ def lora_rank_slot(r: int) -> int:
     raise ValueError(f"LoRA rank {r} is above vLLM's largest max_lora_rank ({LORA_RANK_SLOTS[-1]})")
 
 
-def engine_kwargs(folder: str, *, dtype: str, gpu_memory_utilization: float, enforce_eager: bool,
-                  max_model_len: int, lora_rank: int = 0) -> dict:
+def engine_kwargs(
+    folder: str,
+    *,
+    dtype: str,
+    gpu_memory_utilization: float,
+    enforce_eager: bool,
+    max_model_len: int,
+    lora_rank: int = 0,
+) -> dict:
     """Arguments of `vllm.LLM` for a colocated rollout engine (lora_rank > 0: serve one LoRA adapter)."""
     if not 0.0 < gpu_memory_utilization <= 1.0:
         raise ValueError(f"rollout.vllm.gpu_memory_utilization = {gpu_memory_utilization}: a fraction in (0, 1]")
-    kwargs = {"model": folder, "tokenizer": folder, "dtype": dtype, "gpu_memory_utilization": gpu_memory_utilization,
-              "enforce_eager": enforce_eager, "seed": 0, "logprobs_mode": "processed_logprobs",
-              # the G samples of a prompt share its prefill through the prefix cache
-              "enable_prefix_caching": True,
-              # our SamplingParams are complete; the checkpoint's generation_config (often top_k=50) must not leak in
-              "generation_config": "vllm"}
+    kwargs = {
+        "model": folder,
+        "tokenizer": folder,
+        "dtype": dtype,
+        "gpu_memory_utilization": gpu_memory_utilization,
+        "enforce_eager": enforce_eager,
+        "seed": 0,
+        "logprobs_mode": "processed_logprobs",
+        # the G samples of a prompt share its prefill through the prefix cache
+        "enable_prefix_caching": True,
+        # our SamplingParams are complete; the checkpoint's generation_config (often top_k=50) must not leak in
+        "generation_config": "vllm",
+    }
     if max_model_len:
         kwargs["max_model_len"] = max_model_len
     if lora_rank:
@@ -105,20 +124,33 @@ def engine_kwargs(folder: str, *, dtype: str, gpu_memory_utilization: float, enf
     return kwargs
 
 
-def sampling_kwargs(n: int, *, max_new_tokens: int, temperature: float, top_p: float, top_k: int, seed: int,
-                    stop_ids: list[int]) -> dict:
+def sampling_kwargs(
+    n: int, *, max_new_tokens: int, temperature: float, top_p: float, top_k: int, seed: int, stop_ids: list[int]
+) -> dict:
     """Arguments of `vllm.SamplingParams` for one prompt: n samples, the sampled token's log-prob, no penalties."""
-    return {"n": n, "max_tokens": max_new_tokens, "temperature": temperature, "top_p": top_p,
-            # 0 = off: vLLM >= 0.9 prefers 0 and some later versions refuse the old -1
-            "top_k": max(top_k, 0), "min_p": 0.0, "repetition_penalty": 1.0, "seed": seed,
-            "logprobs": 0, "stop_token_ids": list(stop_ids), "detokenize": False}
+    return {
+        "n": n,
+        "max_tokens": max_new_tokens,
+        "temperature": temperature,
+        "top_p": top_p,
+        # 0 = off: vLLM >= 0.9 prefers 0 and some later versions refuse the old -1
+        "top_k": max(top_k, 0),
+        "min_p": 0.0,
+        "repetition_penalty": 1.0,
+        "seed": seed,
+        "logprobs": 0,
+        "stop_token_ids": list(stop_ids),
+        "detokenize": False,
+    }
 
 
 def logprob_gap(temperature: float, top_p: float, top_k: int) -> str | None:
     """Why vLLM's processed log-probs differ from Rollouts.sampler_logp for these settings, or None."""
     if temperature > 0 and (top_p < 1.0 or top_k > 0):
-        return (f"top_p={top_p}, top_k={top_k}: vLLM records log-probs of the truncated, renormalised distribution, "
-                f"not log softmax(logits / temperature); sampler_logp is higher by -log(kept mass)")
+        return (
+            f"top_p={top_p}, top_k={top_k}: vLLM records log-probs of the truncated, renormalised distribution, "
+            f"not log softmax(logits / temperature); sampler_logp is higher by -log(kept mass)"
+        )
     return None
 
 
@@ -188,9 +220,15 @@ def own_folder(model) -> str | None:
 
 
 def _refuse_data_parallel() -> None:
-    if torch.distributed.is_available() and torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
-        raise NotImplementedError("rollout.backend=vllm runs one engine in one trainer process; with several ranks use "
-                                  "rollout.backend=remote (vLLM servers, docs/scaling.md)")
+    if (
+        torch.distributed.is_available()
+        and torch.distributed.is_initialized()
+        and torch.distributed.get_world_size() > 1
+    ):
+        raise NotImplementedError(
+            "rollout.backend=vllm runs one engine in one trainer process; with several ranks use "
+            "rollout.backend=remote (vLLM servers, docs/scaling.md)"
+        )
 
 
 class VLLMSampler:
@@ -198,15 +236,27 @@ class VLLMSampler:
 
     shared = False
 
-    def __init__(self, model, tokenizer, *, stop_ids: list[int], gpu_memory_utilization: float = 0.3,
-                 dtype: str = "bfloat16", enforce_eager: bool = False, max_model_len: int = 0,
-                 weight_sync: str = "full", **_other_backends):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        *,
+        stop_ids: list[int],
+        gpu_memory_utilization: float = 0.3,
+        dtype: str = "bfloat16",
+        enforce_eager: bool = False,
+        max_model_len: int = 0,
+        weight_sync: str = "full",
+        **_other_backends,
+    ):
         if weight_sync not in SYNC_MODES:
             raise ValueError(f"rollout.vllm.weight_sync = {weight_sync!r}; choose from {', '.join(SYNC_MODES)}")
         lora_rank = 0
         if weight_sync == "lora":
             if not hasattr(model, "peft_config"):
-                raise ValueError("rollout.vllm.weight_sync=lora pushes a LoRA adapter: enable model.lora, or use 'full'")
+                raise ValueError(
+                    "rollout.vllm.weight_sync=lora pushes a LoRA adapter: enable model.lora, or use 'full'"
+                )
             lora_rank = max(int(getattr(c, "r", 0)) for c in model.peft_config.values())
         _refuse_data_parallel()
         vllm = import_vllm()
@@ -219,9 +269,16 @@ class VLLMSampler:
         weakref.finalize(self, shutil.rmtree, str(self.scratch), True)
         folder = own_folder(model) or str(write_engine_folder(model, tokenizer, self.scratch / "engine"))
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # keep the engine in this process
-        self.llm = vllm.LLM(**engine_kwargs(folder, dtype=dtype, gpu_memory_utilization=gpu_memory_utilization,
-                                            enforce_eager=enforce_eager, max_model_len=max_model_len,
-                                            lora_rank=lora_rank))
+        self.llm = vllm.LLM(
+            **engine_kwargs(
+                folder,
+                dtype=dtype,
+                gpu_memory_utilization=gpu_memory_utilization,
+                enforce_eager=enforce_eager,
+                max_model_len=max_model_len,
+                lora_rank=lora_rank,
+            )
+        )
         self.version, self.lora, self.warned = 0, None, False
         self.sync(model)
 
@@ -242,8 +299,17 @@ class VLLMSampler:
         self.llm.reset_prefix_cache()  # cached KV was computed with the old weights
         self.sync_seconds = time.perf_counter() - t0
 
-    def generate(self, prompt_ids: list[list[int]], n: int, *, max_new_tokens: int, temperature: float = 1.0,
-                 top_p: float = 1.0, top_k: int = 0, generator: torch.Generator | None = None) -> Rollouts:
+    def generate(
+        self,
+        prompt_ids: list[list[int]],
+        n: int,
+        *,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        generator: torch.Generator | None = None,
+    ) -> Rollouts:
         from vllm import SamplingParams
 
         t0 = time.perf_counter()
@@ -252,9 +318,20 @@ class VLLMSampler:
             warnings.warn(gap, RuntimeWarning, stacklevel=2)
             self.warned = True
         base = int(torch.randint(0, 2**31 - len(prompt_ids), (1,), generator=generator))
-        params = [SamplingParams(**sampling_kwargs(n, max_new_tokens=max_new_tokens, temperature=temperature,
-                                                   top_p=top_p, top_k=top_k, seed=base + i, stop_ids=self.stop_ids))
-                  for i in range(len(prompt_ids))]
+        params = [
+            SamplingParams(
+                **sampling_kwargs(
+                    n,
+                    max_new_tokens=max_new_tokens,
+                    temperature=temperature,
+                    top_p=top_p,
+                    top_k=top_k,
+                    seed=base + i,
+                    stop_ids=self.stop_ids,
+                )
+            )
+            for i in range(len(prompt_ids))
+        ]
         prompts = [{"prompt_token_ids": list(p)} for p in prompt_ids]  # vllm.inputs.TokensPrompt is this dict
         outputs = self.llm.generate(prompts, params, use_tqdm=False, lora_request=self.lora)
         rows, logps, finish = rows_from_outputs(outputs, n, max_new_tokens, self.stop_ids)
@@ -264,5 +341,13 @@ class VLLMSampler:
         return ro
 
 
-__all__ = ["VLLMSampler", "VLLMMissing", "engine_kwargs", "sampling_kwargs", "rows_from_outputs", "adapter_request",
-           "logprob_gap", "import_vllm"]
+__all__ = [
+    "VLLMSampler",
+    "VLLMMissing",
+    "engine_kwargs",
+    "sampling_kwargs",
+    "rows_from_outputs",
+    "adapter_request",
+    "logprob_gap",
+    "import_vllm",
+]

@@ -1,5 +1,6 @@
 """Read the current policy weights out of a transformers model or a peft model, LoRA merged, without
 touching the trainer's model (no in-place merge/unmerge, which would perturb its float weights)."""
+
 from __future__ import annotations
 
 import copy

@@ -50,13 +50,16 @@ def check_token(request, token: bytes | None) -> None:
 
 def openrlhf_answer(answers: list[dict]) -> dict:
     statuses = [a["status"] for a in answers]
-    return {"rewards": [0.0 if a["status"] in FAULT_STATUSES else float(a["reward"]) for a in answers],
-            "scores": [float(s == "correct") for s in statuses],
-            "extra_logs": {f"rlvr/{s}": [float(x == s) for x in statuses] for s in STATUSES}}
+    return {
+        "rewards": [0.0 if a["status"] in FAULT_STATUSES else float(a["reward"]) for a in answers],
+        "scores": [float(s == "correct") for s in statuses],
+        "extra_logs": {f"rlvr/{s}": [float(x == s) for x in statuses] for s in STATUSES},
+    }
 
 
-def create_app(scheduler, metrics, token: bytes | None = None, max_body_bytes: int = 8 << 20, max_items: int = 1024,
-               reaper=None):
+def create_app(
+    scheduler, metrics, token: bytes | None = None, max_body_bytes: int = 8 << 20, max_items: int = 1024, reaper=None
+):
     """The ASGI app over a Scheduler (rlvr.serve.scoring) and Metrics (rlvr.serve.metrics)."""
     from starlette.applications import Starlette  # lazy: the serve extra
     from starlette.responses import JSONResponse, Response
@@ -69,8 +72,10 @@ def create_app(scheduler, metrics, token: bytes | None = None, max_body_bytes: i
         groups: dict[str, list[int]] = {}
         for i, item in enumerate(items):
             groups.setdefault(item.scorer, []).append(i)
-        futures = {name: scheduler.submit(name, [items[i].completion for i in idx], [items[i].problem for i in idx])
-                   for name, idx in groups.items()}
+        futures = {
+            name: scheduler.submit(name, [items[i].completion for i in idx], [items[i].problem for i in idx])
+            for name, idx in groups.items()
+        }
         answers: list = [None] * len(items)
         for name, idx in groups.items():
             for i, answer in zip(idx, await asyncio.wrap_future(futures[name])):
@@ -94,6 +99,7 @@ def create_app(scheduler, metrics, token: bytes | None = None, max_body_bytes: i
                 response = refusal(e)
             metrics.observe_request(path, response.status_code, time.monotonic() - start)
             return response
+
         return Route(path, handler, methods=["POST"])
 
     async def healthz(request):
@@ -107,7 +113,10 @@ def create_app(scheduler, metrics, token: bytes | None = None, max_body_bytes: i
         body, content_type = metrics.text(scheduler.pending, reaper.killed if reaper else 0)
         return Response(body, media_type=content_type)
 
-    verify = route("/v1/verify", verify_items,
-                   lambda items, answers: {"verdicts": [{"id": it.id, **a} for it, a in zip(items, answers)]})
+    verify = route(
+        "/v1/verify",
+        verify_items,
+        lambda items, answers: {"verdicts": [{"id": it.id, **a} for it, a in zip(items, answers)]},
+    )
     get_reward = route("/get_reward", reward_items, lambda items, answers: openrlhf_answer(answers))
     return Starlette(routes=[verify, get_reward, Route("/healthz", healthz), Route("/metrics", metrics_text)])

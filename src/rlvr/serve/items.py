@@ -52,7 +52,8 @@ class Item:
 
 def type_name(value) -> str:
     return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
-        type(value), "number" if isinstance(value, (int, float)) else type(value).__name__)
+        type(value), "number" if isinstance(value, (int, float)) else type(value).__name__
+    )
 
 
 def parse_json(raw: bytes) -> dict:
@@ -90,16 +91,18 @@ def choose_scorer(where: str, task, verifier, default: str, served: dict) -> str
 
 def check_count(n: int, max_items: int, field: str) -> None:
     if n > max_items:
-        raise BadRequest(413, f"{field}: {n} items, more than this service takes in one request ({max_items}); "
-                              f"split the request")
+        raise BadRequest(
+            413, f"{field}: {n} items, more than this service takes in one request ({max_items}); split the request"
+        )
 
 
 def verify_items(body: dict, served: dict, max_items: int) -> list[Item]:
     """The items of a /v1/verify body, in order (see the module doc)."""
     check_keys(body, VERIFY_KEYS)
     if "items" not in body:
-        raise BadRequest(422, "items: missing (an array of {completion, answer | gold | solution | ground_truth "
-                              "| tests})")
+        raise BadRequest(
+            422, "items: missing (an array of {completion, answer | gold | solution | ground_truth | tests})"
+        )
     items = body["items"]
     if not isinstance(items, list):
         raise BadRequest(422, f"items: expected an array, got {type_name(items)}")
@@ -118,9 +121,13 @@ def _item(row, i: int, default: str, served: dict) -> Item:
             raise BadRequest(422, f"{where}.{key}: expected a string or a number, got {type_name(row[key])}")
     if not any(row.get(k) is not None for k in (*GOLD_COLUMNS, "tests", "entry")):
         raise BadRequest(422, f"{where}: no gold; give one of {', '.join(GOLD_COLUMNS)} (code: tests)")
-    for key, types, what in (("id", (str, int), "a string or an integer"), ("entry_point", str, "a string"),
-                             ("prompt", str, "a string"), ("meta", dict, "an object"),
-                             ("tests", (str, list, dict), "a string, an array or an object")):
+    for key, types, what in (
+        ("id", (str, int), "a string or an integer"),
+        ("entry_point", str, "a string"),
+        ("prompt", str, "a string"),
+        ("meta", dict, "an object"),
+        ("tests", (str, list, dict), "a string, an array or an object"),
+    ):
         if row.get(key) is not None and (isinstance(row[key], bool) or not isinstance(row[key], types)):
             raise BadRequest(422, f"{where}.{key}: expected {what}, got {type_name(row[key])}")
     scorer = choose_scorer(f"{where}.", row.get("task"), row.get("verifier"), default, served)
@@ -139,8 +146,9 @@ def _check_completion(row: dict, where: str) -> None:
         return
     if isinstance(c, list) and all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in c):
         return
-    raise BadRequest(422, f"{where}.completion: expected a string or an array of {{role, content}} messages, "
-                          f"got {type_name(c)}")
+    raise BadRequest(
+        422, f"{where}.completion: expected a string or an array of {{role, content}} messages, got {type_name(c)}"
+    )
 
 
 def reward_items(body: dict, served: dict, max_items: int) -> list[Item]:

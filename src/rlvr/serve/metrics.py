@@ -42,16 +42,22 @@ class Metrics:
 
         self.registry = r = CollectorRegistry()
         self.requests = Counter("rlvr_serve_requests", "requests answered", ("route", "code"), registry=r)
-        self.latency = Histogram("rlvr_serve_request_seconds", "request latency", ("route",), buckets=BUCKETS,
-                                 registry=r)
+        self.latency = Histogram(
+            "rlvr_serve_request_seconds", "request latency", ("route",), buckets=BUCKETS, registry=r
+        )
         self.items = Counter("rlvr_serve_items", "items scored by verdict status", ("scorer", "status"), registry=r)
-        self.batch = Histogram("rlvr_serve_batch_seconds", "one scoring batch", ("scorer",), buckets=BUCKETS,
-                               registry=r)
+        self.batch = Histogram(
+            "rlvr_serve_batch_seconds", "one scoring batch", ("scorer",), buckets=BUCKETS, registry=r
+        )
         self.queue = Gauge("rlvr_serve_queue_items", "items admitted and not yet answered", registry=r)
-        self.faults = {kind: Counter(f"rlvr_serve_{name}", doc, ("scorer",), registry=r) for kind, name, doc in (
-            ("deadline", "deadline_hits", "items past their deadline"),
-            ("worker_died", "worker_deaths", "items whose pool worker died"),
-            ("sandbox_killed", "sandbox_kills", "code items whose sandboxed run was killed"))}
+        self.faults = {
+            kind: Counter(f"rlvr_serve_{name}", doc, ("scorer",), registry=r)
+            for kind, name, doc in (
+                ("deadline", "deadline_hits", "items past their deadline"),
+                ("worker_died", "worker_deaths", "items whose pool worker died"),
+                ("sandbox_killed", "sandbox_kills", "code items whose sandboxed run was killed"),
+            )
+        }
         self.rejected = Counter("rlvr_serve_rejected", "requests refused", ("reason",), registry=r)
         self.orphans = Counter("rlvr_serve_orphans_killed", "orphaned sandboxed processes killed", registry=r)
         self._orphans_seen = 0

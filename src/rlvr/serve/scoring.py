@@ -43,8 +43,9 @@ class Scorer:
         return any(KINDS[t.kind].grades == "tests" for t in self.reward.terms if t.kind in KINDS)
 
 
-def build_scorers(tasks: list[str], verifiers: list[str], settings: dict, workers: int,
-                  timeout_s: float) -> dict[str, Scorer]:
+def build_scorers(
+    tasks: list[str], verifiers: list[str], settings: dict, workers: int, timeout_s: float
+) -> dict[str, Scorer]:
     """The served scorers in the order given (the first is the default); mistakes raise ConfigError."""
     from rlvr.tasks import TASKS, load_task
 
@@ -86,8 +87,10 @@ def score_jobs(reward: Reward, completions: list, problems: list) -> list[dict]:
     except Exception as e:  # noqa: BLE001 - the service answers every item; a fault is a verdict
         v = Verdict("error", 0.0, None, f"scoring failed: {type(e).__name__}: {e}"[:300])
         return [{**verdict_fields(v), "reward": 0.0, "terms": {}} for _ in completions]
-    return [{**verdict_fields(v), "reward": total, "terms": {name: vals[i] for name, vals in result.terms.items()}}
-            for i, (v, total) in enumerate(zip(result.verdicts, result.total))]
+    return [
+        {**verdict_fields(v), "reward": total, "terms": {name: vals[i] for name, vals in result.terms.items()}}
+        for i, (v, total) in enumerate(zip(result.verdicts, result.total))
+    ]
 
 
 def verdict_fields(v: Verdict) -> dict:
@@ -104,15 +107,17 @@ class Job:
 class Scheduler:
     """Bounded admission + one batching thread per scorer; `observe(scorer, answers, seconds)` sees each batch."""
 
-    def __init__(self, scorers: dict[str, Scorer], max_queue_items: int = 4096, max_batch_items: int = 256,
-                 observe=None):
+    def __init__(
+        self, scorers: dict[str, Scorer], max_queue_items: int = 4096, max_batch_items: int = 256, observe=None
+    ):
         self.scorers, self.max_queue_items, self.max_batch_items = scorers, max_queue_items, max_batch_items
         self.observe = observe or (lambda *a: None)
         self.pending, self.rate = 0, 0.0  # items admitted and not yet answered; recent items/s (for Retry-After)
         self._lock = threading.Lock()
         self._queues = {name: queue.Queue() for name in scorers}
-        self._threads = [threading.Thread(target=self._run, args=(name,), name=f"rlvr-serve-{name}", daemon=True)
-                         for name in scorers]
+        self._threads = [
+            threading.Thread(target=self._run, args=(name,), name=f"rlvr-serve-{name}", daemon=True) for name in scorers
+        ]
         for t in self._threads:
             t.start()
 
@@ -120,8 +125,9 @@ class Scheduler:
         """Reserve room for n items, or 429 (BadRequest with `retry_after` seconds) when the queue is full."""
         with self._lock:
             if self.pending + n > self.max_queue_items:
-                err = BadRequest(429, f"queue full: {self.pending} items waiting (limit {self.max_queue_items}); "
-                                      f"retry later")
+                err = BadRequest(
+                    429, f"queue full: {self.pending} items waiting (limit {self.max_queue_items}); retry later"
+                )
                 err.retry_after = self.retry_after()
                 raise err
             self.pending += n
@@ -176,7 +182,7 @@ class Scheduler:
         for job in jobs:
             n = len(job.completions)
             try:
-                job.future.set_result(answers[at:at + n])
+                job.future.set_result(answers[at : at + n])
             except InvalidStateError:  # the request was cancelled (its client went away): nobody waits
                 pass
             self.release(n)

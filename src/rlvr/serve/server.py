@@ -81,14 +81,18 @@ def is_loopback(host: str) -> bool:
 
 def check_options(opts: ServeOptions, token: bytes | None) -> None:
     if not is_loopback(opts.host) and token is None and not opts.insecure:
-        raise ConfigError(f"--host {opts.host} is not a loopback address: give --token-file FILE so only clients "
-                          f"with the token can call, or --insecure to serve it open")
+        raise ConfigError(
+            f"--host {opts.host} is not a loopback address: give --token-file FILE so only clients "
+            f"with the token can call, or --insecure to serve it open"
+        )
     for name in ("max_body_bytes", "max_items", "max_queue_items", "max_batch_items"):
         if getattr(opts, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')}: must be at least 1")
     if opts.max_items > opts.max_queue_items:
-        raise ConfigError(f"--max-items {opts.max_items} exceeds --max-queue-items {opts.max_queue_items}: one "
-                          f"request could never be admitted")
+        raise ConfigError(
+            f"--max-items {opts.max_items} exceeds --max-queue-items {opts.max_queue_items}: one "
+            f"request could never be admitted"
+        )
     if opts.workers < 0 or opts.timeout_s <= 0:
         raise ConfigError("--workers must be >= 0 and --timeout-s > 0")
 
@@ -100,8 +104,10 @@ def check_sandbox(scorers: dict, insecure: bool) -> None:
     from rlvr.verifiers.sandbox import isolation
 
     if not isolation()["uid"]:
-        raise ConfigError(f"{', '.join(code)} runs code, and the sandbox cannot give it a uid of its own here (not "
-                          f"root): code would run as the service's user. Run as root, or pass --insecure")
+        raise ConfigError(
+            f"{', '.join(code)} runs code, and the sandbox cannot give it a uid of its own here (not "
+            f"root): code would run as the service's user. Run as root, or pass --insecure"
+        )
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -125,8 +131,9 @@ def serve(opts: ServeOptions) -> int:
     check_options(opts, token)
     from rlvr.serve.scoring import Scheduler, build_scorers
 
-    scorers = build_scorers(opts.tasks, opts.verifiers or ([] if opts.tasks else ["math"]), opts.settings,
-                            opts.workers, opts.timeout_s)
+    scorers = build_scorers(
+        opts.tasks, opts.verifiers or ([] if opts.tasks else ["math"]), opts.settings, opts.workers, opts.timeout_s
+    )
     check_sandbox(scorers, opts.insecure)
     sock = bind(opts.host, opts.port)
     import uvicorn  # lazy: the serve extra
@@ -145,8 +152,12 @@ def serve(opts: ServeOptions) -> int:
         signal.signal(sig, lambda s, f: stops.append(s))
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
-    print(f"rlvr serve: listening on http://{shown}:{port} ({', '.join(scorers)}; "
-          f"{'bearer token' if token else 'no token'})", file=sys.stderr, flush=True)
+    print(
+        f"rlvr serve: listening on http://{shown}:{port} ({', '.join(scorers)}; "
+        f"{'bearer token' if token else 'no token'})",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         with reaper:
             server.run(sockets=[sock])

@@ -14,48 +14,64 @@ from rlvr.tasks.base import CODE_SYSTEM, SPLITS, DatasetError, Problem, ProblemS
 
 def _arithmetic(**kw):
     from rlvr.tasks.arithmetic import ArithmeticTask
+
     return ArithmeticTask(**kw)
 
 
 def _jsonl(**kw):
     from rlvr.tasks.jsonl import JsonlTask
+
     return JsonlTask(**kw)
 
 
 def _humaneval(path=None, system_prompt=CODE_SYSTEM):
     from rlvr.tasks.humaneval import load_humaneval
+
     return ProblemSetTask("humaneval", {"heldout": load_humaneval(path)}, system_prompt)  # evaluation only
 
 
 def _code_procedural(seed=0, system_prompt=CODE_SYSTEM):
     from rlvr.tasks.code_procedural import load_code_procedural
-    return ProblemSetTask("code_procedural", {s: load_code_procedural(s, seed=seed) for s in ("train", "heldout")},
-                          system_prompt, bands=("easy", "medium", "hard"))
+
+    return ProblemSetTask(
+        "code_procedural",
+        {s: load_code_procedural(s, seed=seed) for s in ("train", "heldout")},
+        system_prompt,
+        bands=("easy", "medium", "hard"),
+    )
 
 
 def _benchmark(loader_name):
     def make(system_prompt=None, **kw):
         from rlvr.tasks import benchmarks
         from rlvr.tasks.arithmetic import DEFAULT_SYSTEM
+
         problems = getattr(benchmarks, loader_name)(**kw)
         return ProblemSetTask(loader_name.removeprefix("load_"), {"heldout": problems}, system_prompt or DEFAULT_SYSTEM)
+
     return make
 
 
 def _hub(**kw):
     from rlvr.tasks.hub import load_hub_task
+
     return load_hub_task(**kw)
 
 
 def _reasoning_gym(**kw):
     from rlvr.tasks.reasoning_gym import load_reasoning_gym
+
     return load_reasoning_gym(**kw)
 
 
 TASKS = Registry("task", key="task.name")
 for _name, _make, _doc in (
     ("arithmetic", _arithmetic, "the default: arithmetic word problems in difficulty bands, id-hash splits"),
-    ("reasoning_gym", _reasoning_gym, "reasoning-gym's procedural families, graded by rlvr (extra rlvr[reasoning-gym])"),
+    (
+        "reasoning_gym",
+        _reasoning_gym,
+        "reasoning-gym's procedural families, graded by rlvr (extra rlvr[reasoning-gym])",
+    ),
     ("hub", _hub, "a datasets hub id or a local dataset folder"),
     ("jsonl", _jsonl, "your own JSON-lines file (text or chat prompts; answer, gold, solution or tests)"),
     ("humaneval", _humaneval, "HumanEval's 164 problems with hidden tests, from its wheel (held-out only)"),
@@ -79,6 +95,7 @@ def load_task(name: str, **settings):
 def absolute_paths(settings: dict) -> dict:
     """`settings` with its data paths (`path`, each of `splits`) made absolute where they name a local file or
     folder, so that the run's config.yaml finds its data from any working directory (a hub id stays as it is)."""
+
     def absolute(value):
         return str(Path(value).resolve()) if isinstance(value, str) and value and Path(value).exists() else value
 
@@ -98,9 +115,11 @@ def _check_settings(name: str, factory, settings: dict) -> None:
         return
     unknown = sorted(set(settings) - set(known))
     if unknown:
-        raise ConfigError(f"task.settings.{unknown[0]}: not a setting of task {name!r}; "
-                          f"its settings: {', '.join(known) or '(none)'} (after changing task.name on a preset, give "
-                          f"the settings whole: --set 'task.settings={{...}}')")
+        raise ConfigError(
+            f"task.settings.{unknown[0]}: not a setting of task {name!r}; "
+            f"its settings: {', '.join(known) or '(none)'} (after changing task.name on a preset, give "
+            f"the settings whole: --set 'task.settings={{...}}')"
+        )
 
 
 def _setting_names(factory) -> list[str] | None:
@@ -117,29 +136,44 @@ def _setting_names(factory) -> list[str] | None:
 
 def _jsonl_class():
     from rlvr.tasks.jsonl import JsonlTask
+
     return JsonlTask
 
 
 def _arithmetic_class():
     from rlvr.tasks.arithmetic import ArithmeticTask
-    return ArithmeticTask
 
+    return ArithmeticTask
 
 
 # factories that pass **settings on, and the class whose signature names the settings they accept
 def _hub_function():
     from rlvr.tasks.hub import load_hub_task
+
     return load_hub_task
 
 
 def _reasoning_gym_class():
     from rlvr.tasks.reasoning_gym import ReasoningGymTask
+
     return ReasoningGymTask
 
 
-_SETTINGS_OF = {_jsonl: _jsonl_class, _arithmetic: _arithmetic_class, _hub: _hub_function,
-                _reasoning_gym: _reasoning_gym_class}
+_SETTINGS_OF = {
+    _jsonl: _jsonl_class,
+    _arithmetic: _arithmetic_class,
+    _hub: _hub_function,
+    _reasoning_gym: _reasoning_gym_class,
+}
 
 
-__all__ = ["SPLITS", "DatasetError", "Problem", "ProblemSetTask", "validate_problem", "load_task", "TASKS",
-           "absolute_paths"]
+__all__ = [
+    "SPLITS",
+    "DatasetError",
+    "Problem",
+    "ProblemSetTask",
+    "validate_problem",
+    "load_task",
+    "TASKS",
+    "absolute_paths",
+]

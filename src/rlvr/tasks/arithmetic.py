@@ -71,7 +71,11 @@ def make_problem(rng: random.Random, band: str) -> Problem:
     if band == "mixed":  # a second step keeps the band harder than its operand size alone
         c = _operand(rng, 1)
         fact += f"+{c}"
-        text = text.rstrip("?") + f", and then add {c}?" if "What is" in text else text + f" Then {c} more are added. How many now?"
+        text = (
+            text.rstrip("?") + f", and then add {c}?"
+            if "What is" in text
+            else text + f" Then {c} more are added. How many now?"
+        )
         answer += c
     pid = "arith-" + hashlib.sha256(f"{band}|{text}".encode()).hexdigest()[:16]
     return Problem(id=pid, prompt=text, answer=str(answer), band=band, meta={"op": op, "fact": fact})
@@ -101,8 +105,15 @@ class ArithmeticTask:
     answer_form = "number"
     grader = math_grader("number")
 
-    def __init__(self, seed: int = 0, per_band: int = 2000, bands=("1-digit", "2-digit", "3-digit"),
-                 system_prompt: str | None = None, one_shot: bool = True, answer_format: str = "boxed"):
+    def __init__(
+        self,
+        seed: int = 0,
+        per_band: int = 2000,
+        bands=("1-digit", "2-digit", "3-digit"),
+        system_prompt: str | None = None,
+        one_shot: bool = True,
+        answer_format: str = "boxed",
+    ):
         unknown = [b for b in bands if b not in BANDS]
         if unknown:
             raise ValueError(f"arithmetic bands {unknown}: choose from {', '.join(BANDS)}")
@@ -134,4 +145,7 @@ ONE_SHOT = [
     {"role": "user", "content": "Mia has 4 pens and gets 3 more. How many pens does Mia have now?"},
     {"role": "assistant", "content": "Mia has 4 + 3 = 7 pens.\n\\boxed{7}"},
 ]
-ONE_SHOT_TAGS = [ONE_SHOT[0], {"role": "assistant", "content": "<think>Mia has 4 + 3 = 7 pens.</think>\n<answer>7</answer>"}]
+ONE_SHOT_TAGS = [
+    ONE_SHOT[0],
+    {"role": "assistant", "content": "<think>Mia has 4 + 3 = 7 pens.</think>\n<answer>7</answer>"},
+]

@@ -63,8 +63,11 @@ def task_messages(system_prompt: str | None, problem: Problem, shots: list[dict]
     only when they have no system turn), else the system prompt, the few-shot turns and the question."""
     own = problem.meta.get("messages") if isinstance(problem.meta, dict) else None
     if own:
-        lead = [] if any(m["role"] == "system" for m in own) or not system_prompt else [
-            {"role": "system", "content": system_prompt}]
+        lead = (
+            []
+            if any(m["role"] == "system" for m in own) or not system_prompt
+            else [{"role": "system", "content": system_prompt}]
+        )
         return lead + [dict(m) for m in own]
     lead = [{"role": "system", "content": system_prompt}] if system_prompt else []
     return lead + [dict(m) for m in shots] + [{"role": "user", "content": problem.prompt}]
@@ -75,8 +78,10 @@ def validate_problem(problem: Problem, source: str, index: int) -> Problem:
     if not isinstance(problem.prompt, str) or not problem.prompt.strip():
         raise DatasetError(f"{source}: row {index} (id={problem.id!r}): empty prompt")
     if (problem.answer is None or str(problem.answer).strip() == "") and not problem.tests:
-        raise DatasetError(f"{source}: row {index} (id={problem.id!r}): no gold answer (give one of the columns "
-                           f"{', '.join(GOLD_COLUMNS)}) and no tests")
+        raise DatasetError(
+            f"{source}: row {index} (id={problem.id!r}): no gold answer (give one of the columns "
+            f"{', '.join(GOLD_COLUMNS)}) and no tests"
+        )
     return problem
 
 
@@ -84,8 +89,9 @@ CODE_SYSTEM = "You write correct Python. Answer with the code in one ```python b
 # How a task's prompt asks for the final answer; the reward's answer verifiers and format term read the same
 # (rlvr.verifiers.extract). "tags" is the R1 / open-r1 format.
 ANSWER_FORMATS = ("boxed", "tags")
-TAGS_SYSTEM = ("Think through the problem inside <think></think>, then give only the final answer inside "
-               "<answer></answer>.")
+TAGS_SYSTEM = (
+    "Think through the problem inside <think></think>, then give only the final answer inside <answer></answer>."
+)
 
 
 def check_answer_format(answer_format: str) -> str:
@@ -97,8 +103,10 @@ def check_answer_format(answer_format: str) -> str:
 def math_grader(answer_form: str = "math") -> list[dict]:
     """The reward terms that grade final answers: math-verify in the task's answer form, plus the boxed-format
     shaping term at a tenth of its weight."""
-    return [{"name": "correct", "kind": "math", "weight": 1.0, "answer_form": answer_form},
-            {"name": "format", "kind": "boxed_format", "weight": 0.1}]
+    return [
+        {"name": "correct", "kind": "math", "weight": 1.0, "answer_form": answer_form},
+        {"name": "format", "kind": "boxed_format", "weight": 0.1},
+    ]
 
 
 CODE_GRADER = [{"name": "correct", "kind": "python_tests", "weight": 1.0}]
@@ -119,8 +127,15 @@ class ProblemSetTask:
     set does not have is empty. `grader`: the reward terms that grade it (default: what its problems need);
     `answer_form`: what an answer must look like (rlvr.tasks.forms)."""
 
-    def __init__(self, name: str, splits: dict[str, list[Problem]], system_prompt: str, bands=None,
-                 grader: list[dict] | None = None, answer_form: str = "math"):
+    def __init__(
+        self,
+        name: str,
+        splits: dict[str, list[Problem]],
+        system_prompt: str,
+        bands=None,
+        grader: list[dict] | None = None,
+        answer_form: str = "math",
+    ):
         self.name, self._splits, self.system_prompt = name, splits, system_prompt
         self.bands = list(bands or dict.fromkeys(p.band for ps in splits.values() for p in ps))
         self.answer_form = answer_form

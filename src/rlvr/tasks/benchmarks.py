@@ -72,9 +72,13 @@ def math500_problem(row: dict, where: str, index: int) -> Problem:
     """One MATH-500 row {problem, answer, level?, subject?, unique_id?} -> Problem."""
     prompt, answer = _field(row, "problem", where), _field(row, "answer", where)
     level = row.get("level")
-    problem = Problem(id=f"math500/{row.get('unique_id') or index}", prompt=prompt, answer=answer.strip(),
-                      band=f"level{level}" if level not in (None, "") else "all",
-                      meta={"domain": OUT_OF_DOMAIN, "benchmark": "MATH-500", "subject": row.get("subject")})
+    problem = Problem(
+        id=f"math500/{row.get('unique_id') or index}",
+        prompt=prompt,
+        answer=answer.strip(),
+        band=f"level{level}" if level not in (None, "") else "all",
+        meta={"domain": OUT_OF_DOMAIN, "benchmark": "MATH-500", "subject": row.get("subject")},
+    )
     return validate_problem(problem, where, index)
 
 
@@ -82,8 +86,10 @@ def _hub_rows(hub_id: str, split: str) -> Iterator[tuple[str, dict]]:
     try:
         import datasets
     except ImportError:
-        raise DatasetError(f"{hub_id}: loading from the hub needs `pip install datasets` (and the internet); "
-                           f"offline, pass a local .jsonl or .parquet file of the same rows") from None
+        raise DatasetError(
+            f"{hub_id}: loading from the hub needs `pip install datasets` (and the internet); "
+            f"offline, pass a local .jsonl or .parquet file of the same rows"
+        ) from None
     rows = datasets.load_dataset(hub_id, split=split)
     yield from ((f"{hub_id}[{split}] row {i}", r) for i, r in enumerate(rows, start=1))
 
@@ -126,10 +132,19 @@ def load_champ(numeric_only: bool = True, path: str | Path | None = None) -> lis
         answer = _field(row, "_answer", where).strip()
         if numeric_only and not _PLAIN_NUMBER.fullmatch(answer):
             continue
-        problems.append(validate_problem(Problem(
-            id=f"champ/{key}", prompt=_field(row, "_text", where), answer=answer,
-            band=str(row.get("category") or "all"),
-            meta={"domain": OUT_OF_DOMAIN, "benchmark": "CHAMP"}), where, index))
+        problems.append(
+            validate_problem(
+                Problem(
+                    id=f"champ/{key}",
+                    prompt=_field(row, "_text", where),
+                    answer=answer,
+                    band=str(row.get("category") or "all"),
+                    meta={"domain": OUT_OF_DOMAIN, "benchmark": "CHAMP"},
+                ),
+                where,
+                index,
+            )
+        )
     return problems
 
 
@@ -139,4 +154,3 @@ def _check_unique(problems: list[Problem], source: str) -> None:
         if p.id in seen:
             raise DatasetError(f"{source}: problem id {p.id!r} appears twice")
         seen.add(p.id)
-

@@ -28,8 +28,10 @@ FAMILIES = {
     "clamp": ("hard", "min(max(x, -{k}), {k})", "int", (2, 9)),
 }
 ARG = {"int": "x", "str": "s", "list": "xs"}
-PROMPT = ("Write a Python function `f({arg})` whose body is one line, such that:\n{examples}\n"
-          "Answer with the function in one ```python code block.")
+PROMPT = (
+    "Write a Python function `f({arg})` whose body is one line, such that:\n{examples}\n"
+    "Answer with the function in one ```python code block."
+)
 HELDOUT_PERCENT = 20
 
 
@@ -51,12 +53,17 @@ def make_problem(family: str, k: int) -> Problem:
     shown, hidden = _inputs(kind, rng, 3), _inputs(kind, rng, 4)
     examples = "\n".join(f"f({v!r}) == {fn(v)!r}" for v in shown)
     tests = [f"assert f({v!r}) == {fn(v)!r}" for v in shown + hidden]
-    return Problem(id=pid, prompt=PROMPT.format(arg=arg, examples=examples), tests=tests, band=band,
-                   meta={"entry_point": "f", "solution": f"def f({arg}):\n    return {code}\n"})
+    return Problem(
+        id=pid,
+        prompt=PROMPT.format(arg=arg, examples=examples),
+        tests=tests,
+        band=band,
+        meta={"entry_point": "f", "solution": f"def f({arg}):\n    return {code}\n"},
+    )
 
 
 def split_of(problem_id: str) -> str:
-    """"heldout" for about HELDOUT_PERCENT% of ids (by hash), else "train"; a pure function of the id."""
+    """ "heldout" for about HELDOUT_PERCENT% of ids (by hash), else "train"; a pure function of the id."""
     h = int(hashlib.sha256(problem_id.encode()).hexdigest()[:8], 16)
     return "heldout" if h % 100 < HELDOUT_PERCENT else "train"
 

@@ -34,7 +34,9 @@ _FRACTION = re.compile(rf"({_SIGN})(?:\\[dt]?frac\{{(\d+)\}}\{{(\d+)\}}|(\d+)\s*
 def _strip_decorations(text: str) -> str:
     """The numeral's text without spacing commands, currency, percent, a degree sign or unit words."""
     text = _SPACING.sub(" ", text).strip()
-    text = re.sub(r"^\$(.*)\$$|^\\\((.*)\\\)$", lambda m: m.group(1) or m.group(2) or "", text).strip()  # $...$, \(...\)
+    text = re.sub(
+        r"^\$(.*)\$$|^\\\((.*)\\\)$", lambda m: m.group(1) or m.group(2) or "", text
+    ).strip()  # $...$, \(...\)
     text = re.sub(rf"^{_CURRENCY}\s*", "", text)
     text = re.sub(rf"^({_SIGN})\s*{_CURRENCY}\s*", r"\1", text)  # -$5
     text = re.sub(r"\s*(?:\\%|%|\^\{?\\circ\}?|°)$", "", text)

@@ -30,9 +30,18 @@ def _band(value) -> str:
         return str(value)
 
 
-def load_hub_task(dataset: str, split: str = "train", prompt_field: str = "prompt", answer_field: str = "solution",
-                  band_field: str | None = "difficulty", limit: int | None = None, system_prompt: str | None = None,
-                  answer_form: str = "math", answer_format: str = "boxed", config: str | None = None):
+def load_hub_task(
+    dataset: str,
+    split: str = "train",
+    prompt_field: str = "prompt",
+    answer_field: str = "solution",
+    band_field: str | None = "difficulty",
+    limit: int | None = None,
+    system_prompt: str | None = None,
+    answer_form: str = "math",
+    answer_format: str = "boxed",
+    config: str | None = None,
+):
     try:
         from datasets import load_dataset
     except ImportError:
@@ -47,13 +56,24 @@ def load_hub_task(dataset: str, split: str = "train", prompt_field: str = "promp
     for i, row in enumerate(rows):
         text, messages = chat_prompt(row.get(prompt_field), f"{dataset}[{split}] row {i}")
         pid = "hub-" + hashlib.sha256(text.encode()).hexdigest()[:16]
-        problem = validate_problem(Problem(id=pid, prompt=text, answer=str(row.get(answer_field) or ""),
-                                           band=_band(row.get(band_field) if band_field else None),
-                                           meta={"messages": messages} if messages else {}),
-                                   f"{dataset}[{split}]", i)
+        problem = validate_problem(
+            Problem(
+                id=pid,
+                prompt=text,
+                answer=str(row.get(answer_field) or ""),
+                band=_band(row.get(band_field) if band_field else None),
+                meta={"messages": messages} if messages else {},
+            ),
+            f"{dataset}[{split}]",
+            i,
+        )
         bucket = int(hashlib.sha256(pid.encode()).hexdigest(), 16) % 100
         splits[next(s for s, r in SPLIT_BUCKETS.items() if bucket in r)].append(problem)
-    task = ProblemSetTask(dataset, splits, system_prompt or (TAGS_SYSTEM if answer_format == "tags" else DEFAULT_SYSTEM),
-                          answer_form=answer_form)
+    task = ProblemSetTask(
+        dataset,
+        splits,
+        system_prompt or (TAGS_SYSTEM if answer_format == "tags" else DEFAULT_SYSTEM),
+        answer_form=answer_form,
+    )
     task.answer_format = answer_format
     return task

@@ -16,8 +16,10 @@ import os
 
 from rlvr.tasks.base import DatasetError, Problem, validate_problem
 
-INSTRUCTION = ("Complete the following Python function. Answer with the whole function, including its "
-               "signature, in one ```python code block.\n\n```python\n{prompt}```\n")
+INSTRUCTION = (
+    "Complete the following Python function. Answer with the whole function, including its "
+    "signature, in one ```python code block.\n\n```python\n{prompt}```\n"
+)
 BANDS = (("short", 4), ("medium", 10), ("long", 10**9))
 
 
@@ -44,6 +46,10 @@ def load_humaneval(path: str | None = None) -> list[Problem]:
 
 def _problem(row: dict) -> Problem:
     tests = {"check": row["test"], "setup": row["prompt"], "entry_point": row["entry_point"]}
-    return Problem(id=row["task_id"], prompt=INSTRUCTION.format(prompt=row["prompt"]), tests=tests,
-                   band=band_of(row["canonical_solution"]),
-                   meta={"entry_point": row["entry_point"], "canonical_solution": row["canonical_solution"]})
+    return Problem(
+        id=row["task_id"],
+        prompt=INSTRUCTION.format(prompt=row["prompt"]),
+        tests=tests,
+        band=band_of(row["canonical_solution"]),
+        meta={"entry_point": row["entry_point"], "canonical_solution": row["canonical_solution"]},
+    )

@@ -70,7 +70,7 @@ def text_hash(text: str) -> str:
 def word_ngrams(text: str, n: int) -> set[tuple[str, ...]]:
     """The set of n-word windows of the normalised text; empty when it has fewer than n words."""
     words = normalize_text(text).split()
-    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
 
 
 # 13-word windows, the usual decontamination length: shorter windows flag template siblings of short
@@ -82,8 +82,9 @@ TEMPLATE_SHARE = 0.05
 TEMPLATE_MIN = 3
 
 
-def find_contamination(train: Sequence[Problem], evaluation: Sequence[Problem], n: int = NGRAM_N,
-                       threshold: float = 0.5) -> list[Overlap]:
+def find_contamination(
+    train: Sequence[Problem], evaluation: Sequence[Problem], n: int = NGRAM_N, threshold: float = 0.5
+) -> list[Overlap]:
     """Every (train, eval) pair that is an exact normalised copy, or shares at least `threshold` of the
     evaluation problem's word n-grams. An eval problem with an exact copy is not also reported as ngram.
 
@@ -109,8 +110,11 @@ def find_contamination(train: Sequence[Problem], evaluation: Sequence[Problem], 
         for g in grams:
             for tid in index.get(g, ()):
                 shared[tid] += 1
-        hits += [Overlap(tid, q.id, "ngram", cnt / len(grams))
-                 for tid, cnt in shared.items() if cnt / len(grams) >= threshold]
+        hits += [
+            Overlap(tid, q.id, "ngram", cnt / len(grams))
+            for tid, cnt in shared.items()
+            if cnt / len(grams) >= threshold
+        ]
     return hits
 
 
@@ -120,8 +124,14 @@ def template_ngrams(index: dict[tuple[str, ...], set[str]], n_train: int) -> set
     return {g for g, ids in index.items() if len(ids) >= cutoff}
 
 
-def check_contamination(train: Sequence[Problem], evaluation: Sequence[Problem], name: str = "evaluation set",
-                        allow_contaminated: bool = False, n: int = NGRAM_N, threshold: float = 0.5) -> list[Overlap]:
+def check_contamination(
+    train: Sequence[Problem],
+    evaluation: Sequence[Problem],
+    name: str = "evaluation set",
+    allow_contaminated: bool = False,
+    n: int = NGRAM_N,
+    threshold: float = 0.5,
+) -> list[Overlap]:
     """find_contamination, refusing (ContaminationError) when anything is found unless allow_contaminated.
 
     Returns the overlaps either way, so a caller that allows them can still report them.
@@ -132,7 +142,8 @@ def check_contamination(train: Sequence[Problem], evaluation: Sequence[Problem],
         shown = ", ".join(f"{h.eval_id}~{h.train_id} ({h.kind} {h.share:.2f})" for h in hits[:5])
         raise ContaminationError(
             f"{name}: {len(eval_ids)} of {len(evaluation)} problems overlap the training data "
-            f"(e.g. {shown}); fix the split, or pass --allow-contaminated to evaluate anyway")
+            f"(e.g. {shown}); fix the split, or pass --allow-contaminated to evaluate anyway"
+        )
     return hits
 
 
@@ -168,5 +179,5 @@ def find_leaks(problems: Sequence[Problem], min_numeric_digits: int = 2) -> list
         text = _THOUSANDS.sub("", " ".join(p.prompt.split()))
         m = pattern.search(text) if pattern else None
         if m:
-            leaks.append(Leak(p.id, answer, text[max(0, m.start() - 30): m.end() + 30]))
+            leaks.append(Leak(p.id, answer, text[max(0, m.start() - 30) : m.end() + 30]))
     return leaks

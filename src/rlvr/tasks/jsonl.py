@@ -40,16 +40,25 @@ def row_problem(row: dict, where: str, line_no: int) -> Problem:
     meta = {k: v for k, v in row.items() if k not in ("prompt", "tests", gold_key)}
     if messages:
         meta["messages"] = messages
-    problem = Problem(id=pid, prompt=text, answer=None if answer is None else str(answer), tests=row.get("tests"),
-                      band=str(row.get("band", "all")), meta=meta)
+    problem = Problem(
+        id=pid,
+        prompt=text,
+        answer=None if answer is None else str(answer),
+        tests=row.get("tests"),
+        band=str(row.get("band", "all")),
+        meta=meta,
+    )
     return validate_problem(problem, where, line_no)
 
 
 def read_problems(path: str | Path) -> list[Problem]:
     path = Path(path)
     if not path.is_file():
-        raise DatasetError(f"jsonl task: data file {path} not found" if not path.exists() else
-                           f"jsonl task: data file {path} is not a file")
+        raise DatasetError(
+            f"jsonl task: data file {path} not found"
+            if not path.exists()
+            else f"jsonl task: data file {path} is not a file"
+        )
     out = []
     with path.open() as f:
         for line_no, line in enumerate(f, start=1):
@@ -79,8 +88,14 @@ class JsonlTask:
 
     name = "jsonl"
 
-    def __init__(self, path: str | None = None, splits: dict | None = None, system_prompt: str | None = None,
-                 answer_form: str = "auto", answer_format: str = "boxed"):
+    def __init__(
+        self,
+        path: str | None = None,
+        splits: dict | None = None,
+        system_prompt: str | None = None,
+        answer_form: str = "auto",
+        answer_format: str = "boxed",
+    ):
         from rlvr.tasks.arithmetic import DEFAULT_SYSTEM, split_of
         from rlvr.tasks.forms import ANSWER_FORMS
 

@@ -23,9 +23,17 @@ from rlvr.tasks.base import SPLITS, DatasetError, Problem
 # family -> the rlvr grader of its answers (a verifier kind and its settings)
 NUMBER = {"kind": "math", "answer_form": "number"}
 GRADERS: dict[str, dict] = {
-    "basic_arithmetic": NUMBER, "chain_sum": NUMBER, "products": NUMBER, "gcd": NUMBER, "lcm": NUMBER,
-    "leg_counting": NUMBER, "letter_counting": NUMBER, "count_bits": NUMBER, "gsm_symbolic": NUMBER,
-    "fraction_simplification": {"kind": "math", "answer_form": "number"}, "decimal_arithmetic": NUMBER,
+    "basic_arithmetic": NUMBER,
+    "chain_sum": NUMBER,
+    "products": NUMBER,
+    "gcd": NUMBER,
+    "lcm": NUMBER,
+    "leg_counting": NUMBER,
+    "letter_counting": NUMBER,
+    "count_bits": NUMBER,
+    "gsm_symbolic": NUMBER,
+    "fraction_simplification": {"kind": "math", "answer_form": "number"},
+    "decimal_arithmetic": NUMBER,
     "number_sorting": {"kind": "ordered_list"},
     "countdown": {"kind": "countdown"},
     "spell_backward": {"kind": "text"},
@@ -85,8 +93,15 @@ WORKED = {
     "chain_sum": lambda m, a: f"{m['expression']} = {a}.",
     "products": lambda m, a: f"{m['expression']} = {a}.",
     "gcd": lambda m, a: "Euclid's algorithm: " + _euclid(*m["numbers"][:2]) if len(m["numbers"]) == 2 else "",
-    "lcm": lambda m, a: ("lcm(a, b) = a x b / gcd(a, b). " + _euclid(*m["numbers"][:2]) +
-                         f" So lcm = {m['numbers'][0]} x {m['numbers'][1]} / gcd = {a}.") if len(m["numbers"]) == 2 else "",
+    "lcm": lambda m, a: (
+        (
+            "lcm(a, b) = a x b / gcd(a, b). "
+            + _euclid(*m["numbers"][:2])
+            + f" So lcm = {m['numbers'][0]} x {m['numbers'][1]} / gcd = {a}."
+        )
+        if len(m["numbers"]) == 2
+        else ""
+    ),
     "letter_counting": lambda m, a: _letters(m),
     "count_bits": lambda m, a: f"{m['number']} in binary is {m['binary']}, which has {a} ones.",
 }
@@ -120,15 +135,25 @@ class ReasoningGymTask:
 
     name = "reasoning_gym"
     answer_form = "math"
-    grader = [{"name": "correct", "kind": "routed", "weight": 1.0},
-              {"name": "format", "kind": "boxed_format", "weight": 0.1}]
+    grader = [
+        {"name": "correct", "kind": "routed", "weight": 1.0},
+        {"name": "format", "kind": "boxed_format", "weight": 0.1},
+    ]
 
-    def __init__(self, families: dict | None = None, size: int = 1000, seed: int = 0, one_shot: bool = True,
-                 system_prompt: str | None = None):
+    def __init__(
+        self,
+        families: dict | None = None,
+        size: int = 1000,
+        seed: int = 0,
+        one_shot: bool = True,
+        system_prompt: str | None = None,
+    ):
         families = families or {"basic_arithmetic": {}}
         unknown = [f for f in families if f not in GRADERS]
         if unknown:
-            raise ValueError(f"reasoning_gym families {unknown} have no rlvr grader; choose from {', '.join(sorted(GRADERS))}")
+            raise ValueError(
+                f"reasoning_gym families {unknown} have no rlvr grader; choose from {', '.join(sorted(GRADERS))}"
+            )
         self.system_prompt, self.one_shot, self.seed = system_prompt or SYSTEM, one_shot, seed
         specs = {f: dict(s or {}) for f, s in families.items()}
         total = sum(float(s.get("weight", 1.0)) for s in specs.values())
@@ -152,7 +177,9 @@ class ReasoningGymTask:
     def _add_family(self, family: str, spec: dict, n: int, seed: int) -> None:
         bad = set(spec) - {"weight", "config", "levels"}
         if bad:
-            raise ValueError(f"reasoning_gym family {family!r}: unknown keys {sorted(bad)}; choose from weight, config, levels")
+            raise ValueError(
+                f"reasoning_gym family {family!r}: unknown keys {sorted(bad)}; choose from weight, config, levels"
+            )
         levels = spec.get("levels") or {None: {}}
         seen = {p.id for ps in self._splits.values() for p in ps}
         for j, (level, overrides) in enumerate(levels.items()):
@@ -187,8 +214,10 @@ class ReasoningGymTask:
         family = problem.meta["family"]
         if self.one_shot and family in self._examples:
             example = self._examples[family]
-            msgs += [{"role": "user", "content": example["question"]},
-                     {"role": "assistant", "content": boxed_answer(family, example)}]
+            msgs += [
+                {"role": "user", "content": example["question"]},
+                {"role": "assistant", "content": boxed_answer(family, example)},
+            ]
         return msgs + [{"role": "user", "content": problem.prompt}]
 
 
@@ -196,7 +225,9 @@ def load_reasoning_gym(**settings) -> ReasoningGymTask:
     try:
         import reasoning_gym  # noqa: F401
     except ImportError:
-        raise DatasetError('task reasoning_gym needs the reasoning-gym package: pip install "rlvr[reasoning-gym]"') from None
+        raise DatasetError(
+            'task reasoning_gym needs the reasoning-gym package: pip install "rlvr[reasoning-gym]"'
+        ) from None
     return ReasoningGymTask(**settings)
 
 

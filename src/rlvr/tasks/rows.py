@@ -44,9 +44,9 @@ def strip_prompt(query: str, prompt: str) -> str:
     """The response inside an OpenRLHF query (the prompt, then the response)."""
     query, prompt = str(query), str(prompt or "")
     if prompt and query.startswith(prompt):
-        return query[len(prompt):]
+        return query[len(prompt) :]
     at = query.find(prompt) if prompt else -1
-    return query[at + len(prompt):] if at >= 0 else query
+    return query[at + len(prompt) :] if at >= 0 else query
 
 
 def problem_from_row(row: dict, index: int, task=None) -> Problem:
@@ -59,8 +59,13 @@ def problem_from_row(row: dict, index: int, task=None) -> Problem:
     meta = dict(row["meta"]) if isinstance(row.get("meta"), dict) else {}
     if row.get("entry_point") is not None:
         meta["entry_point"] = row["entry_point"]
-    return Problem(id=str(row.get("id", index)), prompt=row["prompt"] if isinstance(row.get("prompt"), str) else "",
-                   answer=None if key is None else str(row[key]), tests=row.get("tests"), meta=meta)
+    return Problem(
+        id=str(row.get("id", index)),
+        prompt=row["prompt"] if isinstance(row.get("prompt"), str) else "",
+        answer=None if key is None else str(row[key]),
+        tests=row.get("tests"),
+        meta=meta,
+    )
 
 
 __all__ = ["parse_tests", "problem_for", "strip_prompt", "problem_from_row"]

@@ -23,18 +23,18 @@ EXCLUDED_STATUSES = ("invalid_gold", "error")
 
 @dataclass
 class StepBatch:
-    problems: list[Problem]            # (B,) the problem of each row
-    prompt_ids: list[list[int]]        # (B,) prompt token ids of each row
-    completion_ids: torch.Tensor       # (B, T) long
-    mask: torch.Tensor                 # (B, T) float: sampled tokens that enter the loss
-    sampler_logp: torch.Tensor         # (B, T) float32
-    group_ids: torch.Tensor            # (B,) long
-    lengths: torch.Tensor              # (B,) long: sampled tokens per row (whether or not it enters the loss)
-    finish: list[str]                  # (B,) "stop" | "length"
-    texts: list[str]                   # (B,)
-    verdicts: list                     # (B,) Verdict of the correctness term
-    rewards: torch.Tensor              # (B,) float32: weighted reward terms (+ overlong penalty)
-    terms: dict[str, list[float]]      # reward term name -> (B,) unweighted values
+    problems: list[Problem]  # (B,) the problem of each row
+    prompt_ids: list[list[int]]  # (B,) prompt token ids of each row
+    completion_ids: torch.Tensor  # (B, T) long
+    mask: torch.Tensor  # (B, T) float: sampled tokens that enter the loss
+    sampler_logp: torch.Tensor  # (B, T) float32
+    group_ids: torch.Tensor  # (B,) long
+    lengths: torch.Tensor  # (B,) long: sampled tokens per row (whether or not it enters the loss)
+    finish: list[str]  # (B,) "stop" | "length"
+    texts: list[str]  # (B,)
+    verdicts: list  # (B,) Verdict of the correctness term
+    rewards: torch.Tensor  # (B,) float32: weighted reward terms (+ overlong penalty)
+    terms: dict[str, list[float]]  # reward term name -> (B,) unweighted values
     advantages: torch.Tensor | None = None  # (B,)
     stats: dict[str, float] = field(default_factory=dict)  # times, token and group counts
     # with dynamic sampling: every row generated this step (the kept rows are a subset), for the metrics;
@@ -51,12 +51,20 @@ class StepBatch:
         return len(self.problems)
 
 
-def rollout_round(sampler, problems: list[Problem], prompt_ids: list[list[int]], reward, algo, rollout, generator) -> StepBatch:
+def rollout_round(
+    sampler, problems: list[Problem], prompt_ids: list[list[int]], reward, algo, rollout, generator
+) -> StepBatch:
     """Generate G completions for each problem and score them (no advantages yet)."""
     t0 = time.perf_counter()
-    ro = sampler.generate(prompt_ids, rollout.group_size, max_new_tokens=rollout.max_new_tokens,
-                          temperature=rollout.temperature, top_p=rollout.top_p, top_k=rollout.top_k,
-                          generator=generator)
+    ro = sampler.generate(
+        prompt_ids,
+        rollout.group_size,
+        max_new_tokens=rollout.max_new_tokens,
+        temperature=rollout.temperature,
+        top_p=rollout.top_p,
+        top_k=rollout.top_k,
+        generator=generator,
+    )
     t1 = time.perf_counter()
     row_problems = [problems[g] for g in ro.group_ids.tolist()]
     result = reward(ro.texts, row_problems)
@@ -64,15 +72,25 @@ def rollout_round(sampler, problems: list[Problem], prompt_ids: list[list[int]],
     rewards = torch.tensor(result.total, dtype=torch.float32)
     lengths = ro.mask.sum(-1)
     if algo.overlong == "soft":  # DAPO: a linear penalty inside the last `buffer` tokens before the limit
-        rewards = rewards + overlong_soft_penalty(lengths, rollout.max_new_tokens, algo.overlong_buffer(rollout.max_new_tokens))
+        rewards = rewards + overlong_soft_penalty(
+            lengths, rollout.max_new_tokens, algo.overlong_buffer(rollout.max_new_tokens)
+        )
     keep = torch.tensor([v.status not in EXCLUDED_STATUSES for v in result.verdicts], dtype=torch.float32)
     if algo.overlong == "filter":  # DAPO: a truncated answer is neither rewarded nor punished
         keep = keep * torch.tensor([f != "length" for f in ro.finish], dtype=torch.float32)
     return StepBatch(
-        problems=row_problems, prompt_ids=[ro.prompt_ids[g] for g in ro.group_ids.tolist()],
-        completion_ids=ro.completion_ids, mask=ro.mask * keep[:, None], sampler_logp=ro.sampler_logp,
-        group_ids=ro.group_ids.clone(), lengths=lengths.long(), finish=list(ro.finish), texts=list(ro.texts), verdicts=list(result.verdicts),
-        rewards=rewards, terms={k: list(v) for k, v in result.terms.items()},
+        problems=row_problems,
+        prompt_ids=[ro.prompt_ids[g] for g in ro.group_ids.tolist()],
+        completion_ids=ro.completion_ids,
+        mask=ro.mask * keep[:, None],
+        sampler_logp=ro.sampler_logp,
+        group_ids=ro.group_ids.clone(),
+        lengths=lengths.long(),
+        finish=list(ro.finish),
+        texts=list(ro.texts),
+        verdicts=list(result.verdicts),
+        rewards=rewards,
+        terms={k: list(v) for k, v in result.terms.items()},
         stats={"time/generate": t1 - t0, "time/verify": t2 - t1, "gen_tokens": int(ro.mask.sum().item())},
     )
 
@@ -81,11 +99,19 @@ def select_rows(batch: StepBatch, rows: list[int]) -> StepBatch:
     idx = torch.tensor(rows, dtype=torch.long)
     t = max(int(batch.lengths[idx].max().item()) if rows else 1, 1)
     return StepBatch(
-        problems=[batch.problems[i] for i in rows], prompt_ids=[batch.prompt_ids[i] for i in rows],
-        completion_ids=batch.completion_ids[idx, :t], mask=batch.mask[idx, :t], sampler_logp=batch.sampler_logp[idx, :t],
-        group_ids=batch.group_ids[idx], lengths=batch.lengths[idx], finish=[batch.finish[i] for i in rows], texts=[batch.texts[i] for i in rows],
-        verdicts=[batch.verdicts[i] for i in rows], rewards=batch.rewards[idx],
-        terms={k: [v[i] for i in rows] for k, v in batch.terms.items()}, stats=dict(batch.stats),
+        problems=[batch.problems[i] for i in rows],
+        prompt_ids=[batch.prompt_ids[i] for i in rows],
+        completion_ids=batch.completion_ids[idx, :t],
+        mask=batch.mask[idx, :t],
+        sampler_logp=batch.sampler_logp[idx, :t],
+        group_ids=batch.group_ids[idx],
+        lengths=batch.lengths[idx],
+        finish=[batch.finish[i] for i in rows],
+        texts=[batch.texts[i] for i in rows],
+        verdicts=[batch.verdicts[i] for i in rows],
+        rewards=batch.rewards[idx],
+        terms={k: [v[i] for i in rows] for k, v in batch.terms.items()},
+        stats=dict(batch.stats),
     )
 
 
@@ -106,13 +132,19 @@ def concat(batches: list[StepBatch], pad_id: int) -> StepBatch:
         for k, v in b.stats.items():
             stats[k] = stats.get(k, 0) + v
     return StepBatch(
-        problems=sum((b.problems for b in batches), []), prompt_ids=sum((b.prompt_ids for b in batches), []),
+        problems=sum((b.problems for b in batches), []),
+        prompt_ids=sum((b.prompt_ids for b in batches), []),
         completion_ids=torch.cat([pad(b.completion_ids, pad_id) for b in batches]),
         mask=torch.cat([pad(b.mask, 0.0) for b in batches]),
         sampler_logp=torch.cat([pad(b.sampler_logp, 0.0) for b in batches]),
-        group_ids=torch.cat(gids), lengths=torch.cat([b.lengths for b in batches]), finish=sum((b.finish for b in batches), []), texts=sum((b.texts for b in batches), []),
-        verdicts=sum((b.verdicts for b in batches), []), rewards=torch.cat([b.rewards for b in batches]),
-        terms={k: sum((b.terms[k] for b in batches), []) for k in batches[0].terms}, stats=stats,
+        group_ids=torch.cat(gids),
+        lengths=torch.cat([b.lengths for b in batches]),
+        finish=sum((b.finish for b in batches), []),
+        texts=sum((b.texts for b in batches), []),
+        verdicts=sum((b.verdicts for b in batches), []),
+        rewards=torch.cat([b.rewards for b in batches]),
+        terms={k: sum((b.terms[k] for b in batches), []) for k in batches[0].terms},
+        stats=stats,
     )
 
 
@@ -136,8 +168,12 @@ def collect(sampler, next_prompts, reward, algo, rollout, generator, pad_id: int
 
     if not algo.dynamic_sampling:
         batch = draw()
-        batch.stats.update({"dynamic_sampling/generated_groups": local.prompts_per_step,
-                            "dynamic_sampling/kept_groups": local.prompts_per_step})
+        batch.stats.update(
+            {
+                "dynamic_sampling/generated_groups": local.prompts_per_step,
+                "dynamic_sampling/kept_groups": local.prompts_per_step,
+            }
+        )
     else:
         batch = _refill(draw, want, algo.max_sampling_rounds, pad_id, comm)
     batch.advantages = _advantages(batch, algo, comm)
@@ -154,10 +190,11 @@ def _refill(draw, want: int, max_rounds: int, pad_id: int, comm) -> StepBatch:
 
     def exchange(found: int) -> tuple[int, int]:  # earlier ranks' informative groups, and all ranks'
         counts = comm.all_gather(found)
-        return sum(counts[:comm.rank]), sum(counts)
+        return sum(counts[: comm.rank]), sum(counts)
 
-    kept, ds_stats = dynamic_sampling(next_round, want_groups=want, max_rounds=max_rounds,
-                                      exchange=exchange if comm.world > 1 else None)
+    kept, ds_stats = dynamic_sampling(
+        next_round, want_groups=want, max_rounds=max_rounds, exchange=exchange if comm.world > 1 else None
+    )
     parts = [select_rows(rounds[r], rows.tolist()) for r, rows in kept if len(rows)]
     batch = concat(parts, pad_id) if parts else select_rows(rounds[-1], [])
     # Time and reward metrics of the step cover every generated row, not only the kept ones.
@@ -174,9 +211,11 @@ def _advantages(batch: StepBatch, algo, comm) -> torch.Tensor:
     rewards, gathered in rank order so the float sums run as in one process."""
     batch_rewards = None
     if algo.adv_scale == "batch" and comm.world > 1:  # a collective: every rank, rows or none
-        batch_rewards = torch.cat([torch.as_tensor(r, dtype=torch.float32)
-                                   for r in comm.all_gather(batch.rewards.tolist())])
+        batch_rewards = torch.cat(
+            [torch.as_tensor(r, dtype=torch.float32) for r in comm.all_gather(batch.rewards.tolist())]
+        )
     if not len(batch):
         return torch.zeros(0)
-    return group_advantages(batch.rewards, batch.group_ids, scale=algo.adv_scale, eps=algo.adv_eps,
-                            batch_rewards=batch_rewards)
+    return group_advantages(
+        batch.rewards, batch.group_ids, scale=algo.adv_scale, eps=algo.adv_eps, batch_rewards=batch_rewards
+    )

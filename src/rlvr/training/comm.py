@@ -35,7 +35,7 @@ class Comm:
         """This rank's contiguous block of a list (sizes differ by at most one, earlier ranks larger)."""
         items = list(items)
         n, w, r = len(items), self.world, self.rank
-        return items[r * n // w:(r + 1) * n // w]
+        return items[r * n // w : (r + 1) * n // w]
 
     def all_sum(self, *values) -> list:
         """Sum numbers or 0-d tensors over ranks (in float64, exact for counts); same types back."""
@@ -88,7 +88,7 @@ class Comm:
         offset = 0
         for p in params:
             n = p.numel()
-            p.grad.copy_(flat[offset:offset + n].view_as(p.grad))
+            p.grad.copy_(flat[offset : offset + n].view_as(p.grad))
             offset += n
 
     def idle_micro_batches(self, n: int) -> int:

@@ -37,6 +37,7 @@ _PROC = Path("/proc")
 @dataclass(frozen=True)
 class CpuSnapshot:
     """Counters at one moment: wall clock (s), the whole machine's busy CPU-seconds, this process tree's."""
+
     wall: float
     busy_s: float
     own_s: float
@@ -58,7 +59,7 @@ def _stat_fields(pid: int) -> list[str] | None:
         text = (_PROC / str(pid) / "stat").read_text()
     except OSError:  # the process ended between the listing and the read
         return None
-    return text[text.rindex(")") + 2:].split()  # fields from the state on; the name may hold spaces
+    return text[text.rindex(")") + 2 :].split()  # fields from the state on; the name may hold spaces
 
 
 def _children(pid: int) -> list[int] | None:
@@ -94,8 +95,11 @@ def _tree(root: int) -> set[int]:
 
 
 def _tree_by_scan(root: int) -> set[int]:
-    parents = {int(e.name): int(f[1]) for e in _PROC.iterdir()
-               if e.name.isdigit() and (f := _stat_fields(int(e.name))) is not None}
+    parents = {
+        int(e.name): int(f[1])
+        for e in _PROC.iterdir()
+        if e.name.isdigit() and (f := _stat_fields(int(e.name))) is not None
+    }
     tree, frontier = {root}, {root}
     while frontier:
         frontier = {pid for pid, parent in parents.items() if parent in frontier and pid not in tree}
@@ -129,8 +133,14 @@ def other_cpu(before: CpuSnapshot | None, after: CpuSnapshot | None) -> dict | N
     wall = max(after.wall - before.wall, 1e-9)
     busy, own = after.busy_s - before.busy_s, after.own_s - before.own_s
     other = max(busy - own, 0.0)
-    return {"wall_s": wall, "cores": after.cores, "busy_cpu_s": busy, "own_cpu_s": own, "other_cpu_s": other,
-            "other_share": min(other / (after.cores * wall), 1.0)}
+    return {
+        "wall_s": wall,
+        "cores": after.cores,
+        "busy_cpu_s": busy,
+        "own_cpu_s": own,
+        "other_cpu_s": other,
+        "other_share": min(other / (after.cores * wall), 1.0),
+    }
 
 
 def run_figures(before: CpuSnapshot | None, after: CpuSnapshot | None, steps: int, train_s: float) -> dict:
@@ -148,18 +158,31 @@ def contention_warning(figures: dict | None, quiet_steps_per_min: float = 0.0) -
     reasons = []
     share = figures.get("other_share")
     if share is not None and share > OTHER_SHARE_WARN:
-        reasons.append(f"other processes took {share:.0%} of the machine's CPU capacity during RL training "
-                       f"({figures['other_cpu_s']:.0f} CPU-s of {figures['cores']} cores x {figures['wall_s']:.0f} s; "
-                       f"warned above {OTHER_SHARE_WARN:.0%})")
+        reasons.append(
+            f"other processes took {share:.0%} of the machine's CPU capacity during RL training "
+            f"({figures['other_cpu_s']:.0f} CPU-s of {figures['cores']} cores x {figures['wall_s']:.0f} s; "
+            f"warned above {OTHER_SHARE_WARN:.0%})"
+        )
     rate = figures.get("steps_per_min", 0.0)
     if quiet_steps_per_min > 0 and rate < SLOW_FRACTION * quiet_steps_per_min:
-        reasons.append(f"it trained {rate:.1f} steps a minute against about {quiet_steps_per_min:g} on a quiet "
-                       f"machine (warned below {SLOW_FRACTION:.0%} of that)")
+        reasons.append(
+            f"it trained {rate:.1f} steps a minute against about {quiet_steps_per_min:g} on a quiet "
+            f"machine (warned below {SLOW_FRACTION:.0%} of that)"
+        )
     if not reasons:
         return None
-    return ("This run was contended: " + "; ".join(reasons) + ". A time budget then buys fewer steps and a weaker "
-            "result; rerun on a quiet machine, or with `rlvr run --steps N` for a result that does not depend on load.")
+    return (
+        "This run was contended: " + "; ".join(reasons) + ". A time budget then buys fewer steps and a weaker "
+        "result; rerun on a quiet machine, or with `rlvr run --steps N` for a result that does not depend on load."
+    )
 
 
-__all__ = ["CpuSnapshot", "OTHER_SHARE_WARN", "SLOW_FRACTION", "snapshot", "other_cpu", "run_figures",
-           "contention_warning"]
+__all__ = [
+    "CpuSnapshot",
+    "OTHER_SHARE_WARN",
+    "SLOW_FRACTION",
+    "snapshot",
+    "other_cpu",
+    "run_figures",
+    "contention_warning",
+]

@@ -46,8 +46,14 @@ def run_controls(cfg: dict, root: Path, rl_cfg: dict, rlvr_records, *, train, ev
         name, run_dir = control_name(kind), Path(root) / control_name(kind)
         if not (run_dir / "final" / "merged").exists():
             resume = (run_dir / "checkpoints").exists()
-            timed(f"train {name}", train, control_cfg(rl_cfg, root, kind), resume=resume, overwrite=not resume,
-                  quiet=quiet)
+            timed(
+                f"train {name}",
+                train,
+                control_cfg(rl_cfg, root, kind),
+                resume=resume,
+                overwrite=not resume,
+                quiet=quiet,
+            )
         records, summary = timed(f"eval {name}", evaluate, name, str(run_dir), cfg, root, quiet)
         result = compare({name: records, "rlvr": rlvr_records}, baseline=name, metric="pass@1", seed=cfg["seed"])
         write_comparison(result, root, f"compare-{name}")
@@ -59,19 +65,24 @@ def controls_markdown(controls: dict, plot: str | None = None) -> str:
     """Per band: each control's pass@1, RLVR's, and RLVR minus the control with its paired interval and verdict."""
     if not controls:
         return ""
-    lines = ["Control runs: the same budget, seed and settings as RLVR, trained on a reward without the answer "
-             "(random_rate: Bernoulli at the policy's own success rate each batch; format_only: the format term "
-             "alone). Held-out pass@1, 95% paired bootstrap over problems:", "",
-             "| band | control | control pass@1 | rlvr pass@1 | rlvr - control [CI] | verdict |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "Control runs: the same budget, seed and settings as RLVR, trained on a reward without the answer "
+        "(random_rate: Bernoulli at the policy's own success rate each batch; format_only: the format term "
+        "alone). Held-out pass@1, 95% paired bootstrap over problems:",
+        "",
+        "| band | control | control pass@1 | rlvr pass@1 | rlvr - control [CI] | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
     first = next(iter(controls.values()))["compare"]
     for band in first["bands"]:
         for kind, c in controls.items():
             r, name = c["compare"], control_name(kind)
             d = r["diffs"]["rlvr"][band]
-            lines.append(f"| {band} | {kind} | {r['accuracy'][name][band]['value']:.3f} | "
-                         f"{r['accuracy']['rlvr'][band]['value']:.3f} | {d['diff']:+.3f} [{d['lo']:+.3f}, "
-                         f"{d['hi']:+.3f}] | {d['verdict']} |")
+            lines.append(
+                f"| {band} | {kind} | {r['accuracy'][name][band]['value']:.3f} | "
+                f"{r['accuracy']['rlvr'][band]['value']:.3f} | {d['diff']:+.3f} [{d['lo']:+.3f}, "
+                f"{d['hi']:+.3f}] | {d['verdict']} |"
+            )
     if plot:
         lines += ["", f"![training curves: RLVR and its controls]({plot})"]
     return "\n".join(lines) + "\n"

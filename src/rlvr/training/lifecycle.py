@@ -59,8 +59,17 @@ class OpenedRun:
     resume_from: Path | None
 
 
-def open_run(cfg: dict, c: Config, output_dir: str, *, resume: bool = False, overwrite: bool = False,
-             allow_config_change: bool = False, policy=None, is_main: bool = True) -> OpenedRun:
+def open_run(
+    cfg: dict,
+    c: Config,
+    output_dir: str,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    allow_config_change: bool = False,
+    policy=None,
+    is_main: bool = True,
+) -> OpenedRun:
     """Start-up shared by every recipe; `cfg` is the resolved config the run records, `c` its typed view."""
     path = Path(output_dir)
     if policy is None:  # a hub id the hub cannot give stops here (exit 2), before a run directory exists
@@ -82,8 +91,14 @@ def open_trackers(run: RunDir, cfg: dict, c: Config, resume: bool, resume_from: 
     checkpoint they lack. A fresh run whose trackers cannot start leaves no run directory behind."""
     start = json.loads((resume_from / "loop_state.json").read_text())["step"] if resume_from else 0
     try:
-        return Trackers.open(c.log.report_to, run.path, project=c.log.project, run_name=run_name(c.log, run.path),
-                             config=cfg, resume=resume_point(run.path, start) if resume else None)
+        return Trackers.open(
+            c.log.report_to,
+            run.path,
+            project=c.log.project,
+            run_name=run_name(c.log, run.path),
+            config=cfg,
+            resume=resume_point(run.path, start) if resume else None,
+        )
     except ConfigError:
         if not resume:
             shutil.rmtree(run.path, ignore_errors=True)
@@ -100,8 +115,10 @@ def check_config(run: RunDir, cfg: dict, resume: bool, allow_change: bool) -> No
         # the output directory is the run's place, not its settings: a run moved or named by another path resumes
         changed = sorted(k for k in _diff(saved, cfg) if k != "output_dir")
         if changed and not allow_change:
-            raise ConfigError(f"--resume: config differs from the saved run in {', '.join(changed)}; "
-                              f"pass --allow-config-change to accept")
+            raise ConfigError(
+                f"--resume: config differs from the saved run in {', '.join(changed)}; "
+                f"pass --allow-config-change to accept"
+            )
     run.write_config(dump(cfg))
 
 
@@ -129,14 +146,16 @@ def exit_on_signal(signum: int, step: int, run_path: Path, comm=None) -> None:
     raise SystemExit(130 if signum == signal.SIGINT else 143)
 
 
-def save_final(run: RunDir | None, model, tokenizer, c: Config, task, steps: int, *, comm=None,
-               kind: str = "RLVR") -> None:
+def save_final(
+    run: RunDir | None, model, tokenizer, c: Config, task, steps: int, *, comm=None, kind: str = "RLVR"
+) -> None:
     """final/: the adapter and the merged model, then what makes them travel (the prompt template, the faithful
     tokenizer, the model card: rlvr.rundir.final). Under FSDP every rank gathers, rank 0 writes."""
     is_main = comm is None or comm.is_main
     if comm is not None and comm.sharded:
-        fsdp.save_policy(model, tokenizer, run.path / "final" if run else None, is_main=is_main,
-                         save_dtype=c.model.save_dtype)
+        fsdp.save_policy(
+            model, tokenizer, run.path / "final" if run else None, is_main=is_main, save_dtype=c.model.save_dtype
+        )
     elif is_main:
         save_policy(model, tokenizer, run.path / "final", save_dtype=c.model.save_dtype, merged=c.model.save_merged)
     if is_main:
@@ -146,5 +165,13 @@ def save_final(run: RunDir | None, model, tokenizer, c: Config, task, steps: int
         comm.barrier()
 
 
-__all__ = ["StopFlag", "OpenedRun", "open_run", "open_trackers", "check_config", "resume_step", "exit_on_signal",
-           "save_final"]
+__all__ = [
+    "StopFlag",
+    "OpenedRun",
+    "open_run",
+    "open_trackers",
+    "check_config",
+    "resume_step",
+    "exit_on_signal",
+    "save_final",
+]

@@ -45,16 +45,31 @@ class TrainingAborted(RuntimeError):
 MAX_BAD_STEPS = 3
 
 
-def train(cfg: dict, *, resume: bool = False, overwrite: bool = False, allow_config_change: bool = False,
-          policy=None, quiet: bool = False) -> Path:
+def train(
+    cfg: dict,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    allow_config_change: bool = False,
+    policy=None,
+    quiet: bool = False,
+) -> Path:
     """Run RLVR training as configured; returns the run directory. `policy` = (model, tokenizer) overrides
     loading by name (tests use a tiny random model)."""
     parts = check_components(cfg)
     cfg = parts.resolved  # the run records the grading it uses, the task's own when the config names none
     comm = distributed.setup()  # scale-out: W ranks under torchrun, else one
     # data parallel: rank 0 alone owns the run directory and the trackers
-    opened = open_run(cfg, parts.cfg, parts.cfg.output_dir, resume=resume, overwrite=overwrite,
-                      allow_config_change=allow_config_change, policy=policy, is_main=comm.is_main)
+    opened = open_run(
+        cfg,
+        parts.cfg,
+        parts.cfg.output_dir,
+        resume=resume,
+        overwrite=overwrite,
+        allow_config_change=allow_config_change,
+        policy=policy,
+        is_main=comm.is_main,
+    )
     comm.barrier()  # the others wait until the run directory is ready
     try:
         state = _start(parts, policy, comm, opened.run, resume)
@@ -82,14 +97,23 @@ def _loop(state: TrainState, run: RunDir | None, trackers: Trackers, start: int,
     c, comm, run_path = state.cfg, state.comm, Path(state.cfg.output_dir)
     bad_steps, started, done = 0, time.perf_counter(), start
     first = prev = contention.snapshot() if comm.is_main else None  # what other processes take (rank 0 reports)
-    bar = tqdm(range(start, c.train.steps), initial=start, total=c.train.steps, desc="rlvr train",
-               disable=quiet or not comm.is_main)
+    bar = tqdm(
+        range(start, c.train.steps),
+        initial=start,
+        total=c.train.steps,
+        desc="rlvr train",
+        disable=quiet or not comm.is_main,
+    )
     with StopFlag() as stop:
         for step in bar:
             # data parallel: ranks decide together (their clocks differ)
-            last = comm.any(step + 1 == c.train.steps or (c.train.time_budget_min and
-                                                          time.perf_counter() - started > 60 * c.train.time_budget_min))
-            result = run_step(state, step, validate_now=bool(c.log.eval_every) and (step % c.log.eval_every == 0 or last))
+            last = comm.any(
+                step + 1 == c.train.steps
+                or (c.train.time_budget_min and time.perf_counter() - started > 60 * c.train.time_budget_min)
+            )
+            result = run_step(
+                state, step, validate_now=bool(c.log.eval_every) and (step % c.log.eval_every == 0 or last)
+            )
             done = step + 1
             stopping = comm.any(stop.signum is not None)
             if comm.is_main:
@@ -106,9 +130,11 @@ def _loop(state: TrainState, run: RunDir | None, trackers: Trackers, start: int,
                 _save_checkpoint(run, state, step + 1)
             if bad_steps >= MAX_BAD_STEPS:
                 bar.close()
-                raise TrainingAborted(f"step {step}: non-finite loss or gradient {bad_steps} steps in a row; "
-                                      f"the update was skipped each time; lower train.lr or check the data; "
-                                      f"last checkpoint: {ckpt.latest_complete(run_path / 'checkpoints') or 'none'}")
+                raise TrainingAborted(
+                    f"step {step}: non-finite loss or gradient {bad_steps} steps in a row; "
+                    f"the update was skipped each time; lower train.lr or check the data; "
+                    f"last checkpoint: {ckpt.latest_complete(run_path / 'checkpoints') or 'none'}"
+                )
             if stopping:
                 bar.close()
                 exit_on_signal(stop.signum, step + 1, run_path, comm)
@@ -128,8 +154,9 @@ def _note_contention(row: dict, before):
 
 def _write_contention(run: RunDir, first, last, steps: int, train_s: float) -> None:
     """RUN/contention.json: this session's steps, steps per minute and the CPU others took while it trained."""
-    atomic_write_text(run.path / "contention.json",
-                      json.dumps(contention.run_figures(first, last, steps, train_s), indent=2) + "\n")
+    atomic_write_text(
+        run.path / "contention.json", json.dumps(contention.run_figures(first, last, steps, train_s), indent=2) + "\n"
+    )
 
 
 def _log_step(run: RunDir, trackers: Trackers, c, step: int, result) -> None:
@@ -147,10 +174,16 @@ def _save_checkpoint(run: RunDir | None, state: TrainState, step: int) -> None:
     comm = state.comm
     full = fsdp.gather_checkpoint(state.model, state.optimizer) if comm.sharded else None
     if comm.is_main:
-        ckpt.save_checkpoint(run.path / "checkpoints", step, model=state.model, optimizer=state.optimizer,
-                             scheduler=state.scheduler, loop_state={"step": step, "prompts": state.stream.state_dict(),
-                                                                    "world_size": comm.world},
-                             keep=state.cfg.log.keep_checkpoints, full=full)
+        ckpt.save_checkpoint(
+            run.path / "checkpoints",
+            step,
+            model=state.model,
+            optimizer=state.optimizer,
+            scheduler=state.scheduler,
+            loop_state={"step": step, "prompts": state.stream.state_dict(), "world_size": comm.world},
+            keep=state.cfg.log.keep_checkpoints,
+            full=full,
+        )
 
 
 def _budget_eta(bar, train, steps_done: int, elapsed_s: float) -> None:
@@ -168,9 +201,13 @@ def _budget_eta(bar, train, steps_done: int, elapsed_s: float) -> None:
 
 def _progress(row: dict) -> dict:
     """The progress bar's figures: reward, informative groups, verdicts, step time, validation accuracy."""
-    out = {"reward": f"{row['reward/mean']:.3f}", "nzv": f"{row['groups/nonzero_var_frac']:.2f}",
-           "correct": f"{row['verdict/correct_frac']:.2f}", "no_ans": f"{row['verdict/no_answer_frac']:.2f}",
-           "s/step": f"{row['time/step']:.1f}"}
+    out = {
+        "reward": f"{row['reward/mean']:.3f}",
+        "nzv": f"{row['groups/nonzero_var_frac']:.2f}",
+        "correct": f"{row['verdict/correct_frac']:.2f}",
+        "no_ans": f"{row['verdict/no_answer_frac']:.2f}",
+        "s/step": f"{row['time/step']:.1f}",
+    }
     if "val/accuracy" in row:
         out["val"] = f"{row['val/accuracy']:.2f}"
     return out

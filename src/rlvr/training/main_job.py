@@ -59,9 +59,19 @@ def _evaluate(name: str, model, cfg: dict, root: Path, quiet: bool):
     """Held-out evaluation of one model into root/eval/<name>."""
     from rlvr.evaluation.run_eval import config_settings, evaluate_model
 
-    return _cached_eval(root / "eval" / name, name, lambda: evaluate_model(
-        model, cfg["task"]["name"], split=cfg["eval"]["split"], limit=cfg["eval"]["limit"] or None,
-        reward_cfg=cfg["reward"], task_settings=cfg["task"]["settings"], **config_settings(cfg, quiet)))
+    return _cached_eval(
+        root / "eval" / name,
+        name,
+        lambda: evaluate_model(
+            model,
+            cfg["task"]["name"],
+            split=cfg["eval"]["split"],
+            limit=cfg["eval"]["limit"] or None,
+            reward_cfg=cfg["reward"],
+            task_settings=cfg["task"]["settings"],
+            **config_settings(cfg, quiet),
+        ),
+    )
 
 
 def _out_of_domain(cfg: dict, root: Path, models: dict, quiet: bool) -> list[tuple[str, dict]]:
@@ -72,9 +82,14 @@ def _out_of_domain(cfg: dict, root: Path, models: dict, quiet: bool) -> list[tup
     results, trained = [], trained_problems(cfg)
     for spec in ood_sets(cfg):
         folder = folder_name(spec)
-        evals = {name: _cached_eval(root / "eval" / folder / name, f"{name} on {spec['label']}",
-                                    lambda m=model, s=spec: evaluate_set(m, s, cfg, quiet, trained))[0]
-                 for name, model in models.items()}
+        evals = {
+            name: _cached_eval(
+                root / "eval" / folder / name,
+                f"{name} on {spec['label']}",
+                lambda m=model, s=spec: evaluate_set(m, s, cfg, quiet, trained),
+            )[0]
+            for name, model in models.items()
+        }
         result = compare(evals, baseline="start", metric="pass@1", seed=cfg["seed"])
         write_comparison(result, root, f"compare-{folder}")
         results.append((spec["label"], result))
@@ -129,15 +144,29 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
         add_heldout(run / "final", summary_markdown(summary))  # the model card gets its held-out table
     result = compare(evals, baseline="start", metric="pass@1", seed=cfg["seed"])
     paths = write_comparison(result, root, "compare")
-    controls = run_controls(cfg, root, rl_cfg, evals["rlvr"], train=train, evaluate=_evaluate, timed=timed,
-                            quiet=quiet)  # eval.controls: the same RL under rewards without the answer
-    ood = timed("eval out of domain", _out_of_domain, cfg, root,
-                {"start": cfg["model"]["name"], "sft": str(sft_dir), "rlvr": str(rl_dir)}, quiet)
+    controls = run_controls(
+        cfg, root, rl_cfg, evals["rlvr"], train=train, evaluate=_evaluate, timed=timed, quiet=quiet
+    )  # eval.controls: the same RL under rewards without the answer
+    ood = timed(
+        "eval out of domain",
+        _out_of_domain,
+        cfg,
+        root,
+        {"start": cfg["model"]["name"], "sft": str(sft_dir), "rlvr": str(rl_dir)},
+        quiet,
+    )
     wall = time.perf_counter() - t0
     report = _write_report(root, cfg, result, summaries, evals, timings, wall, ood, controls)
     report_to_trackers(rl_cfg, root)
-    return {"root": root, "report": report, "compare_md": compare_markdown(result), "compare": result,
-            "plots": sorted((root / "plots").glob("*.png")) + [paths["png"]], "wall_s": wall, "timings": timings}
+    return {
+        "root": root,
+        "report": report,
+        "compare_md": compare_markdown(result),
+        "compare": result,
+        "plots": sorted((root / "plots").glob("*.png")) + [paths["png"]],
+        "wall_s": wall,
+        "timings": timings,
+    }
 
 
 def _write_report(root, cfg, result, summaries, evals, timings, wall, ood=(), controls=None) -> Path:
@@ -148,10 +177,15 @@ def _write_report(root, cfg, result, summaries, evals, timings, wall, ood=(), co
     from rlvr.training.contention import contention_warning
 
     rows = report.read_metrics(root / "rlvr")
-    load = json.loads((root / "rlvr" / "contention.json").read_text()) if (root / "rlvr" / "contention.json").exists() \
+    load = (
+        json.loads((root / "rlvr" / "contention.json").read_text())
+        if (root / "rlvr" / "contention.json").exists()
         else None
-    plots = {"RLVR training": report.training_plot(rows, root / "plots" / "training.png"),
-             "Held-out pass@1 per band (95% CI)": root / "compare.png"}
+    )
+    plots = {
+        "RLVR training": report.training_plot(rows, root / "plots" / "training.png"),
+        "Held-out pass@1 per band (95% CI)": root / "compare.png",
+    }
     coverage = report.pass_at_k_plot(summaries, root / "plots" / "pass_at_k.png")
     if coverage is not None:
         plots["Held-out pass@k against k (coverage)"] = coverage
@@ -167,26 +201,34 @@ def _write_report(root, cfg, result, summaries, evals, timings, wall, ood=(), co
     pairs = report.example_pairs(evals["start"], evals["rlvr"], k=10)
     c = Config.from_dict(cfg)
     meta = {
-        "model": c.model.name, "task": f"{c.task.name} {cfg['task']['settings'] or ''}".strip(),
-        "algorithm": json.dumps(cfg["algorithm"]), "seed": c.seed,
+        "model": c.model.name,
+        "task": f"{c.task.name} {cfg['task']['settings'] or ''}".strip(),
+        "algorithm": json.dumps(cfg["algorithm"]),
+        "seed": c.seed,
         "rollout": f"{c.rollout.prompts_per_step} prompts x {c.rollout.group_size} samples, "
-                   f"max {c.rollout.max_new_tokens} new tokens, temperature {c.rollout.temperature}, "
-                   f"sampler {c.rollout.backend}",
+        f"max {c.rollout.max_new_tokens} new tokens, temperature {c.rollout.temperature}, "
+        f"sampler {c.rollout.backend}",
         "budget": f"{c.train.steps} steps max, {c.train.time_budget_min:g} min of RL training; SFT matched on "
-                  f"sampled completions",
+        f"sampled completions",
         "steps trained": len(rows),
         "evaluation": f"{c.eval.split} split, {c.eval.n} samples per problem at temperature {c.rollout.temperature}"
-                      f" + greedy, {c.eval.limit or 'all'} problems",
+        f" + greedy, {c.eval.limit or 'all'} problems",
         "RL training load": _load_line(load),
         "wall time": f"{wall / 60:.1f} min (" + ", ".join(f"{k} {v / 60:.1f}" for k, v in timings.items()) + ")",
         "versions": ", ".join(f"{k} {v}" for k, v in report.versions().items()),
     }
     return report.write_report(
-        root, meta=meta, compare_md=compare_markdown(result),
+        root,
+        meta=meta,
+        compare_md=compare_markdown(result),
         warnings=[contention_warning(load, c.log.quiet_steps_per_min)],
-        summaries_md={name: summary_markdown(s) for name, s in summaries.items()}, plots=plots,
-        examples_md=report.examples_markdown(pairs, prompts), reading=reading(result),
-        out_of_domain_md=_ood_markdown(ood), sections=_controls_section(root, rows, controls))
+        summaries_md={name: summary_markdown(s) for name, s in summaries.items()},
+        plots=plots,
+        examples_md=report.examples_markdown(pairs, prompts),
+        reading=reading(result),
+        out_of_domain_md=_ood_markdown(ood),
+        sections=_controls_section(root, rows, controls),
+    )
 
 
 def _controls_section(root: Path, rows: list[dict], controls: dict | None) -> dict[str, str]:
@@ -230,9 +272,14 @@ def final_for_trackers(root: Path) -> tuple[dict, dict, dict]:
     from rlvr.evaluation.report import heldout_scalars, heldout_tables
 
     result = json.loads((root / "compare.json").read_text())
-    summaries = {m: json.loads((root / "eval" / m / "summary.json").read_text()) for m in result["models"]
-                 if (root / "eval" / m / "summary.json").exists()}
-    images = {f"plots/{p.stem}": p for p in [*sorted((root / "plots").glob("*.png")), root / "compare.png"] if p.exists()}
+    summaries = {
+        m: json.loads((root / "eval" / m / "summary.json").read_text())
+        for m in result["models"]
+        if (root / "eval" / m / "summary.json").exists()
+    }
+    images = {
+        f"plots/{p.stem}": p for p in [*sorted((root / "plots").glob("*.png")), root / "compare.png"] if p.exists()
+    }
     return heldout_tables(summaries, result), images, heldout_scalars(result)
 
 
@@ -261,10 +308,15 @@ def reading(result: dict) -> str:
         worse = [b for b, d in per_band.items() if d["verdict"] == "worse"]
         noise = [b for b, d in per_band.items() if d["verdict"] == "inside the noise"]
         parts = [f"{model} vs start:"]
-        parts.append(f"better outside the 95% noise on {', '.join(better)};" if better else "no band better outside the noise;")
+        parts.append(
+            f"better outside the 95% noise on {', '.join(better)};" if better else "no band better outside the noise;"
+        )
         if worse:
             parts.append(f"worse on {', '.join(worse)};")
         if noise:
             parts.append(f"inside the noise on {', '.join(noise)}.")
         out.append(" ".join(parts))
-    return " ".join(out) + " The training reward is not the result: these are held-out problems none of the models trained on."
+    return (
+        " ".join(out)
+        + " The training reward is not the result: these are held-out problems none of the models trained on."
+    )

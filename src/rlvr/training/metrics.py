@@ -36,19 +36,35 @@ def step_metrics_row(step, batch, generated, upd, lr, t_rollout, t_train) -> dic
     row = {"step": step, **rollout_metrics(generated)}
     row.update({k: v for k, v in upd.items() if k not in ("train_tokens",)})
     gen_time = batch.stats["time/generate"]
-    row.update({
-        "lr": lr, "time/generate": gen_time, "time/verify": batch.stats["time/verify"], "time/train": t_train,
-        "time/step": t_rollout + t_train,
-        "throughput/gen_tok_s": batch.stats["gen_tokens"] / max(gen_time, 1e-9),
-        "throughput/train_tok_s": upd.get("train_tokens", 0) / max(t_train, 1e-9),
-        "dynamic_sampling/generated_groups": batch.stats["dynamic_sampling/generated_groups"],
-        "dynamic_sampling/kept_groups": batch.stats["dynamic_sampling/kept_groups"],
-    })
+    row.update(
+        {
+            "lr": lr,
+            "time/generate": gen_time,
+            "time/verify": batch.stats["time/verify"],
+            "time/train": t_train,
+            "time/step": t_rollout + t_train,
+            "throughput/gen_tok_s": batch.stats["gen_tokens"] / max(gen_time, 1e-9),
+            "throughput/train_tok_s": upd.get("train_tokens", 0) / max(t_train, 1e-9),
+            "dynamic_sampling/generated_groups": batch.stats["dynamic_sampling/generated_groups"],
+            "dynamic_sampling/kept_groups": batch.stats["dynamic_sampling/kept_groups"],
+        }
+    )
     return row
 
 
 def sample_rows(step, batch) -> list[dict]:
     """samples.jsonl lines: each row's problem, completion, extracted answer, verdict and reward."""
-    return [{"step": step, "problem_id": p.id, "band": p.band, "prompt": p.prompt, "gold": p.answer,
-             "completion": text, "extracted": v.extracted, "status": v.status, "reward": float(r)}
-            for p, text, v, r in zip(batch.problems, batch.texts, batch.verdicts, batch.rewards.tolist())]
+    return [
+        {
+            "step": step,
+            "problem_id": p.id,
+            "band": p.band,
+            "prompt": p.prompt,
+            "gold": p.answer,
+            "completion": text,
+            "extracted": v.extracted,
+            "status": v.status,
+            "reward": float(r),
+        }
+        for p, text, v, r in zip(batch.problems, batch.texts, batch.verdicts, batch.rewards.tolist())
+    ]

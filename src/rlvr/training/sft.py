@@ -59,8 +59,9 @@ def sample_budget(cfg: dict) -> int:
     return cfg["train"]["steps"] * r["prompts_per_step"] * r["group_size"]
 
 
-def collect_correct(sampler, tokenizer, task, reward, problems, *, budget: int, group_size: int, rollout,
-                    seed: int, progress=None) -> tuple[list[dict], dict]:
+def collect_correct(
+    sampler, tokenizer, task, reward, problems, *, budget: int, group_size: int, rollout, seed: int, progress=None
+) -> tuple[list[dict], dict]:
     """Sample `budget` completions (group_size per prompt, prompts in a seeded order, cycling if needed) and
     keep the verifier-correct, stop-terminated, distinct ones. Returns (examples, stats); an example is
     {problem_id, band, prompt, prompt_ids, completion_ids, completion, extracted}."""
@@ -77,8 +78,15 @@ def collect_correct(sampler, tokenizer, task, reward, problems, *, budget: int, 
         position, n_round = position + want, n_round + 1
         ids = [encode_prompt(tokenizer, task.messages(p)) for p in batch]
         generator = torch.Generator().manual_seed(seed * 1_000_003 + n_round)
-        ro = sampler.generate(ids, group_size, max_new_tokens=rollout.max_new_tokens, temperature=rollout.temperature,
-                              top_p=rollout.top_p, top_k=rollout.top_k, generator=generator)
+        ro = sampler.generate(
+            ids,
+            group_size,
+            max_new_tokens=rollout.max_new_tokens,
+            temperature=rollout.temperature,
+            top_p=rollout.top_p,
+            top_k=rollout.top_k,
+            generator=generator,
+        )
         owners = [batch[g] for g in ro.group_ids.tolist()]
         verdicts = reward(ro.texts, owners).verdicts
         for row, (p, v) in enumerate(zip(owners, verdicts)):
@@ -94,9 +102,17 @@ def collect_correct(sampler, tokenizer, task, reward, problems, *, budget: int, 
                 continue
             seen.add(key)
             length = int(ro.mask[row].sum())
-            kept.append({"problem_id": p.id, "band": p.band, "prompt": p.prompt, "prompt_ids": ids[int(ro.group_ids[row])],
-                         "completion_ids": ro.completion_ids[row, :length].tolist(), "completion": ro.texts[row],
-                         "extracted": v.extracted})
+            kept.append(
+                {
+                    "problem_id": p.id,
+                    "band": p.band,
+                    "prompt": p.prompt,
+                    "prompt_ids": ids[int(ro.group_ids[row])],
+                    "completion_ids": ro.completion_ids[row, :length].tolist(),
+                    "completion": ro.texts[row],
+                    "extracted": v.extracted,
+                }
+            )
         stats["generated"] += len(owners)
         stats["prompts"] += len(batch)
         if progress is not None:
@@ -114,16 +130,25 @@ def reference_examples(tokenizer, task, problems, field: str) -> list[dict]:
         if not trace:
             continue
         ids = tokenizer(str(trace), add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-        out.append({"problem_id": p.id, "band": p.band, "prompt": p.prompt,
-                    "prompt_ids": encode_prompt(tokenizer, task.messages(p)), "completion_ids": ids,
-                    "completion": str(trace), "extracted": None})
+        out.append(
+            {
+                "problem_id": p.id,
+                "band": p.band,
+                "prompt": p.prompt,
+                "prompt_ids": encode_prompt(tokenizer, task.messages(p)),
+                "completion_ids": ids,
+                "completion": str(trace),
+                "extracted": None,
+            }
+        )
     if not out:
         raise DatasetError(f"sft.source=reference: no training problem has a {field!r} column")
     return out
 
 
-def completion_nll(model, prompts: list[list[int]], completion_ids: torch.Tensor, mask: torch.Tensor, *,
-                   pad_id: int, num_tokens: float) -> torch.Tensor:
+def completion_nll(
+    model, prompts: list[list[int]], completion_ids: torch.Tensor, mask: torch.Tensor, *, pad_id: int, num_tokens: float
+) -> torch.Tensor:
     """Sum over completion tokens of -log p(token | prompt, earlier tokens), divided by num_tokens.
 
     prompts: b lists of ids; completion_ids, mask: (b, T). Prompt tokens are never targets; padding
@@ -140,8 +165,8 @@ def pad_examples(examples: list[dict], pad_id: int) -> tuple[list[list[int]], to
     ids = torch.full((len(examples), t), pad_id, dtype=torch.long)
     mask = torch.zeros(len(examples), t)
     for i, e in enumerate(examples):
-        ids[i, :len(e["completion_ids"])] = torch.tensor(e["completion_ids"])
-        mask[i, :len(e["completion_ids"])] = 1.0
+        ids[i, : len(e["completion_ids"])] = torch.tensor(e["completion_ids"])
+        mask[i, : len(e["completion_ids"])] = 1.0
     return [e["prompt_ids"] for e in examples], ids, mask
 
 
@@ -152,7 +177,7 @@ def batch_plan(examples: list[dict], epochs: int, batch_size: int, seed: int) ->
     for epoch in range(epochs):
         order = list(range(len(examples)))
         random.Random(f"{seed}-sft-epoch-{epoch}").shuffle(order)
-        plan += [(epoch, order[start:start + batch_size]) for start in range(0, len(order), batch_size)]
+        plan += [(epoch, order[start : start + batch_size]) for start in range(0, len(order), batch_size)]
     return plan
 
 
@@ -163,8 +188,12 @@ def sft_step(model, rows: list[dict], optimizer, scheduler, trainable, train, pa
     num_tokens = float(sum(len(e["completion_ids"]) for e in rows))
     optimizer.zero_grad(set_to_none=True)
     loss_sum = 0.0
-    for chunk in micro_batches(list(range(len(rows))), [len(e["completion_ids"]) for e in rows],
-                               train.micro_batch_size, train.micro_batch_tokens):
+    for chunk in micro_batches(
+        list(range(len(rows))),
+        [len(e["completion_ids"]) for e in rows],
+        train.micro_batch_size,
+        train.micro_batch_tokens,
+    ):
         prompts, ids, mask = pad_examples([rows[i] for i in chunk], pad_id)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=train.autocast == "bfloat16"):
             loss = completion_nll(model, prompts, ids, mask, pad_id=pad_id, num_tokens=num_tokens)
@@ -206,9 +235,15 @@ def fine_tune(model, examples: list[dict], c: Config, opened: OpenedRun, pad_id:
             bar.set_postfix({"loss": f"{figures['loss']:.3f}"})
             every = c.log.checkpoint_every and (step + 1) % c.log.checkpoint_every == 0
             if (every and step + 1 < len(plan)) or stop.signum is not None:
-                ckpt.save_checkpoint(opened.path / "checkpoints", step + 1, model=model, optimizer=optimizer,
-                                     scheduler=scheduler, loop_state={"step": step + 1},
-                                     keep=c.log.keep_checkpoints)
+                ckpt.save_checkpoint(
+                    opened.path / "checkpoints",
+                    step + 1,
+                    model=model,
+                    optimizer=optimizer,
+                    scheduler=scheduler,
+                    loop_state={"step": step + 1},
+                    keep=c.log.keep_checkpoints,
+                )
             if stop.signum is not None:
                 bar.close()
                 exit_on_signal(stop.signum, step + 1, opened.path)
@@ -219,8 +254,14 @@ def sft_output_dir(cfg: dict) -> str:
     return cfg["sft"]["output_dir"] or f"{cfg['output_dir'].rstrip('/')}-sft"
 
 
-def sft(cfg: dict, policy=None, quiet: bool = False, overwrite: bool = False, resume: bool = False,
-        allow_config_change: bool = False) -> Path:
+def sft(
+    cfg: dict,
+    policy=None,
+    quiet: bool = False,
+    overwrite: bool = False,
+    resume: bool = False,
+    allow_config_change: bool = False,
+) -> Path:
     """Run the supervised baseline as configured (rlvr.config.resolve, with its `sft` section); returns the
     run directory. `policy` = (model, tokenizer) overrides loading by name (tests use a tiny model). The run's
     lifecycle is the RL loop's (rlvr.training.lifecycle): checks before anything is written, trackers, checkpoints,
@@ -237,8 +278,15 @@ def sft(cfg: dict, policy=None, quiet: bool = False, overwrite: bool = False, re
     if not problems:
         raise DatasetError(f"task {c.task.name!r} has no training problems")
     budget = sample_budget(cfg) if c.sft.source == "samples" else 0
-    opened = open_run(cfg, c, sft_output_dir(cfg), resume=resume, overwrite=overwrite,
-                      allow_config_change=allow_config_change, policy=policy)
+    opened = open_run(
+        cfg,
+        c,
+        sft_output_dir(cfg),
+        resume=resume,
+        overwrite=overwrite,
+        allow_config_change=allow_config_change,
+        policy=policy,
+    )
     try:
         # the starting model samples first; its LoRA adapter is added after, for the fine-tune
         model, tokenizer = load_seeded(c, policy)
@@ -271,12 +319,27 @@ def kept_examples(opened: OpenedRun, c: Config, model, tokenizer, task, reward, 
     else:
         sampler = build_sampler(c.rollout, model.eval(), tokenizer)
         with tqdm(total=budget, desc="rlvr sft: sampling", unit="completion", disable=quiet) as bar:
-            examples, stats = collect_correct(sampler, tokenizer, task, reward, problems, budget=budget,
-                                              group_size=c.sft.group_size or c.rollout.group_size,
-                                              rollout=c.rollout, seed=c.seed, progress=bar)
+            examples, stats = collect_correct(
+                sampler,
+                tokenizer,
+                task,
+                reward,
+                problems,
+                budget=budget,
+                group_size=c.sft.group_size or c.rollout.group_size,
+                rollout=c.rollout,
+                seed=c.seed,
+                progress=bar,
+            )
         del sampler
-    stats.update({"source": c.sft.source, "budget_completions": budget, "examples": len(examples),
-                  "time/collect": time.perf_counter() - t0})
+    stats.update(
+        {
+            "source": c.sft.source,
+            "budget_completions": budget,
+            "examples": len(examples),
+            "time/collect": time.perf_counter() - t0,
+        }
+    )
     readable = [{k: v for k, v in e.items() if not k.endswith("_ids")} for e in examples]
     atomic_write_text(opened.path / "kept.jsonl", "".join(json.dumps(e) + "\n" for e in readable))
     atomic_write_text(opened.path / "sft_data.json", json.dumps(stats, indent=2) + "\n")
@@ -284,5 +347,13 @@ def kept_examples(opened: OpenedRun, c: Config, model, tokenizer, task, reward, 
     return examples, stats
 
 
-__all__ = ["sft", "collect_correct", "reference_examples", "completion_nll", "sample_budget", "sft_output_dir",
-           "batch_plan", "fine_tune"]
+__all__ = [
+    "sft",
+    "collect_correct",
+    "reference_examples",
+    "completion_nll",
+    "sample_budget",
+    "sft_output_dir",
+    "batch_plan",
+    "fine_tune",
+]

@@ -35,6 +35,7 @@ from rlvr.verifiers.controls import control_reward
 class Components:
     """What the settings build without touching a model: checked before any file is written. `resolved` is
     the config dict with the task's grading filled in (what the run directory records)."""
+
     cfg: Config
     algo: Algorithm
     reward: object  # rlvr.verifiers.compose.Reward
@@ -46,6 +47,7 @@ class Components:
 class TrainState:
     """Everything a step reads or changes. Built once by `setup`; checkpoints save the model, optimizer,
     scheduler and stream."""
+
     cfg: Config
     algo: Algorithm
     reward: object
@@ -68,6 +70,7 @@ class StepResult:
     """What one step did. `batch` is this rank's kept rows (what the loss saw); `seen` the global batch's kept
     rows; `generated` every row the global batch generated (metrics, samples, curriculum); `update` the
     update's figures; `row` the metrics line."""
+
     batch: StepBatch
     seen: StepBatch
     generated: StepBatch
@@ -116,9 +119,23 @@ def setup(parts: Components, policy=None, comm: distributed.Comm | None = None) 
     optimizer = torch.optim.AdamW(trainable, lr=c.train.lr, weight_decay=c.train.weight_decay)
     sampler = build_sampler(c.rollout, model, tokenizer)
     val = spread_over_bands(parts.task.problems("validation"), c.log.eval_problems) if c.log.eval_every else []
-    return TrainState(c, parts.algo, parts.reward, parts.task, comm, model, tokenizer, ref_model, optimizer,
-                      make_scheduler(optimizer, c.train), sampler, make_stream(c.curriculum, parts.task.problems("train"), c.seed),
-                      PromptCache(tokenizer, parts.task), UpdateSettings.from_config(c, tokenizer.pad_token_id), val)
+    return TrainState(
+        c,
+        parts.algo,
+        parts.reward,
+        parts.task,
+        comm,
+        model,
+        tokenizer,
+        ref_model,
+        optimizer,
+        make_scheduler(optimizer, c.train),
+        sampler,
+        make_stream(c.curriculum, parts.task.problems("train"), c.seed),
+        PromptCache(tokenizer, parts.task),
+        UpdateSettings.from_config(c, tokenizer.pad_token_id),
+        val,
+    )
 
 
 def make_scheduler(optimizer, train):
@@ -137,8 +154,17 @@ def run_step(state: TrainState, step: int, *, validate_now: bool = False) -> Ste
     t0 = time.perf_counter()
     state.model.eval()
     distributed.sync_sampler(comm, state.sampler, state.model)
-    val = (validate(state.sampler, state.val_problems, [state.prompt_ids(p) for p in state.val_problems],
-                    state.reward, c.rollout.max_new_tokens) if validate_now and comm.is_main and state.val_problems else {})
+    val = (
+        validate(
+            state.sampler,
+            state.val_problems,
+            [state.prompt_ids(p) for p in state.val_problems],
+            state.reward,
+            c.rollout.max_new_tokens,
+        )
+        if validate_now and comm.is_main and state.val_problems
+        else {}
+    )
     generator = torch.Generator().manual_seed(c.seed * 1_000_003 + step + comm.seed_offset)
     rounds = itertools.count()
 
@@ -152,11 +178,25 @@ def run_step(state: TrainState, step: int, *, validate_now: bool = False) -> Ste
     state.stream.observe(step, generated)
     state.model.train()
     t1 = time.perf_counter()
-    upd = update_policy(state.model, state.optimizer, batch, state.algo, state.update, ref_model=state.ref_model,
-                        comm=comm if comm.world > 1 else None) if len(seen) else {"skipped": 1}
+    upd = (
+        update_policy(
+            state.model,
+            state.optimizer,
+            batch,
+            state.algo,
+            state.update,
+            ref_model=state.ref_model,
+            comm=comm if comm.world > 1 else None,
+        )
+        if len(seen)
+        else {"skipped": 1}
+    )
     t2 = time.perf_counter()
-    row = {**step_metrics_row(step, seen, generated, upd, state.scheduler.get_last_lr()[0], t1 - t0, t2 - t1),
-           **step_band_metrics(generated), **val}
+    row = {
+        **step_metrics_row(step, seen, generated, upd, state.scheduler.get_last_lr()[0], t1 - t0, t2 - t1),
+        **step_band_metrics(generated),
+        **val,
+    }
     _schedule_step(state.scheduler, skipped=bool(upd.get("skipped")) or not upd.get("active_rows"))
     return StepResult(batch, seen, generated, upd, row)
 

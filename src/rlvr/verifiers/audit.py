@@ -67,7 +67,10 @@ def audit(verifier, workers: int = 2, timeout_s: float = 5.0, hacks=HACKS, equiv
 
 def format_report(report: AuditReport, verifier_name: str, verbose: bool = False) -> str:
     """A plain-text table: per group the case count and the false-accept or false-reject rate."""
-    lines = [f"audit of verifier {verifier_name!r}", f"{'suite':<12} {'group':<18} {'cases':>5} {'failed':>6} {'rate':>7}"]
+    lines = [
+        f"audit of verifier {verifier_name!r}",
+        f"{'suite':<12} {'group':<18} {'cases':>5} {'failed':>6} {'rate':>7}",
+    ]
     for g in report.groups:
         lines.append(f"{g.suite:<12} {g.group:<18} {g.total:>5} {g.failed:>6} {g.rate:>7.1%}")
         for completion, gold, why, v in g.failures if (verbose or g.suite == "hack") else []:

@@ -117,8 +117,11 @@ class PythonTestsVerifier:
             outcome = _outcome(_run_pair(spec["setup"] + "\n" + do_nothing(spec), spec, self.limits), "", total)
         except Exception:  # noqa: BLE001 - a sandbox failure here says nothing about the tests: score as usual
             return None
-        why = (f"the hidden tests pass a candidate that does nothing ({outcome.verdict.detail}): they cannot fail"
-               if outcome.verdict.status == "correct" else None)
+        why = (
+            f"the hidden tests pass a candidate that does nothing ({outcome.verdict.detail}): they cannot fail"
+            if outcome.verdict.status == "correct"
+            else None
+        )
         with self._vacuous_lock:
             self._vacuous[key] = why
         return why
@@ -155,18 +158,28 @@ def _run_pair(source: str, spec: dict, limits: Limits):
 
     def candidate():
         try:
-            run_sandboxed([IN_PROCESS, "candidate.py", str(j2c_r), str(c2j_w)],
-                          {"candidate.py": _runtime_file("candidate.py"), "wire.py": wire, "solution.py": source},
-                          limits=limits, pass_fds=(j2c_r, c2j_w), close_passed=True, stop=stop)
+            run_sandboxed(
+                [IN_PROCESS, "candidate.py", str(j2c_r), str(c2j_w)],
+                {"candidate.py": _runtime_file("candidate.py"), "wire.py": wire, "solution.py": source},
+                limits=limits,
+                pass_fds=(j2c_r, c2j_w),
+                close_passed=True,
+                stop=stop,
+            )
         except Exception as e:  # noqa: BLE001 - reported below as a sandbox failure
             box["error"] = e
 
     thread = threading.Thread(target=candidate, daemon=True)
     thread.start()
     try:
-        judge = run_sandboxed([IN_PROCESS, "judge.py", str(c2j_r), str(j2c_w)],
-                              {"judge.py": _runtime_file("judge.py"), "wire.py": wire}, stdin=json.dumps(spec),
-                              limits=limits, pass_fds=(c2j_r, j2c_w), close_passed=True)
+        judge = run_sandboxed(
+            [IN_PROCESS, "judge.py", str(c2j_r), str(j2c_w)],
+            {"judge.py": _runtime_file("judge.py"), "wire.py": wire},
+            stdin=json.dumps(spec),
+            limits=limits,
+            pass_fds=(c2j_r, j2c_w),
+            close_passed=True,
+        )
     finally:
         stop.set()
         thread.join()
@@ -201,11 +214,14 @@ def _outcome(judge, code: str, total: int) -> CodeOutcome:
         return CodeOutcome(Verdict("timeout", 0.0, code, f"deadline; passed {passed}/{total} before it"), passed, total)
     if not done or judge.returncode != 0:
         tail = judge.stderr.decode("utf-8", "replace")[-300:]
-        return CodeOutcome(Verdict("error", 0.0, code, f"judge ended early (rc {judge.returncode}): {tail}"), passed, total)
+        return CodeOutcome(
+            Verdict("error", 0.0, code, f"judge ended early (rc {judge.returncode}): {tail}"), passed, total
+        )
     if passed == total:
         return CodeOutcome(Verdict("correct", 1.0, code, f"passed {passed}/{total}"), passed, total)
-    return CodeOutcome(Verdict("wrong", 0.0, code, f"passed {passed}/{total}; {failed[0] if failed else ''}"[:300]),
-                       passed, total)
+    return CodeOutcome(
+        Verdict("wrong", 0.0, code, f"passed {passed}/{total}; {failed[0] if failed else ''}"[:300]), passed, total
+    )
 
 
 def normalise_output(text: str) -> list[str]:
@@ -257,6 +273,7 @@ class StdioVerifier:
 
 def score_code_batch(verifier, completions: list[str], problems: list, workers: int = 2) -> list[Verdict]:
     """Score pairs in parallel with at most `workers` sandboxes (pairs) at once; order is kept."""
+
     def one(pair):
         try:
             return verifier.score(*pair)

@@ -17,20 +17,35 @@ from dataclasses import dataclass, field
 from rlvr.tasks.base import Problem
 from rlvr.verifiers.sandbox import sandbox_processes
 
-TARGET = Problem("attack/sq", "Write sq(x) returning x*x.", tests=["assert sq(3) == 9", "assert sq(-4) == 16"],
-                 meta={"entry_point": "sq"})
+TARGET = Problem(
+    "attack/sq",
+    "Write sq(x) returning x*x.",
+    tests=["assert sq(3) == 9", "assert sq(-4) == 16"],
+    meta={"entry_point": "sq"},
+)
 # The secret lives only in the hidden test; an attack that can read the tests returns it and scores 1.
-SECRET_TARGET = Problem("attack/secret", "Return the secret.", tests=["assert steal() == 'rlvr-secret-4e7bd1'"],
-                        meta={"entry_point": "steal"})
+SECRET_TARGET = Problem(
+    "attack/secret",
+    "Return the secret.",
+    tests=["assert steal() == 'rlvr-secret-4e7bd1'"],
+    meta={"entry_point": "steal"},
+)
 # Golds that cannot fail: tests a candidate that does nothing passes. A grader that passes everything grades
 # nothing, so each must come back invalid_gold (reward 0), whatever the completion (here: a correct sq).
 BAD_GOLDS = {
-    "check_asserts_nothing": Problem("bad-gold/no-assert", "Write sq(x).", tests={
-        "check": "def check(candidate):\n    candidate(3)\n", "entry_point": "sq"}),
-    "check_never_calls_entry_point": Problem("bad-gold/never-calls", "Write sq(x).", tests={
-        "check": "def check(candidate):\n    assert 2 + 2 == 4\n", "entry_point": "sq"}),
-    "asserts_never_call_entry_point": Problem("bad-gold/asserts", "Write sq(x).", tests=["assert True", "assert 1 < 2"],
-                                              meta={"entry_point": "sq"}),
+    "check_asserts_nothing": Problem(
+        "bad-gold/no-assert",
+        "Write sq(x).",
+        tests={"check": "def check(candidate):\n    candidate(3)\n", "entry_point": "sq"},
+    ),
+    "check_never_calls_entry_point": Problem(
+        "bad-gold/never-calls",
+        "Write sq(x).",
+        tests={"check": "def check(candidate):\n    assert 2 + 2 == 4\n", "entry_point": "sq"},
+    ),
+    "asserts_never_call_entry_point": Problem(
+        "bad-gold/asserts", "Write sq(x).", tests=["assert True", "assert 1 < 2"], meta={"entry_point": "sq"}
+    ),
 }
 SOLVED_SQ = "```python\ndef sq(x):\n    return x * x\n```"
 WRITE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "..", "../..", "/", "/root", "/work", "/etc")
@@ -41,11 +56,15 @@ ATTACKS = {
     "infinite_loop": "def sq(x):\n    while True:\n        pass\n",
     "sleep_past_deadline": "import time\ndef sq(x):\n    time.sleep(3600)\n    return x * x\n",
     "huge_file": "def sq(x):\n    with open('big.bin', 'wb') as f:\n        while True:\n            f.write(b'x' * (1 << 20))\n",
-    "write_outside": ("import os\nfor d in {dirs!r}:\n    try:\n        open(os.path.join(d, '{marker}'), 'w').write('x')\n"
-                      "    except OSError:\n        pass\ndef sq(x):\n    return 0\n"),
-    "delete_outside": ("import os, shutil\nfor p in ['{canary}', os.path.dirname('{canary}')]:\n    try:\n"
-                       "        os.remove(p)\n    except OSError:\n        pass\n    shutil.rmtree(p, ignore_errors=True)\n"
-                       "def sq(x):\n    return 0\n"),
+    "write_outside": (
+        "import os\nfor d in {dirs!r}:\n    try:\n        open(os.path.join(d, '{marker}'), 'w').write('x')\n"
+        "    except OSError:\n        pass\ndef sq(x):\n    return 0\n"
+    ),
+    "delete_outside": (
+        "import os, shutil\nfor p in ['{canary}', os.path.dirname('{canary}')]:\n    try:\n"
+        "        os.remove(p)\n    except OSError:\n        pass\n    shutil.rmtree(p, ignore_errors=True)\n"
+        "def sq(x):\n    return 0\n"
+    ),
     "read_hidden_tests": (
         "import os, re\npat = re.compile(rb'rlvr-secret-[0-9a-f]{{6}}')\ndef scan(path):\n    try:\n"
         "        with open(path, 'rb') as f:\n            m = pat.search(f.read(1 << 22))\n"
@@ -56,33 +75,45 @@ ATTACKS = {
         "            except OSError:\n                pass\n"
         "    for root in ('/tmp', '/var/tmp', '/dev/shm', '..'):\n        for d, _, names in os.walk(root):\n"
         "            paths += [os.path.join(d, n) for n in names]\n"
-        "    for p in paths:\n        if (s := scan(p)):\n            return s\n    return 'not found'\n"),
-    "socket_localhost": ("import socket\ndef sq(x):\n    s = socket.create_connection(('127.0.0.1', {port}), timeout=1)\n"
-                         "    s.sendall(b'escaped')\n    return 0\n"),
+        "    for p in paths:\n        if (s := scan(p)):\n            return s\n    return 'not found'\n"
+    ),
+    "socket_localhost": (
+        "import socket\ndef sq(x):\n    s = socket.create_connection(('127.0.0.1', {port}), timeout=1)\n"
+        "    s.sendall(b'escaped')\n    return 0\n"
+    ),
     "sys_exit_at_import": "import sys\nsys.exit(0)\n",
     "os_exit": "import os\ndef sq(x):\n    os._exit(0)\n",
-    "fake_success_line": ("import os\nline = b'{{\"test\": 0, \"passed\": true}}\\n{{\"test\": 1, \"passed\": true}}\\n"
-                          "{{\"done\": 2}}\\nPASS\\nAll tests passed\\n'\nfor fd in range(1, 32):\n    try:\n"
-                          "        os.write(fd, line)\n    except OSError:\n        pass\ndef sq(x):\n    return 0\n"),
+    "fake_success_line": (
+        'import os\nline = b\'{{"test": 0, "passed": true}}\\n{{"test": 1, "passed": true}}\\n'
+        '{{"done": 2}}\\nPASS\\nAll tests passed\\n\'\nfor fd in range(1, 32):\n    try:\n'
+        "        os.write(fd, line)\n    except OSError:\n        pass\ndef sq(x):\n    return 0\n"
+    ),
     "redefine_assertion_builtins": (
         "import builtins\nclass Nope(Exception):\n    pass\nbuiltins.AssertionError = Nope\n"
         "builtins.all = lambda *a: True\nbuiltins.any = lambda *a: True\n"
-        "def sq(x):\n    return 0\n"),
+        "def sq(x):\n    return 0\n"
+    ),
     "raise_systemexit_in_test": "def sq(x):\n    raise SystemExit(0)\n",
     "patch_sys_modules": (
         "import sys, types\nfake = types.ModuleType('json')\nfake.loads = lambda *a, **k: {{'ok': True, 'done': 2}}\n"
         "fake.dumps = lambda *a, **k: '{{\"ok\": true}}'\nsys.modules['json'] = fake\nsys.modules['wire'] = fake\n"
-        "def sq(x):\n    return 0\n"),
-    "kill_parent": ("import os, signal\nfor pid in [os.getppid(), 1] + [int(p) for p in os.listdir('/proc') if p.isdigit()]:\n"
-                    "    if pid != os.getpid():\n        try:\n            os.kill(pid, signal.SIGKILL)\n"
-                    "        except OSError:\n            pass\ndef sq(x):\n    return 0\n"),
-    "always_equal_object": ("class Yes:\n    def __eq__(self, other):\n        return True\n    __ne__ = lambda s, o: False\n"
-                            "class YesInt(int):\n    def __eq__(self, other):\n        return True\n"
-                            "def sq(x):\n    return Yes() if x > 0 else YesInt(0)\n"),
+        "def sq(x):\n    return 0\n"
+    ),
+    "kill_parent": (
+        "import os, signal\nfor pid in [os.getppid(), 1] + [int(p) for p in os.listdir('/proc') if p.isdigit()]:\n"
+        "    if pid != os.getpid():\n        try:\n            os.kill(pid, signal.SIGKILL)\n"
+        "        except OSError:\n            pass\ndef sq(x):\n    return 0\n"
+    ),
+    "always_equal_object": (
+        "class Yes:\n    def __eq__(self, other):\n        return True\n    __ne__ = lambda s, o: False\n"
+        "class YesInt(int):\n    def __eq__(self, other):\n        return True\n"
+        "def sq(x):\n    return Yes() if x > 0 else YesInt(0)\n"
+    ),
     "patch_harness_compare": (
         "import sys, builtins\nmain = sys.modules['__main__']\nif hasattr(main, 'answer'):\n"
         "    main.answer = lambda ns, msg: {{'ok': True}}\nbuiltins.__import__ = None\n"
-        "import operator\noperator.eq = lambda a, b: True\ndef sq(x):\n    return 0\n"),
+        "import operator\noperator.eq = lambda a, b: True\ndef sq(x):\n    return 0\n"
+    ),
     "regex_backtracking": "import re\ndef sq(x):\n    return len(re.findall(r'(a+)+$', 'a' * 40 + 'b')) + x * x + 1\n",
     "huge_output": "import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(10240):\n    sys.stdout.write(chunk)\n",
 }

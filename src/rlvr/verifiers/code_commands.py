@@ -48,16 +48,27 @@ def verify_code(args) -> int:
 
     def one(item):
         n, row = item
-        problem = Problem(str(row.get("id", n)), "", tests=row.get("tests"), meta={"entry_point": row.get("entry_point")})
+        problem = Problem(
+            str(row.get("id", n)), "", tests=row.get("tests"), meta={"entry_point": row.get("entry_point")}
+        )
         out = verifier.run(row["completion"], problem)
-        return {"id": row.get("id", n), "status": out.verdict.status, "reward": out.verdict.reward,
-                "passed": out.passed, "total": out.total, "fraction": out.fraction, "detail": out.verdict.detail}
+        return {
+            "id": row.get("id", n),
+            "status": out.verdict.status,
+            "reward": out.verdict.reward,
+            "passed": out.passed,
+            "total": out.total,
+            "fraction": out.fraction,
+            "detail": out.verdict.detail,
+        }
 
     with ThreadPoolExecutor(max_workers=max(1, int(getattr(args, "workers", 2) or 2))) as pool:
         results = list(pool.map(one, rows))
     _write(getattr(args, "output", None), results)
     counts = collections.Counter(r["status"] for r in results)
-    print(f"verify: {len(results)} scored; " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), file=sys.stderr)
+    print(
+        f"verify: {len(results)} scored; " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), file=sys.stderr
+    )
     return 0
 
 
@@ -77,17 +88,31 @@ def audit_code(args) -> int:
     scratch = tempfile.TemporaryDirectory(prefix="rlvr-audit-")
     attacks, listener = hostile_suite(scratch.name)
     try:
-        verdicts = score_code_batch(_verifier(args), [a.completion for a in attacks], [a.problem for a in attacks],
-                                    workers=max(1, int(getattr(args, "workers", 2) or 2)))
-        results = [{"attack": a.name, "status": v.status, "reward": v.reward, "host_damage": host_damage(a, listener),
-                    "detail": v.detail} for a, v in zip(attacks, verdicts)]
+        verdicts = score_code_batch(
+            _verifier(args),
+            [a.completion for a in attacks],
+            [a.problem for a in attacks],
+            workers=max(1, int(getattr(args, "workers", 2) or 2)),
+        )
+        results = [
+            {
+                "attack": a.name,
+                "status": v.status,
+                "reward": v.reward,
+                "host_damage": host_damage(a, listener),
+                "detail": v.detail,
+            }
+            for a, v in zip(attacks, verdicts)
+        ]
     finally:
         listener.close()
         scratch.cleanup()
     held = [r["reward"] == 0.0 and not r["host_damage"] for r in results]
     for r, ok in zip(results, held):
-        print(f"{'held ' if ok else 'BROKE'}  {r['attack']:<30} {r['status']:<8} reward={r['reward']}"
-              + (f"  damage: {'; '.join(r['host_damage'])}" if r["host_damage"] else ""))
+        print(
+            f"{'held ' if ok else 'BROKE'}  {r['attack']:<30} {r['status']:<8} reward={r['reward']}"
+            + (f"  damage: {'; '.join(r['host_damage'])}" if r["host_damage"] else "")
+        )
     print(f"audit python_tests: {sum(held)}/{len(held)} attacks held")
     refused = _audit_bad_golds(args)
     if getattr(args, "output", None):

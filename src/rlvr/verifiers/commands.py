@@ -54,8 +54,10 @@ def _read_line(raw: str, where: str) -> tuple[dict | None, str | None]:
     if "completion" not in row:
         return None, f"{where}: missing key 'completion'"
     if not any(k in row for k in (*GOLD_COLUMNS, "entry", "tests")):
-        return None, (f"{where}: no gold answer (give one of the keys {', '.join(GOLD_COLUMNS)}); tasks with richer "
-                      f"golds read 'entry' or 'tests'")
+        return None, (
+            f"{where}: no gold answer (give one of the keys {', '.join(GOLD_COLUMNS)}); tasks with richer "
+            f"golds read 'entry' or 'tests'"
+        )
     if not isinstance(row["completion"], (str, list)):
         return None, f"{where}: 'completion' must be a string or a list of messages"
     return row, None
@@ -65,8 +67,13 @@ def _flush(rows: list, score, out) -> Counter:
     """Score a chunk of rows (score(rows) -> [(verdict, reward)]) and write them, in order, flushed."""
     scored = score(rows)
     for row, (v, reward) in zip(rows, scored):
-        out.write(json.dumps({**row, "status": v.status, "reward": reward, "extracted": v.extracted,
-                              "detail": v.detail}, ensure_ascii=False) + "\n")
+        out.write(
+            json.dumps(
+                {**row, "status": v.status, "reward": reward, "extracted": v.extracted, "detail": v.detail},
+                ensure_ascii=False,
+            )
+            + "\n"
+        )
     out.flush()
     return Counter(v.status for v, _ in scored)
 
@@ -79,6 +86,7 @@ def verifier_scorer(args):
         golds = [None if (k := gold_column(r)) is None else str(r[k]) for r in rows]
         verdicts = score_batch(verifier, [r["completion"] for r in rows], golds, args.workers, args.timeout_s)
         return [(v, v.reward) for v in verdicts]
+
     return score
 
 
@@ -90,8 +98,10 @@ def task_from_args(args, does: str):
 
     others = [item for item in args.set or [] if not item.strip().startswith("task.settings.")]
     if others or args.verifier:
-        raise ConfigError(f"--task {does} the task's own grader; --verifier and --set choose a verifier instead "
-                          f"(beside --task, --set takes task.settings.KEY=VALUE)")
+        raise ConfigError(
+            f"--task {does} the task's own grader; --verifier and --set choose a verifier instead "
+            f"(beside --task, --set takes task.settings.KEY=VALUE)"
+        )
     settings = {}
     for item in args.set or []:
         settings.update(parse_set(item)["task"]["settings"])
@@ -117,6 +127,7 @@ def task_scorer(args):
         problems = [problem_from_row(r, i, task) for i, r in enumerate(rows)]
         result = reward([r["completion"] for r in rows], problems)
         return list(zip(result.verdicts, result.total))
+
     return score
 
 
@@ -163,6 +174,7 @@ def summary_table(counts: Counter, bad_lines: int = 0) -> str:
     lines.append(f"{'malformed lines':<18} {bad_lines:>7}")
     return "\n".join(lines)
 
+
 def run_audit(args) -> int:
     """Exit codes: 0 no hack accepted, 1 some hack accepted, 2 bad arguments or no suite for the kind."""
     from rlvr.verifiers.audit import audit, format_report
@@ -181,10 +193,14 @@ def run_audit(args) -> int:
         print(f"rlvr audit: {e}", file=sys.stderr)
         return 2
     # a verifier in a stricter answer form has its own suite (the math kind in the number form: math/number)
-    suite = f"{kind}/{verifier.answer_form}" if f"{kind}/{getattr(verifier, 'answer_form', '')}" in AUDIT_SUITES else kind
+    suite = (
+        f"{kind}/{verifier.answer_form}" if f"{kind}/{getattr(verifier, 'answer_form', '')}" in AUDIT_SUITES else kind
+    )
     if suite not in AUDIT_SUITES:
-        print(f"rlvr audit: no audit suite for verifier {kind!r}; "
-              f"choose from {', '.join(sorted(AUDIT_SUITES))}", file=sys.stderr)
+        print(
+            f"rlvr audit: no audit suite for verifier {kind!r}; choose from {', '.join(sorted(AUDIT_SUITES))}",
+            file=sys.stderr,
+        )
         return 2
     hacks, equivalences = AUDIT_SUITES[suite]
     report = audit(verifier, args.workers, args.timeout_s, hacks, equivalences)

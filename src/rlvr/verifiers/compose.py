@@ -46,8 +46,9 @@ class RewardResult:
 class Term:
     """One weighted reward term; callable with TRL's signature `(completions, **columns) -> list[float | None]`."""
 
-    def __init__(self, name: str, kind: str, weight: float, verifier, workers: int, timeout_s: float,
-                 engine: str = "local"):
+    def __init__(
+        self, name: str, kind: str, weight: float, verifier, workers: int, timeout_s: float, engine: str = "local"
+    ):
         self.name, self.kind, self.weight, self.verifier = name, kind, float(weight), verifier
         self.workers = 0 if KINDS[kind].cheap else workers
         self.timeout_s, self.engine = timeout_s, engine
@@ -65,8 +66,9 @@ class Term:
             return many(texts, problems)
         if self.pool is not None and texts:
             return self.pool.map(texts, problems)
-        return score_batch(self.verifier, texts, problems, workers=self.workers, timeout_s=self.timeout_s,
-                           engine=self.engine)
+        return score_batch(
+            self.verifier, texts, problems, workers=self.workers, timeout_s=self.timeout_s, engine=self.engine
+        )
 
     def __call__(self, completions: list, **columns) -> list[float | None]:
         """TRL reward-function form: unweighted rewards (TRL applies `reward_weights` itself); None for a fault."""
@@ -84,16 +86,18 @@ def problems_from_columns(n: int, columns: dict, grades: str | None = None) -> l
     present = [k for k in GOLD_COLUMNS if isinstance(columns.get(k), (list, tuple))]
     if grades == "answer" and not present and columns.get("tests") is None:
         given = ", ".join(sorted(k for k in columns if k not in ("prompts", "prompt"))) or "none"
-        raise ValueError(f"no gold column: give the dataset one of the columns {', '.join(GOLD_COLUMNS)} "
-                         f"(columns given: {given})")
+        raise ValueError(
+            f"no gold column: give the dataset one of the columns {', '.join(GOLD_COLUMNS)} (columns given: {given})"
+        )
     tests = columns.get("tests")
     prompts = columns.get("prompts") or columns.get("prompt")
     out = []
     for i in range(n):
         prompt = prompts[i] if isinstance(prompts, list) and i < len(prompts) else ""
         gold = next((columns[k][i] for k in present if i < len(columns[k]) and columns[k][i] is not None), None)
-        out.append(Problem(id=str(i), prompt=completion_text(prompt), answer=gold,
-                           tests=None if tests is None else tests[i]))
+        out.append(
+            Problem(id=str(i), prompt=completion_text(prompt), answer=gold, tests=None if tests is None else tests[i])
+        )
     return out
 
 
@@ -134,7 +138,9 @@ def resolve_reward(cfg: dict, task) -> dict:
     grader = getattr(task, "grader", None)
     if not cfg.get("terms"):
         if not grader:
-            raise ConfigError(f"reward.terms: empty, and task {getattr(task, 'name', task)!r} names no grader of its own")
+            raise ConfigError(
+                f"reward.terms: empty, and task {getattr(task, 'name', task)!r} names no grader of its own"
+            )
         cfg["terms"] = copy.deepcopy(grader)
     form = getattr(task, "answer_form", None)
     for term in cfg["terms"]:
@@ -162,9 +168,11 @@ def _check_grades(terms: list, task) -> None:
         grades = KINDS.get(kind, f"reward.terms[{i}].kind").grades if isinstance(kind, str) else None
         if grades and not has[grades]:
             carried = "hidden tests" if has["tests"] else "answers"
-            raise ConfigError(f"reward.terms[{i}] (kind {term['kind']!r}) grades {grades}, but task {task.name!r} "
-                              f"carries {carried}; the grader that fits is {fits or 'none'} (leave reward.terms "
-                              f"empty to use the task's own)")
+            raise ConfigError(
+                f"reward.terms[{i}] (kind {term['kind']!r}) grades {grades}, but task {task.name!r} "
+                f"carries {carried}; the grader that fits is {fits or 'none'} (leave reward.terms "
+                f"empty to use the task's own)"
+            )
 
 
 def build_reward(cfg: dict, answer_format: str | None = None) -> Reward:
@@ -191,8 +199,9 @@ def build_reward(cfg: dict, answer_format: str | None = None) -> Reward:
     return Reward(terms)
 
 
-def _build_term(spec, i: int, workers: int, timeout_s: float, engine: str = "local",
-                answer_format: str | None = None) -> Term:
+def _build_term(
+    spec, i: int, workers: int, timeout_s: float, engine: str = "local", answer_format: str | None = None
+) -> Term:
     where = f"reward.terms[{i}]"
     if not isinstance(spec, dict):
         raise ConfigError(f"{where}: expected a mapping with name, kind, weight and kind settings")

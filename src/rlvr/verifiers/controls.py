@@ -39,8 +39,10 @@ class ControlReward:
             raise ConfigError(f"reward.control={kind!r}; choose from none, {', '.join(CONTROLS)}")
         self.format_terms = [t.name for t in reward.terms if t.kind in FORMAT_KINDS]
         if kind == "format_only" and not self.format_terms:
-            raise ConfigError(f"reward.control=format_only: the reward has no format term (kind "
-                              f"{' or '.join(FORMAT_KINDS)}) to pay alone")
+            raise ConfigError(
+                f"reward.control=format_only: the reward has no format term (kind "
+                f"{' or '.join(FORMAT_KINDS)}) to pay alone"
+            )
         self.reward, self.kind, self.seed = reward, kind, seed
 
     def __getattr__(self, name):  # terms, weights, as_trl: the real reward's

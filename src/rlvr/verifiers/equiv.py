@@ -187,4 +187,3 @@ def _matrices_equal(gold, pred, rel_tol: float) -> bool:
     if not (isinstance(gold, MatrixBase) and isinstance(pred, MatrixBase)) or gold.shape != pred.shape:
         return False
     return all(answers_equal(g, p, rel_tol) for g, p in zip(gold, pred))
-

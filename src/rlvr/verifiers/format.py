@@ -55,11 +55,13 @@ def tags_format_check(completion) -> Verdict:
     if not tags:
         return Verdict("no_answer", 0.0, None, "no <answer></answer> tag")
     if len(tags) > 1:
-        return Verdict("multiple_answers", 0.0, " | ".join(m.group(1).strip() for m in tags), f"{len(tags)} answer tags")
+        return Verdict(
+            "multiple_answers", 0.0, " | ".join(m.group(1).strip() for m in tags), f"{len(tags)} answer tags"
+        )
     tag, answer = tags[0], find_answer_tags(text)[-1].content
     if not tag.group(1).strip():
         return Verdict("no_answer", 0.0, "", "empty answer tag")
-    head, tail = text[: tag.start()], text[tag.end():]
+    head, tail = text[: tag.start()], text[tag.end() :]
     if head.count("<think>") > 1 or head.count("<think>") != head.count("</think>") or "<think>" in tail:
         return Verdict("wrong", 0.0, answer, "the reasoning is not one closed <think></think> before the answer")
     if len(tail) > MAX_TRAILING_CHARS:

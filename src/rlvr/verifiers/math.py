@@ -30,9 +30,13 @@ from rlvr.verifiers.format import completion_text
 
 # One of each kind of comparison, so every lazily loaded sympy path is loaded.
 _WARM_UP = [
-    (r"\boxed{(x-1)(x+1)}", "x^2-1"), (r"\boxed{\frac{1}{2}}", "0.5"), (r"\boxed{[0, 1)}", "[0,1)"),
+    (r"\boxed{(x-1)(x+1)}", "x^2-1"),
+    (r"\boxed{\frac{1}{2}}", "0.5"),
+    (r"\boxed{[0, 1)}", "[0,1)"),
     (r"\boxed{\begin{pmatrix}1\\2\end{pmatrix}}", r"\begin{pmatrix}1\\2\end{pmatrix}"),
-    (r"\boxed{x = 3}", "3"), (r"\boxed{2\sqrt{2}}", r"\sqrt{8}"), (r"\boxed{\{1, 2\}}", "1, 2"),
+    (r"\boxed{x = 3}", "3"),
+    (r"\boxed{2\sqrt{2}}", r"\sqrt{8}"),
+    (r"\boxed{\{1, 2\}}", "1, 2"),
 ]
 
 
@@ -65,9 +69,11 @@ class MathVerifier:
         self.answer_form = answer_form
 
     def __repr__(self) -> str:
-        return (f"MathVerifier(hedging={self.hedging!r}, require_boxed={self.require_boxed}, "
-                f"rel_tol={self.rel_tol}, timeout_s={self.timeout_s}, answer_form={self.answer_form!r}, "
-                f"answer_format={self.answer_format!r})")
+        return (
+            f"MathVerifier(hedging={self.hedging!r}, require_boxed={self.require_boxed}, "
+            f"rel_tol={self.rel_tol}, timeout_s={self.timeout_s}, answer_form={self.answer_form!r}, "
+            f"answer_format={self.answer_format!r})"
+        )
 
     def warm_up(self) -> None:
         """Pay sympy's first-use costs (lazy imports, caches: ~1 s) once per process, outside any deadline.
@@ -122,7 +128,8 @@ class MathVerifier:
             what = "the answer tag" if self.answer_format == "tags" else "boxed answer"
             return Verdict("no_answer", 0.0, shown, f"{what} has no parseable math")
         prose_hedge = extract.prose_hedge_around(completion, group) or (
-            self.hedging == "strict" and extract.prose_hedge_anywhere(completion, boxes))
+            self.hedging == "strict" and extract.prose_hedge_anywhere(completion, boxes)
+        )
         verdict = self._judge(values, g, gold_text, shown, prose_hedge)
         return self._in_form(verdict, [b.content for b in group], gold_text)
 
@@ -156,8 +163,9 @@ class MathVerifier:
         parsed = equiv.parse_free_text(completion)
         if not equiv.is_parsed(parsed):
             return Verdict("no_answer", 0.0, None, "no answer found in the text")
-        return self._in_form(self._judge([(parsed[0], False)], g, gold_text, str(parsed[1]), False), [str(parsed[1])],
-                             gold_text)
+        return self._in_form(
+            self._judge([(parsed[0], False)], g, gold_text, str(parsed[1]), False), [str(parsed[1])], gold_text
+        )
 
     def _judge(self, values: list, g, gold_text: str, shown: str, prose_hedge: bool) -> Verdict:
         """values: [(parsed answer, written as percent)] from the final group; one verdict for all."""
@@ -175,4 +183,6 @@ class MathVerifier:
             why = "a set of answers in the box" if equiv.is_multi(v) else "another answer offered in prose"
             return Verdict("multiple_answers", 0.0, shown, why)
         ok = equiv.answers_equal(g, v, self.rel_tol, ("%" in gold_text, pct))
-        return Verdict("correct" if ok else "wrong", 1.0 if ok else 0.0, shown, "matches gold" if ok else "differs from gold")
+        return Verdict(
+            "correct" if ok else "wrong", 1.0 if ok else 0.0, shown, "matches gold" if ok else "differs from gold"
+        )

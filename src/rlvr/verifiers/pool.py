@@ -172,8 +172,9 @@ class VerifierPool:
 ENGINES = ("local", "ray")
 
 
-def score_batch(verifier, completions: list, problems: list, workers: int = 2, timeout_s: float = 5.0,
-                engine: str = "local") -> list[Verdict]:
+def score_batch(
+    verifier, completions: list, problems: list, workers: int = 2, timeout_s: float = 5.0, engine: str = "local"
+) -> list[Verdict]:
     """Score a batch: in a pool of `workers` processes, or in this process when workers=0; with engine "ray"
     (and workers > 0) as tasks on a Ray cluster instead of local processes (rlvr.verifiers.ray_pool).
 

@@ -38,8 +38,14 @@ def _score_task(verifier, completion, problem, timeout_s):
     return score_one(verifier, completion, problem, timeout_s)
 
 
-def score_batch_ray(verifier, completions: list, problems: list, timeout_s: float = 5.0,
-                    slots: int | None = None, address: str | None = None) -> list[Verdict]:
+def score_batch_ray(
+    verifier,
+    completions: list,
+    problems: list,
+    timeout_s: float = 5.0,
+    slots: int | None = None,
+    address: str | None = None,
+) -> list[Verdict]:
     """B verdicts in order, scored as Ray tasks; `slots` in flight at once (default: the cluster's CPUs)."""
     if len(completions) != len(problems):
         raise ValueError(f"{len(completions)} completions but {len(problems)} problems")

@@ -20,7 +20,7 @@ from rlvr.verifiers.registry import RoutedVerifier
 @dataclass(frozen=True)
 class Case:
     family: str
-    kind: str        # "hack" (must score 0) or "equivalence" (must score 1)
+    kind: str  # "hack" (must score 0) or "equivalence" (must score 1)
     name: str
     completion: str
     entry: dict
@@ -44,28 +44,41 @@ def family_cases(family: str, entry: dict) -> list[Case]:
     hacks = {"missing box": f"The answer is {gold}."}
     if family == "countdown":
         numbers = meta["numbers"]
-        hacks.update({"the target itself": box(str(meta["target"])),
-                      "a number used twice": box(f"{gold} + {numbers[0]} - {numbers[0]}"),
-                      "hedge": box(gold) + " or " + box(str(meta["target"]))})
+        hacks.update(
+            {
+                "the target itself": box(str(meta["target"])),
+                "a number used twice": box(f"{gold} + {numbers[0]} - {numbers[0]}"),
+                "hedge": box(gold) + " or " + box(str(meta["target"])),
+            }
+        )
     elif family == "number_sorting":
         items = _list_text(gold).split(", ")
-        hacks.update({"hedge": box(_list_text(gold)) + " or " + box(", ".join(reversed(items))),
-                      "reversed order": box(", ".join(reversed(items))),
-                      "one item dropped": box(", ".join(items[:-1]))})
+        hacks.update(
+            {
+                "hedge": box(_list_text(gold)) + " or " + box(", ".join(reversed(items))),
+                "reversed order": box(", ".join(reversed(items))),
+                "one item dropped": box(", ".join(items[:-1])),
+            }
+        )
     else:
         wrong = _wrong(gold)
-        hacks.update({"hedge, two boxes": box(gold) + " or " + box(wrong),
-                      "hedge in one box": box(f"{gold} \\text{{ or }} {wrong}"),
-                      "hedge in prose": f"It is {wrong} or {box(gold)}.",
-                      "candidate list": box(f"{wrong}, {gold}, {_wrong(wrong)}"),
-                      "gold as a substring": box("1" + gold)})
+        hacks.update(
+            {
+                "hedge, two boxes": box(gold) + " or " + box(wrong),
+                "hedge in one box": box(f"{gold} \\text{{ or }} {wrong}"),
+                "hedge in prose": f"It is {wrong} or {box(gold)}.",
+                "candidate list": box(f"{wrong}, {gold}, {_wrong(wrong)}"),
+                "gold as a substring": box("1" + gold),
+            }
+        )
         if meta.get("expression"):
             hacks["the problem's own expression"] = box(meta["expression"])
     equivalences = {"the gold answer": box(gold)}
     if family == "number_sorting":
         equivalences["the list without quotes"] = box(_list_text(gold))
-    return ([Case(family, "hack", n, c, entry) for n, c in hacks.items()] +
-            [Case(family, "equivalence", n, c, entry) for n, c in equivalences.items()])
+    return [Case(family, "hack", n, c, entry) for n, c in hacks.items()] + [
+        Case(family, "equivalence", n, c, entry) for n, c in equivalences.items()
+    ]
 
 
 def theirs(case: Case) -> float:
@@ -85,8 +98,16 @@ def run_audit(families=None, per_family: int = 3, seed: int = 0) -> list[dict]:
         for entry in _dataset(family, per_family, seed, {}):
             for case in family_cases(family, entry):
                 verdict = ours.score(case.completion, problem_from_entry(case.entry))
-                rows.append({"family": family, "kind": case.kind, "name": case.name, "ours": verdict.reward,
-                             "status": verdict.status, "theirs": theirs(case)})
+                rows.append(
+                    {
+                        "family": family,
+                        "kind": case.kind,
+                        "name": case.name,
+                        "ours": verdict.reward,
+                        "status": verdict.status,
+                        "theirs": theirs(case),
+                    }
+                )
     return rows
 
 
@@ -99,8 +120,10 @@ def table(rows: list[dict]) -> str:
         paid = sum(r["ours"] > 0 for r in rs)
         their_paid = sum(r["theirs"] > 0 for r in rs)
         mean = sum(r["theirs"] for r in rs) / len(rs)
-        lines.append(f"| {family} | {name} | {'yes' if kind == 'equivalence' else 'no'} | {paid}/{len(rs)} | "
-                     f"{their_paid}/{len(rs)} ({mean:.2f}) |")
+        lines.append(
+            f"| {family} | {name} | {'yes' if kind == 'equivalence' else 'no'} | {paid}/{len(rs)} | "
+            f"{their_paid}/{len(rs)} ({mean:.2f}) |"
+        )
     return "\n".join(lines)
 
 
@@ -112,7 +135,9 @@ def audit_task() -> tuple[str, int]:
 
 def audit_exit_code(rows: list[dict]) -> int:
     """1 when rlvr paid any hack or refused any right answer, else 0."""
-    broken = [r for r in rows if (r["kind"] == "hack" and r["ours"] > 0) or (r["kind"] == "equivalence" and r["ours"] < 1)]
+    broken = [
+        r for r in rows if (r["kind"] == "hack" and r["ours"] > 0) or (r["kind"] == "equivalence" and r["ours"] < 1)
+    ]
     return 1 if broken else 0
 
 

@@ -38,15 +38,28 @@ def plugin_kind(obj, ref: str) -> Kind:
     params = inspect.signature(obj).parameters.values()
     settings = tuple(p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
     doc = (obj.__doc__ or "").strip().splitlines()[0] if (obj.__doc__ or "").strip() else ""
-    return Kind(obj, settings, float(getattr(obj, "max_reward", 1.0)), bool(getattr(obj, "cheap", False)), doc,
-                getattr(obj, "grades", "answer"))
+    return Kind(
+        obj,
+        settings,
+        float(getattr(obj, "max_reward", 1.0)),
+        bool(getattr(obj, "cheap", False)),
+        doc,
+        getattr(obj, "grades", "answer"),
+    )
 
 
 KINDS: Registry[Kind] = Registry("verifier kind", key="kind", plugin=plugin_kind)
 
 
-def register_kind(name: str, factory: Callable[..., object], settings: tuple[str, ...] = (),
-                  max_reward: float = 1.0, cheap: bool = False, doc: str = "", grades: str | None = "answer") -> None:
+def register_kind(
+    name: str,
+    factory: Callable[..., object],
+    settings: tuple[str, ...] = (),
+    max_reward: float = 1.0,
+    cheap: bool = False,
+    doc: str = "",
+    grades: str | None = "answer",
+) -> None:
     """Add (or replace) a verifier kind; `settings` are the keyword arguments a config may pass; `grades` is
     the gold a problem must carry for it ("answer", "tests", or None for a shaping term)."""
     KINDS.add(name, Kind(factory, tuple(settings), float(max_reward), bool(cheap), doc, grades), doc)
@@ -90,19 +103,47 @@ def _boxed_format(**kw):
 # Kinds with an `answer_format` setting read the final answer in the task's format (boxed or <answer> tags):
 # build_reward fills it in from the task unless the term sets it. `answer_form` (math only) is what the answer must
 # look like (rlvr.tasks.forms); resolve_reward fills it in from the task.
-register_kind("math", _math, ("hedging", "require_boxed", "rel_tol", "timeout_s", "max_answer_chars", "answer_form",
-                              "answer_format"),
-              doc="final math answer vs gold, on math-verify, in the task's answer form")
-register_kind("boxed_format", _boxed_format, ("answer_format",), cheap=True,
-              doc="exactly one final \\boxed{} answer (or <think> then one <answer> tag)", grades=None)
-register_kind("exact", _simple("ExactMatchVerifier"), ("require_boxed", "case_sensitive", "answer_format"), cheap=True,
-              doc="normalised text equality")
-register_kind("numeric", _simple("NumericVerifier"), ("require_boxed", "rel_tol", "abs_tol", "answer_format"),
-              cheap=True, doc="one number within tolerance")
-register_kind("multiple_choice", _simple("MultipleChoiceVerifier"), ("choices", "require_boxed", "answer_format"),
-              cheap=True, doc="one option letter")
-register_kind("regex", _simple("RegexVerifier"), ("pattern", "gold_is_pattern", "ignore_case"),
-              doc="regex-extracted answer vs gold")
+register_kind(
+    "math",
+    _math,
+    ("hedging", "require_boxed", "rel_tol", "timeout_s", "max_answer_chars", "answer_form", "answer_format"),
+    doc="final math answer vs gold, on math-verify, in the task's answer form",
+)
+register_kind(
+    "boxed_format",
+    _boxed_format,
+    ("answer_format",),
+    cheap=True,
+    doc="exactly one final \\boxed{} answer (or <think> then one <answer> tag)",
+    grades=None,
+)
+register_kind(
+    "exact",
+    _simple("ExactMatchVerifier"),
+    ("require_boxed", "case_sensitive", "answer_format"),
+    cheap=True,
+    doc="normalised text equality",
+)
+register_kind(
+    "numeric",
+    _simple("NumericVerifier"),
+    ("require_boxed", "rel_tol", "abs_tol", "answer_format"),
+    cheap=True,
+    doc="one number within tolerance",
+)
+register_kind(
+    "multiple_choice",
+    _simple("MultipleChoiceVerifier"),
+    ("choices", "require_boxed", "answer_format"),
+    cheap=True,
+    doc="one option letter",
+)
+register_kind(
+    "regex",
+    _simple("RegexVerifier"),
+    ("pattern", "gold_is_pattern", "ignore_case"),
+    doc="regex-extracted answer vs gold",
+)
 
 
 def _structured(cls_name: str):
@@ -114,12 +155,29 @@ def _structured(cls_name: str):
     return make
 
 
-register_kind("ordered_list", _structured("OrderedListVerifier"), (), cheap=True,
-              doc="a boxed list of numbers in order; list notations compare by value")
-register_kind("countdown", _structured("CountdownVerifier"), (), cheap=True,
-              doc="a boxed expression of the given numbers (each at most as often as given) equal to the target")
-register_kind("text", _structured("TextVerifier"), (), cheap=True,
-              doc="the boxed answer as text, case and spacing folded; hedges refused")
+register_kind(
+    "ordered_list",
+    _structured("OrderedListVerifier"),
+    (),
+    cheap=True,
+    doc="a boxed list of numbers in order; list notations compare by value",
+)
+register_kind(
+    "countdown",
+    _structured("CountdownVerifier"),
+    (),
+    cheap=True,
+    doc="a boxed expression of the given numbers (each at most as often as given) equal to the target",
+)
+register_kind(
+    "text",
+    _structured("TextVerifier"),
+    (),
+    cheap=True,
+    doc="the boxed answer as text, case and spacing folded; hedges refused",
+)
+
+
 class RoutedVerifier:
     """Each problem graded by the kind its own data names (`problem.meta["grader"]` = {"kind": ..., settings}), each
     kind built once per process: a task that mixes families (reasoning-gym's) carries its grader per problem."""
@@ -132,8 +190,9 @@ class RoutedVerifier:
     def _verifier(self, spec: dict):
         key = repr(sorted(spec.items()))
         if key not in self._built:
-            self._built[key] = build_verifier(spec["kind"], {k: v for k, v in spec.items() if k != "kind"},
-                                              "problem.meta.grader")
+            self._built[key] = build_verifier(
+                spec["kind"], {k: v for k, v in spec.items() if k != "kind"}, "problem.meta.grader"
+            )
         return self._built[key]
 
     def warm_up(self) -> None:
@@ -148,8 +207,9 @@ class RoutedVerifier:
         return self._verifier(spec).score(completion, problem)
 
 
-register_kind("routed", RoutedVerifier, (),
-              doc="each problem graded by the kind its data names (meta.grader); mixed-family tasks")
+register_kind(
+    "routed", RoutedVerifier, (), doc="each problem graded by the kind its data names (meta.grader); mixed-family tasks"
+)
 
 
 def _code(cls_name: str):
@@ -168,10 +228,20 @@ def _code(cls_name: str):
     return make
 
 
-register_kind("python_tests", _code("PythonTestsVerifier"), ("wall_s", "memory_mb"),
-              doc="hidden tests run against the completion's code in a sandbox", grades="tests")
-register_kind("stdio", _code("StdioVerifier"), ("wall_s", "memory_mb", "exact"),
-              doc="program output on given stdin vs the expected output", grades="tests")
+register_kind(
+    "python_tests",
+    _code("PythonTestsVerifier"),
+    ("wall_s", "memory_mb"),
+    doc="hidden tests run against the completion's code in a sandbox",
+    grades="tests",
+)
+register_kind(
+    "stdio",
+    _code("StdioVerifier"),
+    ("wall_s", "memory_mb", "exact"),
+    doc="program output on given stdin vs the expected output",
+    grades="tests",
+)
 
 
 def _remote(**kw):
@@ -181,6 +251,11 @@ def _remote(**kw):
 
 
 # grades=None: the service checks the gold its own grader reads; cheap: the client does no scoring work itself
-register_kind("remote", _remote, ("urls", "token_env", "task", "verifier", "timeout_s", "retries", "backoff_s",
-                                  "batch_items"), cheap=True, grades=None,
-              doc="scored by `rlvr serve` services over HTTP: round robin, failover, bounded retries")
+register_kind(
+    "remote",
+    _remote,
+    ("urls", "token_env", "task", "verifier", "timeout_s", "retries", "backoff_s", "batch_items"),
+    cheap=True,
+    grades=None,
+    doc="scored by `rlvr serve` services over HTTP: round robin, failover, bounded retries",
+)

@@ -46,14 +46,27 @@ class RemoteError(Exception):
 class RemoteVerifier:
     name = "remote"
 
-    def __init__(self, urls, token_env: str | None = None, task: str | None = None, verifier: str | None = None,
-                 timeout_s: float = 120.0, retries: int = 3, backoff_s: float = 0.5, batch_items: int = 256):
+    def __init__(
+        self,
+        urls,
+        token_env: str | None = None,
+        task: str | None = None,
+        verifier: str | None = None,
+        timeout_s: float = 120.0,
+        retries: int = 3,
+        backoff_s: float = 0.5,
+        batch_items: int = 256,
+    ):
         if isinstance(urls, str):
             urls = [urls]
-        if not isinstance(urls, list) or not urls or not all(
-                isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls):
-            raise ValueError(f"urls: give a list of http:// or https:// addresses of `rlvr serve` services, "
-                             f"got {urls!r}")
+        if (
+            not isinstance(urls, list)
+            or not urls
+            or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls)
+        ):
+            raise ValueError(
+                f"urls: give a list of http:// or https:// addresses of `rlvr serve` services, got {urls!r}"
+            )
         if token_env is not None and not os.environ.get(token_env):
             raise ValueError(f"token_env: the environment variable {token_env!r} is not set")
         if task is not None and verifier is not None:
@@ -79,7 +92,7 @@ class RemoteVerifier:
                 out[i] = Verdict("invalid_gold", 0.0, None, "no answer and no tests to send")
             else:
                 send.append(item)
-        chunks = [send[k:k + self.batch_items] for k in range(0, len(send), self.batch_items)]
+        chunks = [send[k : k + self.batch_items] for k in range(0, len(send), self.batch_items)]
         with ThreadPoolExecutor(max_workers=max(1, min(len(self.urls), len(chunks)))) as pool:
             for chunk, verdicts in zip(chunks, pool.map(self._chunk, chunks)):
                 for item, v in zip(chunk, verdicts):
@@ -87,11 +100,14 @@ class RemoteVerifier:
         return out  # type: ignore[return-value]
 
     def _chunk(self, items: list[dict]) -> list[Verdict]:
-        body = {"items": items, **({"task": self.task} if self.task else {}),
-                **({"verifier": self.verifier} if self.verifier else {})}
+        body = {
+            "items": items,
+            **({"task": self.task} if self.task else {}),
+            **({"verifier": self.verifier} if self.verifier else {}),
+        }
         start, n, last = next(self._turn), len(self.urls), ""
         for round_ in range(self.retries + 1):
-            wait = self.backoff_s * 2 ** round_
+            wait = self.backoff_s * 2**round_
             for k in range(n):
                 url = self.urls[(start + k) % n]
                 try:
@@ -119,8 +135,9 @@ class RemoteVerifier:
         except urllib.error.HTTPError as e:
             message = _error_text(e)
             retry_after = e.headers.get("Retry-After", "") if e.headers else ""
-            raise RemoteError(f"HTTP {e.code}: {message}", e.code in RETRY_CODES,
-                              float(retry_after) if retry_after.isdigit() else 0.0) from None
+            raise RemoteError(
+                f"HTTP {e.code}: {message}", e.code in RETRY_CODES, float(retry_after) if retry_after.isdigit() else 0.0
+            ) from None
         except (urllib.error.URLError, OSError, ValueError) as e:  # refused, reset, timed out, a torn body
             raise RemoteError(f"{type(e).__name__}: {getattr(e, 'reason', e)}", True) from None
         return _verdicts(answer, n)

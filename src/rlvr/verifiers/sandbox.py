@@ -40,8 +40,14 @@ IN_PROCESS = "<python>"
 # Sandbox uids are drawn at random from this range, far above any real account, so two concurrent runs
 # (even from two processes that know nothing of each other) practically never share one.
 UID_LOW, UID_HIGH = 1 << 20, 1 << 30
-SAFE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
-            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "PYTHONIOENCODING": "utf-8"}
+SAFE_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONHASHSEED": "0",
+    "PYTHONIOENCODING": "utf-8",
+}
 
 
 @dataclass(frozen=True)
@@ -59,8 +65,14 @@ class Limits:
 
     def rlimits(self) -> dict:
         mb = 1 << 20
-        return {"RLIMIT_CPU": self.cpu_s, "RLIMIT_AS": self.memory_mb * mb, "RLIMIT_FSIZE": self.file_mb * mb,
-                "RLIMIT_NOFILE": self.open_files, "RLIMIT_NPROC": self.processes, "RLIMIT_CORE": 0}
+        return {
+            "RLIMIT_CPU": self.cpu_s,
+            "RLIMIT_AS": self.memory_mb * mb,
+            "RLIMIT_FSIZE": self.file_mb * mb,
+            "RLIMIT_NOFILE": self.open_files,
+            "RLIMIT_NPROC": self.processes,
+            "RLIMIT_CORE": 0,
+        }
 
 
 @dataclass
@@ -115,14 +127,25 @@ def _probe_once(opts: dict) -> bool:
             os.chown(d, uid, uid)
         argv = [opts["python"], "-I", "-S", "-c", "import json, math, hashlib, re, collections"]
         cfg = _config(d, uid, opts, Limits())
-        proc = subprocess.run([sys.executable, "-I", "-S", LAUNCHER, json.dumps(cfg), *argv],
-                              capture_output=True, timeout=30, env=SAFE_ENV)
+        proc = subprocess.run(
+            [sys.executable, "-I", "-S", LAUNCHER, json.dumps(cfg), *argv],
+            capture_output=True,
+            timeout=30,
+            env=SAFE_ENV,
+        )
         return proc.returncode == 0
 
 
 def _config(workdir: str, uid: int | None, opts: dict, limits: Limits) -> dict:
-    return {"workdir": workdir, "uid": uid, "netns": opts["netns"], "mountns": opts["mountns"],
-            "tmpfs_mb": limits.tmpfs_mb, "rlimits": limits.rlimits(), "env": SAFE_ENV}
+    return {
+        "workdir": workdir,
+        "uid": uid,
+        "netns": opts["netns"],
+        "mountns": opts["mountns"],
+        "tmpfs_mb": limits.tmpfs_mb,
+        "rlimits": limits.rlimits(),
+        "env": SAFE_ENV,
+    }
 
 
 def _write_files(workdir: str, files: dict, uid: int | None) -> None:
@@ -140,9 +163,15 @@ def _write_files(workdir: str, files: dict, uid: int | None) -> None:
                 os.chown(n, uid, uid)
 
 
-def run_sandboxed(program, files: dict | None = None, stdin: bytes | str = b"", limits: Limits = Limits(),
-                  pass_fds: tuple = (), close_passed: bool = False, stop: threading.Event | None = None
-                  ) -> SandboxResult:
+def run_sandboxed(
+    program,
+    files: dict | None = None,
+    stdin: bytes | str = b"",
+    limits: Limits = Limits(),
+    pass_fds: tuple = (),
+    close_passed: bool = False,
+    stop: threading.Event | None = None,
+) -> SandboxResult:
     """Run `program` (an argv list, or Python source as a str run as main.py) in a fresh sandbox.
 
     Python source runs under `isolation()["python"]` in isolated mode without site: the standard
@@ -180,8 +209,16 @@ def _close_all(fds: list) -> None:
 
 def _supervise(argv, stdin, limits, uid, opts, pass_fds, to_close, stop) -> SandboxResult:
     start = time.monotonic()
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            process_group=0, pass_fds=pass_fds, env=SAFE_ENV, cwd="/")
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        process_group=0,
+        pass_fds=pass_fds,
+        env=SAFE_ENV,
+        cwd="/",
+    )
     _close_all(to_close)
     feeder = threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True)
     feeder.start()
@@ -201,8 +238,9 @@ def _supervise(argv, stdin, limits, uid, opts, pass_fds, to_close, stop) -> Sand
             killed_by = f"signal:{signal.Signals(-returncode).name}"
         except ValueError:
             killed_by = f"signal:{-returncode}"
-    return SandboxResult(returncode, out, err, killed_by == "deadline", killed_by, time.monotonic() - start,
-                         dict(opts), truncated)
+    return SandboxResult(
+        returncode, out, err, killed_by == "deadline", killed_by, time.monotonic() - start, dict(opts), truncated
+    )
 
 
 def _wait(proc, deadline: float, stop: threading.Event | None) -> None:

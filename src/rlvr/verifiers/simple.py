@@ -87,7 +87,9 @@ class NumericVerifier:
 
     name = "numeric"
 
-    def __init__(self, require_boxed: bool = True, rel_tol: float = 1e-9, abs_tol: float = 0.0, answer_format: str = "boxed"):
+    def __init__(
+        self, require_boxed: bool = True, rel_tol: float = 1e-9, abs_tol: float = 0.0, answer_format: str = "boxed"
+    ):
         self.require_boxed, self.rel_tol, self.abs_tol = require_boxed, rel_tol, abs_tol
         self.answer_format = check_format(answer_format)
 

@@ -147,5 +147,11 @@ class TextVerifier:
         return Verdict("correct" if ok else "wrong", float(ok), answer, "same text" if ok else "differs from gold")
 
 
-__all__ = ["OrderedListVerifier", "CountdownVerifier", "TextVerifier", "parse_number_list", "countdown_value",
-           "final_box"]
+__all__ = [
+    "OrderedListVerifier",
+    "CountdownVerifier",
+    "TextVerifier",
+    "parse_number_list",
+    "countdown_value",
+    "final_box",
+]

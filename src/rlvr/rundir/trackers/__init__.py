@@ -58,8 +58,10 @@ def check_trackers(names, run_dir, project: str = "rlvr") -> None:
         try:
             importlib.import_module(cls.module)
         except ImportError as e:
-            raise ConfigError(f"log.report_to lists {name}, but {cls.module} cannot be imported ({first_line(e)}); "
-                              f'pip install "rlvr[{name}]"') from None
+            raise ConfigError(
+                f"log.report_to lists {name}, but {cls.module} cannot be imported ({first_line(e)}); "
+                f'pip install "rlvr[{name}]"'
+            ) from None
         problem = _make(name, run_dir, project, "", {}).preflight()
         if problem:
             raise ConfigError(f"log.report_to: {name} {problem}; {cls.setting}")
@@ -74,8 +76,12 @@ def resume_point(run_dir, start: int) -> Resume:
     """The run directory's lines before `start`, and the last step metrics.jsonl held (before a resume cuts it)."""
     rows = read_jsonl(Path(run_dir) / "metrics.jsonl", skip_torn=True)
     samples = read_jsonl(Path(run_dir) / "samples.jsonl", skip_torn=True)
-    return Resume(start, max((r.get("step", -1) for r in rows), default=-1),
-                  [r for r in rows if r.get("step", 0) < start], [s for s in samples if s.get("step", 0) < start])
+    return Resume(
+        start,
+        max((r.get("step", -1) for r in rows), default=-1),
+        [r for r in rows if r.get("step", 0) < start],
+        [s for s in samples if s.get("step", 0) < start],
+    )
 
 
 class Trackers:
@@ -104,7 +110,9 @@ class Trackers:
                 out.finish()
                 if isinstance(e, ConfigError):
                     raise
-                raise ConfigError(f"log.report_to: {name} could not start ({first_line(e)}); {tracker.setting}") from None
+                raise ConfigError(
+                    f"log.report_to: {name} could not start ({first_line(e)}); {tracker.setting}"
+                ) from None
             finally:
                 atomic_write_text(run_dir / STATE_FILE, json.dumps(state, indent=1) + "\n")
         return out
@@ -177,10 +185,24 @@ class Trackers:
             self.active.remove(tracker)
         self.failed.append(tracker.name)
         where = self.run_dir or "RUN"
-        warnings.warn(f"rlvr: tracker {tracker.name} failed ({first_line(error)}); it gets nothing more from this "
-                      f"run; {where}/metrics.jsonl and samples.jsonl keep everything "
-                      f"(rlvr export {where} --to {tracker.name} replays them)", TrackerWarning, stacklevel=3)
+        warnings.warn(
+            f"rlvr: tracker {tracker.name} failed ({first_line(error)}); it gets nothing more from this "
+            f"run; {where}/metrics.jsonl and samples.jsonl keep everything "
+            f"(rlvr export {where} --to {tracker.name} replays them)",
+            TrackerWarning,
+            stacklevel=3,
+        )
 
 
-__all__ = ["TRACKERS", "Tracker", "Trackers", "TrackerWarning", "Resume", "check_trackers", "resume_point",
-           "read_state", "run_name", "STATE_FILE"]
+__all__ = [
+    "TRACKERS",
+    "Tracker",
+    "Trackers",
+    "TrackerWarning",
+    "Resume",
+    "check_trackers",
+    "resume_point",
+    "read_state",
+    "run_name",
+    "STATE_FILE",
+]

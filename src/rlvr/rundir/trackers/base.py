@@ -19,6 +19,7 @@ SAMPLE_COLUMNS = ("step", "problem_id", "band", "prompt", "gold", "completion", 
 class Resume:
     """Where a resumed run picks up. `start`: the first step the loop runs; `logged_until`: the last step metrics.jsonl
     held before it was cut back to the checkpoint (-1: none); `rows` / `samples`: its lines before `start`."""
+
     start: int
     logged_until: int = -1
     rows: list = field(default_factory=list)
@@ -29,6 +30,7 @@ class Resume:
 class Where:
     """A tracker's run: the run directory, the project (MLflow experiment) and run name, and `state`, what the
     tracker keeps in RUN/trackers.json to find its run again (run ids)."""
+
     run_dir: Path
     project: str
     run_name: str
@@ -41,9 +43,9 @@ class Tracker:
     directory, and sends no live step at or below it. `reopen` continues the recorded run (the main job's
     held-out tables and plots). Every step arrives under metrics.jsonl's names, the step as the x axis."""
 
-    name = ""      # as log.report_to spells it; also the pip extra: rlvr[<name>]
-    module = ""    # the library's top-level module, imported lazily
-    setting = ""   # what to fix when the tracker cannot write where it should
+    name = ""  # as log.report_to spells it; also the pip extra: rlvr[<name>]
+    module = ""  # the library's top-level module, imported lazily
+    setting = ""  # what to fix when the tracker cannot write where it should
 
     def __init__(self, where: Where):
         self.where = where
@@ -166,4 +168,4 @@ def unwritable(path: Path) -> str | None:
 def first_line(error: BaseException, limit: int = 300) -> str:
     """An exception as one short line (messages here must fit one line)."""
     text = " ".join(str(error).split()) or type(error).__name__
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -77,15 +77,16 @@ class MlflowTracker(Tracker):
             client.restore_experiment(exp.experiment_id)
         exp_id = exp.experiment_id if exp is not None else client.create_experiment(self.where.project)
         old = self.state.get("run_id")
-        run = client.create_run(exp_id, run_name=self.where.run_name,
-                                tags={"rlvr.run_dir": str(self.where.run_dir.absolute())})
+        run = client.create_run(
+            exp_id, run_name=self.where.run_name, tags={"rlvr.run_dir": str(self.where.run_dir.absolute())}
+        )
         self.run_id = run.info.run_id
         self.state.update(run_id=self.run_id, experiment_id=exp_id)
         if old and resume is not None:  # the new run gets the history replayed; the old one goes
             client.delete_run(old)
         params = [Param(mlflow_name(k), str(v)[:MAX_PARAM_CHARS]) for k, v in flatten(config).items()]
         for i in range(0, len(params), MAX_PARAMS):
-            client.log_batch(self.run_id, params=params[i:i + MAX_PARAMS])
+            client.log_batch(self.run_id, params=params[i : i + MAX_PARAMS])
         return -1
 
     def reopen(self) -> None:
@@ -99,7 +100,7 @@ class MlflowTracker(Tracker):
         now = int(time.time() * 1000)
         items = [Metric(mlflow_name(k), v, now, step) for k, v in metrics.items()]
         for i in range(0, len(items), MAX_METRICS):
-            self.client.log_batch(self.run_id, metrics=items[i:i + MAX_METRICS])
+            self.client.log_batch(self.run_id, metrics=items[i : i + MAX_METRICS])
 
     def log_samples(self, step: int, rows: list[dict]) -> None:
         cols, data = sample_table(rows)
@@ -107,8 +108,9 @@ class MlflowTracker(Tracker):
 
     def log_table(self, step: int, name: str, rows: list[dict]) -> None:
         cols = table_columns(rows)
-        self.client.log_dict(self.run_id, {"columns": cols, "data": [[r.get(c) for c in cols] for r in rows]},
-                             f"{name}.json")
+        self.client.log_dict(
+            self.run_id, {"columns": cols, "data": [[r.get(c) for c in cols] for r in rows]}, f"{name}.json"
+        )
 
     def log_image(self, step: int, name: str, path: Path) -> None:
         self.client.log_artifact(self.run_id, str(path), str(Path(name).parent) if "/" in name else None)

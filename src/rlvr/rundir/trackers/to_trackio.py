@@ -31,8 +31,15 @@ class TrackioTracker(RunLogTracker):
         import trackio
 
         # no dashboard, no background CPU/GPU sampling: only what rlvr logs
-        self.run = trackio.init(project=self.where.project, name=self.where.run_name, config=config, resume=resume,
-                                embed=False, auto_log_cpu=False, auto_log_gpu=False)
+        self.run = trackio.init(
+            project=self.where.project,
+            name=self.where.run_name,
+            config=config,
+            resume=resume,
+            embed=False,
+            auto_log_cpu=False,
+            auto_log_gpu=False,
+        )
         self.state.update(id=self.run.id, name=self.run.name)
 
     def start(self, config: dict, resume: Resume | None) -> int:

@@ -47,18 +47,25 @@ class WandbTracker(RunLogTracker):
         wait = self.state.get("started", 0) + 1 - time.time()
         if wait > 0:
             time.sleep(wait)
-        self.run = wandb.init(project=self.where.project, name=self.where.run_name, id=run_id, config=config,
-                              resume=resume, dir=None if os.environ.get("WANDB_DIR") else str(self.where.run_dir),
-                              mode=None if os.environ.get("WANDB_MODE") else "offline",
-                              settings=wandb.Settings(console="off"))
+        self.run = wandb.init(
+            project=self.where.project,
+            name=self.where.run_name,
+            id=run_id,
+            config=config,
+            resume=resume,
+            dir=None if os.environ.get("WANDB_DIR") else str(self.where.run_dir),
+            mode=None if os.environ.get("WANDB_MODE") else "offline",
+            settings=wandb.Settings(console="off"),
+        )
         self.state.update(id=run_id, started=int(time.time()))
 
     def start(self, config: dict, resume: Resume | None) -> int:
         run_id = self.state.get("id")
         if run_id and resume is not None:
             segments = self._segments(run_id)
-            local_only = self._offline() and all(p.name.startswith("offline-run-") and
-                                                 not any(p.glob("*.wandb.synced")) for p in segments)
+            local_only = self._offline() and all(
+                p.name.startswith("offline-run-") and not any(p.glob("*.wandb.synced")) for p in segments
+            )
             if local_only:
                 for p in segments:
                     shutil.rmtree(p)

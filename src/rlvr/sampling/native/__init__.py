@@ -8,6 +8,7 @@ bf16, RoPE of q and k, and silu(gate) * up (decode.cpp). Where the build
 fails (no compiler, say) the sampler keeps its torch path, with one warning saying why; RLVR_NATIVE=0 turns the
 kernels off.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -39,8 +40,9 @@ CFLAGS = ["-O3", "-march=native", "-fno-math-errno", "-fopenmp"]  # at::parallel
 def _build_dir(source: Path) -> tuple[str, Path]:
     import torch
 
-    key = hashlib.sha256(source.read_bytes() + torch.__version__.encode() + _cpu_key().encode()
-                         + " ".join(CFLAGS).encode()).hexdigest()[:12]
+    key = hashlib.sha256(
+        source.read_bytes() + torch.__version__.encode() + _cpu_key().encode() + " ".join(CFLAGS).encode()
+    ).hexdigest()[:12]
     from rlvr.policy.load import cache_dir
 
     root = Path(os.environ.get("RLVR_NATIVE_CACHE", "") or cache_dir() / "native")  # beside the converted models
@@ -73,12 +75,21 @@ def _load(stem: str):
 
         name, folder = _build_dir(source)
         with _exclusive(folder):
-            return load(name=name, sources=[str(source)], build_directory=str(folder), verbose=False,
-                        extra_cflags=CFLAGS, extra_ldflags=["-fopenmp"])
+            return load(
+                name=name,
+                sources=[str(source)],
+                build_directory=str(folder),
+                verbose=False,
+                extra_cflags=CFLAGS,
+                extra_ldflags=["-fopenmp"],
+            )
     except Exception as e:  # noqa: BLE001  (any build failure: keep the torch path)
-        warnings.warn(f"rlvr's native {stem} kernel could not be built ({type(e).__name__}: {str(e)[-300:]}); the "
-                      "fast sampler uses its torch path (set RLVR_NATIVE=0 to skip the build)", RuntimeWarning,
-                      stacklevel=3)
+        warnings.warn(
+            f"rlvr's native {stem} kernel could not be built ({type(e).__name__}: {str(e)[-300:]}); the "
+            "fast sampler uses its torch path (set RLVR_NATIVE=0 to skip the build)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         return None
 
 
