@@ -14,9 +14,10 @@ MAX_MODULE_LINES = 400
 # Shared records sit early: Problem and the answer forms in tasks, Verdict in verifiers, ConfigError in errors.
 ORDER = (
     "errors",
+    "yaml_io",
     "registry",
-    "config",
     "presets",
+    "config",
     "tasks",
     "prompts",
     "verifiers",

@@ -10,15 +10,15 @@ choices and open keys, and `Config.from_dict` gives every call site the same typ
 from __future__ import annotations
 
 import copy
-import re
 from dataclasses import asdict, dataclass, field, fields
-from importlib import resources
 from pathlib import Path
 
 import yaml
 
 from rlvr.errors import ConfigError
-from rlvr.registry import Registry, is_plugin
+from rlvr.presets import CONFIG_PRESETS
+from rlvr.registry import is_plugin
+from rlvr.yaml_io import load_yaml
 
 
 def _choice(default, *others, plugin: bool = False):
@@ -330,27 +330,6 @@ def _each_value(path: str, value) -> list:
     return list(dict.fromkeys(value))
 
 
-class _Loader(yaml.SafeLoader):
-    """PyYAML's safe loader (YAML 1.1), with YAML 1.2's floats: '1e-5', as people write learning rates, is a
-    float (YAML 1.1 wants a dot, '1.0e-5', and reads '1e-5' as a string)."""
-
-
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)[eE][-+]?[0-9]+$"), list("-+0123456789.")
-)
-
-
-def load_yaml(text: str, where: str):
-    """YAML text read as configs are read everywhere (`_Loader`); a syntax error is a one-line ConfigError
-    naming `where`, the line and the column."""
-    try:
-        return yaml.load(text, Loader=_Loader)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise ConfigError(f"{where}: not valid YAML ({getattr(e, 'problem', None) or e}{at})") from None
-
-
 def parse_set(item: str) -> dict:
     """'train.lr=1e-5' -> {'train': {'lr': 1e-05}} (the value is read as YAML)."""
     if "=" not in item:
@@ -377,21 +356,6 @@ def _set_open(current, value):
     for k, v in value.items():
         out[k] = _set_open(out.get(k), v)
     return out
-
-
-def _config_presets() -> Registry[Path]:
-    """Config presets: the YAML files shipped in rlvr/presets, each described by its first comment line."""
-    presets: Registry[Path] = Registry("config preset", key="config")
-    for item in sorted(resources.files("rlvr.presets").iterdir(), key=lambda p: p.name):
-        if item.name.endswith(".yaml"):
-            first = next(iter(item.read_text().splitlines()), "")
-            presets.add(item.name[:-5], Path(str(item)), first.lstrip("# ") if first.startswith("#") else "")
-    return presets
-
-
-# Named whole configs (`rlvr train default`, `rlvr run --preset reasoning-gym`); not to be confused with the
-# algorithm presets (rlvr.algorithms.PRESETS: grpo, dapo, ...), which fill only the `algorithm` section.
-CONFIG_PRESETS = _config_presets()
 
 
 def preset_names() -> list[str]:

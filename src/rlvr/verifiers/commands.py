@@ -17,11 +17,12 @@ import json
 import sys
 from collections import Counter
 
-from rlvr.config import ConfigError, load_yaml
+from rlvr.config import ConfigError
 from rlvr.tasks.base import GOLD_COLUMNS, gold_column
 from rlvr.verifiers.base import STATUSES
 from rlvr.verifiers.pool import score_batch
 from rlvr.verifiers.registry import build_verifier
+from rlvr.yaml_io import load_yaml
 
 CHUNK = 256  # lines scored per pool batch; output is flushed after each
 # Which suites `rlvr audit` runs per verifier kind; another kind adds its own with register_audit_suite.

@@ -1,0 +1,67 @@
+"""The result of converting a peer's recipe into an rlvr config: the config, the keys that could not be mapped and
+why, notes on how keys were read; read from YAML, reported one line a key, rendered as YAML headed by the report."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+import yaml
+
+from rlvr.errors import ConfigError
+from rlvr.yaml_io import load_yaml
+
+
+@dataclass
+class Conversion:
+    """config: the rlvr config the recipe maps to (only the keys it sets); unmapped: (key, why); notes: how
+    particular keys were read, the TRL defaults used, the shaping-rule report."""
+
+    config: dict = field(default_factory=dict)
+    unmapped: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+
+    def set(self, dotted: str, value) -> None:
+        node = self.config
+        *parents, leaf = dotted.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+
+    def get(self, dotted: str, default=None):
+        node = self.config
+        for p in dotted.split("."):
+            if not isinstance(node, dict) or p not in node:
+                return default
+            node = node[p]
+        return node
+
+
+def read_recipe(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = load_yaml(f.read(), f"recipe {path}") or {}
+    except OSError as e:
+        raise ConfigError(f"recipe {path}: {e.strerror or e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"recipe {path}: expected a mapping of GRPOConfig keys")
+    return data
+
+
+def report(conv: Conversion, source: str = "the recipe") -> str:
+    """What was read how, and every key not mapped with its reason, one per line."""
+    lines = [f"rlvr convert-config: {source}"]
+    lines += [f"  note: {n}" for n in conv.notes]
+    lines += [f"  not mapped: {k}: {why}" for k, why in conv.unmapped]
+    if not conv.unmapped:
+        lines.append("  every key mapped")
+    return "\n".join(lines)
+
+
+def render(conv: Conversion, source: str = "the recipe") -> str:
+    """The rlvr config as YAML, headed by the report as comments."""
+    head = "".join(f"# {line}\n" for line in report(conv, source).splitlines())
+    return head + yaml.safe_dump(copy.deepcopy(conv.config), sort_keys=False, allow_unicode=True)
+
+
+__all__ = ["Conversion", "read_recipe", "report", "render"]

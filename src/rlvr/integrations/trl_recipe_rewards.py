@@ -1,0 +1,98 @@
+"""A recipe's reward_funcs + reward_weights -> rlvr reward terms through rlvr's verifiers (correctness first), the
+soft overlong punishment as the algorithm's overlong shaping, and the 10% shaping rule reported, never silently
+applied. Part of rlvr.integrations.trl_recipe."""
+
+from __future__ import annotations
+
+from rlvr.config import ConfigError
+from rlvr.integrations.conversion import Conversion
+from rlvr.integrations.trl_recipe_keys import OPEN_R1_REWARDS, OVERLONG, REWARDS, REWARDS_UNMAPPED
+from rlvr.verifiers.compose import DOMINANCE_RATIO
+
+
+def map_rewards(r: dict, conv: Conversion, open_r1: bool) -> set:
+    """reward_funcs + reward_weights -> reward terms (correctness first); the 10% shaping rule reported."""
+    names = r.get("reward_funcs")
+    if names is None and open_r1:
+        names = list(OPEN_R1_REWARDS)
+        conv.notes.append(f"no reward_funcs: open-r1's default {OPEN_R1_REWARDS}")
+    if names is None:
+        conv.notes.append("no reward_funcs (GRPOConfig leaves them to the training script): rlvr's default reward")
+        return {"reward_funcs", "reward_weights"}
+    names = [names] if isinstance(names, str) else list(names)
+    weights = r.get("reward_weights") or [1.0] * len(names)
+    if len(weights) != len(names):
+        raise ConfigError(f"recipe: {len(names)} reward_funcs but {len(weights)} reward_weights")
+    terms = []
+    for name, w in zip(names, weights):
+        if name in REWARDS:
+            term_name, spec, note = REWARDS[name]
+            terms.append({"name": term_name, **spec, "weight": float(w)})
+            conv.notes += [note] if note else []
+        elif name in OVERLONG:
+            _overlong(r, conv, name)
+        else:
+            conv.unmapped.append(
+                (
+                    f"reward_funcs: {name}",
+                    REWARDS_UNMAPPED.get(
+                        name,
+                        "a Python reward function: rlvr rewards through its verifiers (register a verifier kind to port it)",
+                    ),
+                )
+            )
+    _reward_terms(terms, conv)
+    return {"reward_funcs", "reward_weights"}
+
+
+def _reward_terms(terms: list, conv: Conversion) -> None:
+    """The terms in rlvr's order (correctness first), the task's answer format, the shaping rule's report."""
+    if not terms:
+        conv.notes.append("no reward function maps to an rlvr verifier: rlvr's default reward is kept")
+        return
+    terms.sort(key=lambda t: t["kind"] != "math")  # stable: correctness first, the rest as given
+    if any(t.get("answer_format") == "tags" for t in terms):
+        conv.set("task.settings.answer_format", "tags")
+        for t in terms:
+            t.pop("answer_format", None)  # every term follows the task's format
+    if terms[0]["kind"] != "math":
+        conv.notes.append(
+            f"no correctness reward among reward_funcs: rlvr treats {terms[0]['name']!r} as the correctness term"
+        )
+    main = abs(terms[0]["weight"])
+    over = [t for t in terms[1:] if abs(t["weight"]) > DOMINANCE_RATIO * main + 1e-12]
+    for t in over:
+        share = abs(t["weight"]) / main if main else float("inf")
+        conv.notes.append(
+            f"SHAPING RULE: {t['name']} weight {t['weight']:g} is {share:.0%} of {terms[0]['name']}'s "
+            f"{terms[0]['weight']:g}, above rlvr's {DOMINANCE_RATIO:.0%} rule (a policy can earn it without "
+            f"solving anything); kept as given, with reward.allow_dominant_shaping: true; rlvr's rule "
+            f"would cap it at {DOMINANCE_RATIO * main:g}"
+        )
+    conv.config.setdefault("reward", {})["terms"] = terms
+    if over:
+        conv.config["reward"]["allow_dominant_shaping"] = True
+
+
+def _overlong(r: dict, conv: Conversion, name: str) -> None:
+    """The soft overlong punishment as rlvr's soft overlong shaping; its buffer as a fraction of the budget
+    (open-r1's defaults: 4096 of 16384 tokens; TRL's CLI registers 256 of 1280)."""
+    budget, cache = (16384, 4096) if name == "soft_overlong_punishment" else (1280, 256)
+    budget, cache = int(r.get("max_completion_len", budget)), int(r.get("soft_punish_cache", cache))
+    frac = min(1.0, cache / budget) if budget else 0.2
+    algo = conv.config.setdefault("algorithm", {})
+    if algo.get("overlong") == "filter":
+        conv.unmapped.append(
+            (
+                "mask_truncated_completions",
+                f"rlvr's algorithm.overlong is filter or soft, not both: {name} (soft) is kept",
+            )
+        )
+    algo.update(overlong="soft", overlong_buffer_frac=round(frac, 4))
+    conv.notes.append(
+        f"soft_overlong_punishment -> algorithm.overlong soft over the last {frac:.0%} of "
+        f"max_completion_length (its reward weight is not used: rlvr applies it as DAPO does)"
+    )
+
+
+__all__ = ["map_rewards"]

@@ -1,0 +1,35 @@
+"""YAML read the way rlvr reads configs everywhere (config files, --set values, recipes): PyYAML's safe loader with
+YAML 1.2's floats, and a syntax error as one line naming where, the line and the column. A leaf: config and the
+commands that read YAML import it."""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+
+from rlvr.errors import ConfigError
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader (YAML 1.1), with YAML 1.2's floats: '1e-5', as people write learning rates, is a
+    float (YAML 1.1 wants a dot, '1.0e-5', and reads '1e-5' as a string)."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)[eE][-+]?[0-9]+$"), list("-+0123456789.")
+)
+
+
+def load_yaml(text: str, where: str):
+    """YAML text read as configs are read everywhere (`_Loader`); a syntax error is a one-line ConfigError
+    naming `where`, the line and the column."""
+    try:
+        return yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ConfigError(f"{where}: not valid YAML ({getattr(e, 'problem', None) or e}{at})") from None
+
+
+__all__ = ["load_yaml"]
