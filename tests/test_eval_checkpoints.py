@@ -11,6 +11,7 @@ from safetensors.torch import load_file
 
 from rlvr.config import resolve
 from rlvr.evaluation.run_eval import (
+    EvalSettings,
     adapter_policy,
     checkpoint_policy,
     evaluate_model,
@@ -86,15 +87,18 @@ def test_checkpoint_is_evaluated_with_the_runs_task_and_reward(run, capsys):
     ckpt = sorted((run / "checkpoints").iterdir())[0]
     records, summary = evaluate_model(
         ckpt,
-        split="train",
-        n=1,
-        ks=(1,),
-        max_new_tokens=4,
-        greedy=True,
-        progress=False,
-        n_boot=20,
-        limit=4,
-        allow_contaminated=True,
+        None,
+        EvalSettings(
+            split="train",
+            n=1,
+            ks=(1,),
+            max_new_tokens=4,
+            greedy=True,
+            progress=False,
+            n_boot=20,
+            limit=4,
+            allow_contaminated=True,
+        ),
     )
     assert summary["setup"]["reward"] == REWARD and summary["setup"]["task"] == "jsonl"
     assert len(records) == 8 and {r.band for r in records} == {"a", "b"}

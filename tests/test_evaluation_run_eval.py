@@ -3,13 +3,14 @@ the summary agree, a run directory's recorded reward and task are reused, a cont
 before any sampling, and the same seed gives the same completions."""
 
 import json
+from dataclasses import replace
 
 import pytest
 import yaml
 
 from conftest import make_tiny_llama
 from rlvr.evaluation.records import read_records
-from rlvr.evaluation.run_eval import evaluate_model, limit_problems
+from rlvr.evaluation.run_eval import EvalSettings, evaluate_model, limit_problems
 from rlvr.tasks.base import Problem
 from rlvr.tasks.hygiene import ContaminationError
 
@@ -48,13 +49,9 @@ def test_records_and_summary_add_up(tmp_path, tokenizer):
     records, summary = evaluate_model(
         policy,
         "jsonl",
+        EvalSettings(n=4, ks=(1, 2, 4, 8), max_new_tokens=6, progress=False, n_boot=200),
         task_settings={"splits": splits(tmp_path)},
-        n=4,
-        ks=(1, 2, 4, 8),
-        max_new_tokens=6,
         reward_cfg=FIRST_CHAR,
-        progress=False,
-        n_boot=200,
     )
     sampled = [r for r in records if r.mode == "sampled"]
     greedy = [r for r in records if r.mode == "greedy"]
@@ -79,13 +76,9 @@ def test_records_and_summary_add_up(tmp_path, tokenizer):
     again, _ = evaluate_model(
         (policy[0], tokenizer),
         "jsonl",
+        EvalSettings(n=4, ks=(1,), max_new_tokens=6, progress=False, n_boot=50),
         task_settings={"splits": splits(tmp_path)},
-        n=4,
-        ks=(1,),
-        max_new_tokens=6,
         reward_cfg=FIRST_CHAR,
-        progress=False,
-        n_boot=50,
     )
     assert [r.completion for r in again] == [r.completion for r in records]
 
@@ -95,23 +88,17 @@ def test_greedy_only_evaluation(tmp_path, tokenizer):
     from rlvr.evaluation.summary import summary_markdown
 
     policy = (make_tiny_llama(len(tokenizer)), tokenizer)
-    kw = dict(
-        task_settings={"splits": splits(tmp_path)},
-        ks=(1, 4),
-        max_new_tokens=6,
-        reward_cfg=FIRST_CHAR,
-        progress=False,
-        n_boot=50,
-    )
-    records, summary = evaluate_model(policy, "jsonl", n=0, **kw)
+    kw = dict(task_settings={"splits": splits(tmp_path)}, reward_cfg=FIRST_CHAR)
+    settings = EvalSettings(n=0, ks=(1, 4), max_new_tokens=6, progress=False, n_boot=50)
+    records, summary = evaluate_model(policy, "jsonl", settings, **kw)
     assert [r.mode for r in records] == ["greedy"] * 6 and summary["ks"] == []
     assert summary["overall"]["pass@k"] == {} and summary["overall"]["status"] is None
-    both, _ = evaluate_model(policy, "jsonl", n=2, **kw)
+    both, _ = evaluate_model(policy, "jsonl", replace(settings, n=2), **kw)
     assert [r.completion for r in records] == [r.completion for r in both if r.mode == "greedy"]
     assert summary["overall"]["greedy"]["value"] == pytest.approx(sum(r.correct for r in records) / 6)
     assert "Verdict statuses of the greedy completions" in summary_markdown(summary)
     with pytest.raises(ValueError, match="greedy only"):
-        evaluate_model(policy, "jsonl", n=0, greedy=False, **kw)
+        evaluate_model(policy, "jsonl", replace(settings, greedy=False), **kw)
 
 
 def test_contaminated_split_is_refused_before_sampling(tmp_path, tokenizer):
@@ -119,19 +106,18 @@ def test_contaminated_split_is_refused_before_sampling(tmp_path, tokenizer):
     task = {"splits": splits(tmp_path, [copy])}
     with pytest.raises(ContaminationError, match="1 of 7 problems overlap"):
         evaluate_model(
-            ("not a model", tokenizer), "jsonl", task_settings=task, n=2, reward_cfg=FIRST_CHAR, progress=False
+            ("not a model", tokenizer),
+            "jsonl",
+            EvalSettings(n=2, progress=False),
+            task_settings=task,
+            reward_cfg=FIRST_CHAR,
         )
     _, summary = evaluate_model(
         (make_tiny_llama(len(tokenizer)), tokenizer),
         "jsonl",
+        EvalSettings(n=2, ks=(1,), max_new_tokens=4, allow_contaminated=True, progress=False, n_boot=50),
         task_settings=task,
-        n=2,
-        ks=(1,),
-        max_new_tokens=4,
         reward_cfg=FIRST_CHAR,
-        allow_contaminated=True,
-        progress=False,
-        n_boot=50,
     )
     assert summary["hygiene"]["contaminated"] == 1
     assert summary["hygiene"]["overlaps"][0]["eval_id"] == "dup"
@@ -154,7 +140,9 @@ def make_run_dir(tmp_path, tokenizer):
 
 def test_run_dir_reuses_its_reward_and_task(tmp_path, tokenizer):
     run = make_run_dir(tmp_path, tokenizer)
-    records, summary = evaluate_model(run, n=2, ks=(1,), max_new_tokens=4, greedy=False, progress=False, n_boot=50)
+    records, summary = evaluate_model(
+        run, None, EvalSettings(n=2, ks=(1,), max_new_tokens=4, greedy=False, progress=False, n_boot=50)
+    )
     assert summary["setup"]["reward"] == NEVER and summary["setup"]["task"] == "jsonl"
     assert len(records) == 12 and {r.status for r in records} == {"no_answer"}  # the run's reward, not ours
     assert summary["overall"]["status"]["no_answer"] == 1.0
@@ -220,13 +208,7 @@ def test_real_default_model_reports_every_band(request):
     records, summary = evaluate_model(
         "smollm2-135m-instruct",
         "arithmetic",
-        n=2,
-        ks=(1, 2),
-        max_new_tokens=24,
-        limit=3,
-        allow_contaminated=True,
-        progress=False,
-        n_boot=100,
+        EvalSettings(n=2, ks=(1, 2), max_new_tokens=24, limit=3, allow_contaminated=True, progress=False, n_boot=100),
     )
     assert list(summary["bands"]) == ["1-digit", "2-digit", "3-digit"]
     assert len(records) == 3 * 2 + 3 and summary["setup"]["reward"]["terms"][0]["kind"] == "math"

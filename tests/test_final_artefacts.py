@@ -39,7 +39,7 @@ def greedy_plain(folder: Path, questions: list[str], max_new_tokens: int) -> lis
 
 
 def test_final_travels_and_merged_reproduces_the_runs_greedy_answers(tmp_path, tokenizer):
-    from rlvr.evaluation.run_eval import evaluate_model
+    from rlvr.evaluation.run_eval import EvalSettings, evaluate_model
 
     cfg = tiny_config(
         tmp_path, **{"task.settings": "{path: %s, system_prompt: 'Answer in one word.'}" % (tmp_path / "data.jsonl")}
@@ -73,7 +73,10 @@ def test_final_travels_and_merged_reproduces_the_runs_greedy_answers(tmp_path, t
     # float32 path: a random tiny model's near-tied logits part ways under bf16) vs plain transformers
     rollout = {**cfg["rollout"], "dtype": "float32"}
     records, _ = evaluate_model(
-        str(run), split="heldout", n=1, ks=[1], max_new_tokens=8, limit=4, progress=False, rollout=rollout
+        str(run),
+        None,
+        EvalSettings(split="heldout", n=1, ks=[1], max_new_tokens=8, limit=4, progress=False),
+        rollout=rollout,
     )
     greedy = {r.problem_id: r.completion for r in records if r.mode == "greedy"}
     from rlvr.tasks import load_task

@@ -134,7 +134,7 @@ def test_evaluating_a_run_with_the_remote_backend_pushes_its_final_adapter(tmp_p
     serves the run's own final adapter (the bytes it saved), not the base model."""
     from safetensors.torch import load_file
 
-    from rlvr.evaluation.run_eval import evaluate_model
+    from rlvr.evaluation.run_eval import EvalSettings, evaluate_model
     from rlvr.sampling import remote
     from rlvr.training.loop import train
     from standin_vllm import StandinServer
@@ -154,7 +154,7 @@ def test_evaluating_a_run_with_the_remote_backend_pushes_its_final_adapter(tmp_p
         )
         run = train(cfg, quiet=True)
         pushed.clear()
-        _, summary = evaluate_model(run, backend=None, n=2, ks=(1, 2), limit=4, progress=False)
+        _, summary = evaluate_model(run, None, EvalSettings(backend=None, n=2, ks=(1, 2), limit=4, progress=False))
     saved = load_file(run / "final" / "adapter" / "adapter_model.safetensors")
     assert len(pushed) == 1 and summary["setup"]["backend"] == "remote"
     assert {k.replace(".default", "") for k in pushed[0]} == set(saved)

@@ -50,6 +50,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         help="sampler backend (default hf); remote / vllm read their settings from the run directory's "
         "rollout section or from --set rollout.urls=[...] etc.",
     )
+    _add_run_options(p)
+    return p
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    """How the evaluation runs and where it writes: seed, batch size, output, overrides, contamination."""
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--rows-per-call",
@@ -78,7 +84,6 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         help="also evaluate the run directory's eval.out_of_domain sets, each graded by its own task",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    return p
 
 
 def parse_overrides(items: list[str]) -> tuple[dict, dict, dict]:
@@ -140,7 +145,7 @@ def _reward_cfg(args, overrides: dict) -> dict | None:
 def run(args) -> int:
     from rlvr.config import ConfigError
     from rlvr.evaluation.records import write_records
-    from rlvr.evaluation.run_eval import evaluate_model
+    from rlvr.evaluation.run_eval import EvalSettings, evaluate_model
     from rlvr.evaluation.stats import coverage_ks
     from rlvr.evaluation.summary import summary_markdown, write_summary
     from rlvr.tasks.hygiene import ContaminationError
@@ -151,21 +156,23 @@ def run(args) -> int:
         records, summary = evaluate_model(
             args.model,
             args.task,
-            split=args.split,
-            n=args.n,
-            ks=ks,
-            temperature=args.temperature,
-            max_new_tokens=args.max_new_tokens,
-            greedy=not args.no_greedy,
-            reward_cfg=_reward_cfg(args, reward_over),
-            backend=args.backend,
-            rollout=_rollout_cfg(args, rollout_over),
-            seed=args.seed,
-            allow_contaminated=args.allow_contaminated,
-            limit=args.limit,
-            progress=not args.quiet,
+            EvalSettings(
+                split=args.split,
+                n=args.n,
+                ks=tuple(ks),
+                temperature=args.temperature,
+                max_new_tokens=args.max_new_tokens,
+                greedy=not args.no_greedy,
+                backend=args.backend,
+                seed=args.seed,
+                limit=args.limit,
+                allow_contaminated=args.allow_contaminated,
+                rows_per_call=args.rows_per_call,
+                progress=not args.quiet,
+            ),
             task_settings=settings,
-            rows_per_call=args.rows_per_call,
+            reward_cfg=_reward_cfg(args, reward_over),
+            rollout=_rollout_cfg(args, rollout_over),
         )
     except (ContaminationError, ConfigError, FileNotFoundError, ValueError) as e:
         print(f"rlvr eval: {e}", file=sys.stderr)

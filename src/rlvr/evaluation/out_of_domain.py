@@ -67,12 +67,11 @@ def evaluate_set(model, spec: dict, cfg: dict, quiet: bool, trained: list):
     return evaluate_model(
         model,
         spec["name"],
-        split=spec["split"],
-        limit=spec["limit"] or None,
+        config_settings(cfg, quiet, split=spec["split"], limit=spec["limit"]),
         reward_cfg=DEFAULTS["reward"],
         task_settings=spec["settings"],
+        rollout=cfg["rollout"],
         train_problems=trained,
-        **config_settings(cfg, quiet),
     )
 
 

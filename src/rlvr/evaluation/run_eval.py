@@ -1,7 +1,7 @@
 """Evaluate a real model: load it (by name, from memory, or from a run directory), check the split for
 contamination and leaks, sample through the rollout sampler, score with the training reward, summarise.
 
-    records, summary = evaluate_model("runs/train", "arithmetic", split="heldout", n=8)
+    records, summary = evaluate_model("runs/train", "arithmetic", EvalSettings(split="heldout", n=8))
 
 A run directory (one holding config.yaml and final/merged) is evaluated with the reward and task settings
 it was trained with, so "the same verifier the training used" is not left to the user to repeat; its
@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -138,22 +138,23 @@ def run_as_adapter(path, cfg: dict):
         return PeftModel.from_pretrained(model, str(path / "final" / "adapter")), tokenizer
 
 
-def config_settings(cfg: dict, quiet: bool = False) -> dict:
-    """evaluate_model's sampling settings from a resolved config, the same for every model and set it compares:
-    the eval section's samples per problem, k (eval.ks and the coverage curve's 1, 2, 4, ..., n) and greedy pass; the rollout's temperature, length, backend and its
-    settings; the seed."""
+def config_settings(cfg: dict, quiet: bool = False, split: str | None = None, limit: int | None = None) -> EvalSettings:
+    """evaluate_model's settings from a resolved config, the same for every model and set it compares: the eval
+    section's split, limit, samples per problem, k (eval.ks and the coverage curve's 1, 2, 4, ..., n) and greedy
+    pass; the rollout's temperature, length and backend; the seed. `split` / `limit` override the eval section's."""
     e, r = cfg["eval"], cfg["rollout"]
-    return {
-        "n": e["n"],
-        "ks": sorted(set(e["ks"]) | set(coverage_ks(e["n"]))),
-        "greedy": e["greedy"],
-        "temperature": r["temperature"],
-        "max_new_tokens": r["max_new_tokens"],
-        "backend": r["backend"],
-        "rollout": r,
-        "seed": cfg["seed"],
-        "progress": not quiet,
-    }
+    return EvalSettings(
+        split=split or e["split"],
+        n=e["n"],
+        ks=tuple(sorted(set(e["ks"]) | set(coverage_ks(e["n"])))),
+        temperature=r["temperature"],
+        max_new_tokens=r["max_new_tokens"],
+        greedy=e["greedy"],
+        backend=r["backend"],
+        seed=cfg["seed"],
+        limit=(e["limit"] if limit is None else limit) or None,
+        progress=not quiet,
+    )
 
 
 def limit_problems(problems: Sequence[Problem], limit: int | None) -> list[Problem]:
@@ -272,102 +273,111 @@ def hygiene_report(train: Sequence[Problem], problems: Sequence[Problem], split:
     }
 
 
+@dataclass(frozen=True)
+class EvalSettings:
+    """How an evaluation samples and scores. n samples per problem (0: the greedy decode alone) scored as pass@k for
+    each k in ks (those above n dropped), plus one greedy decode; backend None takes the rollout section's; limit
+    takes that many problems evenly across bands; rows_per_call bounds a generate call (CPU memory)."""
+
+    split: str = "heldout"
+    n: int = 8
+    ks: tuple = (1, 4, 8)
+    temperature: float = 1.0
+    max_new_tokens: int = 128
+    greedy: bool = True
+    backend: str | None = "hf"
+    seed: int = 0
+    limit: int | None = None
+    allow_contaminated: bool = False
+    rows_per_call: int = ROWS_PER_CALL
+    n_boot: int = 2000
+    progress: bool = True
+
+
+def _sample_and_score(sampler, tokenizer, reward, task_obj, problems, ks, e: EvalSettings) -> list:
+    """Every problem's n samples and greedy decode through the sampler, each scored (strictly and leniently) by
+    the reward, behind one progress bar."""
+    total = len(problems) * (e.n + int(e.greedy))
+    with tqdm(total=total, desc=f"rlvr eval {e.split}", unit="completion", disable=not e.progress) as bar:
+        return evaluate(
+            _Generate(sampler, tokenizer, e.max_new_tokens, e.seed),
+            _Tracked(reward, bar, len(problems) * e.n),
+            problems,
+            n=e.n,
+            ks=ks,
+            temperature=e.temperature,
+            greedy=e.greedy,
+            to_messages=task_obj.messages,
+            batch_size=max(1, e.rows_per_call // max(e.n, 1)),
+            lenient_format=getattr(task_obj, "answer_format", None) or "boxed",
+            lenient_reward=reward,
+        )
+
+
 def evaluate_model(
     model_or_path,
     task=None,
-    split: str = "heldout",
-    n: int = 8,
-    ks: Sequence[int] = (1, 4, 8),
-    temperature: float = 1.0,
-    max_new_tokens: int = 128,
-    greedy: bool = True,
+    settings: EvalSettings = EvalSettings(),
+    *,
+    task_settings: dict | None = None,
     reward_cfg: dict | None = None,
-    backend: str | None = "hf",
-    seed: int = 0,
     rollout: dict | None = None,
     train_problems: Sequence[Problem] | None = None,
-    allow_contaminated: bool = False,
-    limit: int | None = None,
-    progress: bool = True,
-    task_settings: dict | None = None,
-    rows_per_call: int = ROWS_PER_CALL,
-    n_boot: int = 2000,
 ):
-    """Evaluate a model on one split of a task; returns (records, summary).
+    """Evaluate a model on one split of a task (as `settings` say); returns (records, summary).
 
     model_or_path: an embedded name, local folder or hub id; a run directory; or (model, tokenizer).
     task: a task name (with task_settings) or a task object; None only with a run directory.
+    reward_cfg: the reward section (default: the run's, else the task's own grader).
     train_problems: what contamination is checked against (default: the run's, else the task's train split).
-    backend: the sampler backend (None: the rollout section's); rollout: the rollout section whose backend settings
-    (remote urls, vLLM's engine) and dtype the sampler takes (default: the run's, else the built-in defaults).
+    rollout: the rollout section whose backend (where settings.backend is None), backend settings (remote urls, vLLM's
+    engine) and dtype the sampler takes (default: the run's, else the built-in defaults).
     The summary is evaluation.summarize's dict plus "setup" (what was run, wall time) and "hygiene".
     Raises ContaminationError before any sampling when the split overlaps the training data.
     """
     from rlvr.sampling import build_sampler
     from rlvr.verifiers.compose import task_reward
 
-    ks = sorted({k for k in ks if k <= n} | ({1} if n else set()))  # n = 0: the greedy pass alone
+    e = settings
+    ks = sorted({k for k in e.ks if k <= e.n} | ({1} if e.n else set()))  # n = 0: the greedy pass alone
     if rollout is None:
         rollout = (run_config(model_or_path) or DEFAULTS)["rollout"]
-    backend = backend or rollout["backend"]
+    backend = e.backend or rollout["backend"]
     # the remote servers hold the base model: a run directory is evaluated as its adapter on that base
-    model, tokenizer, task_obj, settings, reward_cfg, run_train, label = resolve_model(
+    model, tokenizer, task_obj, task_settings, reward_cfg, run_train, label = resolve_model(
         model_or_path, task, task_settings, reward_cfg, as_adapter=backend == "remote"
     )
     reward_cfg, reward = task_reward(reward_cfg, task_obj)
-    problems = limit_problems(task_obj.problems(split), limit)
+    problems = limit_problems(task_obj.problems(e.split), e.limit)
     if not problems:
-        raise ValueError(f"split {split!r} of task {getattr(task_obj, 'name', task)!r} has no problems")
-    train = list(
-        train_problems
-        if train_problems is not None
-        else run_train
-        if run_train is not None
-        else task_obj.problems("train")
-    )
-    hygiene = hygiene_report(train, problems, split, allow_contaminated)
+        raise ValueError(f"split {e.split!r} of task {getattr(task_obj, 'name', task)!r} has no problems")
+    if train_problems is None:  # what contamination is checked against
+        train_problems = run_train if run_train is not None else task_obj.problems("train")
+    hygiene = hygiene_report(list(train_problems), problems, e.split, e.allow_contaminated)
     t0 = time.perf_counter()
     model.eval()
     sampler = build_sampler(rollout, model, tokenizer, backend=backend)
     if backend == "remote" and not sampler.base_only:
         sampler.sync(model)  # push the adapter once: the model does not change during an evaluation
-    total = len(problems) * (n + int(greedy))
-    with tqdm(total=total, desc=f"rlvr eval {split}", unit="completion", disable=not progress) as bar:
-        records = evaluate(
-            _Generate(sampler, tokenizer, max_new_tokens, seed),
-            _Tracked(reward, bar, len(problems) * n),
-            problems,
-            n=n,
-            ks=ks,
-            temperature=temperature,
-            greedy=greedy,
-            to_messages=task_obj.messages,
-            batch_size=max(1, rows_per_call // max(n, 1)),
-            lenient_format=getattr(task_obj, "answer_format", None) or "boxed",
-            lenient_reward=reward,
-        )
-    wall = time.perf_counter() - t0
-    summary = summarize(records, ks=ks, n_boot=n_boot, seed=seed, label=f"{label} on {split}")
+    records = _sample_and_score(sampler, tokenizer, reward, task_obj, problems, ks, e)
+    summary = summarize(records, ks=ks, n_boot=e.n_boot, seed=e.seed, label=f"{label} on {e.split}")
     summary["setup"] = {
         "model": label,
         "task": getattr(task_obj, "name", str(task)),
-        "task_settings": settings,
-        "split": split,
-        "n": n,
-        "temperature": temperature,
-        "max_new_tokens": max_new_tokens,
-        "greedy": greedy,
+        "task_settings": task_settings,
+        **{k: getattr(e, k) for k in ("split", "n", "temperature", "max_new_tokens", "greedy")},
         "backend": backend,
-        "seed": seed,
-        "limit": limit,
+        "seed": e.seed,
+        "limit": e.limit,
         "reward": reward_cfg,
-        "wall_s": round(wall, 2),
+        "wall_s": round(time.perf_counter() - t0, 2),
     }
     summary["hygiene"] = hygiene
     return records, summary
 
 
 __all__ = [
+    "EvalSettings",
     "evaluate_model",
     "config_settings",
     "limit_problems",
