@@ -25,7 +25,10 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(VENV)/bin/rlvr run
 
+# ruff first: formatting and lint are checked as the tests are (the rules in pyproject.toml)
 test: $(STAMP)
+	$(VENV)/bin/ruff format --check --quiet .
+	$(VENV)/bin/ruff check --quiet .
 	$(PY) -m pytest -q -m "not slow and not gpu"
 
 test-slow: $(STAMP)

@@ -9,16 +9,13 @@ import numpy as np
 import pytest
 
 from rlvr.config import ConfigError
+from rlvr.prompts.bands import band_metrics, band_stats, natural_key, plot_curriculum
 from rlvr.prompts.curriculum import (
     Adaptive,
     FixedMix,
     ScheduleMix,
-    _natural_key,
     allocate,
-    band_metrics,
-    band_stats,
     build_curriculum,
-    plot_curriculum,
 )
 from rlvr.prompts.curriculum_sim import (
     DEFAULT_BANDS,
@@ -336,4 +333,4 @@ def test_plot_curriculum_writes_a_png(tmp_path, sim_runs):
 
 
 def test_plot_band_order_is_natural_by_default():
-    assert sorted(["d10", "d2", "d1", "hard", "easy"], key=_natural_key) == ["d1", "d2", "d10", "easy", "hard"]
+    assert sorted(["d10", "d2", "d1", "hard", "easy"], key=natural_key) == ["d1", "d2", "d10", "easy", "hard"]

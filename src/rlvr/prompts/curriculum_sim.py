@@ -12,7 +12,8 @@ import math
 import random
 from collections.abc import Callable
 
-from rlvr.prompts.curriculum import band_metrics, band_stats, build_curriculum
+from rlvr.prompts.bands import band_metrics, band_stats
+from rlvr.prompts.curriculum import build_curriculum
 from rlvr.tasks.base import Problem
 
 SuccessRate = Callable[[str, int], float]  # (band, step) -> probability a sample is correct

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import random
 
-from rlvr.prompts.curriculum import band_metrics, band_stats, build_curriculum
+from rlvr.prompts.bands import band_metrics, band_stats
+from rlvr.prompts.curriculum import build_curriculum
 
 
 class PromptStream:

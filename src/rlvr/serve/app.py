@@ -57,6 +57,34 @@ def openrlhf_answer(answers: list[dict]) -> dict:
     }
 
 
+async def _score(scheduler, items: list[Item]) -> list[dict]:
+    """The items' answers in their order: admitted as one request (429 when the queue is full), each scorer's items
+    sent as one batch, all batches awaited together."""
+    scheduler.admit(len(items))
+    groups: dict[str, list[int]] = {}
+    for i, item in enumerate(items):
+        groups.setdefault(item.scorer, []).append(i)
+    futures = {
+        name: scheduler.submit(name, [items[i].completion for i in idx], [items[i].problem for i in idx])
+        for name, idx in groups.items()
+    }
+    answers: list = [None] * len(items)
+    for name, idx in groups.items():
+        for i, answer in zip(idx, await asyncio.wrap_future(futures[name])):
+            answers[i] = answer
+    return answers
+
+
+def _refusal(e: BadRequest):
+    """A refused request's answer: its status, the one-line message, Retry-After / WWW-Authenticate where they apply."""
+    from starlette.responses import JSONResponse  # lazy: the serve extra
+
+    headers = {"Retry-After": str(e.retry_after)} if getattr(e, "retry_after", None) else {}
+    if e.status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    return JSONResponse({"error": e.message}, status_code=e.status, headers=headers)
+
+
 def create_app(
     scheduler, metrics, token: bytes | None = None, max_body_bytes: int = 8 << 20, max_items: int = 1024, reaper=None
 ):
@@ -67,36 +95,15 @@ def create_app(
 
     served = scheduler.scorers
 
-    async def score(items: list[Item]) -> list[dict]:
-        scheduler.admit(len(items))
-        groups: dict[str, list[int]] = {}
-        for i, item in enumerate(items):
-            groups.setdefault(item.scorer, []).append(i)
-        futures = {
-            name: scheduler.submit(name, [items[i].completion for i in idx], [items[i].problem for i in idx])
-            for name, idx in groups.items()
-        }
-        answers: list = [None] * len(items)
-        for name, idx in groups.items():
-            for i, answer in zip(idx, await asyncio.wrap_future(futures[name])):
-                answers[i] = answer
-        return answers
-
-    def refusal(e: BadRequest):
-        headers = {"Retry-After": str(e.retry_after)} if getattr(e, "retry_after", None) else {}
-        if e.status == 401:
-            headers["WWW-Authenticate"] = "Bearer"
-        return JSONResponse({"error": e.message}, status_code=e.status, headers=headers)
-
     def route(path: str, parse, answer):
         async def handler(request):
             start = time.monotonic()
             try:
                 check_token(request, token)
                 items = parse(parse_json(await read_body(request, max_body_bytes)), served, max_items)
-                response = JSONResponse(answer(items, await score(items)))
+                response = JSONResponse(answer(items, await _score(scheduler, items)))
             except BadRequest as e:
-                response = refusal(e)
+                response = _refusal(e)
             metrics.observe_request(path, response.status_code, time.monotonic() - start)
             return response
 
@@ -109,7 +116,7 @@ def create_app(
         try:
             check_token(request, token)
         except BadRequest as e:
-            return refusal(e)
+            return _refusal(e)
         body, content_type = metrics.text(scheduler.pending, reaper.killed if reaper else 0)
         return Response(body, media_type=content_type)
 

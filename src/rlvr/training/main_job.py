@@ -65,11 +65,10 @@ def _evaluate(name: str, model, cfg: dict, root: Path, quiet: bool):
         lambda: evaluate_model(
             model,
             cfg["task"]["name"],
-            split=cfg["eval"]["split"],
-            limit=cfg["eval"]["limit"] or None,
+            config_settings(cfg, quiet),
             reward_cfg=cfg["reward"],
             task_settings=cfg["task"]["settings"],
-            **config_settings(cfg, quiet),
+            rollout=cfg["rollout"],
         ),
     )
 
@@ -96,18 +95,14 @@ def _out_of_domain(cfg: dict, root: Path, models: dict, quiet: bool) -> list[tup
     return results
 
 
-def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict:
-    """Run every phase; returns {"root", "report", "compare", "wall_s", ...} for the summary printout."""
-    from rlvr.evaluation.compare import compare, compare_markdown, write_comparison
+def _start_up(cfg: dict, overwrite: bool) -> tuple[Path, dict]:
+    """Every check that can fail before any phase runs (out-of-domain sets, trackers, controls, the output folder,
+    the model), then the root folder with its config.yaml; returns (root, the RL phase's config)."""
     from rlvr.evaluation.out_of_domain import check_sets
-    from rlvr.evaluation.summary import summary_markdown
     from rlvr.policy.load import resolve_model_path
     from rlvr.rundir.trackers import check_trackers
-    from rlvr.training.controls import check_controls, run_controls
-    from rlvr.training.loop import train
-    from rlvr.training.sft import sft
+    from rlvr.training.controls import check_controls
 
-    t0 = time.perf_counter()
     check_sets(cfg)
     root = Path(cfg["output_dir"])
     rl_cfg = _rl_cfg(cfg, root)
@@ -118,6 +113,19 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
     resolve_model_path(cfg["model"]["name"])  # a hub id the hub cannot give stops here, before any folder exists
     RunDir(root, resume=resume, overwrite=overwrite)
     atomic_write_text(root / "config.yaml", dump(cfg))
+    return root, rl_cfg
+
+
+def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict:
+    """Run every phase; returns {"root", "report", "compare", "wall_s", ...} for the summary printout."""
+    from rlvr.evaluation.compare import compare, compare_markdown, write_comparison
+    from rlvr.evaluation.summary import summary_markdown
+    from rlvr.training.controls import run_controls
+    from rlvr.training.loop import train
+    from rlvr.training.sft import sft
+
+    t0 = time.perf_counter()
+    root, rl_cfg = _start_up(cfg, overwrite)
     timings: dict[str, float] = {}
 
     def timed(phase, fn, *args, **kw):
@@ -193,7 +201,7 @@ def _write_report(root, cfg, result, summaries, evals, timings, wall, ood=(), co
     if mismatch is not None:
         plots["Sampler vs trainer on the trained tokens (mismatch/*)"] = mismatch
     if any(k.startswith("band/") for k in (rows[0] if rows else {})):
-        from rlvr.prompts.curriculum import plot_curriculum
+        from rlvr.prompts.bands import plot_curriculum
 
         plots["Band share and reward over training"] = Path(plot_curriculum(rows, str(root / "plots" / "bands.png")))
     task = load_task(cfg["task"]["name"], **cfg["task"]["settings"])

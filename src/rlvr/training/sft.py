@@ -59,6 +59,35 @@ def sample_budget(cfg: dict) -> int:
     return cfg["train"]["steps"] * r["prompts_per_step"] * r["group_size"]
 
 
+def _keep_correct(ro, owners, verdicts, ids, stats: dict, seen: set, kept: list) -> None:
+    """Append to `kept` each verifier-correct, stop-terminated completion of the rollout not seen before for its
+    problem (whitespace-normalised), counting the correct, truncated and duplicate ones in `stats`."""
+    for row, (p, v) in enumerate(zip(owners, verdicts)):
+        if v.status != "correct":
+            continue
+        stats["correct"] += 1
+        if ro.finish[row] != "stop":
+            stats["correct_truncated"] += 1
+            continue
+        key = (p.id, " ".join(ro.texts[row].split()))
+        if key in seen:
+            stats["duplicates"] += 1
+            continue
+        seen.add(key)
+        length = int(ro.mask[row].sum())
+        kept.append(
+            {
+                "problem_id": p.id,
+                "band": p.band,
+                "prompt": p.prompt,
+                "prompt_ids": ids[int(ro.group_ids[row])],
+                "completion_ids": ro.completion_ids[row, :length].tolist(),
+                "completion": ro.texts[row],
+                "extracted": v.extracted,
+            }
+        )
+
+
 def collect_correct(
     sampler, tokenizer, task, reward, problems, *, budget: int, group_size: int, rollout, seed: int, progress=None
 ) -> tuple[list[dict], dict]:
@@ -89,30 +118,7 @@ def collect_correct(
         )
         owners = [batch[g] for g in ro.group_ids.tolist()]
         verdicts = reward(ro.texts, owners).verdicts
-        for row, (p, v) in enumerate(zip(owners, verdicts)):
-            if v.status != "correct":
-                continue
-            stats["correct"] += 1
-            if ro.finish[row] != "stop":
-                stats["correct_truncated"] += 1
-                continue
-            key = (p.id, " ".join(ro.texts[row].split()))
-            if key in seen:
-                stats["duplicates"] += 1
-                continue
-            seen.add(key)
-            length = int(ro.mask[row].sum())
-            kept.append(
-                {
-                    "problem_id": p.id,
-                    "band": p.band,
-                    "prompt": p.prompt,
-                    "prompt_ids": ids[int(ro.group_ids[row])],
-                    "completion_ids": ro.completion_ids[row, :length].tolist(),
-                    "completion": ro.texts[row],
-                    "extracted": v.extracted,
-                }
-            )
+        _keep_correct(ro, owners, verdicts, ids, stats, seen, kept)
         stats["generated"] += len(owners)
         stats["prompts"] += len(batch)
         if progress is not None:
