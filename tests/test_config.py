@@ -15,7 +15,7 @@ from rlvr.config import DEFAULTS, ConfigError, parse_set, resolve
         ),
         (
             ["bogus=1"],
-            "unknown config key 'bogus'; allowed keys at the top level: algorithm, curriculum, eval, log, model, output_dir, reward, rollout, seed, sft",
+            "unknown config key 'bogus'; allowed keys at the top level: algorithm, curriculum, episode, eval, log, model, output_dir, reward, rollout, seed, sft",
         ),
         (["train.lr=fast"], "config key 'train.lr' must be float, got 'fast'"),
         (["train.steps=1.5"], "config key 'train.steps' must be int, got 1.5"),

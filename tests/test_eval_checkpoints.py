@@ -10,15 +10,8 @@ import torch
 from safetensors.torch import load_file
 
 from rlvr.config import resolve
-from rlvr.evaluation.run_eval import (
-    EvalSettings,
-    adapter_policy,
-    checkpoint_policy,
-    evaluate_model,
-    is_adapter_dir,
-    is_checkpoint_dir,
-    run_config,
-)
+from rlvr.evaluation.models import adapter_policy, checkpoint_policy, is_adapter_dir, is_checkpoint_dir, run_config
+from rlvr.evaluation.run_eval import EvalSettings, evaluate_model
 from rlvr.training.loop import train
 
 REWARD = {

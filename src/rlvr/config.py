@@ -18,7 +18,7 @@ import yaml
 from rlvr.errors import ConfigError
 from rlvr.presets import CONFIG_PRESETS
 from rlvr.registry import is_plugin
-from rlvr.yaml_io import load_yaml
+from rlvr.yaml_io import DottedKey, load_yaml, parse_set
 
 
 def _choice(default, *others, plugin: bool = False):
@@ -119,6 +119,25 @@ class RolloutConfig:
 
 
 @dataclass
+class EpisodeConfig:
+    """Multi-turn rollouts (rlvr.environments, docs/environments.md): "none" = one answer per prompt; "tool" = the
+    task's question with `tools` offered, tool outputs back each turn, the first turn without a call graded as the
+    answer; "retry" = a wrong answer gets its verdict back and another try, up to `attempts`, the reward of a right
+    answer at attempt k times discount ** (k - 1). An episode ends when the environment says done, after max_turns
+    policy turns or past max_total_tokens ids after the prompt; max_new_tokens (rollout) bounds each turn."""
+
+    environment: str = _choice("none", "tool", "retry", plugin=True)  # rlvr.environments.ENVIRONMENTS
+    tools: list = _each("calculator", "python", plugin=True)  # rlvr.environments.TOOLS
+    call_format: str = _choice("hermes", plugin=True)  # rlvr.environments.calls.TOOL_CALL_PARSERS
+    max_turns: int = _range(4, 1)
+    max_total_tokens: int = _range(512, 1)
+    tool_timeout_s: float = _range(5.0, 0.0, above=True)  # the python tool's hard deadline per call
+    step_timeout_s: float = _range(30.0, 0.0)  # an environment step's deadline (0: none); past it, status timeout
+    attempts: int = _range(3, 1)
+    discount: float = _range(0.5, 0.0, 1.0)
+
+
+@dataclass
 class TrainConfig:
     steps: int = _range(20, 1)
     lr: float = _range(1e-5, 0.0, above=True)
@@ -160,8 +179,9 @@ class EvalConfig:
     # reasoning-gym families not trained on. Checked by rlvr.evaluation.out_of_domain.
     out_of_domain: list = field(default_factory=list, metadata={"open": True})
     # control runs the main job trains beside RLVR (rlvr run --controls): same budget, seed and settings, under
-    # reward.control = each of these; the report shows RLVR minus each per band (rlvr.training.controls)
-    controls: list = _each("random_rate", "format_only")
+    # reward.control = each of these, or (no_tools) single-turn without tools; the report shows RLVR minus each per
+    # band (rlvr.training.controls)
+    controls: list = _each("random_rate", "format_only", "no_tools")
 
 
 @dataclass
@@ -216,6 +236,7 @@ class Config:
     # {"kind": "fixed" | "schedule" | "adaptive", ...} as rlvr.prompts.curriculum.build_curriculum reads it.
     curriculum: dict = _open(dict)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    episode: EpisodeConfig = field(default_factory=EpisodeConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     log: LogConfig = field(default_factory=LogConfig)
@@ -256,6 +277,7 @@ _SECTIONS = {
         RewardConfig,
         VllmConfig,
         RolloutConfig,
+        EpisodeConfig,
         TrainConfig,
         EvalConfig,
         LogConfig,
@@ -328,24 +350,6 @@ def _each_value(path: str, value) -> list:
     if bad:
         raise ConfigError(f"config key '{path}' lists {bad[0]!r}; choose from {', '.join(EACH[path])}")
     return list(dict.fromkeys(value))
-
-
-def parse_set(item: str) -> dict:
-    """'train.lr=1e-5' -> {'train': {'lr': 1e-05}} (the value is read as YAML)."""
-    if "=" not in item:
-        raise ConfigError(f"--set {item!r}: expected key=value")
-    key, raw = item.split("=", 1)
-    value = load_yaml(raw, f"--set {item!r}") if raw.strip() else ""
-    nested: dict = value
-    for part in reversed(key.strip().split(".")):
-        nested = DottedKey({part: nested})
-    return nested
-
-
-class DottedKey(dict):
-    """A mapping made from a dotted `--set` key (`algorithm.clip_high=0.3` -> {"clip_high": 0.3} under
-    "algorithm"): inside an open section it sets that one key and keeps the section's others, where a mapping
-    given whole (`--set 'algorithm={preset: dapo}'`, a YAML file) replaces the section."""
 
 
 def _set_open(current, value):

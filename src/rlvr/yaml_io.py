@@ -32,4 +32,22 @@ def load_yaml(text: str, where: str):
         raise ConfigError(f"{where}: not valid YAML ({getattr(e, 'problem', None) or e}{at})") from None
 
 
-__all__ = ["load_yaml"]
+def parse_set(item: str) -> dict:
+    """'train.lr=1e-5' -> {'train': {'lr': 1e-05}} (the value is read as YAML)."""
+    if "=" not in item:
+        raise ConfigError(f"--set {item!r}: expected key=value")
+    key, raw = item.split("=", 1)
+    value = load_yaml(raw, f"--set {item!r}") if raw.strip() else ""
+    nested: dict = value
+    for part in reversed(key.strip().split(".")):
+        nested = DottedKey({part: nested})
+    return nested
+
+
+class DottedKey(dict):
+    """A mapping made from a dotted `--set` key (`algorithm.clip_high=0.3` -> {"clip_high": 0.3} under
+    "algorithm"): inside an open section it sets that one key and keeps the section's others, where a mapping
+    given whole (`--set 'algorithm={preset: dapo}'`, a YAML file) replaces the section."""
+
+
+__all__ = ["load_yaml", "parse_set", "DottedKey"]

@@ -86,12 +86,12 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def parse_overrides(items: list[str]) -> tuple[dict, dict, dict]:
-    """['task.settings.per_band=50', 'reward.workers=0', 'rollout.urls=[...]'] -> (task settings, reward
-    overrides, rollout overrides)."""
+def parse_overrides(items: list[str]) -> tuple[dict, dict, dict, dict]:
+    """['task.settings.per_band=50', 'reward.workers=0', 'rollout.urls=[...]', 'episode.environment=tool'] ->
+    (task settings, reward overrides, rollout overrides, episode overrides)."""
     from rlvr.config import ConfigError, parse_set
 
-    settings, reward, rollout = {}, {}, {}
+    settings, reward, rollout, episode = {}, {}, {}, {}
     for item in items:
         key = item.split("=", 1)[0].strip()
         nested = parse_set(item)
@@ -101,9 +101,11 @@ def parse_overrides(items: list[str]) -> tuple[dict, dict, dict]:
             reward.update(nested["reward"])
         elif key.startswith("rollout."):
             rollout.update(nested["rollout"])
+        elif key.startswith("episode."):
+            episode.update(nested["episode"])
         else:
-            raise ConfigError(f"--set {item!r}: rlvr eval takes task.settings.*, reward.* or rollout.* keys")
-    return settings, reward, rollout
+            raise ConfigError(f"--set {item!r}: rlvr eval takes task.settings.*, reward.*, rollout.* or episode.* keys")
+    return settings, reward, rollout, episode
 
 
 def _rollout_cfg(args, overrides: dict) -> dict | None:
@@ -116,6 +118,18 @@ def _rollout_cfg(args, overrides: dict) -> dict | None:
 
     base = (run_config(args.model) or DEFAULTS)["rollout"]
     return merge(base, overrides, "rollout.")
+
+
+def _episode_cfg(args, overrides: dict) -> dict | None:
+    """None lets evaluate_model take the run's episode section (single-turn for anything else); overrides apply on
+    top, checked as `rlvr train` checks them."""
+    if not overrides:
+        return None
+    from rlvr.config import DEFAULTS, merge
+    from rlvr.evaluation.run_eval import run_config
+
+    base = (run_config(args.model) or {}).get("episode", DEFAULTS["episode"])
+    return merge(DEFAULTS["episode"], {**base, **overrides}, "episode.")
 
 
 def default_out(args) -> Path:
@@ -152,7 +166,7 @@ def run(args) -> int:
 
     try:
         ks = [int(k) for k in args.k.split(",") if k.strip()] or coverage_ks(max(args.n, 0))
-        settings, reward_over, rollout_over = parse_overrides(args.sets)
+        settings, reward_over, rollout_over, episode_over = parse_overrides(args.sets)
         records, summary = evaluate_model(
             args.model,
             args.task,
@@ -173,6 +187,7 @@ def run(args) -> int:
             task_settings=settings,
             reward_cfg=_reward_cfg(args, reward_over),
             rollout=_rollout_cfg(args, rollout_over),
+            episode=_episode_cfg(args, episode_over),
         )
     except (ContaminationError, ConfigError, FileNotFoundError, ValueError) as e:
         print(f"rlvr eval: {e}", file=sys.stderr)

@@ -36,7 +36,7 @@ class ToolResult:
 
 
 # (turn text) -> [ToolCall]: every call the turn makes, in order; no call, an empty list
-TOOL_CALL_PARSERS: Registry = Registry("tool call format", key="environment.tool_call_format")
+TOOL_CALL_PARSERS: Registry = Registry("tool call format", key="episode.call_format")
 
 _HERMES = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
 

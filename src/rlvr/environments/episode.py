@@ -16,17 +16,19 @@ equal length: every token after the prompt, the policy's and the environment's.
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
 from rlvr.environments.protocol import Step
+from rlvr.verifiers.deadline import TimedOut, call_with_deadline
 
 # How a template without tool support hears of the tools: appended to the system message (Hermes style).
 TOOLS_SYSTEM = (
     '\n\nYou may call these tools; write a call as <tool_call>{{"name": ..., "arguments": {{...}}}}'
     "</tool_call> and wait for its result.\n<tools>\n{schemas}\n</tools>"
 )
-LIMITS = ("done", "turns", "tokens", "error")
+LIMITS = ("done", "turns", "tokens", "error", "timeout")
 
 
 class TemplateNotAppendOnly(ValueError):
@@ -35,8 +37,10 @@ class TemplateNotAppendOnly(ValueError):
 
 @dataclass
 class Episode:
-    """One rollout as an episode. `status` "ok" or a fault ("error": the environment raised; excluded from the
-    loss); `ended_by` one of LIMITS; `reward_parts` summed over turns; `tool_calls` counts by call status."""
+    """One rollout as an episode. `status` "ok" or a fault ("error": the environment raised; "timeout": a step ran
+    past its deadline; both excluded from the loss); `ended_by` one of LIMITS; `reward_parts` summed over turns;
+    `tool_calls` counts by call status; `opened` how many of `messages` opened the episode (the rest are its turns
+    and the environment's answers); `env_seconds` the time spent in the environment's steps."""
 
     problem: object
     prompt_ids: list[int]
@@ -51,6 +55,8 @@ class Episode:
     ended_by: str | None = None
     detail: str = ""
     verdict: object = None  # the final answer's Verdict, where the environment grades one
+    opened: int = 0
+    env_seconds: float = 0.0
 
     @property
     def reward(self) -> float:
@@ -115,7 +121,7 @@ def start_episode(env, problem, tokenizer) -> tuple[Episode, dict]:
     """reset the environment and encode its opening messages (tools shown); (episode, template arguments)."""
     messages, extra = template_kwargs(tokenizer, list(env.reset(problem)), getattr(env, "tools", {}) or {})
     prompt = tokenizer(_render(tokenizer, messages, extra, True), add_special_tokens=False)["input_ids"]
-    return Episode(problem, prompt, messages), extra
+    return Episode(problem, prompt, messages, opened=len(messages)), extra
 
 
 def record_turn(ep: Episode, ids: list[int], logp: list[float], text: str) -> None:
@@ -127,14 +133,25 @@ def record_turn(ep: Episode, ids: list[int], logp: list[float], text: str) -> No
     ep.messages.append({"role": "assistant", "content": text})
 
 
-def answer_turn(ep: Episode, env, tokenizer, extra: dict, text: str, stopped: bool, stop_text: str) -> bool:
+def answer_turn(
+    ep: Episode, env, tokenizer, extra: dict, text: str, stopped: bool, stop_text: str, step_timeout_s: float = 0.0
+) -> bool:
     """The environment's step after the turn; its messages spliced in with mask 0. True while the episode goes on.
-    An environment that raises ends the episode with status "error" (out of the loss); the run goes on."""
+    An environment that raises ends the episode with status "error", one that runs past `step_timeout_s` (0: no
+    deadline) with "timeout" (both out of the loss); the run goes on. Python-level work is interrupted at the
+    deadline (rlvr.verifiers.deadline); a step blocked in one C call (a sleep, a socket read) is waited out and then
+    marked timeout. The python tool has its own hard deadline (a killed sandbox process)."""
+    t0 = time.perf_counter()
     try:
-        step = env.step(text)
+        step = call_with_deadline(lambda: env.step(text), step_timeout_s)
+    except TimedOut as e:  # a hung environment (or tool) costs its episode, never the run
+        ep.status, ep.ended_by, ep.detail = "timeout", "timeout", f"environment step {e}"
+        return False
     except Exception as e:  # a faulty environment costs its episode, never the run
         ep.status, ep.ended_by, ep.detail = "error", "error", f"{type(e).__name__}: {e}"[:300]
         return False
+    finally:
+        ep.env_seconds += time.perf_counter() - t0
     for name, value in (step.reward_parts or {}).items():
         ep.reward_parts[name] = ep.reward_parts.get(name, 0.0) + float(value)
     for status in getattr(step, "tool_statuses", ()):
@@ -152,6 +169,40 @@ def answer_turn(ep: Episode, env, tokenizer, extra: dict, text: str, stopped: bo
     return True
 
 
+def replay_episode(tokenizer, opening: list[dict], turns: list[dict], tools: dict, stop_text: str | None = None):
+    """A written episode as the ids a policy would have sampled: `opening` (the task's messages; tools shown as in
+    run_episodes), then `turns` (assistant messages, each followed by the environment's messages). Each assistant
+    turn is its text's ids plus the stop token (mask 1); the environment's messages are spliced in as the template's
+    suffix (mask 0): the layout run_episodes makes, so a supervised baseline on reference traces trains on what an
+    RL episode would. Raises ValueError where `turns` does not start with an assistant message."""
+    stop_text = stop_text if stop_text is not None else tokenizer.eos_token
+    (stop_id,) = tokenizer(stop_text, add_special_tokens=False)["input_ids"]
+    messages, extra = template_kwargs(tokenizer, list(opening), tools)
+    prompt = tokenizer(_render(tokenizer, messages, extra, True), add_special_tokens=False)["input_ids"]
+    ep = Episode(None, prompt, messages, opened=len(messages))
+    if not turns or turns[0]["role"] != "assistant":
+        raise ValueError("a reference episode starts with the assistant's turn")
+    for i, m in enumerate(turns):
+        if m["role"] != "assistant":
+            continue
+        ids = tokenizer(m["content"], add_special_tokens=False)["input_ids"] + [stop_id]
+        record_turn(ep, ids, [0.0] * len(ids), m["content"])
+        answers = []
+        for later in turns[i + 1 :]:
+            if later["role"] == "assistant":
+                break
+            answers.append(later)
+        if answers:
+            env_ids = suffix_ids(tokenizer, ep.messages[:-1], m["content"], True, answers, extra, stop_text)
+            ep.ids, ep.mask, ep.sampler_logp = (
+                ep.ids + env_ids,
+                ep.mask + [0.0] * len(env_ids),
+                ep.sampler_logp + [0.0] * len(env_ids),
+            )
+            ep.messages += answers
+    return ep
+
+
 def run_episodes(
     sampler,
     tokenizer,
@@ -166,6 +217,7 @@ def run_episodes(
     top_k: int = 0,
     generator=None,
     stop_text: str | None = None,
+    step_timeout_s: float = 0.0,
 ) -> list[Episode]:
     """One episode per (environment, problem) pair, all advanced together: each round samples one turn for every
     episode still running (the prompt is exactly its ids so far: token in), records it (token out), and lets the
@@ -192,7 +244,14 @@ def run_episodes(
             ep, n = episodes[i], int(ro.mask[row].sum())
             record_turn(ep, ro.completion_ids[row, :n].tolist(), ro.sampler_logp[row, :n].tolist(), ro.texts[row])
             going = answer_turn(
-                ep, envs[i], tokenizer, started[i][1], ro.texts[row], ro.finish[row] == "stop", stop_text
+                ep,
+                envs[i],
+                tokenizer,
+                started[i][1],
+                ro.texts[row],
+                ro.finish[row] == "stop",
+                stop_text,
+                step_timeout_s,
             )
             if going and len(ep.ids) >= max_total_tokens:
                 ep.ended_by, going = "tokens", False
@@ -212,6 +271,7 @@ __all__ = [
     "template_kwargs",
     "suffix_ids",
     "run_episodes",
+    "replay_episode",
     "start_episode",
     "record_turn",
     "answer_turn",

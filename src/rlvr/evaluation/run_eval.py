@@ -15,17 +15,25 @@ memory (32 rows x 128 tokens x 49k vocab is ~0.8 GB in float32).
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
 
 from rlvr.config import DEFAULTS
+from rlvr.environments.build import environment_factory
 from rlvr.evaluation.driver import evaluate
+from rlvr.evaluation.episodes import evaluate_episodes
+from rlvr.evaluation.models import (
+    is_adapter_dir,
+    is_checkpoint_dir,
+    is_run_dir,
+    read_run,
+    resolve_model,
+    run_config,
+)
 from rlvr.evaluation.stats import coverage_ks
 from rlvr.evaluation.summary import summarize
 from rlvr.prompts.chat import encode_prompt
@@ -33,109 +41,6 @@ from rlvr.tasks.base import Problem
 from rlvr.tasks.hygiene import check_contamination, find_leaks
 
 ROWS_PER_CALL = 32
-
-
-def is_run_dir(path) -> bool:
-    if not isinstance(path, (str, os.PathLike)):  # an in-memory (model, tokenizer) pair
-        return False
-    p = Path(path)
-    return p.is_dir() and (p / "config.yaml").exists()
-
-
-def read_run(path) -> tuple[Path, dict]:
-    """(final/merged folder, resolved config) of a training or SFT run directory; the folder is None for a run
-    saved without its merged model (model.save_merged: false), which is evaluated as its adapter on its model."""
-    path = Path(path)
-    merged = path / "final" / "merged"
-    if not (merged / "config.json").exists() and (path / "final" / "adapter" / "adapter_config.json").exists():
-        return None, run_config(path)  # model.save_merged: false: the adapter on the run's model (resolve_model)
-    if not (merged / "config.json").exists():
-        raise FileNotFoundError(
-            f"{path} is a run directory without a final model ({merged} is missing); is it still training?"
-        )
-    return merged, run_config(path)
-
-
-def is_checkpoint_dir(path) -> bool:
-    """A checkpoint of a run (RUN/checkpoints/step-N): evaluated as the run's model at that step."""
-    if not isinstance(path, (str, os.PathLike)):
-        return False
-    p = Path(path)
-    return (p / "trainable.safetensors").exists() and p.parent.name == "checkpoints" and is_run_dir(p.parent.parent)
-
-
-def is_adapter_dir(path) -> bool:
-    """A PEFT adapter folder (adapter_config.json naming its base model), such as TRL's or rlvr's final/adapter."""
-    if not isinstance(path, (str, os.PathLike)):
-        return False
-    p = Path(path)
-    return (p / "adapter_config.json").exists() and not (p / "config.json").exists()
-
-
-def run_config(path) -> dict | None:
-    """The resolved config of a run directory, or of the run a checkpoint belongs to; None for anything else."""
-    import yaml
-
-    if is_checkpoint_dir(path):
-        path = Path(path).parent.parent
-    elif not is_run_dir(path):
-        return None
-    return yaml.safe_load((Path(path) / "config.yaml").read_text())
-
-
-def checkpoint_policy(path, cfg: dict):
-    """(model, tokenizer) of a run at one of its checkpoints: the run's model and LoRA adapter (policy.build.
-    with_adapter), the checkpoint's trainable tensors copied in, the adapter merged as the run's final model is
-    (policy.load.merged_copy). Where the trainer stored the frozen base in bf16 (policy.fastpath.stores_base_in_bf16)
-    the base is rounded the same way first: the last checkpoint then gives the run's final/merged weights exactly."""
-    from rlvr.config import Config
-    from rlvr.policy.build import with_adapter
-    from rlvr.policy.fastpath import stores_base_in_bf16
-    from rlvr.policy.load import cast_frozen_base, load_policy, merged_copy
-    from rlvr.rundir.checkpoint import load_trainable
-
-    c = Config.from_dict(cfg)
-    model, tokenizer = load_policy(c.model.name, c.model.dtype)
-    model = with_adapter(model, c)
-    if c.model.lora.enabled and stores_base_in_bf16(c.train):
-        cast_frozen_base(model, torch.bfloat16)
-    load_trainable(Path(path), model)
-    return (merged_copy(model) if c.model.lora.enabled else model), tokenizer
-
-
-def adapter_policy(path):
-    """(model, tokenizer) of a PEFT adapter folder: its base model (an embedded name, folder or hub id, as
-    adapter_config.json names it) with the adapter merged."""
-    import json
-
-    from peft import PeftModel
-
-    from rlvr.policy.load import load_policy, peft_quietly
-
-    base = json.loads((Path(path) / "adapter_config.json").read_text()).get("base_model_name_or_path")
-    if not base:
-        raise ValueError(f"{path}/adapter_config.json names no base_model_name_or_path")
-    model, tokenizer = load_policy(base, "float32")
-    with peft_quietly():
-        return PeftModel.from_pretrained(model, str(path)).merge_and_unload(), tokenizer
-
-
-def run_as_adapter(path, cfg: dict):
-    """(model, tokenizer) of a run directory (its resolved config `cfg`) as its base model plus its final LoRA
-    adapter (peft), for the remote backend, whose servers hold the base model and take the policy as an adapter."""
-    from peft import PeftModel
-
-    from rlvr.policy.load import load_policy, peft_quietly
-
-    path = Path(path)
-    if not (path / "final" / "adapter" / "adapter_config.json").exists():
-        raise ValueError(
-            f"{path} has no final/adapter (trained without LoRA?): the remote backend samples a run as "
-            f"an adapter on the servers' base model; evaluate it with a local backend"
-        )
-    model, tokenizer = load_policy(cfg["model"]["name"], "float32")
-    with peft_quietly():
-        return PeftModel.from_pretrained(model, str(path / "final" / "adapter")), tokenizer
 
 
 def config_settings(cfg: dict, quiet: bool = False, split: str | None = None, limit: int | None = None) -> EvalSettings:
@@ -209,57 +114,6 @@ class _Tracked:
         return result
 
 
-def resolve_model(model_or_path, task, task_settings: dict | None, reward_cfg: dict | None, as_adapter: bool = False):
-    """Returns (model, tokenizer, task object, task settings, reward config, training problems or None, label).
-
-    A run directory supplies its reward config, and its task settings when `task` is its task's name
-    (or None); its training split is returned for the contamination check. `as_adapter`: a run directory is loaded
-    as its base model plus its adapter (run_as_adapter) instead of its merged model."""
-    from rlvr.policy.load import load_policy, merged_copy
-    from rlvr.tasks import load_task
-
-    settings = dict(task_settings or {})
-    run_train = None
-    if isinstance(model_or_path, tuple):
-        (model, tokenizer), label = model_or_path, "in-memory model"
-    elif is_run_dir(model_or_path):
-        merged, cfg = read_run(model_or_path)
-        if as_adapter or merged is None:
-            model, tokenizer = run_as_adapter(model_or_path, cfg)
-            model = model if as_adapter else merged_copy(model)
-        else:
-            model, tokenizer = load_policy(str(merged), "float32")
-        label = str(model_or_path)
-        task, settings, reward_cfg, run_train = _as_run(cfg, task, settings, reward_cfg)
-    elif is_checkpoint_dir(model_or_path):
-        cfg = run_config(model_or_path)
-        model, tokenizer = checkpoint_policy(model_or_path, cfg)
-        task, settings, reward_cfg, run_train = _as_run(cfg, task, settings, reward_cfg)
-        label = str(model_or_path)
-    else:
-        model, tokenizer = (
-            adapter_policy(model_or_path)
-            if is_adapter_dir(model_or_path)
-            else load_policy(str(model_or_path), "float32")
-        )
-        label = str(model_or_path)
-    if task is None:
-        raise ValueError("no task given (only a run directory records its own)")
-    task_obj = load_task(task, **settings) if isinstance(task, str) else task
-    return model, tokenizer, task_obj, settings, reward_cfg or DEFAULTS["reward"], run_train, label
-
-
-def _as_run(cfg: dict, task, settings: dict, reward_cfg: dict | None):
-    """(task, settings, reward config, training problems) of a model that a run trained: its reward and, when the
-    task is the run's own (or not given), its task settings; its training split for the contamination check."""
-    from rlvr.tasks import load_task
-
-    run_train = load_task(cfg["task"]["name"], **cfg["task"]["settings"]).problems("train")
-    if task is None or task == cfg["task"]["name"]:
-        task, settings = cfg["task"]["name"], {**cfg["task"]["settings"], **settings}
-    return task, settings, reward_cfg or cfg["reward"], run_train
-
-
 def hygiene_report(train: Sequence[Problem], problems: Sequence[Problem], split: str, allow_contaminated: bool) -> dict:
     """Contamination against the training data (refused unless allowed) and gold-in-prompt leaks."""
     overlaps = check_contamination(train, problems, name=f"split {split!r}", allow_contaminated=allow_contaminated)
@@ -294,12 +148,40 @@ class EvalSettings:
     progress: bool = True
 
 
-def _sample_and_score(sampler, tokenizer, reward, task_obj, problems, ks, e: EvalSettings) -> list:
-    """Every problem's n samples and greedy decode through the sampler, each scored (strictly and leniently) by
-    the reward, behind one progress bar."""
+def _split_checked(task_obj, task, e: EvalSettings, train_problems) -> tuple[list[Problem], dict]:
+    """The split's problems (e.limit of them, spread over bands) and their hygiene against `train_problems` (None:
+    the task's train split); a split without problems is a ValueError, a contaminated one a ContaminationError."""
+    problems = limit_problems(task_obj.problems(e.split), e.limit)
+    if not problems:
+        raise ValueError(f"split {e.split!r} of task {getattr(task_obj, 'name', task)!r} has no problems")
+    if train_problems is None:  # what contamination is checked against
+        train_problems = task_obj.problems("train")
+    return problems, hygiene_report(list(train_problems), problems, e.split, e.allow_contaminated)
+
+
+def _sample_and_score(sampler, tokenizer, reward, task_obj, problems, ks, e: EvalSettings, episode, new_env):
+    """(records, episode figures or None): every problem's n samples and greedy decode through the sampler, each
+    scored (strictly and leniently) by the reward, or, with an environment, n + 1 episodes graded by it; behind
+    one progress bar."""
     total = len(problems) * (e.n + int(e.greedy))
+    batch_size = max(1, e.rows_per_call // max(e.n, 1))
     with tqdm(total=total, desc=f"rlvr eval {e.split}", unit="completion", disable=not e.progress) as bar:
-        return evaluate(
+        if new_env is not None:
+            return evaluate_episodes(
+                sampler,
+                tokenizer,
+                new_env,
+                problems,
+                episode,
+                n=e.n,
+                greedy=e.greedy,
+                temperature=e.temperature,
+                max_new_tokens=e.max_new_tokens,
+                seed=e.seed,
+                batch_size=batch_size,
+                bar=bar,
+            )
+        records = evaluate(
             _Generate(sampler, tokenizer, e.max_new_tokens, e.seed),
             _Tracked(reward, bar, len(problems) * e.n),
             problems,
@@ -308,10 +190,22 @@ def _sample_and_score(sampler, tokenizer, reward, task_obj, problems, ks, e: Eva
             temperature=e.temperature,
             greedy=e.greedy,
             to_messages=task_obj.messages,
-            batch_size=max(1, e.rows_per_call // max(e.n, 1)),
+            batch_size=batch_size,
             lenient_format=getattr(task_obj, "answer_format", None) or "boxed",
             lenient_reward=reward,
         )
+    return records, None
+
+
+def episode_section(model_or_path, episode: dict | None):
+    """The typed episode section an evaluation runs with: `episode` over the defaults, else the run's (a run from
+    before episodes existed has none: single-turn)."""
+    from rlvr.config import EpisodeConfig, merge
+
+    base = DEFAULTS["episode"]
+    if episode is None:
+        episode = (run_config(model_or_path) or {}).get("episode", base)
+    return EpisodeConfig(**merge(base, episode, "episode."))
 
 
 def evaluate_model(
@@ -323,6 +217,7 @@ def evaluate_model(
     reward_cfg: dict | None = None,
     rollout: dict | None = None,
     train_problems: Sequence[Problem] | None = None,
+    episode: dict | None = None,
 ):
     """Evaluate a model on one split of a task (as `settings` say); returns (records, summary).
 
@@ -331,7 +226,8 @@ def evaluate_model(
     reward_cfg: the reward section (default: the run's, else the task's own grader).
     train_problems: what contamination is checked against (default: the run's, else the task's train split).
     rollout: the rollout section whose backend (where settings.backend is None), backend settings (remote urls, vLLM's
-    engine) and dtype the sampler takes (default: the run's, else the built-in defaults).
+    engine) and dtype the sampler takes (default: the run's, else the built-in defaults). episode: the episode
+    section (default: the run's, else single-turn); with an environment every sample is an episode.
     The summary is evaluation.summarize's dict plus "setup" (what was run, wall time) and "hygiene".
     Raises ContaminationError before any sampling when the split overlaps the training data.
     """
@@ -348,30 +244,27 @@ def evaluate_model(
         model_or_path, task, task_settings, reward_cfg, as_adapter=backend == "remote"
     )
     reward_cfg, reward = task_reward(reward_cfg, task_obj)
-    problems = limit_problems(task_obj.problems(e.split), e.limit)
-    if not problems:
-        raise ValueError(f"split {e.split!r} of task {getattr(task_obj, 'name', task)!r} has no problems")
-    if train_problems is None:  # what contamination is checked against
-        train_problems = run_train if run_train is not None else task_obj.problems("train")
-    hygiene = hygiene_report(list(train_problems), problems, e.split, e.allow_contaminated)
+    problems, hygiene = _split_checked(task_obj, task, e, train_problems if train_problems is not None else run_train)
     t0 = time.perf_counter()
     model.eval()
     sampler = build_sampler(rollout, model, tokenizer, backend=backend)
     if backend == "remote" and not sampler.base_only:
         sampler.sync(model)  # push the adapter once: the model does not change during an evaluation
-    records = _sample_and_score(sampler, tokenizer, reward, task_obj, problems, ks, e)
+    episode = episode_section(model_or_path, episode)
+    new_environment = environment_factory(episode, task_obj, reward)
+    records, figures = _sample_and_score(
+        sampler, tokenizer, reward, task_obj, problems, ks, e, episode, new_environment
+    )
     summary = summarize(records, ks=ks, n_boot=e.n_boot, seed=e.seed, label=f"{label} on {e.split}")
     summary["setup"] = {
         "model": label,
         "task": getattr(task_obj, "name", str(task)),
         "task_settings": task_settings,
-        **{k: getattr(e, k) for k in ("split", "n", "temperature", "max_new_tokens", "greedy")},
-        "backend": backend,
-        "seed": e.seed,
-        "limit": e.limit,
-        "reward": reward_cfg,
-        "wall_s": round(time.perf_counter() - t0, 2),
+        **{k: getattr(e, k) for k in ("split", "n", "temperature", "max_new_tokens", "greedy", "seed", "limit")},
+        **{"backend": backend, "reward": reward_cfg, "wall_s": round(time.perf_counter() - t0, 2)},
     }
+    if figures:  # an environment task: tool use and what ended the episodes, per pass
+        summary["episodes"], summary["setup"]["episode"] = figures, asdict(episode)
     summary["hygiene"] = hygiene
     return records, summary
 
@@ -379,6 +272,7 @@ def evaluate_model(
 __all__ = [
     "EvalSettings",
     "evaluate_model",
+    "episode_section",
     "config_settings",
     "limit_problems",
     "is_run_dir",

@@ -18,6 +18,12 @@ def _arithmetic(**kw):
     return ArithmeticTask(**kw)
 
 
+def _tool_arithmetic(**kw):
+    from rlvr.tasks.tool_arithmetic import ToolArithmeticTask
+
+    return ToolArithmeticTask(**kw)
+
+
 def _jsonl(**kw):
     from rlvr.tasks.jsonl import JsonlTask
 
@@ -72,6 +78,7 @@ for _name, _make, _doc in (
         _reasoning_gym,
         "reasoning-gym's procedural families, graded by rlvr (extra rlvr[reasoning-gym])",
     ),
+    ("tool_arithmetic", _tool_arithmetic, "products and two-step expressions past head arithmetic, for tool episodes"),
     ("hub", _hub, "a datasets hub id or a local dataset folder"),
     ("jsonl", _jsonl, "your own JSON-lines file (text or chat prompts; answer, gold, solution or tests)"),
     ("humaneval", _humaneval, "HumanEval's 164 problems with hidden tests, from its wheel (held-out only)"),

@@ -41,6 +41,7 @@ class StepBatch:
     # and, under data parallel, the rounds one by one (rlvr.training.distributed.gather_batch merges them in order)
     generated: StepBatch | None = None
     rounds: list[StepBatch] | None = None
+    episodes: list | None = None  # (B,) rlvr.environments.episode.Episode of each row, when rollouts are episodes
 
     @property
     def all_generated(self) -> StepBatch:
@@ -112,6 +113,7 @@ def select_rows(batch: StepBatch, rows: list[int]) -> StepBatch:
         rewards=batch.rewards[idx],
         terms={k: [v[i] for i in rows] for k, v in batch.terms.items()},
         stats=dict(batch.stats),
+        episodes=[batch.episodes[i] for i in rows] if batch.episodes is not None else None,
     )
 
 
@@ -143,19 +145,28 @@ def concat(batches: list[StepBatch], pad_id: int) -> StepBatch:
         texts=sum((b.texts for b in batches), []),
         verdicts=sum((b.verdicts for b in batches), []),
         rewards=torch.cat([b.rewards for b in batches]),
-        terms={k: sum((b.terms[k] for b in batches), []) for k in batches[0].terms},
+        terms={k: sum((b.terms.get(k, [0.0] * len(b)) for b in batches), []) for k in _term_names(batches)},
         stats=stats,
+        episodes=sum((b.episodes for b in batches), []) if all(b.episodes is not None for b in batches) else None,
     )
 
 
-def collect(sampler, next_prompts, reward, algo, rollout, generator, pad_id: int, comm=None) -> StepBatch:
+def _term_names(batches: list[StepBatch]) -> list[str]:
+    """Every reward term of any batch, in first-seen order (an episode round may lack a part another earned)."""
+    return list(dict.fromkeys(k for b in batches for k in b.terms))
+
+
+def collect(
+    sampler, next_prompts, reward, algo, rollout, generator, pad_id: int, comm=None, round_fn=rollout_round
+) -> StepBatch:
     """The step's batch (on this rank: its block of it). next_prompts() -> (problems (P,), prompt_ids (P,)) draws
     the next prompts; with `comm` (rlvr.training.comm.Comm) every rank makes the same call and keeps its
     contiguous block, so a group never straddles ranks.
 
     Without dynamic sampling: one round, every group kept. With it: rounds until P informative (nonzero
     variance) groups are kept or `algo.max_sampling_rounds` rounds ran; the kept groups are those one process
-    would keep (advantages.dynamic_sampling decides, the ranks exchanging their counts).
+    would keep (advantages.dynamic_sampling decides, the ranks exchanging their counts). `round_fn` makes one
+    round's rows (rollout_round: one completion each; rlvr.training.episodes.EpisodeRound: one episode each).
     """
     comm, want = comm or Comm(), rollout.prompts_per_step  # one process: a Comm of one rank, every call a no-op
     if want < comm.world:
@@ -164,7 +175,7 @@ def collect(sampler, next_prompts, reward, algo, rollout, generator, pad_id: int
 
     def draw() -> StepBatch:
         problems, ids = next_prompts()
-        return rollout_round(sampler, comm.shard(problems), comm.shard(ids), reward, algo, local, generator)
+        return round_fn(sampler, comm.shard(problems), comm.shard(ids), reward, algo, local, generator)
 
     if not algo.dynamic_sampling:
         batch = draw()

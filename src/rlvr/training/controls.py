@@ -1,10 +1,13 @@
-"""The main job's control runs (`rlvr run --controls`, eval.controls): RL under a reward that carries no answer.
+"""The main job's control runs (`rlvr run --controls`, eval.controls): RL under a reward that carries no answer,
+or without the episode's tools.
 
-Each control is an RL run with the RLVR run's budget, seed and settings, its reward replaced by
-rlvr.verifiers.controls (reward.control: "random_rate" or "format_only"), in root/control-<kind>. It is evaluated
-on the same held-out problems, and the report shows RLVR minus each control per band (paired bootstrap over
-problems) and the training curves side by side. A gain that survives the controls is not explained by the format
-reward, or by any reward paid at the policy's own success rate.
+Each control is an RL run with the RLVR run's budget, seed and settings, in root/control-<kind>: "random_rate" and
+"format_only" replace its reward (rlvr.verifiers.controls, reward.control); "no_tools" trains single-turn without
+the tools (episode.environment none, and the task's settings for a prompt without tools where it has them, e.g.
+tool_arithmetic's with_tools: false). It is evaluated on the same held-out problems (a no_tools control without
+tools, every control by the real grader), and the report shows RLVR minus each control per band (paired bootstrap
+over problems) and the training curves side by side. A gain that survives the controls is not explained by the
+format reward, by any reward paid at the policy's own success rate, or, for an environment task, by RL alone.
 """
 
 from __future__ import annotations
@@ -17,21 +20,45 @@ def control_name(kind: str) -> str:
     return f"control-{kind}"
 
 
+def without_tools(cfg: dict) -> dict:
+    """`cfg` single-turn, without tools: episode.environment none, and the task's settings for a prompt that offers
+    none where the task has them (its class attribute `without_tools`)."""
+    from rlvr.tasks import load_task
+
+    sub = copy.deepcopy(cfg)
+    sub["episode"]["environment"] = "none"
+    task = load_task(cfg["task"]["name"], **cfg["task"]["settings"])
+    sub["task"]["settings"].update(getattr(task, "without_tools", {}))
+    return sub
+
+
 def control_cfg(rl_cfg: dict, root: Path, kind: str) -> dict:
-    """The RLVR phase's config with the control's reward, run directory root/control-<kind> and tracker name."""
-    sub = copy.deepcopy(rl_cfg)
+    """The RLVR phase's config with the control's change (its reward, or no tools), run directory
+    root/control-<kind> and tracker name."""
+    sub = without_tools(rl_cfg) if kind == "no_tools" else copy.deepcopy(rl_cfg)
     sub["output_dir"] = str(Path(root) / control_name(kind))
-    sub["reward"]["control"] = kind
+    if kind != "no_tools":
+        sub["reward"]["control"] = kind
     sub["log"]["run_name"] = f"{rl_cfg['log']['run_name'] or Path(root).absolute().name}-{control_name(kind)}"
     return sub
+
+
+def control_eval_cfg(cfg: dict, kind: str) -> dict:
+    """The main job's config as a control is evaluated: the real grader always; no tools for no_tools."""
+    return without_tools(cfg) if kind == "no_tools" else cfg
 
 
 def check_controls(cfg: dict, root: Path, rl_cfg: dict) -> None:
     """Build each control's components before any phase runs: a control that cannot apply (format_only on a reward
     without a format term) stops the main job at the start (ConfigError), not after the RLVR phase."""
+    from rlvr.errors import ConfigError
     from rlvr.training.step import check_components
 
     for kind in cfg["eval"]["controls"]:
+        if kind == "no_tools" and cfg["episode"]["environment"] == "none":
+            raise ConfigError(
+                "eval.controls: no_tools compares against RL without tools; this run has none (episode.environment: none)"
+            )
         check_components(control_cfg(rl_cfg, root, kind))
 
 
@@ -54,7 +81,7 @@ def run_controls(cfg: dict, root: Path, rl_cfg: dict, rlvr_records, *, train, ev
                 overwrite=not resume,
                 quiet=quiet,
             )
-        records, summary = timed(f"eval {name}", evaluate, name, str(run_dir), cfg, root, quiet)
+        records, summary = timed(f"eval {name}", evaluate, name, str(run_dir), control_eval_cfg(cfg, kind), root, quiet)
         result = compare({name: records, "rlvr": rlvr_records}, baseline=name, metric="pass@1", seed=cfg["seed"])
         write_comparison(result, root, f"compare-{name}")
         out[kind] = {"summary": summary, "compare": result}
@@ -68,7 +95,8 @@ def controls_markdown(controls: dict, plot: str | None = None) -> str:
     lines = [
         "Control runs: the same budget, seed and settings as RLVR, trained on a reward without the answer "
         "(random_rate: Bernoulli at the policy's own success rate each batch; format_only: the format term "
-        "alone). Held-out pass@1, 95% paired bootstrap over problems:",
+        "alone) or without the tools (no_tools: single-turn, a prompt without tools, evaluated so). Held-out "
+        "pass@1, 95% paired bootstrap over problems:",
         "",
         "| band | control | control pass@1 | rlvr pass@1 | rlvr - control [CI] | verdict |",
         "|---|---|---|---|---|---|",
@@ -88,4 +116,12 @@ def controls_markdown(controls: dict, plot: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["control_name", "control_cfg", "check_controls", "run_controls", "controls_markdown"]
+__all__ = [
+    "control_name",
+    "control_cfg",
+    "control_eval_cfg",
+    "without_tools",
+    "check_controls",
+    "run_controls",
+    "controls_markdown",
+]

@@ -56,7 +56,7 @@ def _cached_eval(out: Path, label: str, evaluate):
 
 
 def _evaluate(name: str, model, cfg: dict, root: Path, quiet: bool):
-    """Held-out evaluation of one model into root/eval/<name>."""
+    """Held-out evaluation of one model into root/eval/<name>, as `cfg` says (an environment task: as episodes)."""
     from rlvr.evaluation.run_eval import config_settings, evaluate_model
 
     return _cached_eval(
@@ -69,6 +69,7 @@ def _evaluate(name: str, model, cfg: dict, root: Path, quiet: bool):
             reward_cfg=cfg["reward"],
             task_settings=cfg["task"]["settings"],
             rollout=cfg["rollout"],
+            episode=cfg["episode"],
         ),
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rlvr.algorithms.advantages import nonzero_variance_frac
+from rlvr.environments.figures import episode_sample
 from rlvr.verifiers.compose import verdict_fractions
 
 
@@ -53,8 +54,9 @@ def step_metrics_row(step, batch, generated, upd, lr, t_rollout, t_train) -> dic
 
 
 def sample_rows(step, batch) -> list[dict]:
-    """samples.jsonl lines: each row's problem, completion, extracted answer, verdict and reward."""
-    return [
+    """samples.jsonl lines: each row's problem, completion, extracted answer, verdict and reward; for an episode also
+    its messages, per-turn token counts, tool calls by outcome and what ended it."""
+    rows = [
         {
             "step": step,
             "problem_id": p.id,
@@ -68,3 +70,6 @@ def sample_rows(step, batch) -> list[dict]:
         }
         for p, text, v, r in zip(batch.problems, batch.texts, batch.verdicts, batch.rewards.tolist())
     ]
+    for row, ep in zip(rows, batch.episodes or ()):  # an episode's whole conversation beside its transcript
+        row.update(episode_sample(ep))
+    return rows

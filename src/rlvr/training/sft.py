@@ -29,6 +29,8 @@ import torch
 from tqdm.auto import tqdm
 
 from rlvr.config import Config, ConfigError
+from rlvr.environments.build import build_tools
+from rlvr.environments.episode import replay_episode
 from rlvr.policy.logprobs import completion_logprobs
 from rlvr.prompts.chat import encode_prompt
 from rlvr.rundir import checkpoint as ckpt
@@ -128,28 +130,41 @@ def collect_correct(
     return kept, stats
 
 
-def reference_examples(tokenizer, task, problems, field: str) -> list[dict]:
-    """The dataset's own worked solutions (problem.meta[field]) as completions ending in the stop token."""
+def reference_examples(tokenizer, task, problems, field: str, tools: dict | None = None) -> list[dict]:
+    """The dataset's own worked solutions (problem.meta[field]) as completions: a text ends in the stop token; a
+    list of chat messages (a tool-use trace: the assistant's turns and the tools' answers) becomes the ids an episode
+    would have sampled, the tools' ids masked out (completion_mask), its opening showing `tools` as episodes do."""
     out = []
     for p in problems:
         trace = p.meta.get(field) if isinstance(p.meta, dict) else None
         if not trace:
             continue
-        ids = tokenizer(str(trace), add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        if isinstance(trace, list):
+            ep = replay_episode(tokenizer, task.messages(p), trace, tools or {})
+            prompt_ids, ids, mask, text = ep.prompt_ids, ep.ids, ep.mask, transcript_text(trace)
+        else:
+            prompt_ids, text = encode_prompt(tokenizer, task.messages(p)), str(trace)
+            ids = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+            mask = [1.0] * len(ids)
         out.append(
             {
                 "problem_id": p.id,
                 "band": p.band,
                 "prompt": p.prompt,
-                "prompt_ids": encode_prompt(tokenizer, task.messages(p)),
+                "prompt_ids": prompt_ids,
                 "completion_ids": ids,
-                "completion": str(trace),
+                "completion_mask": mask,
+                "completion": text,
                 "extracted": None,
             }
         )
     if not out:
         raise DatasetError(f"sft.source=reference: no training problem has a {field!r} column")
     return out
+
+
+def transcript_text(messages: list[dict]) -> str:
+    return "\n\n".join(f"[{m['role']}] {m['content']}" for m in messages)
 
 
 def completion_nll(
@@ -166,13 +181,14 @@ def completion_nll(
 
 
 def pad_examples(examples: list[dict], pad_id: int) -> tuple[list[list[int]], torch.Tensor, torch.Tensor]:
-    """(prompts, completion_ids (b, T), mask (b, T)) right-padded to the longest completion."""
+    """(prompts, completion_ids (b, T), mask (b, T)) right-padded to the longest completion; an example's
+    completion_mask (0 on a tool's ids) where it has one."""
     t = max(len(e["completion_ids"]) for e in examples)
     ids = torch.full((len(examples), t), pad_id, dtype=torch.long)
     mask = torch.zeros(len(examples), t)
     for i, e in enumerate(examples):
         ids[i, : len(e["completion_ids"])] = torch.tensor(e["completion_ids"])
-        mask[i, : len(e["completion_ids"])] = 1.0
+        mask[i, : len(e["completion_ids"])] = torch.tensor(e.get("completion_mask") or [1.0] * len(e["completion_ids"]))
     return [e["prompt_ids"] for e in examples], ids, mask
 
 
@@ -191,7 +207,7 @@ def sft_step(model, rows: list[dict], optimizer, scheduler, trainable, train, pa
     """One optimizer step on `rows`: loss = the token-mean NLL of the batch, micro-batched exactly."""
     from rlvr.policy.update import micro_batches
 
-    num_tokens = float(sum(len(e["completion_ids"]) for e in rows))
+    num_tokens = float(sum(sum(e.get("completion_mask") or [1.0] * len(e["completion_ids"])) for e in rows))
     optimizer.zero_grad(set_to_none=True)
     loss_sum = 0.0
     for chunk in micro_batches(
@@ -321,7 +337,8 @@ def kept_examples(opened: OpenedRun, c: Config, model, tokenizer, task, reward, 
         return examples, json.loads((opened.path / "sft_data.json").read_text())
     t0 = time.perf_counter()
     if c.sft.source == "reference":
-        examples, stats = reference_examples(tokenizer, task, problems, c.sft.reference_field), {}
+        tools = build_tools(c.episode) if c.episode.environment != "none" else {}
+        examples, stats = reference_examples(tokenizer, task, problems, c.sft.reference_field, tools), {}
     else:
         sampler = build_sampler(c.rollout, model.eval(), tokenizer)
         with tqdm(total=budget, desc="rlvr sft: sampling", unit="completion", disable=quiet) as bar:
@@ -346,7 +363,7 @@ def kept_examples(opened: OpenedRun, c: Config, model, tokenizer, task, reward, 
             "time/collect": time.perf_counter() - t0,
         }
     )
-    readable = [{k: v for k, v in e.items() if not k.endswith("_ids")} for e in examples]
+    readable = [{k: v for k, v in e.items() if not k.endswith(("_ids", "_mask"))} for e in examples]
     atomic_write_text(opened.path / "kept.jsonl", "".join(json.dumps(e) + "\n" for e in readable))
     atomic_write_text(opened.path / "sft_data.json", json.dumps(stats, indent=2) + "\n")
     atomic_write_text(ids_path, "".join(json.dumps(e) + "\n" for e in examples))  # last: its presence marks done

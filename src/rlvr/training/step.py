@@ -16,6 +16,8 @@ import torch
 
 from rlvr.algorithms import Algorithm, algorithm_from_config
 from rlvr.config import Config, ConfigError
+from rlvr.environments.build import environment_factory
+from rlvr.environments.figures import episode_metrics
 from rlvr.evaluation.out_of_domain import check_sets
 from rlvr.evaluation.validation import validate
 from rlvr.policy.build import build_policy
@@ -25,7 +27,8 @@ from rlvr.prompts.stream import make_stream, spread_over_bands, step_band_metric
 from rlvr.sampling import build_sampler
 from rlvr.tasks import DatasetError, absolute_paths, load_task
 from rlvr.training import distributed
-from rlvr.training.batch import StepBatch, collect
+from rlvr.training.batch import StepBatch, collect, rollout_round
+from rlvr.training.episodes import EpisodeRound
 from rlvr.training.metrics import step_metrics_row
 from rlvr.verifiers.compose import build_reward, task_reward
 from rlvr.verifiers.controls import control_reward
@@ -41,6 +44,7 @@ class Components:
     reward: object  # rlvr.verifiers.compose.Reward
     task: object
     resolved: dict
+    new_environment: object = None  # one fresh environment per call, when rollouts are episodes (episode section)
 
 
 @dataclass
@@ -63,6 +67,7 @@ class TrainState:
     prompt_ids: PromptCache
     update: UpdateSettings
     val_problems: list = field(default_factory=list)
+    rollout_round: object = rollout_round  # one round's rows: one completion each, or one episode each
 
 
 @dataclass
@@ -91,7 +96,9 @@ def check_components(cfg: dict) -> Components:
     check_sets(cfg)  # eval.out_of_domain: the sets the main job and `rlvr eval` will load
     reward = control_reward(reward, cfg["reward"].get("control", "none"), cfg["seed"])  # a control run's reward
     cfg = {**cfg, "reward": resolved, "task": {**cfg["task"], "settings": absolute_paths(cfg["task"]["settings"])}}
-    return Components(Config.from_dict(cfg), algo, reward, task, cfg)
+    typed = Config.from_dict(cfg)
+    new_environment = environment_factory(typed.episode, task, reward)  # its mistakes too, before any model
+    return Components(typed, algo, reward, task, cfg, new_environment)
 
 
 def load_configured_task(cfg: dict):
@@ -135,6 +142,7 @@ def setup(parts: Components, policy=None, comm: distributed.Comm | None = None) 
         PromptCache(tokenizer, parts.task),
         UpdateSettings.from_config(c, tokenizer.pad_token_id),
         val,
+        EpisodeRound(parts.new_environment, tokenizer, c.episode) if parts.new_environment else rollout_round,
     )
 
 
@@ -172,7 +180,8 @@ def run_step(state: TrainState, step: int, *, validate_now: bool = False) -> Ste
         problems = state.stream.take(c.rollout.prompts_per_step, step, next(rounds))
         return problems, [state.prompt_ids(p) for p in problems]
 
-    batch = collect(state.sampler, next_prompts, state.reward, state.algo, c.rollout, generator, pad_id, comm=comm)
+    args = (state.sampler, next_prompts, state.reward, state.algo, c.rollout, generator, pad_id, comm)
+    batch = collect(*args, round_fn=state.rollout_round)
     seen = distributed.gather_batch(comm, batch, pad_id=pad_id)  # the global batch (metrics, curriculum)
     generated = seen.all_generated
     state.stream.observe(step, generated)
@@ -195,6 +204,7 @@ def run_step(state: TrainState, step: int, *, validate_now: bool = False) -> Ste
     row = {
         **step_metrics_row(step, seen, generated, upd, state.scheduler.get_last_lr()[0], t1 - t0, t2 - t1),
         **step_band_metrics(generated),
+        **(episode_metrics(generated.episodes) if generated.episodes else {}),
         **val,
     }
     _schedule_step(state.scheduler, skipped=bool(upd.get("skipped")) or not upd.get("active_rows"))

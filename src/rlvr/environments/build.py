@@ -1,0 +1,87 @@
+"""The environment and tool registries, and the one builder of a run's environment from its `episode` section.
+
+An ENVIRONMENTS entry is a factory `(task, reward, episode) -> environment`, called once per episode (so an
+environment may keep the episode's state); `episode.environment: package.module:attr` names your own class or function
+of that shape (docs/environments.md). A TOOLS entry is a factory `(episode) -> Tool`; `episode.tools` may name a
+typed function with an `Args:` docstring as `package.module:attr`, which becomes a tool as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rlvr.environments.builtin import calculator, python_tool
+from rlvr.environments.calls import TOOL_CALL_PARSERS
+from rlvr.environments.retry import RetryEnvironment
+from rlvr.environments.tool_env import ToolEnvironment
+from rlvr.environments.tools import Tool, tool_from_function
+from rlvr.errors import ConfigError
+from rlvr.registry import Registry
+
+
+def _tool_plugin(obj, ref: str):
+    """A user's typed function, as a tool factory (the function's own schema; refused by name if it has none)."""
+    if isinstance(obj, Tool):
+        return lambda episode: obj
+    if not callable(obj):
+        raise ConfigError(f"episode.tools: {ref!r} is not a function")
+    tool = tool_from_function(obj)
+    return lambda episode: tool
+
+
+TOOLS: Registry[Callable] = Registry("tool", key="episode.tools", plugin=_tool_plugin)
+TOOLS.add(
+    "calculator", lambda episode: tool_from_function(calculator), "exact arithmetic on an expression, no code run"
+)
+TOOLS.add(
+    "python",
+    lambda episode: python_tool(wall_s=episode.tool_timeout_s),
+    "a Python program in rlvr's sandbox (own uid, rlimits, no network, hard deadline), its output back",
+)
+
+ENVIRONMENTS: Registry[Callable] = Registry("environment", key="episode.environment")
+
+
+@ENVIRONMENTS.register("tool")
+def _tool(task, reward, episode):
+    """the task's question with episode.tools offered; tool outputs back each turn; the first turn without a call is
+    the answer, graded by the task's reward"""
+    tools = build_tools(episode)
+    return ToolEnvironment(task.messages, reward, tools, call_format=episode.call_format)
+
+
+@ENVIRONMENTS.register("retry")
+def _retry(task, reward, episode):
+    """any task as up to episode.attempts answers, a wrong one told so; reward discounted per attempt"""
+    return RetryEnvironment(task, reward, attempts=episode.attempts, discount=episode.discount)
+
+
+def build_tools(episode) -> dict[str, Tool]:
+    """name -> Tool for episode.tools (a tool that cannot be described is refused here, naming it)."""
+    tools = [TOOLS.get(name)(episode) for name in episode.tools]
+    return {t.name: t for t in tools}
+
+
+def environment_factory(episode, task, reward) -> Callable[[], object] | None:
+    """A function that makes one fresh environment per episode, or None for single-turn rollouts. Checks the
+    environment, tools and call format now (before any model loads) by building one environment."""
+    if episode.environment == "none":
+        return None
+    make = ENVIRONMENTS.get(episode.environment)
+    TOOL_CALL_PARSERS.get(episode.call_format)
+    build_tools(episode)
+
+    def new_environment():
+        return make(task, reward, episode)
+
+    env = new_environment()
+    for method in ("reset", "step"):
+        if not callable(getattr(env, method, None)):
+            raise ConfigError(
+                f"episode.environment={episode.environment!r}: {type(env).__name__} has no {method}() "
+                "(an environment has reset(problem) -> messages and step(turn) -> Step)"
+            )
+    return new_environment
+
+
+__all__ = ["ENVIRONMENTS", "TOOLS", "build_tools", "environment_factory"]

@@ -1,0 +1,56 @@
+"""Any rlvr task as a multi-attempt episode: the policy answers, the task's reward grades it, and a wrong answer gets
+its verdict back ("41 is wrong.") with another try, up to `attempts`. The episode's return is the graded reward of
+its last answer times discount ** (attempt - 1): a right first answer is worth the most, and an answer is never
+paid twice. Feedback names what the policy wrote, never the gold. A fault verdict (timeout, error, a bad gold) ends
+the episode at once and keeps its status: error and a bad gold stay out of the loss, as in a single-turn step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rlvr.environments.protocol import Step
+
+FAULTS = ("timeout", "error", "invalid_gold")
+
+
+@dataclass
+class RetryStep(Step):
+    verdict: object = None  # the graded answer's Verdict, on the step that ends the episode
+    attempt: int = 0  # which attempt this answer was (1 = the first)
+
+
+def feedback(verdict) -> str:
+    """What a wrong attempt hears: its own answer judged, or how to write one; never the gold."""
+    if verdict.status == "no_answer":
+        return "No final answer was found. Write your final answer in \\boxed{} and try again."
+    if verdict.status == "multiple_answers":
+        return "Give exactly one final answer. Try again."
+    return f"{verdict.extracted} is wrong. Try again."
+
+
+class RetryEnvironment:
+    """One episode of `task` with up to `attempts` answers; `reward(texts, problems)` is the task's Reward."""
+
+    tools: dict = {}
+
+    def __init__(self, task, reward, attempts: int = 3, discount: float = 0.5):
+        self.task, self.reward, self.attempts, self.discount = task, reward, attempts, discount
+        self.problem, self.attempt = None, 0
+
+    def reset(self, problem) -> list[dict]:
+        self.problem, self.attempt = problem, 0
+        return list(self.task.messages(problem))
+
+    def step(self, turn: str) -> RetryStep:
+        self.attempt += 1
+        result = self.reward([turn], [self.problem])
+        verdict = result.verdicts[0]
+        last = verdict.status == "correct" or verdict.status in FAULTS or self.attempt >= self.attempts
+        if not last:
+            return RetryStep([{"role": "user", "content": feedback(verdict)}], attempt=self.attempt)
+        paid = float(result.total[0]) * self.discount ** (self.attempt - 1)
+        return RetryStep(done=True, reward_parts={"answer": paid}, verdict=verdict, attempt=self.attempt)
+
+
+__all__ = ["RetryEnvironment", "RetryStep", "feedback", "FAULTS"]

@@ -1,0 +1,84 @@
+"""A step's rollouts as episodes (rlvr.environments): G episodes per problem, each a fresh environment, run by
+rlvr.environments.episode.run_episodes; the batch is the same StepBatch a single-turn step makes, so advantages, the
+loss and the update need nothing new. Row b's completion is exactly the ids its episode's turns sampled with the
+environment's ids spliced in; `mask` is 1 on the policy's ids and 0 on the environment's; the reward is the
+episode's return (its reward parts summed, each part a reward term in the metrics).
+
+An episode the environment broke or hung (status "error" / "timeout"), or whose graded answer is a fault verdict, is
+kept out of the loss, as a single-turn fault row is. An episode that ends without a graded answer (a turn or token limit) has the verdict
+no_answer and earns the reward parts it gathered.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from rlvr.environments.episode import run_episodes
+from rlvr.environments.figures import episode_verdict, transcript
+from rlvr.training.batch import EXCLUDED_STATUSES, StepBatch
+
+
+class EpisodeRound:
+    """Drop-in for rlvr.training.batch.rollout_round: the same arguments, one episode per row."""
+
+    def __init__(self, new_environment, tokenizer, episode):
+        self.new_environment, self.tokenizer, self.episode = new_environment, tokenizer, episode
+
+    def __call__(self, sampler, problems, prompt_ids, reward, algo, rollout, generator) -> StepBatch:
+        del prompt_ids, reward  # each episode encodes its own opening (tools shown) and its environment grades it
+        t0 = time.perf_counter()
+        rows = [p for p in problems for _ in range(rollout.group_size)]  # prompt-major, as the sampler's groups
+        episodes = run_episodes(
+            sampler,
+            self.tokenizer,
+            [self.new_environment() for _ in rows],
+            rows,
+            max_turns=self.episode.max_turns,
+            max_total_tokens=self.episode.max_total_tokens,
+            max_new_tokens=rollout.max_new_tokens,
+            temperature=rollout.temperature,
+            top_p=rollout.top_p,
+            top_k=rollout.top_k,
+            generator=generator,
+            step_timeout_s=self.episode.step_timeout_s,
+        )
+        batch = episode_batch(episodes, self.tokenizer.pad_token_id, rollout.group_size)
+        env_s = sum(ep.env_seconds for ep in episodes)
+        batch.stats.update({"time/generate": time.perf_counter() - t0 - env_s, "time/verify": env_s})
+        return batch
+
+
+def episode_batch(episodes: list, pad_id: int, group_size: int) -> StepBatch:
+    """(B,) episodes, prompt-major in groups of group_size -> a StepBatch (T = the longest episode's ids)."""
+    t = max([len(ep.ids) for ep in episodes] + [1])
+    b = len(episodes)
+    ids, mask, logp = torch.full((b, t), pad_id, dtype=torch.long), torch.zeros(b, t), torch.zeros(b, t)
+    verdicts = [episode_verdict(ep) for ep in episodes]
+    for row, ep in enumerate(episodes):
+        n = len(ep.ids)
+        ids[row, :n] = torch.tensor(ep.ids, dtype=torch.long)
+        keep = ep.status == "ok" and verdicts[row].status not in EXCLUDED_STATUSES
+        mask[row, :n] = torch.tensor(ep.mask) * float(keep)
+        logp[row, :n] = torch.tensor(ep.sampler_logp)
+    names = sorted({k for ep in episodes for k in ep.reward_parts})
+    return StepBatch(
+        problems=[ep.problem for ep in episodes],
+        prompt_ids=[ep.prompt_ids for ep in episodes],
+        completion_ids=ids,
+        mask=mask,
+        sampler_logp=logp,
+        group_ids=torch.arange(b) // group_size,
+        lengths=torch.tensor([len(ep.ids) for ep in episodes], dtype=torch.long),
+        finish=["stop" if ep.ended_by == "done" else "length" for ep in episodes],
+        texts=[transcript(ep) for ep in episodes],
+        verdicts=verdicts,
+        rewards=torch.tensor([ep.reward for ep in episodes], dtype=torch.float32),
+        terms={k: [ep.reward_parts.get(k, 0.0) for ep in episodes] for k in names},
+        stats={"gen_tokens": sum(ep.policy_tokens for ep in episodes)},
+        episodes=list(episodes),
+    )
+
+
+__all__ = ["EpisodeRound", "episode_batch"]

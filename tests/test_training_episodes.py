@@ -1,0 +1,311 @@
+"""Episodes inside a training step (rlvr.training.episodes): the batch the update trains on holds exactly the ids the
+sampler produced each turn with the environment's ids between them (mask 0), for every local backend; the built-in
+`tool` and `retry` environments graded by the task's real reward; faults cost their episode only; the episode
+figures by hand; config mistakes in the episode section stop before any model loads; two steps train from the
+command line with a tool environment given as package.module:attr."""
+
+import json
+import textwrap
+
+import pytest
+
+from conftest import make_tiny_llama
+from rlvr.config import DEFAULTS, Config, ConfigError, resolve
+from rlvr.environments.build import build_tools
+from rlvr.environments.calls import parse_hermes, run_call
+from rlvr.environments.episode import Episode
+from rlvr.environments.figures import episode_metrics
+from rlvr.environments.retry import RetryEnvironment
+from rlvr.tasks import load_task
+from rlvr.training.episodes import episode_batch
+from rlvr.training.step import check_components, run_step, setup
+from rlvr.verifiers.compose import task_reward
+
+ENV_MODULE = '''
+from rlvr.environments.protocol import Step
+
+
+class Echo:
+    """Three policy turns: after each of the first two the environment answers "seen N" as a tool message;
+    the third ends the episode, paid 1 when the turns so far hold an even number of characters."""
+
+    tools = {}
+
+    def __init__(self, task, reward, episode):
+        self.task, self.n, self.chars = task, 0, 0
+
+    def reset(self, problem):
+        return list(self.task.messages(problem))
+
+    def step(self, turn):
+        self.n, self.chars = self.n + 1, self.chars + len(turn)
+        if self.n < 3:
+            return Step([{"role": "tool", "content": f"seen {self.n}"}])
+        return Step(done=True, reward_parts={"parity": float(self.chars % 2 == 0)})
+
+
+class Broken:
+    tools = {}
+
+    def __init__(self, task, reward, episode):
+        pass
+
+    def reset(self, problem):
+        return [{"role": "user", "content": problem.prompt}]
+'''
+
+
+@pytest.fixture
+def env_module(tmp_path, monkeypatch):
+    folder = tmp_path / "envmod"
+    folder.mkdir()
+    (folder / "my_envs.py").write_text(textwrap.dedent(ENV_MODULE))
+    monkeypatch.syspath_prepend(str(folder))
+    return "my_envs"
+
+
+def episode_config(tmp_path, backend="hf", **over):
+    sets = {
+        "output_dir": str(tmp_path / "run"),
+        "task.name": "tool_arithmetic",
+        "task.settings": "{per_band: 10}",
+        "reward.workers": 0,
+        "rollout.backend": backend,
+        "rollout.dtype": "float32",
+        "rollout.prompts_per_step": 2,
+        "rollout.group_size": 2,
+        "rollout.max_new_tokens": 6,
+        "train.steps": 2,
+        "train.lr": 0.05,
+        "train.micro_batch_size": 4,
+        "log.samples_every": 1,
+        "log.checkpoint_every": 0,
+        "model.lora.r": 4,
+        "model.save_merged": False,
+        "episode.max_total_tokens": 200,
+        **over,
+    }
+    return resolve(None, [f"{k}={v}" for k, v in sets.items()])
+
+
+class Recording:
+    """The sampler, with each call's prompts and the ids it returned per row."""
+
+    def __init__(self, inner):
+        self.inner, self.calls = inner, []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def generate(self, prompt_ids, n, **kw):
+        ro = self.inner.generate(prompt_ids, n, **kw)
+        rows = [ro.completion_ids[b, : int(ro.mask[b].sum())].tolist() for b in range(len(prompt_ids))]
+        self.calls.append(([list(p) for p in prompt_ids], rows))
+        return ro
+
+
+@pytest.mark.parametrize("backend", ["hf", "fast"])
+def test_the_step_trains_on_exactly_the_sampled_ids_with_the_environments_masked(
+    tmp_path, tokenizer, env_module, backend
+):
+    cfg = episode_config(tmp_path, backend, **{"episode.environment": f"{env_module}:Echo", "episode.max_turns": 3})
+    state = setup(check_components(cfg), policy=(make_tiny_llama(len(tokenizer)), tokenizer))
+    state.sampler = Recording(state.sampler)
+    result = run_step(state, 0)
+    batch = result.generated
+    assert len(batch) == 4 and len(state.sampler.calls) == 3  # 2 problems x G=2, three turns each
+    for row in range(4):
+        sampled = [state.sampler.calls[turn][1][row] for turn in range(3)]
+        prompts = [state.sampler.calls[turn][0][row] for turn in range(3)]
+        n = int(batch.lengths[row])
+        ids, mask = batch.completion_ids[row, :n].tolist(), batch.mask[row, :n].tolist()
+        # token in: each turn's prompt is the opening plus every id so far
+        assert prompts[0] == batch.prompt_ids[row]
+        start = 0
+        for turn in range(3):
+            assert prompts[turn] == batch.prompt_ids[row] + ids[:start]
+            # token out: the turn's ids, as sampled, with mask 1
+            assert ids[start : start + len(sampled[turn])] == sampled[turn]
+            assert mask[start : start + len(sampled[turn])] == [1.0] * len(sampled[turn])
+            start += len(sampled[turn])
+            if turn < 2:  # the environment's ids up to the next turn's prompt, mask 0
+                nxt = len(prompts[turn + 1]) - len(batch.prompt_ids[row])
+                assert mask[start:nxt] == [0.0] * (nxt - start) and nxt > start
+                assert f"seen {turn + 1}" in tokenizer.decode(ids[start:nxt])
+                start = nxt
+        assert start == n and batch.mask[row, n:].sum() == 0
+        assert batch.sampler_logp[row, :n][batch.mask[row, :n] == 0].abs().sum() == 0
+    assert result.row["episode/turns"] == 3.0 and result.row["episode/ended_by_done_frac"] == 1.0
+    assert result.row["throughput/gen_tok_s"] > 0
+    assert "reward/parity/mean" in result.row
+
+
+def test_two_steps_from_the_command_line_with_the_tool_environment(tmp_path, model_dir):
+    from rlvr.cli import main
+
+    run = tmp_path / "run"
+    sets = {
+        "model.name": model_dir,
+        "task.name": "tool_arithmetic",
+        "task.settings": "{per_band: 10}",
+        "episode.environment": "tool",
+        "episode.tools": "[calculator, python]",
+        "episode.max_turns": 2,
+        "reward.workers": 0,
+        "rollout.backend": "hf",
+        "rollout.prompts_per_step": 2,
+        "rollout.group_size": 2,
+        "rollout.max_new_tokens": 8,
+        "train.steps": 2,
+        "train.time_budget_min": 0,
+        "log.samples_every": 1,
+        "log.eval_every": 0,
+        "eval.out_of_domain": "[]",
+        "model.lora.r": 4,
+        "model.save_merged": "false",
+    }
+    args = sum((["--set", f"{k}={v}"] for k, v in sets.items()), [])
+    assert main(["train", "default", *args, "--output-dir", str(run)]) == 0
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1]
+    assert {"episode/turns", "episode/tool_calls", "episode/tool_error_frac", "episode/env_s"} <= set(rows[0])
+    samples = [json.loads(x) for x in (run / "samples.jsonl").read_text().splitlines()]
+    assert len(samples) == 2 * 4
+    for s in samples:
+        assert s["messages"][0]["role"] == "system" and "calculator" in s["messages"][0]["content"]  # tools shown
+        assert len(s["turn_tokens"]) == sum(
+            m["role"] == "assistant" for m in s["messages"][-2 * len(s["turn_tokens"]) :]
+        )
+        assert s["ended_by"] in ("done", "turns", "tokens")
+
+
+def test_retry_tells_a_wrong_answer_and_pays_the_right_one_discounted():
+    task = load_task("arithmetic", per_band=30)
+    _, reward = task_reward(DEFAULTS["reward"], task)
+    problem = task.problems("train")[0]
+    gold = int(problem.answer)
+    env = RetryEnvironment(task, reward, attempts=3, discount=0.5)
+    assert env.reset(problem) == task.messages(problem)
+    first = env.step(f"I think \\boxed{{{gold + 1}}}")
+    assert not first.done and first.messages == [{"role": "user", "content": f"{gold + 1} is wrong. Try again."}]
+    second = env.step("no box here")
+    assert second.messages[0]["content"].startswith("No final answer was found")
+    third = env.step(f"\\boxed{{{gold}}}")
+    full = float(reward([f"\\boxed{{{gold}}}"], [problem]).total[0])
+    assert third.done and third.attempt == 3 and third.verdict.status == "correct"
+    assert third.reward_parts == {"answer": pytest.approx(full * 0.25)}  # 0.5 ** (3 - 1)
+    env.reset(problem)
+    assert env.step(f"\\boxed{{{gold}}}").reward_parts == {"answer": pytest.approx(full)}  # the first try: all of it
+    env.reset(problem)
+    env.step("\\boxed{0}"), env.step("\\boxed{0}")
+    last = env.step("\\boxed{0}" if gold else "\\boxed{1}")
+    assert (
+        last.done
+        and last.verdict.status == "wrong"
+        and last.reward_parts["answer"] == pytest.approx(float(reward(["\\boxed{0}"], [problem]).total[0]) * 0.25)
+    )
+
+
+def _episode(ids, mask, status="ok", ended_by="done", parts=None, calls=None, turns=1, verdict=None):
+    ep = Episode(object(), [1, 2], [{"role": "user", "content": "q"}], opened=1)
+    ep.ids, ep.mask, ep.sampler_logp = list(ids), list(mask), [-0.5 * m for m in mask]
+    ep.status, ep.ended_by, ep.reward_parts = status, ended_by, dict(parts or {})
+    ep.tool_calls.update(calls or {})
+    ep.turn_tokens = [1] * turns
+    ep.env_seconds, ep.verdict = 0.25, verdict
+    return ep
+
+
+def test_episode_rows_faults_and_figures_by_hand():
+    eps = [
+        _episode([5, 6, 7, 8], [1, 0, 0, 1], parts={"answer": 1.0}, calls={"ok": 2}, turns=2),
+        _episode([5], [1], status="error", ended_by="error"),
+        _episode([5, 6], [1, 1], status="timeout", ended_by="timeout"),
+        _episode([5, 6, 7], [1, 0, 1], ended_by="turns", calls={"parse_error": 1, "ok": 1}, turns=2),
+    ]
+    batch = episode_batch(eps, pad_id=0, group_size=2)
+    assert batch.completion_ids.tolist() == [[5, 6, 7, 8], [5, 0, 0, 0], [5, 6, 0, 0], [5, 6, 7, 0]]
+    # the faulty episodes leave the loss; the others train on their policy ids only
+    assert batch.mask.tolist() == [[1, 0, 0, 1], [0, 0, 0, 0], [0, 0, 0, 0], [1, 0, 1, 0]]
+    assert [v.status for v in batch.verdicts] == ["no_answer", "error", "timeout", "no_answer"]
+    assert batch.rewards.tolist() == [1.0, 0.0, 0.0, 0.0] and batch.terms == {"answer": [1.0, 0.0, 0.0, 0.0]}
+    assert batch.group_ids.tolist() == [0, 0, 1, 1] and batch.finish == ["stop", "length", "length", "length"]
+    assert batch.stats["gen_tokens"] == 2 + 1 + 2 + 2
+    m = episode_metrics(eps)
+    assert m["episode/turns"] == (2 + 1 + 1 + 2) / 4
+    assert m["episode/tool_calls"] == 4 / 4
+    assert m["episode/tool_error_frac"] == 1 / 4 and m["episode/parse_error_frac"] == 1 / 4
+    assert m["episode/tool_use_frac"] == 2 / 4 and m["episode/env_s"] == 0.25
+    assert m["episode/policy_token_frac"] == 7 / 10
+    assert (m["episode/ended_by_done_frac"], m["episode/ended_by_error_frac"]) == (0.25, 0.25)
+    assert (m["episode/ended_by_timeout_frac"], m["episode/ended_by_turns_frac"]) == (0.25, 0.25)
+
+
+def test_a_hung_environment_times_out_its_episode_only(tokenizer):
+    import time
+
+    from rlvr.environments.episode import answer_turn, start_episode
+    from rlvr.environments.protocol import Step
+    from rlvr.tasks.base import Problem
+
+    class Hangs:
+        tools = {}
+
+        def reset(self, problem):
+            return [{"role": "user", "content": problem.prompt}]
+
+        def step(self, turn):  # Python-level work, interrupted at the deadline (a C call is waited out, then timed out)
+            start = time.perf_counter()
+            while time.perf_counter() - start < 30:
+                pass
+            return Step(done=True)
+
+    ep, extra = start_episode(Hangs(), Problem("p", "q"), tokenizer)
+    t0 = time.perf_counter()
+    going = answer_turn(ep, Hangs(), tokenizer, extra, "hi", True, tokenizer.eos_token, step_timeout_s=0.3)
+    assert not going and ep.status == "timeout" and ep.ended_by == "timeout"
+    assert time.perf_counter() - t0 < 5 and ep.env_seconds >= 0.3
+
+
+@pytest.mark.parametrize(
+    "over, message",
+    [
+        ({"episode.environment": "nope"}, r"'episode\.environment' = 'nope'; choose from none, tool, retry"),
+        ({"episode.environment": "tool", "episode.tools": "[calculator, no_such_mod:fn]"}, r"cannot import"),
+        ({"episode.environment": "my_envs:Broken"}, r"Broken has no step\(\)"),
+        ({"episode.environment": "my_envs:Missing"}, r"has no attribute 'Missing'"),
+    ],
+)
+def test_episode_mistakes_stop_before_any_model(tmp_path, env_module, over, message):
+    with pytest.raises(ConfigError, match=message):
+        check_components(episode_config(tmp_path, **over))
+    assert not (tmp_path / "run").exists()
+
+
+def test_tool_arithmetic_golds_traces_and_splits():
+    task = load_task("tool_arithmetic", per_band=40)
+    splits = {s: task.problems(s) for s in ("train", "validation", "heldout")}
+    ids = [{p.id for p in ps} for ps in splits.values()]
+    assert not (ids[0] & ids[1] or ids[0] & ids[2] or ids[1] & ids[2])
+    assert sum(map(len, ids)) == 40 * 4
+    tools = build_tools(Config.from_dict(resolve(None, ["episode.tools=[calculator]"])).episode)
+    for p in sum(splits.values(), []):
+        a_b = p.meta["expression"]
+        assert int(p.answer) == eval(a_b)  # the gold is the expression's value (digits and * - only)
+        call, tool_msg, final = p.meta["trace"]
+        (parsed,) = parse_hermes(call["content"])
+        assert run_call(parsed, tools).text == tool_msg["content"] == p.answer
+        assert final["content"].endswith(f"\\boxed{{{p.answer}}}")
+    _, reward = task_reward(DEFAULTS["reward"], task)
+    p = splits["heldout"][0]
+    assert reward([p.meta["trace"][-1]["content"]], [p]).verdicts[0].status == "correct"
+    assert {p.band for p in splits["train"]} == {"3x2", "4x3", "5x4", "two-step"}
+
+
+def test_single_turn_runs_take_the_single_turn_round(tmp_path, tokenizer):
+    from rlvr.training.batch import rollout_round
+
+    cfg = episode_config(tmp_path, **{"task.name": "arithmetic", "task.settings": "{per_band: 20}"})
+    parts = check_components(cfg)
+    assert parts.new_environment is None
+    assert setup(parts, policy=(make_tiny_llama(len(tokenizer)), tokenizer)).rollout_round is rollout_round
