@@ -42,8 +42,8 @@ class Recording:
 
     def generate(self, prompt_ids, n, **kw):
         ro = self.inner.generate(prompt_ids, n, **kw)
-        rows = [ro.completion_ids[b, : int(ro.mask[b].sum())].tolist() for b in range(len(prompt_ids))]
-        self.calls.append(([list(p) for p in prompt_ids], rows))
+        rows = [ro.completion_ids[b, : int(ro.mask[b].sum())].tolist() for b in range(len(prompt_ids) * n)]
+        self.calls.append(([list(prompt_ids[b // n]) for b in range(len(prompt_ids) * n)], rows))
         return ro
 
 

@@ -92,15 +92,16 @@ class Recording:
     """The sampler, with each call's prompts and the ids it returned per row."""
 
     def __init__(self, inner):
-        self.inner, self.calls = inner, []
+        self.inner, self.calls, self.shapes = inner, [], []
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
     def generate(self, prompt_ids, n, **kw):
         ro = self.inner.generate(prompt_ids, n, **kw)
-        rows = [ro.completion_ids[b, : int(ro.mask[b].sum())].tolist() for b in range(len(prompt_ids))]
-        self.calls.append(([list(p) for p in prompt_ids], rows))
+        rows = [ro.completion_ids[b, : int(ro.mask[b].sum())].tolist() for b in range(len(prompt_ids) * n)]
+        self.shapes.append((len(prompt_ids), n))
+        self.calls.append(([list(prompt_ids[b // n]) for b in range(len(prompt_ids) * n)], rows))
         return ro
 
 
@@ -114,6 +115,8 @@ def test_the_step_trains_on_exactly_the_sampled_ids_with_the_environments_masked
     result = run_step(state, 0)
     batch = result.generated
     assert len(batch) == 4 and len(state.sampler.calls) == 3  # 2 problems x G=2, three turns each
+    # the first turn prefills each problem's prompt once for its G episodes; later turns have a prompt a row
+    assert state.sampler.shapes == [(2, 2), (4, 1), (4, 1)]
     for row in range(4):
         sampled = [state.sampler.calls[turn][1][row] for turn in range(3)]
         prompts = [state.sampler.calls[turn][0][row] for turn in range(3)]
@@ -309,3 +312,73 @@ def test_single_turn_runs_take_the_single_turn_round(tmp_path, tokenizer):
     parts = check_components(cfg)
     assert parts.new_environment is None
     assert setup(parts, policy=(make_tiny_llama(len(tokenizer)), tokenizer)).rollout_round is rollout_round
+
+
+def test_reference_tool_traces_are_episode_ids_with_the_tools_masked(tokenizer):
+    from rlvr.training.sft import pad_examples, reference_examples
+
+    task = load_task("tool_arithmetic", per_band=5)
+    tools = build_tools(Config.from_dict(resolve("tool-use")).episode)
+    problems = task.problems("train")[:3]
+    examples = reference_examples(tokenizer, task, problems, "trace", tools)
+    for p, e in zip(problems, examples):
+        call, tool_msg, final = p.meta["trace"]
+        ids, mask = e["completion_ids"], e["completion_mask"]
+        # the prompt shows the tools (in the system message: SmolLM2's template has no `tools`) and the question
+        prompt = tokenizer.decode(e["prompt_ids"])
+        assert '"name": "calculator"' in prompt and prompt.rstrip().endswith("assistant") and p.prompt in prompt
+        trained = tokenizer.decode([t for t, m in zip(ids, mask) if m == 1])
+        masked = tokenizer.decode([t for t, m in zip(ids, mask) if m == 0])
+        assert trained == call["content"] + tokenizer.eos_token + final["content"] + tokenizer.eos_token
+        assert tool_msg["content"] in masked and "tool" in masked and call["content"] not in masked
+        # the layout is what an episode makes: the call, then the tool's turn and the next header, then the answer
+        first = tokenizer(call["content"], add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        assert ids[: len(first)] == first and mask[: len(first)] == [1.0] * len(first)
+    _, _, padded = pad_examples(examples, tokenizer.pad_token_id)
+    assert padded.sum() == sum(sum(e["completion_mask"]) for e in examples)
+
+
+def test_the_tool_use_preset_and_its_no_tools_control(tmp_path):
+    from rlvr.training.controls import control_cfg, control_eval_cfg
+    from rlvr.training.main_job import from_sft
+
+    cfg = resolve("tool-use", [f"output_dir={tmp_path / 'main'}", "task.settings.per_band=10"])
+    parts = check_components(cfg)
+    assert (
+        parts.new_environment is not None and cfg["train"]["init_from_sft"] and cfg["eval"]["controls"] == ["no_tools"]
+    )
+    control = control_cfg(cfg, tmp_path / "main", "no_tools")
+    assert control["episode"]["environment"] == "none" and control["task"]["settings"]["with_tools"] is False
+    assert control["reward"]["control"] == "none" and control["model"]["name"] == cfg["model"]["name"]
+    assert check_components(control).new_environment is None
+    assert control_eval_cfg(cfg, "random_rate") is cfg
+    no_tools_task = load_task("tool_arithmetic", **control["task"]["settings"])
+    assert "calculator" not in str(no_tools_task.messages(no_tools_task.problems("train")[0]))
+    assert from_sft(cfg, tmp_path / "main" / "sft")["model"]["name"] == str(
+        (tmp_path / "main" / "sft").absolute() / "final" / "merged"
+    )
+    with pytest.raises(ConfigError, match="no_tools compares against RL without tools"):
+        from rlvr.training.controls import check_controls
+
+        single = resolve(None, ["eval.controls=[no_tools]"])
+        check_controls(single, tmp_path / "x", single)
+
+
+def test_rlvr_eval_scores_an_environment_task_as_episodes(tokenizer):
+    from rlvr.evaluation.run_eval import EvalSettings, evaluate_model
+
+    model = make_tiny_llama(len(tokenizer))
+    episode = {"environment": "tool", "tools": ["calculator"], "max_turns": 2, "max_total_tokens": 40}
+    records, summary = evaluate_model(
+        (model, tokenizer),
+        "tool_arithmetic",
+        EvalSettings(n=2, ks=(1, 2), max_new_tokens=6, limit=4, progress=False),
+        task_settings={"per_band": 10},
+        episode=episode,
+    )
+    assert len(records) == 4 * 2 + 4 and {r.mode for r in records} == {"sampled", "greedy"}
+    assert all(r.completion.startswith("[assistant] ") for r in records)
+    assert summary["setup"]["episode"]["environment"] == "tool"
+    assert set(summary["episodes"]) == {"sampled", "greedy"}
+    assert 1 <= summary["episodes"]["sampled"]["episode/turns"] <= 2
+    assert summary["overall"]["pass@k"]["1"]["value"] == 0.0  # a random model multiplies nothing

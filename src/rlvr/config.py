@@ -162,6 +162,8 @@ class TrainConfig:
     # shard the policy over the ranks with torch's FSDP2 (models that do not fit one device); a no-op on one
     # rank. Pair it with rollout.backend: remote (a local sampler holds the whole model). docs/scaling.md
     fsdp: bool = False
+    # the main job (rlvr run): SFT first and RL from its merged model, instead of RL from the start model beside SFT
+    init_from_sft: bool = False
 
 
 @dataclass

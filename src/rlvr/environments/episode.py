@@ -203,6 +203,22 @@ def replay_episode(tokenizer, opening: list[dict], turns: list[dict], tools: dic
     return ep
 
 
+def sample_turn(sampler, prompts: list[list[int]], **kw):
+    """One turn for each row. Rows that share their prompt in equal runs (a problem's G episodes at their first
+    turn) are sampled as one prompt with n = G, so the sampler prefills it once; rows come back in the given order
+    either way (the sampler's groups are prompt-major)."""
+    runs = []
+    for p in prompts:
+        if runs and runs[-1][0] == p:
+            runs[-1][1] += 1
+        else:
+            runs.append([p, 1])
+    sizes = {n for _, n in runs}
+    if len(sizes) == 1 and len(runs) < len(prompts):
+        return sampler.generate([p for p, _ in runs], sizes.pop(), **kw)
+    return sampler.generate(prompts, 1, **kw)
+
+
 def run_episodes(
     sampler,
     tokenizer,
@@ -230,9 +246,9 @@ def run_episodes(
         if not live:
             break
         budgets = [max_total_tokens - len(episodes[i].ids) for i in live]
-        ro = sampler.generate(
+        ro = sample_turn(
+            sampler,
             [episodes[i].prompt_ids + episodes[i].ids for i in live],
-            1,
             max_new_tokens=max(1, min(max_new_tokens, min(budgets))),
             temperature=temperature,
             top_p=top_p,
@@ -272,6 +288,7 @@ __all__ = [
     "suffix_ids",
     "run_episodes",
     "replay_episode",
+    "sample_turn",
     "start_episode",
     "record_turn",
     "answer_turn",

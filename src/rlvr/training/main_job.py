@@ -117,13 +117,50 @@ def _start_up(cfg: dict, overwrite: bool) -> tuple[Path, dict]:
     return root, rl_cfg
 
 
+def _train_phases(cfg: dict, root: Path, rl_cfg: dict, timed, quiet: bool) -> tuple[Path, Path]:
+    """The RLVR and SFT phases, each skipped once finished: RL first, then SFT on as many sampled completions as RL
+    generated; with train.init_from_sft, SFT first (on its own data, e.g. reference traces) and RL from its merged
+    model (a policy that has never called a tool does not start to by RL alone). Returns (rlvr dir, sft dir)."""
+    from rlvr.training.loop import train
+    from rlvr.training.sft import sft
+
+    rl_dir, sft_dir = root / "rlvr", root / "sft"
+    sft_cfg = _phase_cfg(cfg, sft_dir)
+    sft_cfg["sft"]["output_dir"] = str(sft_dir)
+
+    def run_rl(c: dict) -> None:
+        if not (rl_dir / "final" / "merged").exists():
+            resume = (rl_dir / "checkpoints").exists()
+            timed("train rlvr", train, c, resume=resume, overwrite=not resume, quiet=quiet)
+
+    def run_sft() -> None:
+        if not (sft_dir / "final" / "merged").exists():
+            timed("train sft", sft, sft_cfg, quiet=quiet, overwrite=True)
+
+    if cfg["train"]["init_from_sft"]:
+        sft_cfg["model"]["save_merged"] = True  # RL starts from final/merged
+        run_sft()
+        run_rl(from_sft(rl_cfg, sft_dir))
+    else:
+        run_rl(rl_cfg)
+        sft_cfg["sft"]["match_run"] = str(rl_dir)
+        run_sft()
+    return rl_dir, sft_dir
+
+
+def from_sft(rl_cfg: dict, sft_dir: Path) -> dict:
+    """The RL phase's config starting from the SFT phase's merged model (a fresh LoRA adapter on it)."""
+    sub = copy.deepcopy(rl_cfg)
+    sub["model"]["name"] = str(Path(sft_dir).absolute() / "final" / "merged")
+    return sub
+
+
 def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict:
     """Run every phase; returns {"root", "report", "compare", "wall_s", ...} for the summary printout."""
     from rlvr.evaluation.compare import compare, compare_markdown, write_comparison
     from rlvr.evaluation.summary import summary_markdown
     from rlvr.training.controls import run_controls
     from rlvr.training.loop import train
-    from rlvr.training.sft import sft
 
     t0 = time.perf_counter()
     root, rl_cfg = _start_up(cfg, overwrite)
@@ -136,15 +173,7 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
         return out
 
     start_eval = timed("eval start", _evaluate, "start", cfg["model"]["name"], cfg, root, quiet)
-    rl_dir = root / "rlvr"
-    if not (rl_dir / "final" / "merged").exists():
-        resume = (rl_dir / "checkpoints").exists()
-        timed("train rlvr", train, rl_cfg, resume=resume, overwrite=not resume, quiet=quiet)
-    sft_dir = root / "sft"
-    sft_cfg = _phase_cfg(cfg, sft_dir)
-    sft_cfg["sft"].update(match_run=str(rl_dir), output_dir=str(sft_dir))
-    if not (sft_dir / "final" / "merged").exists():
-        timed("train sft", sft, sft_cfg, quiet=quiet, overwrite=True)
+    rl_dir, sft_dir = _train_phases(cfg, root, rl_cfg, timed, quiet)
     evals = {"start": start_eval[0]}
     summaries = {"start": start_eval[1]}
     for name, run in (("sft", sft_dir), ("rlvr", rl_dir)):
@@ -155,7 +184,7 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
     paths = write_comparison(result, root, "compare")
     controls = run_controls(
         cfg, root, rl_cfg, evals["rlvr"], train=train, evaluate=_evaluate, timed=timed, quiet=quiet
-    )  # eval.controls: the same RL under rewards without the answer
+    )  # eval.controls: the same RL (from the start model) under rewards without the answer, or without tools
     ood = timed(
         "eval out of domain",
         _out_of_domain,
