@@ -11,7 +11,7 @@ from rlvr.config import DEFAULTS, ConfigError, parse_set, resolve
     [
         (
             ["train.lrr=1"],
-            "unknown config key 'train.lrr'; allowed keys in 'train': attention, autocast, fsdp, gradient_checkpointing, lr, lr_schedule",
+            "unknown config key 'train.lrr'; allowed keys in 'train': attention, autocast, fsdp, gradient_checkpointing, init_from_sft, lr, lr_schedule",
         ),
         (
             ["bogus=1"],

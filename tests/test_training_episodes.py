@@ -19,6 +19,7 @@ from rlvr.environments.retry import RetryEnvironment
 from rlvr.tasks import load_task
 from rlvr.training.episodes import episode_batch
 from rlvr.training.step import check_components, run_step, setup
+from rlvr.verifiers.base import Verdict
 from rlvr.verifiers.compose import task_reward
 
 ENV_MODULE = '''
@@ -209,6 +210,9 @@ def test_retry_tells_a_wrong_answer_and_pays_the_right_one_discounted():
     )
 
 
+RIGHT = Verdict("correct", 1.0, "5")
+
+
 def _episode(ids, mask, status="ok", ended_by="done", parts=None, calls=None, turns=1, verdict=None):
     ep = Episode(object(), [1, 2], [{"role": "user", "content": "q"}], opened=1)
     ep.ids, ep.mask, ep.sampler_logp = list(ids), list(mask), [-0.5 * m for m in mask]
@@ -221,7 +225,7 @@ def _episode(ids, mask, status="ok", ended_by="done", parts=None, calls=None, tu
 
 def test_episode_rows_faults_and_figures_by_hand():
     eps = [
-        _episode([5, 6, 7, 8], [1, 0, 0, 1], parts={"answer": 1.0}, calls={"ok": 2}, turns=2),
+        _episode([5, 6, 7, 8], [1, 0, 0, 1], parts={"answer": 1.0}, calls={"ok": 2}, turns=2, verdict=RIGHT),
         _episode([5], [1], status="error", ended_by="error"),
         _episode([5, 6], [1, 1], status="timeout", ended_by="timeout"),
         _episode([5, 6, 7], [1, 0, 1], ended_by="turns", calls={"parse_error": 1, "ok": 1}, turns=2),
@@ -230,7 +234,7 @@ def test_episode_rows_faults_and_figures_by_hand():
     assert batch.completion_ids.tolist() == [[5, 6, 7, 8], [5, 0, 0, 0], [5, 6, 0, 0], [5, 6, 7, 0]]
     # the faulty episodes leave the loss; the others train on their policy ids only
     assert batch.mask.tolist() == [[1, 0, 0, 1], [0, 0, 0, 0], [0, 0, 0, 0], [1, 0, 1, 0]]
-    assert [v.status for v in batch.verdicts] == ["no_answer", "error", "timeout", "no_answer"]
+    assert [v.status for v in batch.verdicts] == ["correct", "error", "timeout", "no_answer"]
     assert batch.rewards.tolist() == [1.0, 0.0, 0.0, 0.0] and batch.terms == {"answer": [1.0, 0.0, 0.0, 0.0]}
     assert batch.group_ids.tolist() == [0, 0, 1, 1] and batch.finish == ["stop", "length", "length", "length"]
     assert batch.stats["gen_tokens"] == 2 + 1 + 2 + 2
@@ -242,6 +246,9 @@ def test_episode_rows_faults_and_figures_by_hand():
     assert m["episode/policy_token_frac"] == 7 / 10
     assert (m["episode/ended_by_done_frac"], m["episode/ended_by_error_frac"]) == (0.25, 0.25)
     assert (m["episode/ended_by_timeout_frac"], m["episode/ended_by_turns_frac"]) == (0.25, 0.25)
+    # the one right answer came at the second turn: accuracy by turn 0 then 1/4
+    assert (m["episode/correct_by_turn_1"], m["episode/correct_by_turn_2"]) == (0.0, 0.25)
+    assert "episode/correct_by_turn_3" not in m
 
 
 def test_a_hung_environment_times_out_its_episode_only(tokenizer):

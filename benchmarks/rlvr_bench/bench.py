@@ -18,6 +18,7 @@ over the prompt and completion tokens of the rows the update ran through the mod
 zero advantage, which carry no gradient; TRL runs them all), padding not counted. The ceiling is the probe's rate in the compute dtype
 (bf16 when `--dtype bfloat16`, else float32).
 
+`--vs episodes` compares an episode step's policy tokens/s with a single-turn step's (rlvr_bench.episodes).
 `--vs ENGINE --ENGINE-python VENV/bin/python` compares rollout batches only: rlvr's sampler against a CPU engine
 (vllm, llamacpp, ct2, openvino; or `--vs engines` for all) in its own venv (rlvr_bench.rollouts).
 """
@@ -102,7 +103,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument(
         "--vs",
         default="trl",
-        help="trl: training steps against TRL's GRPOTrainer; an engine or a comma-separated list of "
+        help="trl: training steps against TRL's GRPOTrainer; episodes: an episode step's policy tokens/s beside a "
+        "single-turn step's (rlvr_bench.episodes); an engine or a comma-separated list of "
         f"{', '.join(ENGINE_NAMES)} (or 'engines' for all): rollout batches only, rlvr's sampler against "
         "each engine in its own venv (rlvr_bench.rollouts; needs --ENGINE-python)",
     )
@@ -171,13 +173,17 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args) -> int:
     vs = getattr(args, "vs", "trl")
+    if vs == "episodes":
+        from rlvr_bench.episodes import run_vs_episodes
+
+        return run_vs_episodes(args)
     if vs != "trl":
         from rlvr_bench.rollouts import parse_engines, run_vs_engines
 
         engines = parse_engines(vs)
         if engines is None:
             print(
-                f"rlvr bench --vs {vs}: choose trl, or engines from {', '.join(ENGINE_NAMES)} (comma-separated), "
+                f"rlvr bench --vs {vs}: choose trl, episodes, or engines from {', '.join(ENGINE_NAMES)} (comma-separated), "
                 "or 'engines' for all",
                 file=sys.stderr,
             )

@@ -24,7 +24,8 @@ def transcript(ep) -> str:
 
 def episode_metrics(episodes: list) -> dict:
     """episode/* figures of a step: turns and tool calls per episode, the tool-call outcome fractions, environment
-    seconds per episode, the share ended by each limit, and the policy's share of the episodes' ids."""
+    seconds per episode, the share ended by each limit, the policy's share of the episodes' ids, and the share
+    solved by each turn (correct_by_turn_k: accuracy by attempt under `retry`)."""
     n = max(len(episodes), 1)
     calls = Counter()
     for ep in episodes:
@@ -42,6 +43,11 @@ def episode_metrics(episodes: list) -> dict:
     }
     for limit in LIMITS:
         out[f"episode/ended_by_{limit}_frac"] = sum(ep.ended_by == limit for ep in episodes) / n
+    # accuracy by turn: the share of episodes whose answer was graded correct by their k-th policy turn (with the
+    # retry environment, the k-th attempt), k up to the longest episode
+    solved = [len(ep.turn_tokens) for ep in episodes if episode_verdict(ep).status == "correct"]
+    for k in range(1, max([len(ep.turn_tokens) for ep in episodes] + [0]) + 1):
+        out[f"episode/correct_by_turn_{k}"] = sum(t <= k for t in solved) / n
     return out
 
 

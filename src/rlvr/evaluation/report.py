@@ -108,21 +108,39 @@ MISMATCH_KEYS = (
 )
 
 
-def mismatch_plot(rows: list[dict], path: Path, title: str = "sampler vs trainer, per step") -> Path | None:
-    """One panel per mismatch figure (rlvr.algorithms.mismatch) over the steps; None when no step has them."""
-    if not any("mismatch/k3_kl" in r for r in rows):
+def panels_plot(rows: list[dict], path: Path, keys, title: str, color: str) -> Path | None:
+    """One panel per (metric, label) in `keys` over the steps, raw and smoothed; None when no step has the first."""
+    if not any(keys[0][0] in r for r in rows):
         return None
     plt = _pyplot()
-    fig, axes = plt.subplots(1, len(MISMATCH_KEYS), figsize=(14, 3.2))
-    for ax, (key, label) in zip(axes, MISMATCH_KEYS):
+    fig, axes = plt.subplots(1, len(keys), figsize=(3.5 * len(keys), 3.2))
+    for ax, (key, label) in zip(axes, keys):
         x, y = _series(rows, key)
         ax.plot(x, y, color="#bbbbbb", lw=1)
-        ax.plot(x, _smooth(y), color="#9d0208", lw=2)
+        ax.plot(x, _smooth(y), color=color, lw=2)
         ax.set_title(label, fontsize="small")
         ax.set_xlabel("step")
     fig.suptitle(title)
     fig.tight_layout()
     return _save(fig, Path(path))
+
+
+def mismatch_plot(rows: list[dict], path: Path, title: str = "sampler vs trainer, per step") -> Path | None:
+    """One panel per mismatch figure (rlvr.algorithms.mismatch) over the steps; None when no step has them."""
+    return panels_plot(rows, path, MISMATCH_KEYS, title, "#9d0208")
+
+
+EPISODE_KEYS = (
+    ("episode/tool_use_frac", "episodes that call a tool"),
+    ("episode/tool_calls", "tool calls per episode"),
+    ("episode/tool_error_frac", "calls that failed (any reason)"),
+    ("episode/turns", "policy turns per episode"),
+)
+
+
+def episode_plot(rows: list[dict], path: Path, title: str = "tool use over training, per step") -> Path | None:
+    """Tool use over the steps of an episode run (episode/*); None for a single-turn run."""
+    return panels_plot(rows, path, EPISODE_KEYS, title, "#3a86ff")
 
 
 def pass_at_k_plot(

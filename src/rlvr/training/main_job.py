@@ -207,6 +207,32 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
     }
 
 
+def _report_plots(root: Path, rows: list[dict], summaries: dict) -> dict:
+    """The report's plots by title: training, held-out per band, and those the run has figures for (coverage, the
+    sampler-vs-trainer mismatch, tool use in episodes, band shares under a curriculum)."""
+    from rlvr.evaluation import report
+
+    plots = {
+        "RLVR training": report.training_plot(rows, root / "plots" / "training.png"),
+        "Held-out pass@1 per band (95% CI)": root / "compare.png",
+    }
+    for title, plot in (
+        ("Held-out pass@k against k (coverage)", report.pass_at_k_plot(summaries, root / "plots" / "pass_at_k.png")),
+        (
+            "Sampler vs trainer on the trained tokens (mismatch/*)",
+            report.mismatch_plot(rows, root / "plots" / "mismatch.png"),
+        ),
+        ("Tool use over training (episode/*)", report.episode_plot(rows, root / "plots" / "episodes.png")),
+    ):
+        if plot is not None:  # each only where the run has its figures
+            plots[title] = plot
+    if any(k.startswith("band/") for k in (rows[0] if rows else {})):
+        from rlvr.prompts.bands import plot_curriculum
+
+        plots["Band share and reward over training"] = Path(plot_curriculum(rows, str(root / "plots" / "bands.png")))
+    return plots
+
+
 def _write_report(root, cfg, result, summaries, evals, timings, wall, ood=(), controls=None) -> Path:
     from rlvr.evaluation import report
     from rlvr.evaluation.compare import compare_markdown
@@ -220,20 +246,7 @@ def _write_report(root, cfg, result, summaries, evals, timings, wall, ood=(), co
         if (root / "rlvr" / "contention.json").exists()
         else None
     )
-    plots = {
-        "RLVR training": report.training_plot(rows, root / "plots" / "training.png"),
-        "Held-out pass@1 per band (95% CI)": root / "compare.png",
-    }
-    coverage = report.pass_at_k_plot(summaries, root / "plots" / "pass_at_k.png")
-    if coverage is not None:
-        plots["Held-out pass@k against k (coverage)"] = coverage
-    mismatch = report.mismatch_plot(rows, root / "plots" / "mismatch.png")
-    if mismatch is not None:
-        plots["Sampler vs trainer on the trained tokens (mismatch/*)"] = mismatch
-    if any(k.startswith("band/") for k in (rows[0] if rows else {})):
-        from rlvr.prompts.bands import plot_curriculum
-
-        plots["Band share and reward over training"] = Path(plot_curriculum(rows, str(root / "plots" / "bands.png")))
+    plots = _report_plots(root, rows, summaries)
     task = load_task(cfg["task"]["name"], **cfg["task"]["settings"])
     prompts = {p.id: p.prompt for p in task.problems(cfg["eval"]["split"])}
     pairs = report.example_pairs(evals["start"], evals["rlvr"], k=10)
@@ -246,8 +259,12 @@ def _write_report(root, cfg, result, summaries, evals, timings, wall, ood=(), co
         "rollout": f"{c.rollout.prompts_per_step} prompts x {c.rollout.group_size} samples, "
         f"max {c.rollout.max_new_tokens} new tokens, temperature {c.rollout.temperature}, "
         f"sampler {c.rollout.backend}",
-        "budget": f"{c.train.steps} steps max, {c.train.time_budget_min:g} min of RL training; SFT matched on "
-        f"sampled completions",
+        "budget": f"{c.train.steps} steps max, {c.train.time_budget_min:g} min of RL training; "
+        + (
+            "SFT first on reference traces, RL from it"
+            if c.train.init_from_sft
+            else "SFT matched on sampled completions"
+        ),
         "steps trained": len(rows),
         "evaluation": f"{c.eval.split} split, {c.eval.n} samples per problem at temperature {c.rollout.temperature}"
         f" + greedy, {c.eval.limit or 'all'} problems",
