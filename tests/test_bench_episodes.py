@@ -30,7 +30,16 @@ def test_both_sides_sample_at_most_the_same_policy_tokens(tokenizer):
 
 def test_the_printout_has_both_sides_and_the_ratio(model_dir, capsys):
     args = argparse.Namespace(
-        model=str(model_dir), sampler="hf", prompts=2, group=2, max_new_tokens=6, steps=1, warmup=0, seed=0, threads=1
+        model=str(model_dir),
+        sampler="hf",
+        dtype="float32",
+        prompts=2,
+        group=2,
+        max_new_tokens=6,
+        steps=1,
+        warmup=0,
+        seed=0,
+        threads=1,
     )
     assert run_vs_episodes(args) == 0
     out = capsys.readouterr().out

@@ -164,11 +164,17 @@ def test_the_python_tool_runs_code_in_the_sandbox():
     assert json.dumps(tool.schema["function"]["parameters"]["required"]) == '["code"]'
 
 
-def test_the_hostile_code_suite_as_python_tool_calls_escapes_nothing():
+def test_the_hostile_code_suite_as_python_tool_calls_in_episodes_escapes_nothing(tokenizer):
+    """Each attack as the policy's turn of an episode (a python tool call): the tool environment runs it in the
+    sandbox, its output is spliced in as the environment's ids, and nothing escapes or is left running."""
+    from rlvr.environments.episode import answer_turn, record_turn, start_episode
+    from rlvr.environments.tool_env import ToolEnvironment
+    from rlvr.tasks.base import Problem
     from rlvr.verifiers.code_attacks import host_damage, hostile_suite
+    from rlvr.verifiers.compose import build_reward
     from rlvr.verifiers.sandbox import sandbox_processes
 
-    tools = {"python": python_tool(wall_s=2)}
+    reward = build_reward({"terms": [{"kind": "math", "answer_form": "number"}], "workers": 0})
     attacks, listener = hostile_suite()
     try:
         for attack in attacks:
@@ -179,10 +185,17 @@ def test_the_hostile_code_suite_as_python_tool_calls_escapes_nothing():
                 if entry in code
                 else ""
             )
-            call = ToolCall("python", {"code": code})
-            result = run_call(call, tools)
-            assert result.status == "ok" and isinstance(result.text, str), attack.name
-            assert "rlvr-secret-4e7bd1" not in result.text, attack.name
+            env = ToolEnvironment(
+                lambda p: [{"role": "user", "content": p.prompt}], reward, {"python": python_tool(wall_s=2)}
+            )
+            ep, extra = start_episode(env, Problem("h", "Run it.", answer="1"), tokenizer)
+            turn = "<tool_call>" + json.dumps({"name": "python", "arguments": {"code": code}}) + "</tool_call>"
+            ids = tokenizer(turn, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+            record_turn(ep, ids, [0.0] * len(ids), turn)
+            assert answer_turn(ep, env, tokenizer, extra, turn, True, tokenizer.eos_token), attack.name
+            assert ep.status == "ok" and sum(ep.tool_calls.values()) == 1, attack.name
+            spliced = tokenizer.decode([t for t, m in zip(ep.ids, ep.mask) if m == 0])
+            assert "rlvr-secret-4e7bd1" not in spliced and "tool" in spliced, attack.name
             assert host_damage(attack, listener) == [], attack.name
     finally:
         listener.close()

@@ -71,7 +71,8 @@ def run_vs_episodes(args, turns: int = 3) -> int:
 
     torch.set_num_threads(args.threads)
     model, tokenizer = load_policy(args.model, "float32")
-    sampler = build_sampler({**DEFAULTS["rollout"], "backend": args.sampler}, model.eval(), tokenizer)
+    rollout = {**DEFAULTS["rollout"], "backend": args.sampler, "dtype": args.dtype}
+    sampler = build_sampler(rollout, model.eval(), tokenizer)
     task = load_task("arithmetic", per_band=50)
     problems = task.problems("train")[: args.prompts]
     prompt_ids = [encode_prompt(tokenizer, task.messages(p)) for p in problems]
@@ -90,7 +91,7 @@ def run_vs_episodes(args, turns: int = 3) -> int:
             flush=True,
         )
     print(
-        f"\nrlvr bench --vs episodes: {args.model}, sampler {args.sampler}, P={args.prompts} G={G} L={L}, "
+        f"\nrlvr bench --vs episodes: {args.model}, sampler {args.sampler} ({args.dtype}), P={args.prompts} G={G} L={L}, "
         f"{args.steps} rounds after {args.warmup} warm-up, {args.threads} threads"
     )
     print("| side | policy tok/s (median) | min | max |\n|---|---|---|---|")
