@@ -389,3 +389,30 @@ def test_rlvr_eval_scores_an_environment_task_as_episodes(tokenizer):
     assert set(summary["episodes"]) == {"sampled", "greedy"}
     assert 1 <= summary["episodes"]["sampled"]["episode/turns"] <= 2
     assert summary["overall"]["pass@k"]["1"]["value"] == 0.0  # a random model multiplies nothing
+
+
+@pytest.mark.slow
+def test_the_real_model_trains_a_tool_episode_step(tmp_path, env_module):
+    """SmolLM2-135M-Instruct (the embedded default, its own chat template) through one tool-episode step with the
+    fast sampler: every row's trained ids are its sampled turns with the environment's between, mask 0 on those."""
+    cfg = episode_config(
+        tmp_path,
+        "fast",
+        **{
+            "model.name": "smollm2-135m-instruct",
+            "episode.environment": f"{env_module}:Echo",
+            "episode.max_turns": 3,
+            "rollout.max_new_tokens": 12,
+        },
+    )
+    state = setup(check_components(cfg))
+    state.sampler = Recording(state.sampler)
+    result = run_step(state, 0)
+    batch = result.generated
+    for row in range(len(batch)):
+        n = int(batch.lengths[row])
+        sampled = sum((state.sampler.calls[t][1][row] for t in range(3)), [])
+        trained = [int(t) for t, m in zip(batch.completion_ids[row, :n], batch.mask[row, :n]) if m == 1]
+        assert trained == sampled
+        assert "seen 2" in state.tokenizer.decode(batch.completion_ids[row, :n][batch.mask[row, :n] == 0])
+    assert result.row["episode/turns"] == 3.0 and "grad_norm" in result.row
