@@ -41,7 +41,9 @@ def test_the_printout_has_both_sides_and_the_ratio(model_dir, capsys):
         seed=0,
         threads=1,
     )
+    threads = torch.get_num_threads()
     assert run_vs_episodes(args) == 0
+    assert torch.get_num_threads() == threads  # the process's own count back: later tests compute as before
     out = capsys.readouterr().out
     assert re.search(r"\| single-turn \| \d+ \|", out) and re.search(r"\| episode \(3 turns\) \| \d+ \|", out)
     assert re.search(r"episode / single-turn: \d+\.\d\d \(target >= 0\.70\)", out)

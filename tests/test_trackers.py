@@ -160,10 +160,17 @@ def wandb_records(path: Path):
 
 def finished_records(segment: Path, timeout: float = 60.0) -> list:
     """A finished offline segment's records. W&B's service writes them after run.finish() returns (within about a
-    second): wait for the run's exit record."""
+    second): wait for the run's exit record, reading again when a read caught a record half written (CI saw it)."""
+    from google.protobuf.message import DecodeError
+
     deadline = time.monotonic() + timeout
     while True:
-        records = list(wandb_records(next(segment.glob("*.wandb"))))
+        try:
+            records = list(wandb_records(next(segment.glob("*.wandb"))))
+        except DecodeError:  # read while the service was mid-write: its last record is not whole yet
+            if time.monotonic() > deadline:
+                raise
+            records = []
         if any(r.WhichOneof("record_type") == "exit" for r in records) or time.monotonic() > deadline:
             return records
         time.sleep(0.2)

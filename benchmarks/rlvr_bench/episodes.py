@@ -63,13 +63,22 @@ def _episodes(sampler, tokenizer, task, problems, G, L, turns, generator) -> tup
 
 
 def run_vs_episodes(args, turns: int = 3) -> int:
+    """The comparison at args' P, G, length and threads; prints the table and the ratio."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(args.threads)
+    try:
+        return _run(args, turns)
+    finally:  # the caller's thread count back (a test process goes on with it)
+        torch.set_num_threads(threads)
+
+
+def _run(args, turns: int) -> int:
     from rlvr.config import DEFAULTS
     from rlvr.policy.load import load_policy
     from rlvr.prompts.chat import encode_prompt
     from rlvr.sampling import build_sampler
     from rlvr.tasks import load_task
 
-    torch.set_num_threads(args.threads)
     model, tokenizer = load_policy(args.model, "float32")
     rollout = {**DEFAULTS["rollout"], "backend": args.sampler, "dtype": args.dtype}
     sampler = build_sampler(rollout, model.eval(), tokenizer)

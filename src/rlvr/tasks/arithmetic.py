@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import random
 
-from rlvr.tasks.base import SPLITS, TAGS_SYSTEM, Problem, check_answer_format, math_grader
+from rlvr.tasks.base import SPLITS, TAGS_SYSTEM, Problem, SplitTask, check_answer_format, math_grader
 
 # band -> (operand digits, operations); "mixed" chains two operations.
 BANDS = {
@@ -97,7 +97,7 @@ def generate(seed: int, per_band: int, bands=tuple(BANDS)) -> list[Problem]:
     return out
 
 
-class ArithmeticTask:
+class ArithmeticTask(SplitTask):
     """Arithmetic word problems in bands; the gold answer is an integer; graded by the math verifier in the
     number form (a numeral, not an expression: `\\boxed{8 - 3}` would copy the operands and compute nothing)."""
 
@@ -123,11 +123,6 @@ class ArithmeticTask:
         self.one_shot = one_shot
         pool = generate(seed, per_band, self.bands)
         self._splits = {s: [p for p in pool if split_of(p.meta["fact"]) == s] for s in SPLITS}
-
-    def problems(self, split: str) -> list[Problem]:
-        if split not in self._splits:
-            raise ValueError(f"split {split!r}: choose from {', '.join(SPLITS)}")
-        return self._splits[split]
 
     def messages(self, problem: Problem) -> list[dict]:
         """Chat messages for a problem: the system prompt, optionally one solved exchange, then the question.

@@ -120,7 +120,19 @@ def default_grader(problems, answer_form: str = "math") -> list[dict]:
     return math_grader(answer_form)
 
 
-class ProblemSetTask:
+class SplitTask:
+    """What every task with problem lists per split shares: `problems(split)` from `self._splits` (a split it does
+    not have is empty; a name that is no split is a ValueError naming the splits)."""
+
+    _splits: dict[str, list[Problem]]
+
+    def problems(self, split: str) -> list[Problem]:
+        if split not in SPLITS:
+            raise ValueError(f"split {split!r}: choose from {', '.join(SPLITS)}")
+        return self._splits.get(split, [])
+
+
+class ProblemSetTask(SplitTask):
     """A task from ready-made problem lists per split, with a system prompt before each question.
 
     Used for loaded data sets (HumanEval, MATH-500, CHAMP, the procedural code task); a split the data
@@ -140,11 +152,6 @@ class ProblemSetTask:
         self.bands = list(bands or dict.fromkeys(p.band for ps in splits.values() for p in ps))
         self.answer_form = answer_form
         self.grader = grader or default_grader((p for ps in splits.values() for p in ps), answer_form)
-
-    def problems(self, split: str) -> list[Problem]:
-        if split not in SPLITS:
-            raise ValueError(f"split {split!r}: choose from {', '.join(SPLITS)}")
-        return self._splits.get(split, [])
 
     def messages(self, problem: Problem) -> list[dict]:
         return task_messages(self.system_prompt, problem)

@@ -14,7 +14,7 @@ import json
 import random
 
 from rlvr.tasks.arithmetic import split_of
-from rlvr.tasks.base import SPLITS, Problem, math_grader
+from rlvr.tasks.base import SPLITS, Problem, SplitTask, math_grader
 
 # band -> (digits of a, digits of b, the expression's shape)
 BANDS = {
@@ -69,7 +69,7 @@ def make_problem(rng: random.Random, band: str, tool: str = "calculator") -> Pro
     return Problem(id=pid, prompt=text, answer=str(value), band=band, meta=meta)
 
 
-class ToolArithmeticTask:
+class ToolArithmeticTask(SplitTask):
     """Products and two-step expressions past the model's head arithmetic, for the `tool` environment."""
 
     name = "tool_arithmetic"
@@ -104,11 +104,6 @@ class ToolArithmeticTask:
                     seen.add(p.id)
                     pool.append(p)
         self._splits = {s: [p for p in pool if split_of(p.meta["fact"]) == s] for s in SPLITS}
-
-    def problems(self, split: str) -> list[Problem]:
-        if split not in self._splits:
-            raise ValueError(f"split {split!r}: choose from {', '.join(SPLITS)}")
-        return self._splits[split]
 
     def messages(self, problem: Problem) -> list[dict]:
         """The system prompt, one solved exchange (with a tool call, or without tools), the question."""
