@@ -117,11 +117,16 @@ def _turn_messages(step: Step) -> list[dict]:
     return [m if isinstance(m, dict) else {"role": "user", "content": str(m)} for m in step.messages]
 
 
-def start_episode(env, problem, tokenizer) -> tuple[Episode, dict]:
-    """reset the environment and encode its opening messages (tools shown); (episode, template arguments)."""
-    messages, extra = template_kwargs(tokenizer, list(env.reset(problem)), getattr(env, "tools", {}) or {})
+def open_episode(problem, opening: list[dict], tools: dict, tokenizer) -> tuple[Episode, dict]:
+    """An episode whose prompt is `opening` encoded with the tools shown; (episode, template arguments)."""
+    messages, extra = template_kwargs(tokenizer, list(opening), tools)
     prompt = tokenizer(_render(tokenizer, messages, extra, True), add_special_tokens=False)["input_ids"]
     return Episode(problem, prompt, messages, opened=len(messages)), extra
+
+
+def start_episode(env, problem, tokenizer) -> tuple[Episode, dict]:
+    """reset the environment and encode its opening messages (tools shown); (episode, template arguments)."""
+    return open_episode(problem, env.reset(problem), getattr(env, "tools", {}) or {}, tokenizer)
 
 
 def record_turn(ep: Episode, ids: list[int], logp: list[float], text: str) -> None:
@@ -160,13 +165,17 @@ def answer_turn(
     if step.done:
         ep.ended_by = "done"
         return False
-    new = _turn_messages(step)
-    env_ids = suffix_ids(tokenizer, ep.messages[:-1], text, stopped, new, extra, stop_text)
+    splice_answer(ep, tokenizer, extra, text, stopped, _turn_messages(step), stop_text)
+    return True
+
+
+def splice_answer(ep: Episode, tokenizer, extra: dict, turn: str, stopped: bool, new: list[dict], stop_text: str):
+    """The environment's messages after the episode's last turn, as the template's suffix ids (mask 0)."""
+    env_ids = suffix_ids(tokenizer, ep.messages[:-1], turn, stopped, new, extra, stop_text)
     ep.ids += env_ids
     ep.mask += [0.0] * len(env_ids)
     ep.sampler_logp += [0.0] * len(env_ids)
     ep.messages += new
-    return True
 
 
 def replay_episode(tokenizer, opening: list[dict], turns: list[dict], tools: dict, stop_text: str | None = None):
@@ -177,9 +186,7 @@ def replay_episode(tokenizer, opening: list[dict], turns: list[dict], tools: dic
     RL episode would. Raises ValueError where `turns` does not start with an assistant message."""
     stop_text = stop_text if stop_text is not None else tokenizer.eos_token
     (stop_id,) = tokenizer(stop_text, add_special_tokens=False)["input_ids"]
-    messages, extra = template_kwargs(tokenizer, list(opening), tools)
-    prompt = tokenizer(_render(tokenizer, messages, extra, True), add_special_tokens=False)["input_ids"]
-    ep = Episode(None, prompt, messages, opened=len(messages))
+    ep, extra = open_episode(None, opening, tools, tokenizer)
     if not turns or turns[0]["role"] != "assistant":
         raise ValueError("a reference episode starts with the assistant's turn")
     for i, m in enumerate(turns):
@@ -193,13 +200,7 @@ def replay_episode(tokenizer, opening: list[dict], turns: list[dict], tools: dic
                 break
             answers.append(later)
         if answers:
-            env_ids = suffix_ids(tokenizer, ep.messages[:-1], m["content"], True, answers, extra, stop_text)
-            ep.ids, ep.mask, ep.sampler_logp = (
-                ep.ids + env_ids,
-                ep.mask + [0.0] * len(env_ids),
-                ep.sampler_logp + [0.0] * len(env_ids),
-            )
-            ep.messages += answers
+            splice_answer(ep, tokenizer, extra, m["content"], True, answers, stop_text)
     return ep
 
 
@@ -217,6 +218,15 @@ def sample_turn(sampler, prompts: list[list[int]], **kw):
     if len(sizes) == 1 and len(runs) < len(prompts):
         return sampler.generate([p for p, _ in runs], sizes.pop(), **kw)
     return sampler.generate(prompts, 1, **kw)
+
+
+def episode_limits(episode) -> dict:
+    """run_episodes' limits from a config's episode section, so training and evaluation end episodes alike."""
+    return {
+        "max_turns": episode.max_turns,
+        "max_total_tokens": episode.max_total_tokens,
+        "step_timeout_s": episode.step_timeout_s,
+    }
 
 
 def run_episodes(
@@ -287,9 +297,12 @@ __all__ = [
     "template_kwargs",
     "suffix_ids",
     "run_episodes",
+    "episode_limits",
     "replay_episode",
     "sample_turn",
+    "open_episode",
     "start_episode",
+    "splice_answer",
     "record_turn",
     "answer_turn",
 ]

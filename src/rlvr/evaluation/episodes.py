@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from rlvr.environments.episode import run_episodes
+from rlvr.environments.episode import episode_limits, run_episodes
 from rlvr.environments.figures import episode_metrics, episode_verdict, transcript
 from rlvr.evaluation.records import EvalRecord
 
@@ -41,12 +41,10 @@ def evaluate_episodes(
                 tokenizer,
                 [new_environment() for _ in rows],
                 rows,
-                max_turns=episode.max_turns,
-                max_total_tokens=episode.max_total_tokens,
+                **episode_limits(episode),
                 max_new_tokens=max_new_tokens,
                 temperature=temp,
                 generator=generator,
-                step_timeout_s=episode.step_timeout_s,
             )
             records += [_record(ep, i % count, mode) for i, ep in enumerate(episodes)]
             episodes_of_pass += episodes

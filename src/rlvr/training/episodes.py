@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from rlvr.environments.episode import run_episodes
+from rlvr.environments.episode import episode_limits, run_episodes
 from rlvr.environments.figures import episode_verdict, transcript
 from rlvr.training.batch import EXCLUDED_STATUSES, StepBatch
 
@@ -35,14 +35,12 @@ class EpisodeRound:
             self.tokenizer,
             [self.new_environment() for _ in rows],
             rows,
-            max_turns=self.episode.max_turns,
-            max_total_tokens=self.episode.max_total_tokens,
+            **episode_limits(self.episode),
             max_new_tokens=rollout.max_new_tokens,
             temperature=rollout.temperature,
             top_p=rollout.top_p,
             top_k=rollout.top_k,
             generator=generator,
-            step_timeout_s=self.episode.step_timeout_s,
         )
         batch = episode_batch(episodes, self.tokenizer.pad_token_id, rollout.group_size)
         env_s = sum(ep.env_seconds for ep in episodes)

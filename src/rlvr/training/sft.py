@@ -31,6 +31,7 @@ from tqdm.auto import tqdm
 from rlvr.config import Config, ConfigError
 from rlvr.environments.build import build_tools
 from rlvr.environments.episode import replay_episode
+from rlvr.environments.figures import transcript
 from rlvr.policy.logprobs import completion_logprobs
 from rlvr.prompts.chat import encode_prompt
 from rlvr.rundir import checkpoint as ckpt
@@ -141,7 +142,7 @@ def reference_examples(tokenizer, task, problems, field: str, tools: dict | None
             continue
         if isinstance(trace, list):
             ep = replay_episode(tokenizer, task.messages(p), trace, tools or {})
-            prompt_ids, ids, mask, text = ep.prompt_ids, ep.ids, ep.mask, transcript_text(trace)
+            prompt_ids, ids, mask, text = ep.prompt_ids, ep.ids, ep.mask, transcript(ep)
         else:
             prompt_ids, text = encode_prompt(tokenizer, task.messages(p)), str(trace)
             ids = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
@@ -161,10 +162,6 @@ def reference_examples(tokenizer, task, problems, field: str, tools: dict | None
     if not out:
         raise DatasetError(f"sft.source=reference: no training problem has a {field!r} column")
     return out
-
-
-def transcript_text(messages: list[dict]) -> str:
-    return "\n\n".join(f"[{m['role']}] {m['content']}" for m in messages)
 
 
 def completion_nll(
