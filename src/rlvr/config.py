@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import copy
 from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
 
 import yaml
 
 from rlvr.errors import ConfigError
-from rlvr.presets import CONFIG_PRESETS
+from rlvr.presets import read_yaml
 from rlvr.registry import is_plugin
-from rlvr.yaml_io import DottedKey, load_yaml, parse_set
+from rlvr.yaml_io import DottedKey, parse_set
 
 
 def _choice(default, *others, plugin: bool = False):
@@ -126,7 +125,7 @@ class EpisodeConfig:
     answer at attempt k times discount ** (k - 1). An episode ends when the environment says done, after max_turns
     policy turns or past max_total_tokens ids after the prompt; max_new_tokens (rollout) bounds each turn."""
 
-    environment: str = _choice("none", "tool", "retry", plugin=True)  # rlvr.environments.ENVIRONMENTS
+    environment: str = _choice("none", "tool", "retry", "trl", "verifiers", "openenv", plugin=True)
     tools: list = _each("calculator", "python", plugin=True)  # rlvr.environments.TOOLS
     call_format: str = _choice("hermes", plugin=True)  # rlvr.environments.calls.TOOL_CALL_PARSERS
     max_turns: int = _range(4, 1)
@@ -135,6 +134,12 @@ class EpisodeConfig:
     step_timeout_s: float = _range(30.0, 0.0)  # an environment step's deadline (0: none); past it, status timeout
     attempts: int = _range(3, 1)
     discount: float = _range(0.5, 0.0, 1.0)
+    # environments others wrote: trl / openenv: the class (package.module:Class) and its constructor's arguments;
+    # trl's reward functions; who grades the final answer: its owner, rlvr's verifier for the task, or both
+    source: str = ""
+    args: dict = _open(dict)
+    reward_funcs: list = _each(plugin=True)
+    grader: str = _choice("environment", "task", "both")
 
 
 @dataclass
@@ -362,24 +367,6 @@ def _set_open(current, value):
     for k, v in value.items():
         out[k] = _set_open(out.get(k), v)
     return out
-
-
-def preset_names() -> list[str]:
-    return list(CONFIG_PRESETS.names())
-
-
-def read_yaml(source: str) -> dict:
-    """A YAML file path, or the name of a preset shipped in rlvr/presets."""
-    path = Path(source)
-    if not path.exists():
-        if source in CONFIG_PRESETS:
-            path = CONFIG_PRESETS.get(source)
-        else:
-            raise ConfigError(f"config {source!r}: no such file, and not a preset ({', '.join(preset_names())})")
-    data = load_yaml(path.read_text(), f"config {path}") or {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"config {path}: expected a mapping at the top level")
-    return data
 
 
 def resolve(source: str | None = None, sets: list[str] = ()) -> dict:

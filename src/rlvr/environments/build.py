@@ -15,8 +15,9 @@ from rlvr.environments.calls import TOOL_CALL_PARSERS
 from rlvr.environments.retry import RetryEnvironment
 from rlvr.environments.tool_env import ToolEnvironment
 from rlvr.environments.tools import Tool, tool_from_function
+from rlvr.environments.trl_class import TRLClassEnvironment, load_trl_class
 from rlvr.errors import ConfigError
-from rlvr.registry import Registry
+from rlvr.registry import Registry, load_attr
 
 
 def _tool_plugin(obj, ref: str):
@@ -56,6 +57,18 @@ def _retry(task, reward, episode):
     return RetryEnvironment(task, reward, attempts=episode.attempts, discount=episode.discount)
 
 
+@ENVIRONMENTS.register("trl")
+def _trl(task, reward, episode):
+    """a TRL environment_factory class (episode.source) on the task's problems: its public methods are the tools,
+    get_reward() and episode.reward_funcs its reward"""
+    funcs = [load_attr(ref, "episode.reward_funcs") for ref in episode.reward_funcs]
+    for ref, fn in zip(episode.reward_funcs, funcs):
+        if not callable(fn):
+            raise ConfigError(f"episode.reward_funcs: {ref!r} is not a function")
+    cls = load_trl_class(episode.source)
+    return TRLClassEnvironment(cls, task, reward, funcs, episode.grader, episode.call_format)
+
+
 def build_tools(episode) -> dict[str, Tool]:
     """name -> Tool for episode.tools (a tool that cannot be described is refused here, naming it)."""
     tools = [TOOLS.get(name)(episode) for name in episode.tools]
@@ -74,14 +87,31 @@ def environment_factory(episode, task, reward) -> Callable[[], object] | None:
     def new_environment():
         return make(task, reward, episode)
 
-    env = new_environment()
-    for method in ("reset", "step"):
-        if not callable(getattr(env, method, None)):
-            raise ConfigError(
-                f"episode.environment={episode.environment!r}: {type(env).__name__} has no {method}() "
-                "(an environment has reset(problem) -> messages and step(turn) -> Step)"
-            )
+    probe_environment(new_environment(), episode.environment, task)
     return new_environment
 
 
-__all__ = ["ENVIRONMENTS", "TOOLS", "build_tools", "environment_factory"]
+def probe_environment(env, name: str, task) -> None:
+    """One environment, checked before any model loads: it has reset and step, and reset opens an episode of the
+    task's first problem with a list of messages; what is wrong is one line naming the class (exit 2)."""
+    who = getattr(env, "name", None) or type(env).__name__
+    for method in ("reset", "step"):
+        if not callable(getattr(env, method, None)):
+            raise ConfigError(
+                f"episode.environment={name!r}: {who} has no {method}() "
+                "(an environment has reset(problem) -> messages and step(turn) -> Step)"
+            )
+    problems = task.problems("train") or task.problems("heldout")
+    if not problems:
+        return
+    try:
+        opening = env.reset(problems[0])
+    except ConfigError:
+        raise
+    except Exception as e:
+        raise ConfigError(f"episode.environment={name!r}: {who}.reset raised {type(e).__name__}: {e}") from None
+    if not isinstance(opening, list) or not all(isinstance(m, dict) and "role" in m for m in opening):
+        raise ConfigError(f"episode.environment={name!r}: {who}.reset must return a list of chat messages")
+
+
+__all__ = ["ENVIRONMENTS", "TOOLS", "build_tools", "environment_factory", "probe_environment"]

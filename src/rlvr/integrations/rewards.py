@@ -17,7 +17,8 @@ import copy
 import json
 from pathlib import Path
 
-from rlvr.config import DEFAULTS, ConfigError, merge, read_yaml
+from rlvr.config import DEFAULTS, ConfigError, merge
+from rlvr.presets import read_yaml
 from rlvr.tasks import load_task
 from rlvr.tasks.base import math_grader
 from rlvr.tasks.rows import parse_tests, problem_for  # the shared row rules, re-exported here

@@ -7,7 +7,9 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
+from rlvr.errors import ConfigError
 from rlvr.registry import Registry
+from rlvr.yaml_io import load_yaml
 
 
 def _config_presets() -> Registry[Path]:
@@ -23,4 +25,19 @@ def _config_presets() -> Registry[Path]:
 CONFIG_PRESETS = _config_presets()
 
 
-__all__ = ["CONFIG_PRESETS"]
+def read_yaml(source: str) -> dict:
+    """A YAML file path, or the name of a preset shipped in rlvr/presets."""
+    path = Path(source)
+    if not path.exists():
+        if source in CONFIG_PRESETS:
+            path = CONFIG_PRESETS.get(source)
+        else:
+            names = ", ".join(CONFIG_PRESETS.names())
+            raise ConfigError(f"config {source!r}: no such file, and not a preset ({names})")
+    data = load_yaml(path.read_text(), f"config {path}") or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config {path}: expected a mapping at the top level")
+    return data
+
+
+__all__ = ["CONFIG_PRESETS", "read_yaml"]
