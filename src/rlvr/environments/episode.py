@@ -286,7 +286,15 @@ def run_episodes(
         live = still
     for i in live:
         episodes[i].ended_by = "turns"
+    release(envs)
     return episodes
+
+
+def release(envs) -> None:
+    """Close each environment that holds resources (an event loop, a session): the protocol's optional close()."""
+    for env in envs:
+        if callable(getattr(env, "close", None)):
+            env.close()
 
 
 __all__ = [

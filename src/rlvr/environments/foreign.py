@@ -44,15 +44,15 @@ def _plain(value) -> bool:
     return True
 
 
-def owner_verdict(value, who: str) -> tuple[float, Verdict]:
-    """(reward, verdict) of a reward the environment's owner computed."""
+def owner_verdict(value, who: str, solved_at: float = 1.0) -> tuple[float, Verdict]:
+    """(reward, verdict) of a reward the environment's owner computed; `correct` from `solved_at` up."""
     try:
         reward = float(value)
     except (TypeError, ValueError):
         reward = math.nan
     if math.isnan(reward):
         return 0.0, Verdict("error", 0.0, None, f"{who} returned {value!r}, not a reward")
-    return reward, Verdict("correct" if reward >= 1.0 else "wrong", reward, None, f"{who}: {reward:g}")
+    return reward, Verdict("correct" if reward >= solved_at else "wrong", reward, None, f"{who}: {reward:g}")
 
 
 def final_grade(grader: str, owner: dict, task_reward, turn: str, problem) -> tuple[dict, Verdict]:

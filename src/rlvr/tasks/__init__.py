@@ -70,6 +70,14 @@ def _reasoning_gym(**kw):
     return load_reasoning_gym(**kw)
 
 
+def _verifiers(env: str = "", args: dict | None = None, limit: int = 0):
+    from rlvr.tasks.verifiers_dataset import VerifiersTask
+
+    if not env:
+        raise ConfigError("task verifiers needs task.settings.env: an environment id or package.module:attr")
+    return VerifiersTask(env, args, limit)
+
+
 TASKS = Registry("task", key="task.name")
 for _name, _make, _doc in (
     ("arithmetic", _arithmetic, "the default: arithmetic word problems in difficulty bands, id-hash splits"),
@@ -80,6 +88,11 @@ for _name, _make, _doc in (
     ),
     ("tool_arithmetic", _tool_arithmetic, "products and two-step expressions past head arithmetic, for tool episodes"),
     ("hub", _hub, "a datasets hub id or a local dataset folder"),
+    (
+        "verifiers",
+        _verifiers,
+        "a verifiers environment's own dataset (extra rlvr[verifiers]; episode.environment: verifiers)",
+    ),
     ("jsonl", _jsonl, "your own JSON-lines file (text or chat prompts; answer, gold, solution or tests)"),
     ("humaneval", _humaneval, "HumanEval's 164 problems with hidden tests, from its wheel (held-out only)"),
     ("code_procedural", _code_procedural, "one-line Python functions from examples, in bands"),
