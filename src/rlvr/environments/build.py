@@ -78,6 +78,16 @@ def _verifiers(task, reward, episode):
     return VerifiersEnvironment(task, reward, episode.grader, episode.call_format)
 
 
+@ENVIRONMENTS.register("openenv")
+def _openenv(task, reward, episode):
+    """an OpenEnv environment class (episode.source, constructed with episode.args) run in process: its observation
+    is the prompt, the policy's turn its typed action, its observations' rewards the reward (extra rlvr[openenv])"""
+    from rlvr.environments.openenv_env import OpenEnvEnvironment, load_openenv_class
+
+    cls, action = load_openenv_class(episode.source)
+    return OpenEnvEnvironment(cls, action, episode.args, reward, episode.grader)
+
+
 def build_tools(episode) -> dict[str, Tool]:
     """name -> Tool for episode.tools (a tool that cannot be described is refused here, naming it)."""
     tools = [TOOLS.get(name)(episode) for name in episode.tools]
