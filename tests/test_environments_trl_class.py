@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 
+from conftest import trl_python
 from rlvr.config import ConfigError, resolve
 from rlvr.environments.build import environment_factory
 from rlvr.environments.episode import answer_turn, start_episode
@@ -237,3 +238,85 @@ def test_two_steps_from_the_command_line_with_a_trl_class(tmp_path, model_dir, t
         assert "increment" in s["messages"][0]["content"]  # the class's method shown as a tool
         assert any("(Count to " in m["content"] for m in s["messages"] if m["role"] == "user")  # reset's string
         assert set(s["reward_parts"]) <= {"Counter", "said_done"}
+
+
+def test_our_environment_as_a_trl_class_shows_and_runs_the_same_tools(tokenizer):
+    """rlvr.integrations.trl.environment_class, read the way TRL reads a class (here by rlvr's own TRL adapter): the
+    same tool schemas as rlvr's tool environment, the same results, the rows as rlvr lays them out."""
+    from rlvr.config import Config
+    from rlvr.environments.build import build_tools
+    from rlvr.environments.trl_class import TRLClassEnvironment
+    from rlvr.integrations.trl import environment_class, environment_dataset
+
+    cls = environment_class("tool_arithmetic", tools=["calculator", "python"])
+    task = load_task("tool_arithmetic")
+    _, reward = task_reward({**resolve(None, ["task.name=tool_arithmetic"])["reward"], "workers": 0}, task)
+    env = TRLClassEnvironment(cls, task, reward, grader="task")
+    ours = build_tools(Config.from_dict(resolve(None, ["episode.tools=[calculator, python]"])).episode)
+    assert {n: t.schema for n, t in env.tools.items()} == {n: t.schema for n, t in ours.items()}
+    problem = task.problems("train")[0]
+    assert env.reset(problem) == task.messages(problem)  # its reset returns None: TRL's prompt is the row's
+    expression = problem.meta["trace"][0]["content"].split('"expression": "')[1].split('"')[0]
+    step = env.step(call("calculator", expression=expression) + call("python", code="print(6 * 7)"))
+    assert [m["content"] for m in step.messages] == [problem.answer, "42"]
+    assert dict(env.instance.tool_calls) == {"calculator": 1, "python": 1}
+    step = env.step(f"\\boxed{{{problem.answer}}}")
+    assert step.verdict.status == "correct"
+    rows = environment_dataset("tool_arithmetic")
+    assert rows[0]["prompt"] == task.messages(problem) and rows[0]["answer"] == problem.answer
+
+
+@pytest.mark.skipif(
+    trl_python() is None,
+    reason="trl is not installed here; set RLVR_TRL_PYTHON to a venv with trl, math-verify, pyyaml, datasets",
+)
+def test_trls_own_loop_and_rlvr_agree_on_a_trl_class_and_trl_takes_ours(tmp_path, tiny_policy, trl_module):
+    """One real GRPOTrainer step with the Counter class (tests/trl_env_step.py): every rollout's prompt after reset
+    and its rewards are what rlvr's adapter gives for the same problem and the same completion. A second step
+    trains with rlvr's tool_arithmetic environment as TRL's environment_factory, rlvr's tools in TRL's list."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    from rlvr.config import Config
+
+    model, tokenizer = tiny_policy
+    model.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    root, out = Path(__file__).resolve().parents[1], tmp_path / "out.json"
+    paths = [str(root / "src"), str(tmp_path / "trlmod")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "TOKENIZERS_PARALLELISM": "false"}
+    script = str(root / "tests" / "trl_env_step.py")
+    proc = subprocess.run(
+        [trl_python(), script, str(tmp_path / "model"), str(out), trl_module],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(out.read_text())
+    assert got["trl_class"]["global_step"] == 1 and got["trl_class"]["tools"] == ["increment"]
+    assert got["rlvr_env"]["global_step"] == 1 and got["rlvr_env"]["tools"] == ["calculator", "python"]
+    assert "rewards/correct/mean" in got["rlvr_env"]["logs"][0]
+
+    cfg = resolve(None, ["episode.environment=trl", "episode.source=trl_envs:Counter"])
+    task, reward = arithmetic()
+    new_env = environment_factory(
+        Config.from_dict({**cfg, "episode": {**cfg["episode"], "reward_funcs": []}}).episode, task, reward
+    )
+    problems = {p.id: p for s in ("train", "validation", "heldout") for p in task.problems(s)}
+    assert len(got["rollouts"]) == 4
+    for rollout in got["rollouts"]:
+        rlvr_env = new_env()
+        assert rlvr_env.reset(problems[rollout["id"]]) == rollout["prompt"]  # the same first observation
+        for message in rollout["completion"]:
+            if message["role"] == "assistant":
+                step = rlvr_env.step(message["content"])
+        import trl_envs
+
+        said = trl_envs.said_done(
+            [rlvr_env.prompt], [rlvr_env.completion], [rlvr_env.instance], [problems[rollout["id"]].answer]
+        )
+        assert {"Counter": step.reward_parts["Counter"], "said_done": said[0]} == rollout["rewards"]

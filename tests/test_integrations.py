@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import trl_python
 from rlvr.verifiers.base import STATUSES, Verdict
 from rlvr.verifiers.registry import KINDS, register_kind
 
@@ -126,14 +127,6 @@ def test_trl_spec_from_an_rlvr_config_and_the_shaping_rule(tmp_path):
                 ]
             }
         )
-
-
-def trl_python() -> str | None:
-    """An interpreter with trl: $RLVR_TRL_PYTHON (the bench's venv), else this one when it has trl."""
-    env = os.environ.get("RLVR_TRL_PYTHON")
-    if env:
-        return env
-    return sys.executable if importlib.util.find_spec("trl") else None
 
 
 @pytest.mark.skipif(

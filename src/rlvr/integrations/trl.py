@@ -5,6 +5,9 @@
     trainer = GRPOTrainer(model=..., reward_funcs=funcs, args=GRPOConfig(..., reward_weights=weights),
                           train_dataset=dataset)     # rows: "prompt" and a gold column ("answer", "solution", ...)
 
+rlvr's tool environments go to TRL as an `environment_factory` class: `environment_class(task, tools)` with its
+rows `environment_dataset(task)` (rlvr.integrations.trl_environment).
+
 Each function has TRL's signature `(prompts, completions, **columns) -> list[float | None]` and scores through
 the term's verifier exactly as rlvr's training does (worker pool, per-item deadline, sandbox for code). The gold
 is the first of `answer`, `gold`, `solution`, `ground_truth` among the dataset's columns; code verifiers read
@@ -28,6 +31,7 @@ from __future__ import annotations
 from collections import Counter
 
 from rlvr.integrations import rewards
+from rlvr.integrations.trl_environment import environment_class, environment_dataset
 from rlvr.verifiers.base import FAULT_STATUSES, STATUSES
 from rlvr.verifiers.compose import problems_from_columns
 from rlvr.verifiers.registry import KINDS
@@ -97,4 +101,4 @@ def reward_funcs(spec=None, *, none_on: tuple = FAULT_STATUSES, **overrides) -> 
     return [RewardFunc(t, batch, i == 0, none_on) for i, t in enumerate(reward.terms)], list(reward.weights)
 
 
-__all__ = ["reward_funcs", "RewardFunc", "TRL_EXTRAS"]
+__all__ = ["reward_funcs", "RewardFunc", "TRL_EXTRAS", "environment_class", "environment_dataset"]
