@@ -132,7 +132,8 @@ def test_every_registry_has_one_shape_and_lists_its_names(capsys):
         assert isinstance(ALL[what], Registry)
         assert f"{what} ({ALL[what].key}):" in out
     assert "  clip  PPO's clipped surrogate" in out and "  dapo     DAPO: clip-higher 0.28" in out
-    assert "  calculator  exact arithmetic on an expression, no code run" in out and "  retry  any task as" in out
+    assert "  calculator  exact arithmetic on an expression, no code run" in out and "  retry      any task as" in out
+    assert "  verifiers  a verifiers environment" in out and "  openenv    an OpenEnv environment" in out
     assert main(["list", "surrogate"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "loss surrogate (algorithm.surrogate):"
     assert main(["list", "nothing-like-this"]) == 2
