@@ -76,3 +76,33 @@ def trl_python() -> str | None:
     if env:
         return env
     return sys.executable if importlib.util.find_spec("trl") else None
+
+
+# A two-step training run of the tiny model from the command line: what every episode CLI test shares.
+TWO_STEP_SETS = {
+    "reward.workers": 0,
+    "rollout.backend": "hf",
+    "rollout.prompts_per_step": 2,
+    "rollout.group_size": 2,
+    "rollout.max_new_tokens": 8,
+    "train.steps": 2,
+    "log.samples_every": 1,
+    "log.eval_every": 0,
+    "eval.out_of_domain": "[]",
+    "model.lora.r": 4,
+    "model.save_merged": "false",
+}
+
+
+def train_two_steps(model_dir, run, sets: dict) -> tuple[list[dict], list[dict]]:
+    """`rlvr train default` for two steps with TWO_STEP_SETS and `sets` (dotted keys); (metrics rows, samples)."""
+    import json
+
+    from rlvr.cli import main
+
+    merged = {"model.name": model_dir, **TWO_STEP_SETS, **sets}
+    args = sum((["--set", f"{k}={v}"] for k, v in merged.items()), [])
+    assert main(["train", "default", *args, "--output-dir", str(run)]) == 0
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    samples = [json.loads(x) for x in (run / "samples.jsonl").read_text().splitlines()]
+    return rows, samples

@@ -3,10 +3,11 @@ its observation as the prompt, the policy's turn as its typed action (a text fie
 model; an invalid one told and counted), its observations' rewards adding up, done ending the episode; a class
 that is not an OpenEnv environment stops the run before any model loads; two steps train from the command line."""
 
-import json
 import textwrap
 
 import pytest
+
+from conftest import train_two_steps
 
 pytest.importorskip("openenv.core.env_server.interfaces", reason="the openenv extra is not installed")
 
@@ -153,32 +154,14 @@ def test_a_broken_openenv_class_stops_before_any_model(tmp_path, openenv_module,
 
 
 def test_two_steps_from_the_command_line_with_an_openenv_class(tmp_path, model_dir, openenv_module):
-    from rlvr.cli import main
-
-    run = tmp_path / "run"
     sets = {
-        "model.name": model_dir,
         "episode.environment": "openenv",
         "episode.source": "oe_envs:GuessNumber",
         "episode.args": "{top: 3}",
         "episode.max_turns": 2,
-        "reward.workers": 0,
-        "rollout.backend": "hf",
-        "rollout.prompts_per_step": 2,
-        "rollout.group_size": 2,
-        "rollout.max_new_tokens": 8,
-        "train.steps": 2,
-        "log.samples_every": 1,
-        "log.eval_every": 0,
-        "eval.out_of_domain": "[]",
-        "model.lora.r": 4,
-        "model.save_merged": "false",
     }
-    args = sum((["--set", f"{k}={v}"] for k, v in sets.items()), [])
-    assert main(["train", "default", *args, "--output-dir", str(run)]) == 0
-    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    rows, samples = train_two_steps(model_dir, tmp_path / "run", sets)
     assert [r["step"] for r in rows] == [0, 1] and all("episode/parse_error_frac" in r for r in rows)
-    samples = [json.loads(x) for x in (run / "samples.jsonl").read_text().splitlines()]
     assert len(samples) == 2 * 4
     for s in samples:
         assert s["messages"][0]["content"].startswith("Guess my number from 1 to 3.")

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from conftest import trl_python
+from conftest import train_two_steps, trl_python
 from rlvr.config import ConfigError, resolve
 from rlvr.environments.build import environment_factory
 from rlvr.environments.episode import answer_turn, start_episode
@@ -204,35 +204,17 @@ def test_a_fault_inside_an_episode_costs_that_episode_only(trl_module, tokenizer
 
 
 def test_two_steps_from_the_command_line_with_a_trl_class(tmp_path, model_dir, trl_module):
-    from rlvr.cli import main
-
-    run = tmp_path / "run"
     sets = {
-        "model.name": model_dir,
         "task.name": "arithmetic",
         "episode.environment": "trl",
         "episode.source": "trl_envs:Counter",
         "episode.reward_funcs": "[trl_envs:said_done]",
         "episode.max_turns": 2,
-        "reward.workers": 0,
-        "rollout.backend": "hf",
-        "rollout.prompts_per_step": 2,
-        "rollout.group_size": 2,
-        "rollout.max_new_tokens": 8,
-        "train.steps": 2,
-        "log.samples_every": 1,
-        "log.eval_every": 0,
-        "eval.out_of_domain": "[]",
-        "model.lora.r": 4,
-        "model.save_merged": "false",
     }
-    args = sum((["--set", f"{k}={v}"] for k, v in sets.items()), [])
-    assert main(["train", "default", *args, "--output-dir", str(run)]) == 0
-    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    rows, samples = train_two_steps(model_dir, tmp_path / "run", sets)
     assert [r["step"] for r in rows] == [0, 1]
     for r in rows:  # the environment's own reward and the TRL reward function, each a reward part
         assert 0.0 <= r["reward/Counter/mean"] <= 1.0 and 0.0 <= r["reward/said_done/mean"] <= 1.0
-    samples = [json.loads(x) for x in (run / "samples.jsonl").read_text().splitlines()]
     assert len(samples) == 2 * 4
     for s in samples:
         assert "increment" in s["messages"][0]["content"]  # the class's method shown as a tool

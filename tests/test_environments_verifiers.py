@@ -9,6 +9,8 @@ import textwrap
 
 import pytest
 
+from conftest import train_two_steps
+
 vf = pytest.importorskip("verifiers", reason="the verifiers extra is not installed (pip install 'rlvr[verifiers]')")
 
 from rlvr.config import DEFAULTS, ConfigError, resolve  # noqa: E402
@@ -174,33 +176,15 @@ def test_the_verifiers_environment_needs_its_own_task(tmp_path):
 
 
 def test_two_steps_from_the_command_line_by_environment_id(tmp_path, model_dir, vf_module):
-    from rlvr.cli import main
-
-    run = tmp_path / "run"
     sets = {
-        "model.name": model_dir,
         "task.name": "verifiers",
         "task.settings": "{env: vf-envs, args: {n: 24}}",  # vf.load_environment's id: module vf_envs
         "episode.environment": "verifiers",
         "episode.max_turns": 2,
-        "reward.workers": 0,
-        "rollout.backend": "hf",
-        "rollout.prompts_per_step": 2,
-        "rollout.group_size": 2,
-        "rollout.max_new_tokens": 8,
-        "train.steps": 2,
-        "log.samples_every": 1,
-        "log.eval_every": 0,
-        "eval.out_of_domain": "[]",
-        "model.lora.r": 4,
-        "model.save_merged": "false",
     }
-    args = sum((["--set", f"{k}={v}"] for k, v in sets.items()), [])
-    assert main(["train", "default", *args, "--output-dir", str(run)]) == 0
-    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    rows, samples = train_two_steps(model_dir, tmp_path / "run", sets)
     assert [r["step"] for r in rows] == [0, 1]
     assert all(0.0 <= r["reward/rubric/mean"] <= 1.0 for r in rows)  # the rubric's reward, a reward part
-    samples = [json.loads(x) for x in (run / "samples.jsonl").read_text().splitlines()]
     assert len(samples) == 2 * 4
     for s in samples:
         assert "add" in s["messages"][0]["content"]  # the environment's tool shown (SmolLM2: in the system turn)
