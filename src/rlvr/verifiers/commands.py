@@ -187,6 +187,8 @@ def run_audit(args) -> int:
         # (\\boxed{8-3} for gold 5), and the audit says so with its real rate rather than leaving the class out
         register_audit_suite("math", HACKS + NUMBER_HACKS, EQUIVALENCES)
         register_audit_suite("math/number", HACKS + NUMBER_HACKS, NUMBER_EQUIVALENCES)
+        # another project's final-answer grader, as a TRL reward function, faces the same attacks as rlvr's own
+        register_audit_suite("trl_reward", HACKS + NUMBER_HACKS, EQUIVALENCES)
     kind = args.verifier or "math"
     try:
         verifier = build_verifier(kind, parse_settings(args.set), "verifier")

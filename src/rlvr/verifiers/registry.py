@@ -178,6 +178,20 @@ register_kind(
 )
 
 
+def _trl_reward(**kw):
+    from rlvr.verifiers.trl_function import TRLRewardVerifier
+
+    return TRLRewardVerifier(**kw)
+
+
+register_kind(
+    "trl_reward",
+    _trl_reward,
+    ("func",),
+    doc="a TRL reward function (func: package.module:attr) as a grader: correct from 1 up; audited by the math suite",
+)
+
+
 class RoutedVerifier:
     """Each problem graded by the kind its own data names (`problem.meta["grader"]` = {"kind": ..., settings}), each
     kind built once per process: a task that mixes families (reasoning-gym's) carries its grader per problem."""
