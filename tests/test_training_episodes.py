@@ -251,6 +251,34 @@ def test_episode_rows_faults_and_figures_by_hand():
     assert "episode/correct_by_turn_3" not in m
 
 
+def test_overlong_shaping_reads_an_episodes_ids_out_of_its_token_limit():
+    """max_total_tokens 10, buffer 0.5 -> 5: the soft penalty is 0 up to 5 ids, then (5 - L) / 5; the filter drops
+    the episode the token limit ended, whatever its reward."""
+    from dataclasses import replace
+
+    from rlvr.algorithms.presets import PRESETS
+    from rlvr.config import EpisodeConfig
+    from rlvr.training.episodes import shape_overlong
+
+    def batch():
+        eps = [
+            _episode([5] * 4, [1] * 4, parts={"answer": 1.0}, verdict=RIGHT),  # 4 ids: under the buffer
+            _episode([5] * 8, [1, 0, 0, 0, 1, 1, 1, 1], parts={"answer": 1.0}, verdict=RIGHT),  # 8: 3 into it
+            _episode([5] * 10, [1] * 10, ended_by="tokens"),  # the limit ended it
+            _episode([5] * 6, [1] * 6, ended_by="turns"),  # a turn limit is not truncation
+        ]
+        return episode_batch(eps, pad_id=0, group_size=2)
+
+    limits = EpisodeConfig(max_total_tokens=10)
+    grpo = PRESETS["grpo"]
+    soft = shape_overlong(batch(), replace(grpo, overlong="soft", overlong_buffer_frac=0.5), limits)
+    assert soft.rewards.tolist() == pytest.approx([1.0, 1.0 - 3 / 5, 0.0 - 5 / 5, 0.0 - 1 / 5])
+    filtered = shape_overlong(batch(), replace(grpo, overlong="filter"), limits)
+    assert filtered.mask.sum(-1).tolist() == [4, 5, 0, 6] and filtered.rewards.tolist() == [1.0, 1.0, 0.0, 0.0]
+    untouched = shape_overlong(batch(), grpo, limits)
+    assert untouched.rewards.tolist() == [1.0, 1.0, 0.0, 0.0] and untouched.mask.sum().item() == 4 + 5 + 10 + 6
+
+
 def test_a_hung_environment_times_out_its_episode_only(tokenizer):
     import time
 

@@ -70,15 +70,11 @@ def rollout_round(
     row_problems = [problems[g] for g in ro.group_ids.tolist()]
     result = reward(ro.texts, row_problems)
     t2 = time.perf_counter()
-    rewards = torch.tensor(result.total, dtype=torch.float32)
     lengths = ro.mask.sum(-1)
-    if algo.overlong == "soft":  # DAPO: a linear penalty inside the last `buffer` tokens before the limit
-        rewards = rewards + overlong_soft_penalty(
-            lengths, rollout.max_new_tokens, algo.overlong_buffer(rollout.max_new_tokens)
-        )
     keep = torch.tensor([v.status not in EXCLUDED_STATUSES for v in result.verdicts], dtype=torch.float32)
-    if algo.overlong == "filter":  # DAPO: a truncated answer is neither rewarded nor punished
-        keep = keep * torch.tensor([f != "length" for f in ro.finish], dtype=torch.float32)
+    rewards, keep = overlong_shaping(
+        algo, torch.tensor(result.total, dtype=torch.float32), keep, lengths, ro.finish, rollout.max_new_tokens
+    )
     return StepBatch(
         problems=row_problems,
         prompt_ids=[ro.prompt_ids[g] for g in ro.group_ids.tolist()],
@@ -94,6 +90,18 @@ def rollout_round(
         terms={k: list(v) for k, v in result.terms.items()},
         stats={"time/generate": t1 - t0, "time/verify": t2 - t1, "gen_tokens": int(ro.mask.sum().item())},
     )
+
+
+def overlong_shaping(algo, rewards, keep, lengths, finish: list[str], limit: int):
+    """DAPO's overlong shaping of (B,) rewards and (B,) keep weights, for rows of (B,) `lengths` out of `limit`
+    (a single-turn row: its tokens of max_new_tokens; an episode: its ids of episode.max_total_tokens):
+    "soft" adds a linear penalty inside the last `buffer` tokens before the limit, "filter" keeps a truncated row
+    (finish "length") out of the loss, neither rewarded nor punished. Returns (rewards, keep)."""
+    if algo.overlong == "soft":
+        rewards = rewards + overlong_soft_penalty(lengths, limit, algo.overlong_buffer(limit))
+    if algo.overlong == "filter":
+        keep = keep * torch.tensor([f != "length" for f in finish], dtype=torch.float32)
+    return rewards, keep
 
 
 def select_rows(batch: StepBatch, rows: list[int]) -> StepBatch:

@@ -6,7 +6,8 @@ episode's return (its reward parts summed, each part a reward term in the metric
 
 An episode the environment broke or hung (status "error" / "timeout"), or whose graded answer is a fault verdict, is
 kept out of the loss, as a single-turn fault row is. An episode that ends without a graded answer (a turn or token limit) has the verdict
-no_answer and earns the reward parts it gathered.
+no_answer and earns the reward parts it gathered. DAPO's overlong shaping (algorithm.overlong) reads an episode's
+ids out of episode.max_total_tokens (shape_overlong).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import torch
 
 from rlvr.environments.episode import episode_limits, run_episodes
 from rlvr.environments.figures import episode_verdict, transcript
-from rlvr.training.batch import EXCLUDED_STATUSES, StepBatch
+from rlvr.training.batch import EXCLUDED_STATUSES, StepBatch, overlong_shaping
 
 
 class EpisodeRound:
@@ -42,10 +43,24 @@ class EpisodeRound:
             top_k=rollout.top_k,
             generator=generator,
         )
-        batch = episode_batch(episodes, self.tokenizer.pad_token_id, rollout.group_size)
+        batch = shape_overlong(
+            episode_batch(episodes, self.tokenizer.pad_token_id, rollout.group_size), algo, self.episode
+        )
         env_s = sum(ep.env_seconds for ep in episodes)
         batch.stats.update({"time/generate": time.perf_counter() - t0 - env_s, "time/verify": env_s})
         return batch
+
+
+def shape_overlong(batch: StepBatch, algo, episode) -> StepBatch:
+    """algorithm.overlong on episodes: the length is the episode's ids (the policy's and the environment's) out of
+    episode.max_total_tokens, and an episode is truncated when that limit ended it."""
+    truncated = ["length" if ep.ended_by == "tokens" else "stop" for ep in batch.episodes]
+    ones = torch.ones(len(truncated))
+    batch.rewards, keep = overlong_shaping(
+        algo, batch.rewards, ones, batch.lengths, truncated, episode.max_total_tokens
+    )
+    batch.mask = batch.mask * keep[:, None]
+    return batch
 
 
 def episode_batch(episodes: list, pad_id: int, group_size: int) -> StepBatch:
@@ -79,4 +94,4 @@ def episode_batch(episodes: list, pad_id: int, group_size: int) -> StepBatch:
     )
 
 
-__all__ = ["EpisodeRound", "episode_batch"]
+__all__ = ["EpisodeRound", "episode_batch", "shape_overlong"]
