@@ -108,3 +108,49 @@ def test_a_model_without_adapter_samples_the_servers_base_model(tokenizer):
         assert [(path, body["model"]) for path, body in server.log] == [("/v1/completions", "standin-base")] * 2
     rows, _, finish = expected(PROMPTS[:2], 3, 6)
     assert ro.finish == finish and [ro.completion_ids[b, : len(r)].tolist() for b, r in enumerate(rows)] == rows
+
+
+def test_episodes_through_the_remote_backend_are_token_in_token_out(tokenizer):
+    """Multi-turn episodes over HTTP: every turn's request carries exactly the episode's ids so far (token in), and
+    the episode's policy ids are exactly the ids the server returned (token out), with the environment's spliced
+    in between; the first turn asks once per problem with n = G."""
+    from rlvr.environments.episode import run_episodes
+    from rlvr.environments.protocol import Step
+    from rlvr.tasks.base import Problem
+
+    class Answers:
+        tools = {}
+
+        def __init__(self):
+            self.n = 0
+
+        def reset(self, problem):
+            return [{"role": "user", "content": problem.prompt}]
+
+        def step(self, turn):
+            self.n += 1
+            done = self.n == 3
+            return Step([] if done else [{"role": "user", "content": f"go on ({self.n})"}], done=done)
+
+    model = add_lora(make_tiny_llama(len(tokenizer)), r=2, alpha=4)
+    stop = [tokenizer.eos_token_id]
+    problems = [Problem("a", "first question"), Problem("b", "second question")]
+    with StandinServer() as server:
+        s = make_sampler("remote", model, tokenizer, stop_ids=stop, urls=[server.url], timeout_s=10)
+        s.sync(model)
+        rows = [p for p in problems for _ in range(2)]
+        episodes = run_episodes(
+            s, tokenizer, [Answers() for _ in rows], rows, max_turns=3, max_total_tokens=400, max_new_tokens=6
+        )
+        asked = [b for path, b in server.log if path == "/v1/completions"]
+    assert [(len(b["prompt"]), b["n"]) for b in asked[:2]] == [(len(episodes[0].prompt_ids), 2)] * 2  # n = G
+    prompts = [tuple(b["prompt"]) for b in asked]
+    for row, ep in enumerate(episodes):
+        starts = [i for i, m in enumerate(ep.mask) if m == 1 and (i == 0 or ep.mask[i - 1] == 0)]
+        assert len(starts) == len(ep.turn_tokens) == 3
+        for turn, (start, n) in enumerate(zip(starts, ep.turn_tokens)):
+            prompt = ep.prompt_ids + ep.ids[:start]
+            assert tuple(prompt) in prompts  # token in: the ids so far, nothing re-rendered
+            sample = row % 2 if turn == 0 else 0  # the first turn's G samples, then one a row
+            assert ep.ids[start : start + n] == fixed_completion(prompt, sample, 6, stop)[0]  # token out
+        assert all(m in (0.0, 1.0) for m in ep.mask) and sum(ep.mask) == sum(ep.turn_tokens)
