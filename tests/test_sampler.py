@@ -432,3 +432,34 @@ def test_build_sampler_passes_the_stop_ids_and_the_backends_settings(tokenizer):
     assert build_sampler(Config.from_dict(remote).rollout, model, tokenizer, backend="hf").stop_ids == [2, 7]
     sampler = build_sampler(remote["rollout"], add_lora(model, r=2, alpha=4), tokenizer)
     assert sampler.urls == ["http://127.0.0.1:9"] and str(sampler.adapter_dir) == "/tmp/x"
+
+
+@pytest.mark.parametrize("dtype, tol", [("float32", 1e-4), ("bfloat16", 0.15)])
+def test_fast_continues_its_rows_from_their_cache(model, dtype, tol):
+    """An episode's next turn (a row of the last call, its last token, the environment's ids) prefills only what
+    is new: the same greedy tokens and log-probs as prefilling the whole prompt again; rows that stopped early, ran
+    to the length and shared a prompt (n = 2) all continue; sync drops the cache (new weights)."""
+    from rlvr.environments.episode import continuing
+
+    prompts, kw = [[5, 6, 7, 8, 9], [20], [30, 31, 32]], dict(max_new_tokens=12, temperature=0.0)
+    free = make_sampler("fast", model, CharTok(), stop_ids=[STOP], dtype=dtype).generate(prompts, 2, **kw)
+    stop2 = free.completion_ids[0, 3].item()  # a token row 0 emits: rows end at different steps
+    fresh = make_sampler("fast", model, CharTok(), stop_ids=[STOP, stop2], dtype=dtype)
+    cached = make_sampler("fast", model, CharTok(), stop_ids=[STOP, stop2], dtype=dtype)
+    with continuing(cached):
+        first = cached.generate(prompts, 2, **kw)
+        # greedy: a prompt's two samples are the same ids, hence one entry a prompt
+        assert len(cached.prefix.entries) == 3 and "stop" in first.finish and "length" in first.finish
+        rows = [first.completion_ids[b, : int(first.mask[b].sum())].tolist() for b in range(6)]
+        turn2 = [prompts[b // 2] + r + [40 + b, 41] for b, r in enumerate(rows)]  # the environment's ids after each
+        reused = cached.prefix.reused
+        again = cached.generate(turn2, 1, **kw)
+        assert cached.prefix.reused - reused == sum(len(p) - 3 for p in turn2)  # all but last token + env's two
+    assert not cached.prefix.entries and not cached.prefix.enabled  # dropped after the episodes
+    whole = fresh.generate(turn2, 1, **kw)
+    assert again.completion_ids.tolist() == whole.completion_ids.tolist() and again.finish == whole.finish
+    assert (again.sampler_logp - whole.sampler_logp).abs().max().item() < tol
+    with continuing(cached):
+        cached.generate(prompts, 1, **kw)
+        cached.sync(model)
+        assert not cached.prefix.entries

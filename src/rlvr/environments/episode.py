@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from rlvr.environments.protocol import Step
@@ -220,6 +221,22 @@ def sample_turn(sampler, prompts: list[list[int]], **kw):
     return sampler.generate(prompts, 1, **kw)
 
 
+@contextmanager
+def continuing(sampler):
+    """While episodes run, a sampler that can keeps each row's keys and values between turns, so a turn prefills only
+    what the last one did not (the fast backend: rlvr.sampling.prefix_cache); dropped afterwards."""
+    cache = getattr(sampler, "prefix", None)
+    if cache is None:
+        yield
+        return
+    cache.enabled = True
+    try:
+        yield
+    finally:
+        cache.enabled = False
+        cache.clear()
+
+
 def episode_limits(episode) -> dict:
     """run_episodes' limits from a config's episode section, so training and evaluation end episodes alike."""
     return {
@@ -249,6 +266,17 @@ def run_episodes(
     episode still running (the prompt is exactly its ids so far: token in), records it (token out), and lets the
     environment answer. Limits: `max_turns` policy turns, `max_total_tokens` ids after the prompt."""
     stop_text = stop_text if stop_text is not None else tokenizer.eos_token
+    with continuing(sampler):
+        sampling = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k)
+        sampling["generator"] = generator
+        limits = (stop_text, step_timeout_s, max_turns, max_total_tokens)
+        episodes = _advance(sampler, tokenizer, envs, problems, *limits, sampling)
+    release(envs)
+    return episodes
+
+
+def _advance(sampler, tokenizer, envs, problems, stop_text, step_timeout_s, max_turns, max_total_tokens, sampling):
+    """run_episodes' rounds: every live episode one turn a round, until each is done or out of turns or tokens."""
     started = [start_episode(env, p, tokenizer) for env, p in zip(envs, problems)]
     episodes = [ep for ep, _ in started]
     live = list(range(len(episodes)))
@@ -256,15 +284,8 @@ def run_episodes(
         if not live:
             break
         budgets = [max_total_tokens - len(episodes[i].ids) for i in live]
-        ro = sample_turn(
-            sampler,
-            [episodes[i].prompt_ids + episodes[i].ids for i in live],
-            max_new_tokens=max(1, min(max_new_tokens, min(budgets))),
-            temperature=temperature,
-            top_p=top_p,
-            top_k=top_k,
-            generator=generator,
-        )
+        turn_sampling = {**sampling, "max_new_tokens": max(1, min(sampling["max_new_tokens"], min(budgets)))}
+        ro = sample_turn(sampler, [episodes[i].prompt_ids + episodes[i].ids for i in live], **turn_sampling)
         still = []
         for row, i in enumerate(live):
             ep, n = episodes[i], int(ro.mask[row].sum())
@@ -286,7 +307,6 @@ def run_episodes(
         live = still
     for i in live:
         episodes[i].ended_by = "turns"
-    release(envs)
     return episodes
 
 
@@ -313,4 +333,5 @@ __all__ = [
     "splice_answer",
     "record_turn",
     "answer_turn",
+    "continuing",
 ]

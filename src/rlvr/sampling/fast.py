@@ -1,5 +1,7 @@
 """Backend "fast": prefill each prompt once, share its KV cache across its G samples, decode with a
-hand-written Llama forward in bf16 (float32 numerics where they matter), finished rows leave the batch.
+hand-written Llama forward in bf16 (float32 numerics where they matter), finished rows leave the batch. A prompt
+that continues a row of the last call (an episode's next turn) prefills only its new tokens
+(rlvr.sampling.prefix_cache).
 
 Falls back to the "hf" backend, with a warning that says why, for models the forward does not cover.
 """
@@ -15,6 +17,7 @@ from . import llama
 from .cascade import CascadeCache
 from .distribution import sample_tokens
 from .hf import HFSampler
+from .prefix_cache import PrefixCache, row_entries
 from .rollouts import LocalSampler, Rollouts, pack_rollouts
 
 MAX_ROWS = 64  # decode-batch rows per chunk of prompts: bounds cache memory for large evaluations
@@ -32,16 +35,19 @@ def make_fast_sampler(model, tokenizer, *, stop_ids: list[int], dtype: str = "bf
 class FastSampler(LocalSampler):
     def __init__(self, model, tokenizer, *, stop_ids: list[int], dtype: str = "bfloat16", threads: int | None = None):
         super().__init__(tokenizer, stop_ids=stop_ids, dtype=dtype, threads=threads)
+        self.prefix = PrefixCache()
         self.sync(model)
 
     def sync(self, model) -> None:
         self.w = None  # memory: the old weights go before the new ones are built
+        self.prefix.clear()  # keys and values of the old weights
         self.w = llama.load_weights(model, self.dtype)
 
     def _generate(self, prompt_ids, n, max_new_tokens, temperature, top_p, top_k, generator) -> Rollouts:
         t0 = time.perf_counter()
         per = max(1, MAX_ROWS // n)
         rows, logps, finish, timings = [], [], [], {"prefill": 0.0, "decode": 0.0}
+        prefix, entries = (self.prefix, {}) if self.prefix.enabled else (None, None)
         for c in range(0, len(prompt_ids), per):
             chunk = _generate_chunk(
                 self.w,
@@ -50,12 +56,16 @@ class FastSampler(LocalSampler):
                 max_new_tokens,
                 self.stop_ids,
                 dict(temperature=temperature, top_k=top_k, top_p=top_p, generator=generator),
+                prefix,
+                entries,
             )
             rows += chunk[0]
             logps += chunk[1]
             finish += chunk[2]
             for k in timings:
                 timings[k] += chunk[3][k]
+        if entries is not None:
+            self.prefix.replace(entries)
         ro = pack_rollouts(prompt_ids, n, rows, logps, finish, self.pad_id, self.tokenizer)
         ro.num_prompt_tokens = sum(len(p) for p in prompt_ids)
         ro.timings = timings
@@ -64,18 +74,30 @@ class FastSampler(LocalSampler):
 
 
 def _generate_chunk(
-    w: llama.LlamaWeights, prompts: list[list[int]], G: int, max_new: int, stop_ids: list[int], sampling: dict
+    w: llama.LlamaWeights,
+    prompts: list[list[int]],
+    G: int,
+    max_new: int,
+    stop_ids: list[int],
+    sampling: dict,
+    prefix: PrefixCache | None = None,
+    entries: dict | None = None,
 ) -> tuple[list[list[int]], list[torch.Tensor], list[str], dict]:
-    """Generate G samples for each of a few prompts. Returns per-row (tokens, logp, finish) and timings."""
+    """Generate G samples for each of a few prompts. Returns per-row (tokens, logp, finish) and timings. With
+    `prefix`, a prompt that continues a cached row prefills only its new tokens, and `entries` gets this chunk's
+    rows for the next call."""
     t0 = time.perf_counter()
     P, B = len(prompts), len(prompts) * G
     cache = CascadeCache(len(w.layers), P, G, w.n_kv, w.head_dim, [len(p) for p in prompts], w.dtype, kernel=w.fused)
-    # prefill: every prompt once, whatever G is, all prompts through the weights in one pass
-    lens = [len(p) for p in prompts]
-    attend = llama.prefill_attend_into(cache.pk, cache.pv, lens)
-    positions = torch.cat([torch.arange(L) for L in lens])
-    hidden = llama.forward(w, torch.tensor([t for p in prompts for t in p]), positions, attend)
-    last = torch.tensor(lens).cumsum(0) - 1
+    # prefill: every prompt once, whatever G is, all prompts through the weights in one pass; of a prompt that
+    # continues a row of the last call, only the tokens after that row's cached ones
+    past = [prefix.longest(p) if prefix is not None else (0, None, None) for p in prompts]
+    new = [len(p) - n0 for p, (n0, _, _) in zip(prompts, past)]
+    attend = llama.prefill_attend_into(cache.pk, cache.pv, new, past)
+    positions = torch.cat([torch.arange(n0, len(p)) for p, (n0, _, _) in zip(prompts, past)])
+    tokens = torch.tensor([t for p, (n0, _, _) in zip(prompts, past) for t in p[n0:]])
+    hidden = llama.forward(w, tokens, positions, attend)
+    last = torch.tensor(new).cumsum(0) - 1
     tok, lp = sample_tokens(llama.logits(w, hidden[last], upcast=False).repeat_interleave(G, dim=0), **sampling)
     t1 = time.perf_counter()
     out = torch.zeros(B, max(max_new, 1), dtype=torch.long)
@@ -84,13 +106,17 @@ def _generate_chunk(
     stopped = torch.zeros(B, dtype=torch.bool)
     stops = torch.tensor(stop_ids)
     prompt_len = torch.tensor([len(p) for p in prompts]).repeat_interleave(G)
+    generated = {}  # row -> the keys and values of its generated tokens but the last, saved as it leaves
     for t in range(max_new):
         rows = cache.rows
         out[rows, t], out_lp[rows, t] = tok, lp
         done = torch.isin(tok, stops)
         lengths[rows[done]] = t + 1
         stopped[rows[done]] = True
-        if t + 1 == max_new or bool(done.all()):
+        last_step = t + 1 == max_new or bool(done.all())
+        if entries is not None:
+            _save_generated(cache, done if not last_step else torch.ones_like(done), t, generated)
+        if last_step:
             break
         if bool(done.any()):
             cache.keep(~done)
@@ -101,4 +127,12 @@ def _generate_chunk(
     rows_out = [out[b, : lengths[b]].tolist() for b in range(B)]
     logps_out = [out_lp[b, : lengths[b]] for b in range(B)]
     finish = ["stop" if bool(s) else "length" for s in stopped]
+    if entries is not None:
+        entries.update(row_entries(prompts, G, rows_out, cache.pk, cache.pv, generated))
     return rows_out, logps_out, finish, {"prefill": t1 - t0, "decode": time.perf_counter() - t1}
+
+
+def _save_generated(cache: CascadeCache, leaving: torch.Tensor, t: int, generated: dict) -> None:
+    """Copy out the generated keys and values (tokens 0 .. t-1) of the active rows in boolean `leaving`."""
+    for row, slot in zip(cache.rows[leaving].tolist(), cache.slots[leaving].tolist()):
+        generated[row] = (cache.gk[:, slot, :, :t].clone(), cache.gv[:, slot, :, :t].clone())

@@ -227,24 +227,34 @@ def logits(w: LlamaWeights, hidden: torch.Tensor, upcast: bool = True) -> torch.
     return out.float() if upcast else out
 
 
-def prefill_attend_into(cache_k: torch.Tensor, cache_v: torch.Tensor, lengths: list[int]) -> Attend:
+def prefill_attend_into(cache_k: torch.Tensor, cache_v: torch.Tensor, lengths: list[int], past=None) -> Attend:
     """Attention for several prompts packed into one token sequence (each causal within itself), filling
     the prompt cache. Packing lets the weight matmuls of a prefill run once for all prompts.
 
-    cache_k/cache_v: (layers, P, Hkv, >= max(lengths), D); tokens are the prompts concatenated in order.
+    cache_k/cache_v: (layers, P, Hkv, >= past + max(lengths), D); tokens are the prompts' new tokens concatenated
+    in order. `past` (rlvr.sampling.prefix_cache): per prompt (n, keys, values) of the n tokens before its new
+    ones, already computed ((layers, Hkv, n, D); n = 0 where none): they go into the cache, and the new tokens
+    attend to them and, causally, to each other.
     """
     offsets = [sum(lengths[:p]) for p in range(len(lengths))]
+    past = past or [(0, None, None)] * len(lengths)
 
     def attend(i: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         N, Hkv, rep, D = q.shape
         out = torch.empty(N, Hkv * rep, D, dtype=q.dtype)
         for p, (o, L) in enumerate(zip(offsets, lengths)):
-            kp, vp = k[o : o + L].transpose(0, 1), v[o : o + L].transpose(0, 1)  # (Hkv, L, D)
-            cache_k[i, p, :, :L], cache_v[i, p, :, :L] = kp, vp
+            n0, k0, v0 = past[p]
+            if n0:
+                cache_k[i, p, :, :n0], cache_v[i, p, :, :n0] = k0[i], v0[i]
+            cache_k[i, p, :, n0 : n0 + L] = k[o : o + L].transpose(0, 1)  # (Hkv, L, D)
+            cache_v[i, p, :, n0 : n0 + L] = v[o : o + L].transpose(0, 1)
             qh = q[o : o + L].reshape(L, Hkv * rep, D).transpose(0, 1)[None]  # (1, Hq, L, D)
-            kh, vh = kp.repeat_interleave(rep, dim=0)[None], vp.repeat_interleave(rep, dim=0)[None]
-            # q is pre-scaled, hence scale=1
-            out[o : o + L] = F.scaled_dot_product_attention(qh, kh, vh, is_causal=True, scale=1.0)[0].transpose(0, 1)
+            kh = cache_k[i, p, :, : n0 + L].repeat_interleave(rep, dim=0)[None]
+            vh = cache_v[i, p, :, : n0 + L].repeat_interleave(rep, dim=0)[None]
+            # q is pre-scaled, hence scale=1; after a past, new token j sees keys 0 .. n0 + j
+            mask = None if not n0 else torch.arange(n0 + L)[None, :] <= (n0 + torch.arange(L))[:, None]
+            o_p = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask, is_causal=not n0, scale=1.0)
+            out[o : o + L] = o_p[0].transpose(0, 1)
         return out.view(N, Hkv * rep * D)
 
     return attend
