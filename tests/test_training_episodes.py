@@ -4,12 +4,11 @@ sampler produced each turn with the environment's ids between them (mask 0), for
 figures by hand; config mistakes in the episode section stop before any model loads; two steps train from the
 command line with a tool environment given as package.module:attr."""
 
-import json
 import textwrap
 
 import pytest
 
-from conftest import make_tiny_llama
+from conftest import make_tiny_llama, train_two_steps
 from rlvr.config import DEFAULTS, Config, ConfigError, resolve
 from rlvr.environments.build import build_tools
 from rlvr.environments.calls import parse_hermes, run_call
@@ -145,35 +144,17 @@ def test_the_step_trains_on_exactly_the_sampled_ids_with_the_environments_masked
 
 
 def test_two_steps_from_the_command_line_with_the_tool_environment(tmp_path, model_dir):
-    from rlvr.cli import main
-
-    run = tmp_path / "run"
     sets = {
-        "model.name": model_dir,
         "task.name": "tool_arithmetic",
         "task.settings": "{per_band: 10}",
         "episode.environment": "tool",
         "episode.tools": "[calculator, python]",
         "episode.max_turns": 2,
-        "reward.workers": 0,
-        "rollout.backend": "hf",
-        "rollout.prompts_per_step": 2,
-        "rollout.group_size": 2,
-        "rollout.max_new_tokens": 8,
-        "train.steps": 2,
         "train.time_budget_min": 0,
-        "log.samples_every": 1,
-        "log.eval_every": 0,
-        "eval.out_of_domain": "[]",
-        "model.lora.r": 4,
-        "model.save_merged": "false",
     }
-    args = sum((["--set", f"{k}={v}"] for k, v in sets.items()), [])
-    assert main(["train", "default", *args, "--output-dir", str(run)]) == 0
-    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    rows, samples = train_two_steps(model_dir, tmp_path / "run", sets)
     assert [r["step"] for r in rows] == [0, 1]
     assert {"episode/turns", "episode/tool_calls", "episode/tool_error_frac", "episode/env_s"} <= set(rows[0])
-    samples = [json.loads(x) for x in (run / "samples.jsonl").read_text().splitlines()]
     assert len(samples) == 2 * 4
     for s in samples:
         assert s["messages"][0]["role"] == "system" and "calculator" in s["messages"][0]["content"]  # tools shown
