@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from rlvr.environments.builtin import calculator, python_tool
 from rlvr.environments.calls import TOOL_CALL_PARSERS
+from rlvr.environments.episode import release
 from rlvr.environments.retry import RetryEnvironment
 from rlvr.environments.tool_env import ToolEnvironment
 from rlvr.environments.tools import Tool, tool_from_function
@@ -129,8 +130,8 @@ def probe_environment(env, name: str, task) -> None:
         raise
     except Exception as e:
         raise ConfigError(f"episode.environment={name!r}: {who}.reset raised {type(e).__name__}: {e}") from None
-    if callable(getattr(env, "close", None)):
-        env.close()
+    finally:
+        release([env])  # the probe's episode ends here, whatever reset did
     if not isinstance(opening, list) or not all(isinstance(m, dict) and "role" in m for m in opening):
         raise ConfigError(f"episode.environment={name!r}: {who}.reset must return a list of chat messages")
 

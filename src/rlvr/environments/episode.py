@@ -267,10 +267,12 @@ def run_episodes(
     environment answer. Limits: `max_turns` policy turns, `max_total_tokens` ids after the prompt."""
     stop_text = stop_text if stop_text is not None else tokenizer.eos_token
     with continuing(sampler):
-        sampling = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k)
-        sampling["generator"] = generator
-        limits = (stop_text, step_timeout_s, max_turns, max_total_tokens)
-        episodes = _advance(sampler, tokenizer, envs, problems, *limits, sampling)
+        sampling = dict(
+            max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k, generator=generator
+        )
+        episodes = _advance(
+            sampler, tokenizer, envs, problems, stop_text, step_timeout_s, max_turns, max_total_tokens, sampling
+        )
     release(envs)
     return episodes
 
