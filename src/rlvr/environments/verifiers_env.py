@@ -24,17 +24,12 @@ from rlvr.environments.foreign import EnvironmentFault, final_grade, owner_verdi
 from rlvr.environments.tool_env import ToolStep
 from rlvr.environments.tools import Tool
 from rlvr.errors import ConfigError
+from rlvr.tasks.verifiers_dataset import content_text
 
 
 def _dicts(messages) -> list[dict]:
     """verifiers' pydantic messages as plain chat messages (role, text content)."""
-    out = []
-    for m in messages:
-        content = getattr(m, "content", None)
-        if not isinstance(content, str):
-            content = "".join(getattr(p, "text", "") or "" for p in content or [])
-        out.append({"role": m.role, "content": content})
-    return out
+    return [{"role": m.role, "content": content_text(getattr(m, "content", None))} for m in messages]
 
 
 def _tools(tool_defs) -> dict[str, Tool]:

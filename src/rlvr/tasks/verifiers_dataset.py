@@ -57,15 +57,18 @@ def load_vf_environment(env: str, args: dict):
     return obj
 
 
-def _text(content) -> str:
+def content_text(content) -> str:
+    """A message's content as text: a string as it is, content parts (dicts in a dataset row, pydantic objects in
+    verifiers' messages) joined by their text."""
     if isinstance(content, str):
         return content
-    return "".join(part.get("text", "") for part in content or [] if isinstance(part, dict))
+    parts = [part.get("text") if isinstance(part, dict) else getattr(part, "text", None) for part in content or []]
+    return "".join(p or "" for p in parts)
 
 
 def row_problem(row: dict, source: str) -> Problem:
     """A dataset row (its prompt already chat messages, as verifiers formats it) as a Problem."""
-    messages = [{"role": m["role"], "content": _text(m.get("content"))} for m in row["prompt"]]
+    messages = [{"role": m["role"], "content": content_text(m.get("content"))} for m in row["prompt"]]
     key = json.dumps([messages, row.get("answer"), row.get("info")], sort_keys=True, default=str)
     users = [m["content"] for m in messages if m["role"] == "user"]
     answer = row.get("answer")
@@ -105,4 +108,4 @@ def _rows(get, limit: int) -> list[dict]:
     return [dict(r) for r in dataset]
 
 
-__all__ = ["VerifiersTask", "load_vf_environment", "import_verifiers", "row_problem"]
+__all__ = ["VerifiersTask", "load_vf_environment", "import_verifiers", "row_problem", "content_text"]
