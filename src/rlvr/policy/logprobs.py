@@ -8,9 +8,18 @@ never exist at once.
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 
 from rlvr.policy.softmax import selective_log_softmax, token_entropy_from_logits
+
+
+def cache_kwarg(model) -> str:
+    """The name the model's forward takes its key/value cache under: transformers 5.2x renamed `past_key_values` to
+    `cache` (the old name warns at every first call, and goes in 5.40), older versions know only the old one."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # a PEFT wrapper takes **kwargs
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
 
 def pack_rows(prompts: list[list[int]], completion_ids: torch.Tensor, completion_mask: torch.Tensor, pad_id: int):
@@ -108,7 +117,7 @@ class PromptPass:
             input_ids=ids,
             attention_mask=self.attention,
             position_ids=positions,
-            past_key_values=cache,
+            **{cache_kwarg(model): cache},
             use_cache=True,
             logits_to_keep=last_positions(1, ids.shape[1]),
         ).logits[:, -1]
@@ -146,7 +155,7 @@ class PromptPass:
         positions = (prompt_rows.sum(-1, keepdim=True) + mask.cumsum(-1) - 1).clamp(min=0)
         rest = _tempered(
             model(
-                input_ids=ids, attention_mask=att, position_ids=positions, past_key_values=cache, use_cache=True
+                input_ids=ids, attention_mask=att, position_ids=positions, use_cache=True, **{cache_kwarg(model): cache}
             ).logits,
             temperature,
         )
