@@ -3,6 +3,8 @@ sampler backend: the ids trained on are exactly the ids the sampler produced eac
 between them (mask 0), each turn's prompt is exactly the episode's ids so far, and a faulty environment costs only
 its episode."""
 
+import time
+
 import pytest
 import torch
 
@@ -133,6 +135,71 @@ def test_limits_end_episodes_by_turns_and_by_tokens(tokenizer):
         generator=torch.Generator().manual_seed(2),
     )
     assert by_tokens[0].ended_by == "tokens" and len(by_tokens[0].ids) >= 30
+
+
+class MeetsOthers(Counting):
+    """A Counting environment whose step first waits for every other episode's step at a barrier: it passes only
+    when the round's steps run side by side (a row waiting on its tool does not hold the others' steps back)."""
+
+    def __init__(self, barrier, turns: int = 2):
+        super().__init__(turns)
+        self.barrier = barrier
+
+    def step(self, turn: str) -> Step:
+        self.barrier.wait()  # raises BrokenBarrierError past the barrier's timeout: the episode's status "error"
+        time.sleep(0.2)  # a tool's wait (outside the GIL, as a sandboxed process's)
+        return super().step(turn)
+
+
+@pytest.mark.parametrize("workers", [4, 1])
+def test_a_rounds_environment_steps_run_side_by_side(tokenizer, workers):
+    import threading
+
+    model = make_tiny_llama(len(tokenizer))
+    sampler = build_sampler(Config().rollout.__class__(backend="hf", dtype="float32"), model, tokenizer)
+    barrier = threading.Barrier(4, timeout=1.0)
+    problems = [Problem(f"p{i}", "Count.") for i in range(4)]
+    episodes = run_episodes(
+        sampler,
+        tokenizer,
+        [MeetsOthers(barrier) for _ in problems],
+        problems,
+        max_turns=3,
+        max_total_tokens=400,
+        max_new_tokens=4,
+        generator=torch.Generator().manual_seed(3),
+        step_workers=workers,
+    )
+    if workers == 4:  # all four steps meet, twice (a round each), and the episodes end as Counting's do
+        assert [(ep.status, ep.ended_by, ep.reward_parts) for ep in episodes] == [("ok", "done", {"turn": 2.0})] * 4
+        assert len(episodes[0].turn_tokens) == 2
+        # time/verify counts the rounds' wall time: two rounds of four 0.2 s waits side by side, not 8 x 0.2 s
+        assert sum(ep.env_seconds for ep in episodes) >= 1.6 and episodes.env_wall_s < 1.2
+    else:  # one at a time, the first step waits out the barrier alone: every episode faults, none hangs the run
+        assert [(ep.status, ep.detail[:19]) for ep in episodes] == [("error", "BrokenBarrierError:")] * 4
+
+
+def test_steps_side_by_side_give_the_same_episodes_as_one_after_another(tokenizer):
+    model = make_tiny_llama(len(tokenizer))
+    sampler = build_sampler(Config().rollout.__class__(backend="hf", dtype="float32"), model, tokenizer)
+    problems = [Problem(f"p{i}", f"Count to {i}.") for i in range(5)]
+    runs = []
+    for workers in (1, 8):
+        runs.append(
+            run_episodes(
+                sampler,
+                tokenizer,
+                [Counting(turns=1 + i % 3, fail_at=2 if i == 2 else None) for i in range(5)],
+                problems,
+                max_turns=4,
+                max_total_tokens=400,
+                max_new_tokens=5,
+                generator=torch.Generator().manual_seed(4),
+                step_workers=workers,
+            )
+        )
+    fields = lambda ep: (ep.ids, ep.mask, ep.messages, ep.reward_parts, ep.status, ep.ended_by)  # noqa: E731
+    assert [fields(ep) for ep in runs[0]] == [fields(ep) for ep in runs[1]]
 
 
 class DropsEarlierTurns:

@@ -132,6 +132,9 @@ class EpisodeConfig:
     max_total_tokens: int = _range(512, 1)
     tool_timeout_s: float = _range(5.0, 0.0, above=True)  # the python tool's hard deadline per call
     step_timeout_s: float = _range(30.0, 0.0)  # an environment step's deadline (0: none); past it, status timeout
+    # a round's environment steps run on this many threads, so one slow tool call holds the round for its own time,
+    # not for the sum of every row's (1: one after another)
+    step_workers: int = _range(8, 1)
     attempts: int = _range(3, 1)
     discount: float = _range(0.5, 0.0, 1.0)
     # environments others wrote: trl / openenv: the class (package.module:Class) and its constructor's arguments;

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -139,35 +140,66 @@ def record_turn(ep: Episode, ids: list[int], logp: list[float], text: str) -> No
     ep.messages.append({"role": "assistant", "content": text})
 
 
+@dataclass(frozen=True)
+class Fault:
+    """What a step that raised ("error") or ran past its deadline ("timeout") leaves instead of a Step."""
+
+    status: str
+    detail: str
+
+
+def take_step(env, text: str, step_timeout_s: float = 0.0):
+    """The environment's step after a turn: (its Step, or the Fault that ended it, the seconds it took).
+    Python-level work is interrupted at the deadline (0: none; rlvr.verifiers.deadline works in any thread); a step
+    blocked in one C call (a sleep, a socket read) is waited out and then marked timeout. The python tool has its own
+    hard deadline (a killed sandbox process)."""
+    t0 = time.perf_counter()
+    try:
+        outcome = call_with_deadline(lambda: env.step(text), step_timeout_s)
+    except TimedOut as e:  # a hung environment (or tool) costs its episode, never the run
+        outcome = Fault("timeout", f"environment step {e}")
+    except Exception as e:  # a faulty environment costs its episode, never the run
+        outcome = Fault("error", f"{type(e).__name__}: {e}"[:300])
+    return outcome, time.perf_counter() - t0
+
+
+def apply_step(ep: Episode, outcome, seconds: float, tokenizer, extra: dict, text: str, stopped: bool, stop_text: str):
+    """A step's outcome (take_step) into its episode: reward parts, tool counts, the verdict, and the environment's
+    messages spliced in with mask 0. A fault ends the episode with status "error" / "timeout" (out of the loss).
+    True while the episode goes on."""
+    ep.env_seconds += seconds
+    if isinstance(outcome, Fault):
+        ep.status, ep.ended_by, ep.detail = outcome.status, outcome.status, outcome.detail
+        return False
+    for name, value in (outcome.reward_parts or {}).items():
+        ep.reward_parts[name] = ep.reward_parts.get(name, 0.0) + float(value)
+    for status in getattr(outcome, "tool_statuses", ()):
+        ep.tool_calls[status] += 1
+    ep.verdict = getattr(outcome, "verdict", None) or ep.verdict
+    if outcome.done:
+        ep.ended_by = "done"
+        return False
+    splice_answer(ep, tokenizer, extra, text, stopped, _turn_messages(outcome), stop_text)
+    return True
+
+
 def answer_turn(
     ep: Episode, env, tokenizer, extra: dict, text: str, stopped: bool, stop_text: str, step_timeout_s: float = 0.0
 ) -> bool:
-    """The environment's step after the turn; its messages spliced in with mask 0. True while the episode goes on.
-    An environment that raises ends the episode with status "error", one that runs past `step_timeout_s` (0: no
-    deadline) with "timeout" (both out of the loss); the run goes on. Python-level work is interrupted at the
-    deadline (rlvr.verifiers.deadline); a step blocked in one C call (a sleep, a socket read) is waited out and then
-    marked timeout. The python tool has its own hard deadline (a killed sandbox process)."""
-    t0 = time.perf_counter()
-    try:
-        step = call_with_deadline(lambda: env.step(text), step_timeout_s)
-    except TimedOut as e:  # a hung environment (or tool) costs its episode, never the run
-        ep.status, ep.ended_by, ep.detail = "timeout", "timeout", f"environment step {e}"
-        return False
-    except Exception as e:  # a faulty environment costs its episode, never the run
-        ep.status, ep.ended_by, ep.detail = "error", "error", f"{type(e).__name__}: {e}"[:300]
-        return False
-    finally:
-        ep.env_seconds += time.perf_counter() - t0
-    for name, value in (step.reward_parts or {}).items():
-        ep.reward_parts[name] = ep.reward_parts.get(name, 0.0) + float(value)
-    for status in getattr(step, "tool_statuses", ()):
-        ep.tool_calls[status] += 1
-    ep.verdict = getattr(step, "verdict", None) or ep.verdict
-    if step.done:
-        ep.ended_by = "done"
-        return False
-    splice_answer(ep, tokenizer, extra, text, stopped, _turn_messages(step), stop_text)
-    return True
+    """One episode's environment step after its turn, taken and applied (take_step, apply_step); True while the
+    episode goes on."""
+    outcome, seconds = take_step(env, text, step_timeout_s)
+    return apply_step(ep, outcome, seconds, tokenizer, extra, text, stopped, stop_text)
+
+
+def take_steps(envs: list, texts: list[str], step_timeout_s: float, workers: int) -> list:
+    """take_step for each (environment, turn), on up to `workers` threads: a round waits for its slowest step, not
+    for the sum of them (a python tool call is a sandboxed process, a remote environment a request: both wait
+    outside the GIL). Only the steps run in threads; splicing the answers (the tokenizer) stays on the caller's."""
+    if workers <= 1 or len(envs) <= 1:
+        return [take_step(env, text, step_timeout_s) for env, text in zip(envs, texts)]
+    with ThreadPoolExecutor(max_workers=min(workers, len(envs)), thread_name_prefix="rlvr-env") as pool:
+        return list(pool.map(lambda pair: take_step(*pair, step_timeout_s), zip(envs, texts)))
 
 
 def splice_answer(ep: Episode, tokenizer, extra: dict, turn: str, stopped: bool, new: list[dict], stop_text: str):
@@ -243,7 +275,15 @@ def episode_limits(episode) -> dict:
         "max_turns": episode.max_turns,
         "max_total_tokens": episode.max_total_tokens,
         "step_timeout_s": episode.step_timeout_s,
+        "step_workers": episode.step_workers,
     }
+
+
+class Episodes(list):
+    """run_episodes' episodes, in the order given, and `env_wall_s`: the wall time the rounds spent waiting for the
+    environments' steps (under the episodes' summed env_seconds when steps ran side by side)."""
+
+    env_wall_s: float = 0.0
 
 
 def run_episodes(
@@ -261,26 +301,27 @@ def run_episodes(
     generator=None,
     stop_text: str | None = None,
     step_timeout_s: float = 0.0,
-) -> list[Episode]:
+    step_workers: int = 8,
+) -> Episodes:
     """One episode per (environment, problem) pair, all advanced together: each round samples one turn for every
     episode still running (the prompt is exactly its ids so far: token in), records it (token out), and lets the
-    environment answer. Limits: `max_turns` policy turns, `max_total_tokens` ids after the prompt."""
+    environments answer (their steps side by side on up to `step_workers` threads). Limits: `max_turns` policy
+    turns, `max_total_tokens` ids after the prompt."""
     stop_text = stop_text if stop_text is not None else tokenizer.eos_token
+    sampling = dict(
+        max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k, generator=generator
+    )
+    steps = dict(stop_text=stop_text, step_timeout_s=step_timeout_s, workers=step_workers)
     with continuing(sampler):
-        sampling = dict(
-            max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k, generator=generator
-        )
-        episodes = _advance(
-            sampler, tokenizer, envs, problems, stop_text, step_timeout_s, max_turns, max_total_tokens, sampling
-        )
+        episodes = _advance(sampler, tokenizer, envs, problems, max_turns, max_total_tokens, sampling, steps)
     release(envs)
     return episodes
 
 
-def _advance(sampler, tokenizer, envs, problems, stop_text, step_timeout_s, max_turns, max_total_tokens, sampling):
+def _advance(sampler, tokenizer, envs, problems, max_turns, max_total_tokens, sampling, steps) -> Episodes:
     """run_episodes' rounds: every live episode one turn a round, until each is done or out of turns or tokens."""
     started = [start_episode(env, p, tokenizer) for env, p in zip(envs, problems)]
-    episodes = [ep for ep, _ in started]
+    episodes = Episodes(ep for ep, _ in started)
     live = list(range(len(episodes)))
     for _turn in range(max_turns):
         if not live:
@@ -288,19 +329,20 @@ def _advance(sampler, tokenizer, envs, problems, stop_text, step_timeout_s, max_
         budgets = [max_total_tokens - len(episodes[i].ids) for i in live]
         turn_sampling = {**sampling, "max_new_tokens": max(1, min(sampling["max_new_tokens"], min(budgets)))}
         ro = sample_turn(sampler, [episodes[i].prompt_ids + episodes[i].ids for i in live], **turn_sampling)
+        for row, i in enumerate(live):
+            n = int(ro.mask[row].sum())
+            record_turn(
+                episodes[i], ro.completion_ids[row, :n].tolist(), ro.sampler_logp[row, :n].tolist(), ro.texts[row]
+            )
+        t0 = time.perf_counter()
+        outcomes = take_steps([envs[i] for i in live], ro.texts, steps["step_timeout_s"], steps["workers"])
+        episodes.env_wall_s += time.perf_counter() - t0
         still = []
         for row, i in enumerate(live):
-            ep, n = episodes[i], int(ro.mask[row].sum())
-            record_turn(ep, ro.completion_ids[row, :n].tolist(), ro.sampler_logp[row, :n].tolist(), ro.texts[row])
-            going = answer_turn(
-                ep,
-                envs[i],
-                tokenizer,
-                started[i][1],
-                ro.texts[row],
-                ro.finish[row] == "stop",
-                stop_text,
-                step_timeout_s,
+            ep, (outcome, seconds) = episodes[i], outcomes[row]
+            stopped = ro.finish[row] == "stop"
+            going = apply_step(
+                ep, outcome, seconds, tokenizer, started[i][1], ro.texts[row], stopped, steps["stop_text"]
             )
             if going and len(ep.ids) >= max_total_tokens:
                 ep.ended_by, going = "tokens", False
@@ -335,5 +377,10 @@ __all__ = [
     "splice_answer",
     "record_turn",
     "answer_turn",
+    "take_step",
+    "take_steps",
+    "apply_step",
+    "Fault",
+    "Episodes",
     "continuing",
 ]

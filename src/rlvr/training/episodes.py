@@ -46,7 +46,8 @@ class EpisodeRound:
         batch = shape_overlong(
             episode_batch(episodes, self.tokenizer.pad_token_id, rollout.group_size), algo, self.episode
         )
-        env_s = sum(ep.env_seconds for ep in episodes)
+        # the environments' wall time (their steps run side by side), so generate + verify is the round's time
+        env_s = episodes.env_wall_s
         batch.stats.update({"time/generate": time.perf_counter() - t0 - env_s, "time/verify": env_s})
         return batch
 
