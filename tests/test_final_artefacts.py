@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from conftest import make_tiny_llama
+from rlvr.config import Config
 from rlvr.policy.load import DEFAULT_MODEL, ModelUnavailable, base_model_id, cache_dir, resolve_model_path, save_policy
 from rlvr.rundir.final import TEMPLATE_FILE, faithful_template, prompt_prefix
 from rlvr.training.loop import train
@@ -127,6 +128,38 @@ def test_chat_template_puts_the_one_shot_prompt_first_only_where_faithful(tokeni
         own, tokenize=False
     )  # a conversation with its own system turn: as before
     assert faithful_template(tokenizer, None, "q") == (None, "no single prompt prefix")
+
+
+def test_an_episode_runs_record_shows_its_tools_as_the_policy_saw_them(tokenizer):
+    import copy
+
+    from rlvr.environments.build import build_tools
+    from rlvr.environments.openings import EpisodeOpenings
+    from rlvr.rundir.final import template_record
+    from rlvr.tasks import load_task
+
+    task = load_task("tool_arithmetic", per_band=10)
+    problems = task.problems("train")[:3]
+    tools = build_tools(Config().episode.__class__(environment="tool", tools=["calculator"]))
+    record, template = template_record(EpisodeOpenings(task, tokenizer, tools=tools), tokenizer, problems)
+    assert record["tools"] == [tools["calculator"].schema] and record["tools_shown"] == "in the system message"
+    system = record["messages_before_question"][0]
+    assert system["role"] == "system" and system["content"].endswith("</tools>")  # TOOLS_SYSTEM, appended
+    served = tokenizer.apply_chat_template(
+        [{"role": "user", "content": problems[0].prompt}],
+        tokenize=False,
+        add_generation_prompt=True,
+        chat_template=template,
+    )
+    assert served == record["example"]["prompt_text"]  # a bare question is served with the tools, as trained
+    # a chat template that renders `tools` itself: the record says to pass them, and the template is left alone
+    own = copy.deepcopy(tokenizer)
+    own.chat_template = "{% if tools %}TOOLS {{ tools | tojson }}\n{% endif %}" + tokenizer.chat_template
+    record, template = template_record(EpisodeOpenings(task, own, tools=tools), own, problems)
+    assert record["tools_shown"] == "by the chat template's `tools`" and template is None
+    assert record["chat_template"].startswith("unchanged: the chat template renders the tools itself")
+    assert record["example"]["prompt_text"].startswith("TOOLS [{")  # the example as the policy saw it: with tools
+    assert record["example"]["messages"] == task.messages(problems[0])  # no tools block in the messages then
 
 
 def test_save_dtype_and_base_model_ids(tmp_path, tokenizer):

@@ -4,6 +4,7 @@ sampler produced each turn with the environment's ids between them (mask 0), for
 figures by hand; config mistakes in the episode section stop before any model loads; two steps train from the
 command line with a tool environment given as package.module:attr."""
 
+import json
 import textwrap
 
 import pytest
@@ -162,6 +163,13 @@ def test_two_steps_from_the_command_line_with_the_tool_environment(tmp_path, mod
             m["role"] == "assistant" for m in s["messages"][-2 * len(s["turn_tokens"]) :]
         )
         assert s["ended_by"] in ("done", "turns", "tokens")
+    # final/ records the episode's opening, tools shown as the policy saw them, not the single-turn prompt
+    record = json.loads((tmp_path / "run" / "final" / "prompt_template.json").read_text())
+    assert [t["function"]["name"] for t in record["tools"]] == ["calculator", "python"]
+    assert record["tools_shown"] == "in the system message"  # this chat template ignores `tools`
+    assert record["example"]["messages"][0] == samples[0]["messages"][0]  # the system message with the tools block
+    before = record["messages_before_question"]  # the system message with the tools, then the solved example
+    assert before == samples[0]["messages"][: len(before)] and "<tools>" in record["example"]["prompt_text"]
 
 
 def test_retry_tells_a_wrong_answer_and_pays_the_right_one_discounted():

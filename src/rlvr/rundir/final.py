@@ -83,6 +83,10 @@ def template_record(task, tokenizer, problems) -> tuple[dict, str | None]:
     prefix, why = prompt_prefix(task, problems)
     example = problems[0] if problems else None
     template, why_not = faithful_template(tokenizer, prefix, example.prompt) if example else (None, why)
+    # an episode run's opening (rlvr.environments.openings): the tools it showed, and how
+    schemas, by_template = getattr(task, "tool_schemas", []), getattr(task, "tools_by_template", False)
+    if by_template:  # a wrapped template would drop them: the served conversation must pass them itself
+        template, why_not = None, "the chat template renders the tools itself: pass record['tools'] as `tools=`"
     record = {
         "messages_before_question": prefix,
         "per_problem_prompts": prefix is None,
@@ -92,10 +96,14 @@ def template_record(task, tokenizer, problems) -> tuple[dict, str | None]:
         if template
         else f"unchanged: {why_not or why}",
     }
+    if schemas:
+        record["tools"] = schemas
+        record["tools_shown"] = "by the chat template's `tools`" if by_template else "in the system message"
     if example is not None:
         msgs = task.messages(example)
+        extra = {"tools": schemas} if by_template else {}
         text = (
-            tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+            tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, **extra)
             if getattr(tokenizer, "chat_template", None)
             else None
         )

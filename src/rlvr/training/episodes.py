@@ -18,6 +18,7 @@ import torch
 
 from rlvr.environments.episode import episode_limits, run_episodes
 from rlvr.environments.figures import episode_verdict, transcript
+from rlvr.environments.openings import EpisodeOpenings
 from rlvr.training.batch import EXCLUDED_STATUSES, StepBatch, overlong_shaping
 
 
@@ -95,4 +96,12 @@ def episode_batch(episodes: list, pad_id: int, group_size: int) -> StepBatch:
     )
 
 
-__all__ = ["EpisodeRound", "episode_batch", "shape_overlong"]
+def recorded_prompts(task, tokenizer, rollout_round):
+    """The task as final/ records its prompts (rlvr.rundir.final): an episode run's openings, tools shown, where
+    the round runs episodes; the task itself otherwise."""
+    if isinstance(rollout_round, EpisodeRound):
+        return EpisodeOpenings(task, tokenizer, rollout_round.new_environment)
+    return task
+
+
+__all__ = ["EpisodeRound", "episode_batch", "shape_overlong", "recorded_prompts"]

@@ -31,6 +31,7 @@ from rlvr.rundir import fsdp
 from rlvr.rundir.files import RunDir, atomic_write_text
 from rlvr.rundir.trackers import Trackers
 from rlvr.training import contention, distributed
+from rlvr.training.episodes import recorded_prompts
 from rlvr.training.lifecycle import StopFlag, exit_on_signal, open_run, resume_step, save_final
 from rlvr.training.metrics import sample_rows
 from rlvr.training.step import TrainState, check_components, run_step, setup
@@ -75,7 +76,8 @@ def train(
         state = _start(parts, policy, comm, opened.run, resume)
         start = _resume(opened.run, state, opened.resume_from) if resume else 0
         done = _loop(state, opened.run, opened.trackers, start, quiet)
-        save_final(opened.run, state.model, state.tokenizer, state.cfg, state.task, done, comm=comm)
+        prompts = recorded_prompts(state.task, state.tokenizer, state.rollout_round)  # an episode's opening
+        save_final(opened.run, state.model, state.tokenizer, state.cfg, prompts, done, comm=comm)
     finally:
         opened.trackers.finish()
     return opened.path

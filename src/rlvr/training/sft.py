@@ -32,6 +32,7 @@ from rlvr.config import Config, ConfigError
 from rlvr.environments.build import build_tools
 from rlvr.environments.episode import replay_episode
 from rlvr.environments.figures import transcript
+from rlvr.environments.openings import EpisodeOpenings
 from rlvr.policy.logprobs import completion_logprobs
 from rlvr.prompts.chat import encode_prompt
 from rlvr.rundir import checkpoint as ckpt
@@ -319,10 +320,19 @@ def sft(
             print("rlvr sft: no verifier-correct completions were sampled; the final model is the starting model")
         stats.update({"steps": steps, "time/train": time.perf_counter() - t1})
         atomic_write_text(opened.path / "sft_data.json", json.dumps(stats, indent=2) + "\n")
-        save_final(opened.run, model, tokenizer, c, task, steps, kind=f"SFT ({c.sft.source})")
+        save_final(
+            opened.run, model, tokenizer, c, _recorded_prompts(c, task, tokenizer), steps, kind=f"SFT ({c.sft.source})"
+        )
     finally:
         opened.trackers.finish()
     return opened.path
+
+
+def _recorded_prompts(c: Config, task, tokenizer):
+    """The task as final/ records its prompts: reference traces of an episode task open with the tools shown."""
+    if c.sft.source == "reference" and c.episode.environment != "none":
+        return EpisodeOpenings(task, tokenizer, tools=build_tools(c.episode))
+    return task
 
 
 def kept_examples(opened: OpenedRun, c: Config, model, tokenizer, task, reward, problems, budget: int, quiet: bool):
