@@ -38,8 +38,17 @@ def test_the_warning_names_its_reason_and_threshold():
     text = contention_warning(busy, quiet_steps_per_min=10.0)
     assert text.startswith("This run was contended: other processes took 50% of the machine's CPU capacity")
     assert "warned above 25%" in text and "steps a minute" not in text
-    slow = {**busy, "other_share": 0.1, "steps_per_min": 4.0}
-    assert "it trained 4.0 steps a minute against about 10 on a quiet machine" in contention_warning(slow, 10.0)
+    both = {**busy, "steps_per_min": 4.0}
+    text = contention_warning(both, quiet_steps_per_min=10.0)
+    assert text.startswith("This run was contended: other processes took 50%")
+    assert "; it trained 4.0 steps a minute against about 10 on a quiet machine (warned below 50% of that)" in text
+    slow = {**busy, "other_share": 0.1, "steps_per_min": 4.0}  # slow, and nothing else ran: a slower machine
+    assert contention_warning(slow, 10.0) == (
+        "This run was slow: it trained 4.0 steps a minute against about 10 on a quiet machine (warned below 50% of "
+        "that), while other processes took only 10% of the CPU, so this machine is slower than the preset's (a CPU "
+        "without bf16 in hardware, say). A time budget then buys fewer steps and a weaker result; `rlvr run --steps "
+        "N` trains a set number."
+    )
     assert contention_warning({**slow, "steps_per_min": 6.0}, 10.0) is None
     assert contention_warning({**slow, "steps_per_min": 0.1}, 0.0) is None  # no quiet figure known: no rate warning
     assert contention_warning(None) is None

@@ -15,6 +15,7 @@ MAX_MODULE_LINES = 400
 ORDER = (
     "errors",
     "yaml_io",
+    "machine",
     "registry",
     "presets",
     "config",

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 import yaml
 
 from rlvr.errors import ConfigError
+from rlvr.machine import auto_dtypes
 from rlvr.presets import read_yaml
 from rlvr.registry import is_plugin
 from rlvr.yaml_io import DottedKey, parse_set
@@ -108,8 +109,9 @@ class RolloutConfig:
     temperature: float = _range(1.0, 0.0, above=True)  # log-probs are of logits / temperature
     top_p: float = _range(1.0, 0.0, 1.0, above=True)
     top_k: int = _range(0, 0)
-    # local samplers' compute dtype; "float32" is the reference path (docs/performance.md)
-    dtype: str = _choice("bfloat16", "float32")
+    # local samplers' compute dtype; "float32" is the reference path (docs/performance.md); "auto" = bfloat16 where the
+    # CPU has it in hardware, else float32 (rlvr.machine)
+    dtype: str = _choice("bfloat16", "float32", "auto")
     # backend "remote" only (rlvr.sampling.remote, docs/scaling.md): vLLM server addresses, and a folder
     # every server can read the pushed LoRA adapters from ("" = a temporary folder on this machine)
     urls: list = field(default_factory=list)
@@ -159,7 +161,7 @@ class TrainConfig:
     micro_batch_size: int = _range(8, 1)
     micro_batch_tokens: int = _range(0, 0)
     updates_per_batch: int = _range(1, 1)  # mu: optimisation passes over each rollout batch
-    autocast: str = _choice("none", "bfloat16")
+    autocast: str = _choice("none", "bfloat16", "auto")  # "auto" as rollout.dtype: bf16 where the CPU has it
     # attention in the update: "auto" = rlvr's CPU kernel on the CPU (rlvr.policy.attention), the model's own on
     # a GPU; "rlvr"; "model" = whatever the model was loaded with (sdpa)
     attention: str = _choice("auto", "rlvr", "model")
@@ -373,11 +375,12 @@ def _set_open(current, value):
 
 
 def resolve(source: str | None = None, sets: list[str] = ()) -> dict:
-    """DEFAULTS <- file or preset <- --set overrides, validated. Returns a plain dict."""
+    """DEFAULTS <- file or preset <- --set overrides, validated, `auto` dtypes made concrete for this machine
+    (rlvr.machine). Returns a plain dict."""
     cfg = merge(DEFAULTS, read_yaml(source)) if source else copy.deepcopy(DEFAULTS)
     for item in sets:
         cfg = merge(cfg, parse_set(item))
-    return cfg
+    return auto_dtypes(cfg)
 
 
 def dump(cfg: dict) -> str:

@@ -13,9 +13,11 @@ LoRA sum rounds once where the three passes rounded three times).
 from __future__ import annotations
 
 import types
+import warnings
 
 import torch
 
+from rlvr.machine import EMULATED_BF16, native_bf16
 from rlvr.policy import attention
 from rlvr.policy.load import base_model, cast_frozen_base
 
@@ -31,6 +33,8 @@ def prepare_for_update(model, train) -> dict:
         done["gradient_checkpointing"] = True
     if train.autocast != "bfloat16":
         return done
+    if not native_bf16():
+        warnings.warn(EMULATED_BF16.format(what="train.autocast"), stacklevel=2)
     if stores_base_in_bf16(train):
         done["bf16_frozen_linears"] = cast_frozen_base(model, torch.bfloat16)
         done["bf16_frozen_head"] = cache_frozen_head_cast(model, torch.bfloat16)

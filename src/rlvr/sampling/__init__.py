@@ -15,7 +15,9 @@ In: the policy (its weights are copied or pushed at `sync`), prompt token ids. O
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
+from rlvr.machine import EMULATED_BF16, auto_dtype, native_bf16
 from rlvr.registry import Registry
 
 from .rollouts import Rollouts, Sampler
@@ -96,7 +98,9 @@ def build_sampler(rollout, model, tokenizer, *, backend: str | None = None, thre
     run's checkpoint may sample with another one); its settings still come from `rollout`."""
     settings = backend_settings(rollout if backend is None else _with_backend(rollout, backend))
     name = backend or (rollout["backend"] if isinstance(rollout, dict) else rollout.backend)
-    dtype = rollout["dtype"] if isinstance(rollout, dict) else rollout.dtype
+    dtype = auto_dtype(rollout["dtype"] if isinstance(rollout, dict) else rollout.dtype, "float32")
+    if dtype == "bfloat16" and name in ("hf", "fast") and not native_bf16():
+        warnings.warn(EMULATED_BF16.format(what="rollout.dtype"), stacklevel=2)
     return make_sampler(
         name, model, tokenizer, stop_ids=stop_ids(model.config, tokenizer), dtype=dtype, threads=threads, **settings
     )

@@ -151,30 +151,42 @@ def run_figures(before: CpuSnapshot | None, after: CpuSnapshot | None, steps: in
 
 
 def contention_warning(figures: dict | None, quiet_steps_per_min: float = 0.0) -> str | None:
-    """One plain sentence when the run was contended: other processes took more than OTHER_SHARE_WARN of the CPU
-    capacity, or it ran below SLOW_FRACTION of a quiet run's steps per minute (when known: > 0). None otherwise."""
+    """One plain sentence when the run was contended (other processes took more than OTHER_SHARE_WARN of the CPU
+    capacity) or slow (below SLOW_FRACTION of a quiet run's steps per minute, when known: > 0). A slow run that other
+    processes did not crowd is said to be on a slower machine, not a busy one. None otherwise."""
     if not figures:
         return None
+    share, rate = figures.get("other_share"), figures.get("steps_per_min", 0.0)
+    busy = share is not None and share > OTHER_SHARE_WARN
+    slow = quiet_steps_per_min > 0 and rate < SLOW_FRACTION * quiet_steps_per_min
     reasons = []
-    share = figures.get("other_share")
-    if share is not None and share > OTHER_SHARE_WARN:
+    if busy:
         reasons.append(
             f"other processes took {share:.0%} of the machine's CPU capacity during RL training "
             f"({figures['other_cpu_s']:.0f} CPU-s of {figures['cores']} cores x {figures['wall_s']:.0f} s; "
             f"warned above {OTHER_SHARE_WARN:.0%})"
         )
-    rate = figures.get("steps_per_min", 0.0)
-    if quiet_steps_per_min > 0 and rate < SLOW_FRACTION * quiet_steps_per_min:
+    if slow:
         reasons.append(
             f"it trained {rate:.1f} steps a minute against about {quiet_steps_per_min:g} on a quiet "
             f"machine (warned below {SLOW_FRACTION:.0%} of that)"
         )
     if not reasons:
         return None
-    return (
-        "This run was contended: " + "; ".join(reasons) + ". A time budget then buys fewer steps and a weaker "
-        "result; rerun on a quiet machine, or with `rlvr run --steps N` for a result that does not depend on load."
+    after = (
+        ". A time budget then buys fewer steps and a weaker result; rerun on a quiet machine, or with "
+        "`rlvr run --steps N` for a result that does not depend on load."
     )
+    if slow and not busy:  # nothing else ran: the machine itself is slower than the one the figure comes from
+        return (
+            "This run was slow: "
+            + reasons[0]
+            + ", while other processes took "
+            + (f"only {share:.0%}" if share is not None else "an unknown share")
+            + " of the CPU, so this machine is slower than the preset's (a CPU without bf16 in hardware, say). "
+            "A time budget then buys fewer steps and a weaker result; `rlvr run --steps N` trains a set number."
+        )
+    return "This run was contended: " + "; ".join(reasons) + after
 
 
 __all__ = [
