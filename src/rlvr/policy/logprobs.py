@@ -8,6 +8,7 @@ never exist at once.
 
 from __future__ import annotations
 
+import functools
 import inspect
 
 import torch
@@ -19,7 +20,13 @@ def cache_kwarg(model) -> str:
     """The name the model's forward takes its key/value cache under: transformers 5.2x renamed `past_key_values` to
     `cache` (the old name warns at every first call, and goes in 5.40), older versions know only the old one."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model  # a PEFT wrapper takes **kwargs
-    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+    return _cache_kwarg_of(type(base))
+
+
+@functools.cache
+def _cache_kwarg_of(cls) -> str:
+    # once per model class: the update asks at every forward, and reading a signature is not free
+    return "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
 
 
 def pack_rows(prompts: list[list[int]], completion_ids: torch.Tensor, completion_mask: torch.Tensor, pad_id: int):

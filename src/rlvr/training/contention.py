@@ -173,10 +173,6 @@ def contention_warning(figures: dict | None, quiet_steps_per_min: float = 0.0) -
         )
     if not reasons:
         return None
-    after = (
-        ". A time budget then buys fewer steps and a weaker result; rerun on a quiet machine, or with "
-        "`rlvr run --steps N` for a result that does not depend on load."
-    )
     if slow and not busy:  # nothing else ran: the machine itself is slower than the one the figure comes from
         return (
             "This run was slow: "
@@ -186,7 +182,10 @@ def contention_warning(figures: dict | None, quiet_steps_per_min: float = 0.0) -
             + " of the CPU, so this machine is slower than the preset's (a CPU without bf16 in hardware, say). "
             "A time budget then buys fewer steps and a weaker result; `rlvr run --steps N` trains a set number."
         )
-    return "This run was contended: " + "; ".join(reasons) + after
+    return (
+        "This run was contended: " + "; ".join(reasons) + ". A time budget then buys fewer steps and a weaker "
+        "result; rerun on a quiet machine, or with `rlvr run --steps N` for a result that does not depend on load."
+    )
 
 
 __all__ = [
