@@ -15,19 +15,25 @@ from rlvr.environments.episode import release, template_kwargs
 class EpisodeOpenings:
     """`task`, except that messages(p) is the opening an episode starts p with, tools shown as run_episodes shows
     them: `new_environment`'s reset, or (without one: SFT on reference traces) the task's messages with `tools`.
-    `tool_schemas` holds the tools' schemas, `tools_by_template` whether the chat template renders them itself (then a
+    tools_shown(p) says which tools that opening showed and whether the chat template renders them itself (then a
     served conversation must pass them as `tools=`)."""
 
     def __init__(self, task, tokenizer, new_environment=None, tools: dict | None = None):
         self.task, self.tokenizer, self.new_environment, self.tools = task, tokenizer, new_environment, tools or {}
         self.answer_format = getattr(task, "answer_format", "boxed")
-        self.tool_schemas: list[dict] = []
-        self.tools_by_template = False
 
     def problems(self, split: str):
         return self.task.problems(split)
 
     def messages(self, problem) -> list[dict]:
+        return self._opening(problem)[0]
+
+    def tools_shown(self, problem) -> tuple[list[dict], bool]:
+        """(the schemas of the tools p's opening showed, whether the chat template rendered them itself)."""
+        _, tools, by_template = self._opening(problem)
+        return [t.schema for t in tools.values()], by_template
+
+    def _opening(self, problem) -> tuple[list[dict], dict, bool]:
         if self.new_environment is None:
             opening, tools = self.task.messages(problem), self.tools
         else:
@@ -37,9 +43,7 @@ class EpisodeOpenings:
             finally:
                 release([env])
         messages, extra = template_kwargs(self.tokenizer, list(opening), tools)
-        self.tool_schemas = [t.schema for t in tools.values()]
-        self.tools_by_template = "tools" in extra
-        return messages
+        return messages, tools, "tools" in extra
 
 
 __all__ = ["EpisodeOpenings"]

@@ -84,7 +84,8 @@ def template_record(task, tokenizer, problems) -> tuple[dict, str | None]:
     example = problems[0] if problems else None
     template, why_not = faithful_template(tokenizer, prefix, example.prompt) if example else (None, why)
     # an episode run's opening (rlvr.environments.openings): the tools it showed, and how
-    schemas, by_template = getattr(task, "tool_schemas", []), getattr(task, "tools_by_template", False)
+    shown = getattr(task, "tools_shown", None)
+    schemas, by_template = shown(example) if shown is not None and example is not None else ([], False)
     if by_template:  # a wrapped template would drop them: the served conversation must pass them itself
         template, why_not = None, "the chat template renders the tools itself: pass record['tools'] as `tools=`"
     record = {
