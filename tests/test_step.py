@@ -66,10 +66,37 @@ def test_the_budget_bar_follows_the_step_rate_both_ways():
     train = SimpleNamespace(time_budget_min=1.0, steps=100)
     bar = tqdm(total=100, file=io.StringIO(), disable=False)
     bar.n = 10
-    _budget_eta(bar, train, steps_done=10, elapsed_s=30.0)  # 3 s a step, 30 s left: 10 more, + the one in flight
-    assert bar.total == 10 + 1 + 10 + 1
+    _budget_eta(bar, train, steps_done=10, elapsed_s=30.0)  # 3 s a step, 30 s left: the one in flight + 10 more
+    assert bar.total == 10 + 1 + 10
     bar.n = 20
     _budget_eta(bar, train, steps_done=20, elapsed_s=40.0)  # 2 s a step now, 20 s left
-    assert bar.total == 20 + 1 + 10 + 1
+    assert bar.total == 20 + 1 + 10
+    _budget_eta(bar, train, steps_done=20, elapsed_s=59.0)  # 1 s left, under a step: none more
+    assert bar.total == 20 + 1
     _budget_eta(bar, train, steps_done=20, elapsed_s=0.5)  # nearly the whole budget left: capped at train.steps
     assert bar.total == 100
+
+
+@pytest.mark.parametrize(
+    "step_s, budget_min, steps",
+    [
+        (300.0, 15.0, 3),  # 5-minute steps in 15 minutes: 3, ending at minute 15 (not 4 that start before it)
+        (310.0, 15.0, 2),  # a little longer: the third would end at 15.5 min, so 2
+        (5.19, 9.0, 104),  # the main job's quiet rate: 104 steps in 540 s
+        (700.0, 10.0, 2),  # a first step past the budget: nothing measured before it, so the second is the last
+    ],
+)
+def test_the_time_budget_stops_before_a_step_that_would_end_past_it(step_s, budget_min, steps):
+    """Steps of a constant length run through the loop's rule (rlvr.training.loop.last_in_budget): the run stops
+    after the last step that ends inside the budget, so it never overshoots by a whole step."""
+    from rlvr.training.loop import last_in_budget
+
+    done = 0
+    while True:
+        last = last_in_budget(budget_min, done * step_s, done)
+        done += 1
+        if last:
+            break
+    assert done == steps
+    assert done * step_s <= 60 * budget_min or step_s > 60 * budget_min
+    assert last_in_budget(0.0, 1e9, 100) is False  # no budget: never

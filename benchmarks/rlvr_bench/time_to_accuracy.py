@@ -5,8 +5,9 @@ the same held-out problems (same seed, samples and verifier), and the finals are
 
     rlvr bench --vs trl --budget 9 --out runs/tta --trl-python /work/trl-venv/bin/python
 
-rlvr: `rlvr train default` with `train.time_budget_min` (its clock starts after loading; a step that starts past
-the budget is its last; every checkpoint kept). `--rlvr-run DIR` reuses a finished run of the default preset instead.
+rlvr: `rlvr train default` with `train.time_budget_min` (its clock starts after loading; the last step is the one
+after which another would end past the budget; every checkpoint kept). `--rlvr-run DIR` reuses a finished run of
+the default preset instead.
 TRL: rlvr_bench.trl_worker.run_trl_budget under TRL's interpreter, the step bench's settings (`loss_type="grpo"`,
 `beta=0`, bf16, no gradient checkpointing, rlvr's prompt stream and reward functions), the same clock rule, its
 adapter saved every `--trl-save-every` steps. Points on the curve: each side's checkpoint nearest each of

@@ -204,7 +204,8 @@ def _budget_callback(out, budget_min: float, save_every: int):
     from transformers import TrainerCallback
 
     class BudgetClock(TrainerCallback):
-        """Stops training on the wall clock as rlvr's loop does: a step that starts past the budget is the last one.
+        """Stops training on the wall clock by rlvr's rule (rlvr.training.loop.last_in_budget): a step is the last
+        when the one after it would end past the budget, at the mean step time so far.
         Saves the LoRA adapter every `save_every` steps and after the last, with the minutes trained so far."""
 
         def __init__(self):
@@ -215,7 +216,9 @@ def _budget_callback(out, budget_min: float, save_every: int):
 
         def on_step_begin(self, args, state, control, **kwargs):
             self.step_t0 = time.perf_counter()
-            self.last = self.step_t0 - self.t0 > 60 * budget_min
+            from rlvr.training.loop import last_in_budget
+
+            self.last = last_in_budget(budget_min, self.step_t0 - self.t0, state.global_step)
             self.trainer._reset_timers()
 
         def on_step_end(self, args, state, control, **kwargs):
