@@ -20,7 +20,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         help="paired comparison of evaluation records, per band",
         description="Compare models evaluated on the same problems: accuracy per band "
         "with bootstrap CIs, paired differences against the baseline, and a "
-        "verdict per band. Writes compare.json, compare.md and compare.png.",
+        "verdict per band, and pass@k against k when problems have several samples. Writes compare.json, "
+        "compare.md and compare.png (and coverage.png).",
     )
     p.add_argument(
         "models",
@@ -60,6 +61,11 @@ def run(args) -> int:
         print(f"rlvr compare: {e}", file=sys.stderr)
         return 2
     written = write_comparison(result, args.out)
+    if result.get("coverage"):  # n >= 2 samples a problem: pass@k against k, one line per model
+        from rlvr.evaluation.coverage import as_summaries
+        from rlvr.evaluation.report import pass_at_k_plot
+
+        written["coverage"] = pass_at_k_plot(as_summaries(result["coverage"]), Path(args.out) / "coverage.png")
     print(compare_markdown(result))
     print("wrote " + ", ".join(str(p) for p in written.values()))
     return 0

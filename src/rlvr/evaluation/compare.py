@@ -12,6 +12,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from rlvr.evaluation.coverage import coverage, coverage_markdown
 from rlvr.evaluation.lenient import gain_split, split_markdown
 from rlvr.evaluation.records import EvalRecord, atomic_write_text, by_problem
 from rlvr.evaluation.stats import paired_bootstrap, paired_verdict
@@ -54,8 +55,10 @@ def compare(
     """{"metric", "alpha", "baseline", "models", "bands",
         "accuracy": {model: {band: {value, lo, hi}}},
         "diffs": {model: {band: {diff, lo, hi, verdict}}},  (diffs: model minus baseline, others only)
-        "split": {model: {band: {"format": {...}, "answers": {...}}}} or None}  (pass@1 with lenient statuses:
+        "split": {model: {band: {"format": {...}, "answers": {...}}}} or None,  (pass@1 with lenient statuses:
         the strict gain as format learned + answers learned, rlvr.evaluation.lenient)
+        "coverage": {"ks", "accuracy", "diffs"} or None}  (pass@1 with n >= 2 samples: pass@k at k = 1, 2, 4, ..., n
+        over all problems, paired against the baseline, rlvr.evaluation.coverage)
 
     bands lists the baseline's bands in first-seen order, then "all". The same seed resamples the
     same problem indices for every model, so their intervals are comparable too.
@@ -95,6 +98,7 @@ def compare(
                 "n_problems": len(members[b]),
             }
     result["split"] = gain_split(evals, baseline, n_boot, alpha, seed) if metric == "pass@1" else None
+    result["coverage"] = coverage(evals, baseline, n_boot, alpha, seed) if metric == "pass@1" else None
     return result
 
 
@@ -122,6 +126,8 @@ def compare_markdown(result: dict) -> str:
             lines.append(f"| {b} | {m} | {d['diff']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}] | {d['verdict']} |")
     if result.get("split"):
         lines += ["", split_markdown(result["split"], base, pct).rstrip("\n")]
+    if result.get("coverage") and result["diffs"]:
+        lines += ["", coverage_markdown(result["coverage"], base, pct).rstrip("\n")]
     return "\n".join(lines) + "\n"
 
 
