@@ -23,7 +23,7 @@ import fault_entry
 from conftest import make_tiny_llama
 from rlvr.config import ConfigError, dump, resolve
 from rlvr.rundir import checkpoint as ckpt
-from rlvr.rundir.files import RunDir, RunDirError, atomic_write_text
+from rlvr.rundir.files import LOCK_FILE, RunDir, RunDirError, atomic_write_text
 from rlvr.training.loop import TrainingAborted, train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -415,4 +415,4 @@ def test_existing_output_dir_needs_resume_or_overwrite(tmp_path):
     with pytest.raises(RunDirError, match=r"--resume: .* holds no run \(no config.yaml\)"):
         RunDir(run, resume=True)
     RunDir(run, overwrite=True)
-    assert list(run.iterdir()) == []
+    assert [p.name for p in run.iterdir()] == [LOCK_FILE]  # the old run's files gone; this one's lock

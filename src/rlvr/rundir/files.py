@@ -1,5 +1,5 @@
 """The run directory: resolved config, one JSON line of metrics per step, sampled completions, all written
-so that a crash never leaves a half-written file that a resume would trust."""
+so that a crash never leaves a half-written file that a resume would trust; held by one live process at a time."""
 
 from __future__ import annotations
 
@@ -10,6 +10,15 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no lock, the rest works
+    fcntl = None
+
+# held (flock) by the process writing the run: a second one, or --overwrite of a run that is still stopping, is
+# refused instead of interleaving two runs' lines and checkpoints in one folder
+LOCK_FILE = ".rlvr.lock"
 
 
 class RunDirError(RuntimeError):
@@ -46,6 +55,12 @@ def check_output_dir(path: str | Path, *, resume: bool = False, overwrite: bool 
     """Refuse, as RunDir would, an output directory that cannot be used, without creating or removing anything:
     callers check it before slow work (loading the model) that must come before the directory is made."""
     path = Path(path)
+    holder = _live_holder(path)
+    if holder is not None:
+        raise RunDirError(
+            f"output directory {path} is in use by a running rlvr process (pid {holder}); wait for it to stop "
+            "(a stopped run finishes its step and saves a checkpoint first) or choose another output directory"
+        )
     if path.exists() and path.is_dir() and any(path.iterdir()) and not resume and not overwrite:
         raise RunDirError(f"output directory {path} exists; pass --resume to continue it or --overwrite to replace it")
     if resume and not (path / "config.yaml").exists():
@@ -68,6 +83,14 @@ class RunDir:
         if self.path.exists() and any(self.path.iterdir()) and not resume:
             shutil.rmtree(self.path)  # overwrite (check_output_dir refused it otherwise)
         self._check_writable(min_free_mb)
+        self._lock = _hold(self.path)
+        self._identity = _identity(self.path)
+
+    def check_ours(self) -> None:
+        """Raise when the folder was removed or replaced since this run made it (someone reused the path while
+        this run was still stopping): nothing more of this run is written into another run's folder."""
+        if _identity(self.path) != self._identity:
+            raise RunDirError(f"{self.path} was removed or replaced while this run was writing to it; stopped here")
 
     def _check_writable(self, min_free_mb: int) -> None:
         try:
@@ -93,6 +116,7 @@ class RunDir:
         atomic_write_text(self.path / "config.yaml", text)
 
     def append(self, path: Path, rows: list[dict]) -> None:
+        self.check_ours()
         with open(path, "a") as f:
             for row in rows:
                 f.write(json.dumps({k: _clean(v) for k, v in row.items()}) + "\n")
@@ -105,6 +129,52 @@ class RunDir:
             if path.exists():
                 rows = [r for r in read_jsonl(path, skip_torn=True) if r.get("step", 0) <= step]
                 atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _live_holder(path: Path) -> int | None:
+    """The pid of another live process holding `path`'s run lock, or that of one of its sub-folders (a main job's
+    phases), else None. The lock is an flock, so a crashed holder leaves a stale file that locks nothing."""
+    if fcntl is None or not path.is_dir():
+        return None
+    for lock in [path / LOCK_FILE, *path.glob(f"*/{LOCK_FILE}")]:
+        try:
+            with open(lock) as f:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    pid = int(f.read().strip() or 0)
+                    if pid != os.getpid():  # this process's own earlier RunDir on the path is no conflict
+                        return pid
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def _hold(path: Path):
+    """Take the run lock for this process's life (the open file keeps it); None where there is no flock, or where
+    this process holds it already."""
+    if fcntl is None:
+        return None
+    f = open(path / LOCK_FILE, "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        if _live_holder(path) is not None:  # another process took it since check_output_dir looked
+            raise RunDirError(f"output directory {path} is in use by a running rlvr process") from None
+        return None
+    f.truncate(0)
+    f.write(f"{os.getpid()}\n")
+    f.flush()
+    return f
 
 
 def read_jsonl(path: Path, *, skip_torn: bool = False) -> list[dict]:

@@ -176,6 +176,7 @@ def _save_checkpoint(run: RunDir | None, state: TrainState, step: int) -> None:
     comm = state.comm
     full = fsdp.gather_checkpoint(state.model, state.optimizer) if comm.sharded else None
     if comm.is_main:
+        run.check_ours()  # a folder reused while this run was stopping gets none of its checkpoints
         ckpt.save_checkpoint(
             run.path / "checkpoints",
             step,

@@ -96,9 +96,10 @@ def _out_of_domain(cfg: dict, root: Path, models: dict, quiet: bool) -> list[tup
     return results
 
 
-def _start_up(cfg: dict, overwrite: bool) -> tuple[Path, dict]:
+def _start_up(cfg: dict, overwrite: bool) -> tuple[Path, dict, RunDir]:
     """Every check that can fail before any phase runs (out-of-domain sets, trackers, controls, the output folder,
-    the model), then the root folder with its config.yaml; returns (root, the RL phase's config)."""
+    the model), then the root folder with its config.yaml; returns (root, the RL phase's config, the root RunDir,
+    whose lock keeps a second job out of the folder while this one lives)."""
     from rlvr.evaluation.out_of_domain import check_sets
     from rlvr.policy.load import resolve_model_path
     from rlvr.rundir.trackers import check_trackers
@@ -112,9 +113,9 @@ def _start_up(cfg: dict, overwrite: bool) -> tuple[Path, dict]:
     resume = (root / "config.yaml").exists() and not overwrite
     check_output_dir(root, resume=resume, overwrite=overwrite)  # an unusable folder first, then the model:
     resolve_model_path(cfg["model"]["name"])  # a hub id the hub cannot give stops here, before any folder exists
-    RunDir(root, resume=resume, overwrite=overwrite)
+    held = RunDir(root, resume=resume, overwrite=overwrite)
     atomic_write_text(root / "config.yaml", dump(cfg))
-    return root, rl_cfg
+    return root, rl_cfg, held
 
 
 def _train_phases(cfg: dict, root: Path, rl_cfg: dict, timed, quiet: bool) -> tuple[Path, Path]:
@@ -163,7 +164,7 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
     from rlvr.training.loop import train
 
     t0 = time.perf_counter()
-    root, rl_cfg = _start_up(cfg, overwrite)
+    root, rl_cfg, _held = _start_up(cfg, overwrite)
     timings: dict[str, float] = {}
 
     def timed(phase, fn, *args, **kw):
