@@ -203,6 +203,8 @@ def run_trl(spec: dict) -> None:
 def _budget_callback(out, budget_min: float, save_every: int):
     from transformers import TrainerCallback
 
+    from rlvr.training.loop import last_in_budget
+
     class BudgetClock(TrainerCallback):
         """Stops training on the wall clock by rlvr's rule (rlvr.training.loop.last_in_budget): a step is the last
         when the one after it would end past the budget, at the mean step time so far.
@@ -216,8 +218,6 @@ def _budget_callback(out, budget_min: float, save_every: int):
 
         def on_step_begin(self, args, state, control, **kwargs):
             self.step_t0 = time.perf_counter()
-            from rlvr.training.loop import last_in_budget
-
             self.last = last_in_budget(budget_min, self.step_t0 - self.t0, state.global_step)
             self.trainer._reset_timers()
 

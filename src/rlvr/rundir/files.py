@@ -145,16 +145,24 @@ def _live_holder(path: Path) -> int | None:
     if fcntl is None or not path.is_dir():
         return None
     for lock in [path / LOCK_FILE, *path.glob(f"*/{LOCK_FILE}")]:
-        try:
-            with open(lock) as f:
-                try:
-                    fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    pid = int(f.read().strip() or 0)
-                    if pid != os.getpid():  # this process's own earlier RunDir on the path is no conflict
-                        return pid
-        except (OSError, ValueError):
-            continue
+        pid = _other_holder(lock)
+        if pid is not None:
+            return pid
+    return None
+
+
+def _other_holder(lock: Path) -> int | None:
+    """The pid in `lock` when another process holds it, else None (free, stale, unreadable, or this process's own
+    earlier RunDir on the path, which is no conflict)."""
+    try:
+        with open(lock) as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                pid = int(f.read().strip() or 0)
+                return pid if pid != os.getpid() else None
+    except (OSError, ValueError):
+        pass
     return None
 
 
@@ -168,8 +176,9 @@ def _hold(path: Path):
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         f.close()
-        if _live_holder(path) is not None:  # another process took it since check_output_dir looked
-            raise RunDirError(f"output directory {path} is in use by a running rlvr process") from None
+        pid = _other_holder(path / LOCK_FILE)
+        if pid is not None:  # another process took it since check_output_dir looked
+            raise RunDirError(f"output directory {path} is in use by a running rlvr process (pid {pid})") from None
         return None
     f.truncate(0)
     f.write(f"{os.getpid()}\n")
