@@ -120,3 +120,27 @@ def test_a_real_step_with_truncated_weights_logs_the_figures_before_and_after_th
     assert not any(
         k.startswith("correction/") for k in json.loads((plain / "metrics.jsonl").read_text().splitlines()[0])
     )
+
+
+def test_a_step_with_no_informative_group_logs_no_correction_figures():
+    """Every group zero-variance: nothing is trained, so there is no ratio to report (not a ratio of 0); with
+    informative rows the figures are the token means of exp(logp - sampler_logp) (the sampler's log-probs 0 here,
+    so every ratio is the trainer's probability of its token: between 0 and 1)."""
+    from conftest import make_tiny_llama
+    from rlvr.policy.update import UpdateSettings, update_policy
+    from test_update import make_batch
+
+    algo = algorithm_from_config({"preset": "grpo", "rollout_correction": "truncated"})
+    settings = UpdateSettings(pad_id=0, temperature=1.0, micro_batch_size=4, max_grad_norm=1e9, autocast="none")
+
+    def step(advantages):
+        model = make_tiny_llama(64, seed=3)
+        return update_policy(model, torch.optim.SGD(model.parameters(), lr=0.1), make_batch(advantages), algo, settings)
+
+    idle = step([0.0, 0.0, 0.0, 0.0])
+    assert idle["active_rows"] == 0
+    assert not [k for k in idle if k.startswith(("correction/", "mismatch/"))]
+    busy = step([1.0, -1.0, 0.5, -0.5])
+    assert 0 < busy["correction/ratio_mean"] < 1
+    assert busy["correction/weight_mean"] == pytest.approx(busy["correction/ratio_mean"])  # every ratio under the cap
+    assert busy["correction/kept_frac"] == 1.0

@@ -325,7 +325,8 @@ def _update_stats(totals: dict, grad_norm: float, n_active: int, algo, mu: int, 
         out[k] = totals[k] / max(totals["train_tokens"], 1)
     if algo.beta == 0:
         out.pop("kl")
-    if algo.rollout_correction == "none":
+    if algo.rollout_correction == "none" or not totals["train_tokens"]:
+        # no correction, or no token trained on (every group zero-variance): no ratio to report, rather than a 0
         for k in CORRECTION_MEANS:
             out.pop(k)
     out.update(_mismatch_stats(totals["mismatch"], comm))
