@@ -3,13 +3,19 @@ variant and seed, every run scored afterwards by `rlvr eval` on the same held-ou
 
     python benchmarks/choose_default.py --out runs/choose-default             # 4 variants x 3 seeds x 9 min
     python benchmarks/choose_default.py --out runs/choose-default --report    # tables and plot only
+    python benchmarks/choose_default.py --experiment rollout-correction --out runs/correction-default
+    python benchmarks/choose_default.py --experiment rollout-correction --preset reasoning-gym --out runs/correction-rg
 
-Variants (each a set of overrides of the `default` preset; nothing else changes):
-  default           the preset as it is
-  adaptive          the adaptive curriculum over the three bands (prompts/curriculum.py)
-  dynamic           DAPO's dynamic sampling on GRPO: zero-variance groups dropped and refilled, up to
-                    algorithm.max_sampling_rounds rounds; the extra generation is inside the same wall-clock budget
-  adaptive+dynamic  both
+Experiments (each variant a set of overrides of the preset; nothing else changes; the first is the baseline):
+  choose-default (issue 25)
+    default           the preset as it is
+    adaptive          the adaptive curriculum over the three bands (prompts/curriculum.py)
+    dynamic           DAPO's dynamic sampling on GRPO: zero-variance groups dropped and refilled, up to
+                      algorithm.max_sampling_rounds rounds; the extra generation is inside the same wall-clock budget
+    adaptive+dynamic  both
+  rollout-correction (issue 33)
+    none              the preset as it is: the update's own first-pass log-probs are the old policy
+    truncated         each token's loss times min(pi_train / pi_sampler, cap), the weight detached
 
 Runs go seed-major (seed 0 of every variant, then seed 1, ...) so that whatever else the machine does
 touches every variant alike; a finished run (its final/ exists) is not run again, so the script resumes.
@@ -33,12 +39,22 @@ from rlvr.evaluation.records import read_records
 from rlvr.evaluation.summary import per_problem_values
 from rlvr_bench.time_to_accuracy import cpu_busy, evaluate_all, rlvr_cli, task_flags
 
-VARIANTS = {
-    "default": [],
-    "adaptive": ["curriculum={kind: adaptive}"],
-    "dynamic": ["algorithm={preset: grpo, dynamic_sampling: true}"],
-    "adaptive+dynamic": ["curriculum={kind: adaptive}", "algorithm={preset: grpo, dynamic_sampling: true}"],
+EXPERIMENTS = {
+    "choose-default": {
+        "default": [],
+        "adaptive": ["curriculum={kind: adaptive}"],
+        "dynamic": ["algorithm={preset: grpo, dynamic_sampling: true}"],
+        "adaptive+dynamic": ["curriculum={kind: adaptive}", "algorithm={preset: grpo, dynamic_sampling: true}"],
+    },
+    "rollout-correction": {
+        "none": [],
+        "truncated": ["algorithm.rollout_correction=truncated"],
+    },
 }
+# The chosen experiment's variants and its baseline (the first), set once by main(): a script, not a library.
+VARIANTS = EXPERIMENTS["choose-default"]
+BASE = "default"
+PRESET = "default"
 START = "start"
 
 
@@ -53,7 +69,7 @@ def train_runs(out: Path, seeds: list[int], minutes: float, sets: list[str]) -> 
                 print(f"note: the CPUs are {busy:.0%} busy before {run.name}; the budget is wall-clock", flush=True)
             args = [
                 "train",
-                "default",
+                PRESET,
                 "--overwrite",
                 "--output-dir",
                 str(run),
@@ -72,7 +88,7 @@ def train_runs(out: Path, seeds: list[int], minutes: float, sets: list[str]) -> 
 
 def eval_runs(out: Path, seeds: list[int], limit: int) -> None:
     """Every run and the start model on the same held-out problems, with the time-to-accuracy bench's settings."""
-    first = out / f"default-s{seeds[0]}"
+    first = out / f"{BASE}-s{seeds[0]}"
     models = {START: ["--model", "smollm2-135m-instruct", *task_flags(first)]}
     models |= {f"{v}-s{s}": ["--model", str(out / f"{v}-s{s}")] for s in seeds for v in VARIANTS}
     evaluate_all(out, first, models, argparse.Namespace(eval_limit=limit, threads=os.cpu_count() or 1))
@@ -132,6 +148,20 @@ def _sd(xs: list[float]) -> float:
     return (sum((x - m) ** 2 for x in xs) / max(1, len(xs) - 1)) ** 0.5
 
 
+def _mismatch_means(metrics: list[dict]) -> dict:
+    """Step means of the sampler-vs-trainer figures and of the correction's weight (max ratio: the run's max), over
+    the steps that trained on something (before the fix, a step with no informative group logged its weight as 0)."""
+    keys = ("mismatch/k3_kl", "mismatch/abs_log_ratio", "mismatch/outside_frac", "correction/weight_mean")
+    trained = [r for r in metrics if r.get("active_rows", 1) > 0]
+    res = {}
+    for k in keys:
+        xs = [r[k] for r in trained if k in r]
+        res[k] = sum(xs) / len(xs) if xs else None
+    ratios = [r["mismatch/max_ratio"] for r in metrics if "mismatch/max_ratio" in r]
+    res["mismatch/max_ratio"] = max(ratios) if ratios else None
+    return res
+
+
 def run_summary(out: Path, seeds: list[int]) -> dict:
     """Per run: steps, minutes, mean nonzero-variance fraction, generated/kept groups, last validation accuracy."""
     rows = {}
@@ -145,20 +175,21 @@ def run_summary(out: Path, seeds: list[int]) -> dict:
                 "nonzero_var_frac": sum(r["groups/nonzero_var_frac"] for r in m) / len(m),
                 "generated_groups": sum(r.get("dynamic_sampling/generated_groups", 0) for r in m),
                 "last_val": vals[-1] if vals else None,
+                **_mismatch_means(m),
             }
     return rows
 
 
 def per_seed_diffs(out: Path, seeds: list[int]) -> dict:
-    """{variant: {seed: {band: diff}}}: the variant minus default, same seed, same problems (greedy)."""
+    """{variant: {seed: {band: diff}}}: the variant minus the baseline, same seed, same problems (greedy)."""
     res = {}
     for v in VARIANTS:
-        if v == "default":
+        if v == BASE:
             continue
         res[v] = {}
         for s in seeds:
-            vals = {name: greedy_values(out, f"{name}-s{s}") for name in (v, "default")}
-            c = compare_values(vals, "default", n_boot=1000)
+            vals = {name: greedy_values(out, f"{name}-s{s}") for name in (v, BASE)}
+            c = compare_values(vals, BASE, n_boot=1000)
             res[v][s] = {b: c["table"][v][b]["diff"] for b in c["bands"]}
     return res
 
@@ -182,7 +213,7 @@ def write_markdown(out: Path, seeds: list[int], pooled: dict, seeds_table: dict,
         lines.append(f"| {b} | " + " | ".join(cells) + " |")
     lines += [
         "",
-        "Paired against `default` (same problems, seeds averaged per problem):",
+        f"Paired against `{BASE}` (same problems, seeds averaged per problem):",
         "",
         "| band | variant | difference [95% CI] | verdict | problems | sd of per-problem difference | "
         "problems for +/-0.15 |",
@@ -197,7 +228,7 @@ def write_markdown(out: Path, seeds: list[int], pooled: dict, seeds_table: dict,
             )
     lines += [
         "",
-        "Per seed, variant minus default (greedy, same problems):",
+        f"Per seed, variant minus {BASE} (greedy, same problems):",
         "",
         "| variant | " + " | ".join(f"seed {s} ({b})" for s in seeds for b in ("all",)) + " |",
         "|---" * (len(seeds) + 1) + "|",
@@ -208,16 +239,23 @@ def write_markdown(out: Path, seeds: list[int], pooled: dict, seeds_table: dict,
         "",
         "Runs:",
         "",
-        "| run | RL steps | minutes | mean nonzero-var fraction | groups generated | last validation accuracy |",
-        "|---|---|---|---|---|---|",
+        "| run | RL steps | minutes | mean nonzero-var fraction | groups generated | last validation accuracy | "
+        "k3 KL | mean abs log ratio | max ratio | outside [1/2, 2] | correction weight |",
+        "|---" * 11 + "|",
     ]
     for name, r in runs.items():
         lv = "" if r["last_val"] is None else f"{r['last_val']:.3f}"
+        mm = [_fmt(r[k]) for k in ("mismatch/k3_kl", "mismatch/abs_log_ratio", "mismatch/max_ratio")]
+        mm += [_fmt(r[k]) for k in ("mismatch/outside_frac", "correction/weight_mean")]
         lines.append(
             f"| {name} | {r['steps']} | {r['minutes']:.1f} | {r['nonzero_var_frac']:.2f} | "
-            f"{r['generated_groups']} | {lv} |"
+            f"{r['generated_groups']} | {lv} | " + " | ".join(mm) + " |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _fmt(x: float | None) -> str:
+    return "" if x is None else f"{x:.3g}"
 
 
 def plot(out: Path, seeds: list[int], minutes: float) -> Path:
@@ -247,13 +285,13 @@ def plot(out: Path, seeds: list[int], minutes: float) -> Path:
     axes[1].set(title="nonzero-variance fraction of groups", xlabel="wall-clock minutes")
     axes[0].legend()
     fig.tight_layout()
-    path = out / "choose-default.png"
+    path = out / f"{out.name}.png"
     fig.savefig(path, dpi=110)
     return path
 
 
 def report(out: Path, seeds: list[int], minutes: float) -> None:
-    pooled = compare_values(pooled_values(out, seeds), "default")
+    pooled = compare_values(pooled_values(out, seeds), BASE)
     seeds_table = per_seed_diffs(out, seeds)
     runs = run_summary(out, seeds)
     md = write_markdown(out, seeds, pooled, seeds_table, runs)
@@ -265,6 +303,8 @@ def report(out: Path, seeds: list[int], minutes: float) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--experiment", choices=list(EXPERIMENTS), default="choose-default")
+    ap.add_argument("--preset", default="default", help="the training preset every variant starts from")
     ap.add_argument("--out", default="runs/choose-default")
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--minutes", type=float, default=9.0, help="each run's RL budget (the main job's: 9)")
@@ -272,6 +312,9 @@ def main() -> None:
     ap.add_argument("--set", dest="sets", action="append", default=[], help="more overrides for every run")
     ap.add_argument("--report", action="store_true", help="only tabulate and plot finished runs")
     args = ap.parse_args()
+    global VARIANTS, BASE, PRESET
+    VARIANTS, PRESET = EXPERIMENTS[args.experiment], args.preset
+    BASE = next(iter(VARIANTS))
     out, seeds = Path(args.out), [int(s) for s in args.seeds.split(",")]
     if not args.report:
         train_runs(out, seeds, args.minutes, args.sets)
