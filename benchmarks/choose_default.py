@@ -56,6 +56,14 @@ VARIANTS = EXPERIMENTS["choose-default"]
 BASE = "default"
 PRESET = "default"
 START = "start"
+# The runs table's mismatch columns, in order (rlvr.algorithms.mismatch, rlvr.algorithms.correction)
+RUN_FIGURES = (
+    "mismatch/k3_kl",
+    "mismatch/abs_log_ratio",
+    "mismatch/max_ratio",
+    "mismatch/outside_frac",
+    "correction/weight_mean",
+)
 
 
 def train_runs(out: Path, seeds: list[int], minutes: float, sets: list[str]) -> None:
@@ -245,8 +253,7 @@ def write_markdown(out: Path, seeds: list[int], pooled: dict, seeds_table: dict,
     ]
     for name, r in runs.items():
         lv = "" if r["last_val"] is None else f"{r['last_val']:.3f}"
-        mm = [_fmt(r[k]) for k in ("mismatch/k3_kl", "mismatch/abs_log_ratio", "mismatch/max_ratio")]
-        mm += [_fmt(r[k]) for k in ("mismatch/outside_frac", "correction/weight_mean")]
+        mm = [_fmt(r[k]) for k in RUN_FIGURES]
         lines.append(
             f"| {name} | {r['steps']} | {r['minutes']:.1f} | {r['nonzero_var_frac']:.2f} | "
             f"{r['generated_groups']} | {lv} | " + " | ".join(mm) + " |"
