@@ -1,5 +1,8 @@
 """The policy update: micro-batch size and skipping zero-advantage rows change nothing but speed."""
 
+import dataclasses
+import math
+
 import pytest
 import torch
 
@@ -34,14 +37,17 @@ def make_batch(advantages, seed=0):
     )
 
 
-def run_update(batch, preset, micro, seed=3, tokens=0):
+def run_update(batch, preset, micro, seed=3, tokens=0, grad_hook=None):
+    """`preset`: a preset's name or an Algorithm; `grad_hook`, where given, rewrites the final norm's gradient."""
     model = make_tiny_llama(64, seed=seed)
+    if grad_hook is not None:
+        model.model.norm.weight.register_hook(grad_hook)
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
     stats = update_policy(
         model,
         opt,
         batch,
-        get_preset(preset),
+        get_preset(preset) if isinstance(preset, str) else preset,
         UpdateSettings(
             pad_id=0,
             temperature=1.0,
@@ -66,6 +72,24 @@ def test_micro_batch_size_does_not_change_the_update(preset):
             torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
 
 
+def test_a_non_finite_gradient_skips_the_step_and_reports_what_the_step_measured():
+    # The loss is finite, one gradient is NaN: nothing is applied, and the metrics line carries the same figures as
+    # the applied update of the same batch (token-weighted means, not the sums they are built from; no kl at beta 0)
+    batch = make_batch([1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 0.3, -0.3])
+    algo = dataclasses.replace(get_preset("grpo"), rollout_correction="truncated")
+    _, applied = run_update(batch, algo, micro=3)
+    model, skipped = run_update(batch, algo, micro=3, grad_hook=lambda g: g * float("nan"))
+    assert (applied["skipped"], skipped["skipped"]) == (0, 1)
+    assert math.isnan(skipped["grad_norm"]) and math.isfinite(applied["grad_norm"])
+    assert set(skipped) == set(applied) and "kl" not in skipped
+    for key in set(applied) - {"skipped", "grad_norm"}:
+        assert skipped[key] == pytest.approx(applied[key], rel=1e-6), key
+    assert skipped["correction/kept_frac"] == 1.0  # truncation keeps every token (a sum would be the token count)
+    assert skipped["train_tokens"] == int(batch.mask.sum())
+    untouched = make_tiny_llama(64, seed=3)
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), untouched.parameters()))
+
+
 def test_zero_advantage_rows_are_skipped_but_still_counted():
     # rows 2 and 3 form a zero-variance group: no gradient, but they count in the token-mean denominator
     batch = make_batch([1.0, -1.0, 0.0, 0.0])
@@ -78,7 +102,7 @@ def test_zero_advantage_rows_are_skipped_but_still_counted():
 
     logp, _ = completion_logprobs(full, batch.prompt_ids, batch.completion_ids, batch.mask, pad_id=0)
     loss, _ = policy_loss(logp, None, batch.advantages, batch.mask, agg="token-mean", clip_high=0.28)
-    assert stats["loss"] == pytest.approx(float(loss), abs=1e-6)
+    assert stats["loss"] == pytest.approx(float(loss.detach()), abs=1e-6)
     loss.backward()
     with torch.no_grad():
         for p in full.parameters():

@@ -253,14 +253,9 @@ def update_policy(model, optimizer, batch, algo, settings: UpdateSettings, *, re
         totals["loss"] += pass_loss
         grad_norm = _as_float(torch.nn.utils.clip_grad_norm_(trainable, s.max_grad_norm)) if trainable else 0.0
         if not torch.isfinite(torch.tensor([totals["loss"], grad_norm])).all():
+            # nothing is applied; the figures are those of the passes made, by the same rule as an applied step
             optimizer.zero_grad(set_to_none=True)
-            dropped = ("mismatch", *(CORRECTION_MEANS if algo.rollout_correction == "none" else ()))
-            return {
-                **{k: v for k, v in totals.items() if k not in dropped},
-                "grad_norm": grad_norm,
-                "skipped": 1,
-                **_mismatch_stats(totals["mismatch"], comm),
-            }
+            return {**_update_stats(totals, grad_norm, len(active), algo, _pass + 1, comm), "skipped": 1}
         if n_chunks:
             optimizer.step()
     return _update_stats(totals, grad_norm, len(active), algo, s.mu, comm)
