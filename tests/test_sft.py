@@ -162,6 +162,32 @@ def test_reference_traces_and_budget(tmp_path, tokenizer):
         sft_config(tmp_path / "e", **{"sft.source": "vibes"})
 
 
+def test_max_examples_takes_a_seeded_subset_in_the_data_order(tmp_path, tokenizer):
+    from rlvr.training.sft import take_examples
+
+    examples = [{"i": i} for i in range(20)]
+    some = take_examples(examples, 6, seed=0)
+    assert len(some) == 6 and [e["i"] for e in some] == sorted(e["i"] for e in some)
+    assert take_examples(examples, 6, seed=0) == some and take_examples(examples, 6, seed=1) != some
+    assert take_examples(examples, 0, seed=0) == examples and take_examples(examples, 50, seed=0) == examples
+    # in a run: kept.jsonl and the optimizer steps hold the 6 chosen traces of the 20, and sft_data.json says so
+    data = tmp_path / "ref.jsonl"
+    data.write_text(
+        "".join(
+            json.dumps({"id": f"r{i}", "prompt": f"What is {i} + 1?", "answer": str(i + 1), "trace": f"{i + 1}"}) + "\n"
+            for i in range(20)
+        )
+    )
+    over = {"task.settings": f"{{path: {data}}}", "sft.source": "reference", "sft.epochs": 1, "sft.max_examples": 6}
+    run = sft(sft_config(tmp_path, **over), policy=(make_tiny_llama(len(tokenizer)), tokenizer), quiet=True)
+    kept = [json.loads(line) for line in (run / "kept.jsonl").read_text().splitlines()]
+    stats = json.loads((run / "sft_data.json").read_text())
+    assert len(kept) == stats["examples"] == 6 and stats["examples_available"] > 6  # the train split's traces
+    assert len((run / "metrics.jsonl").read_text().splitlines()) == 2  # 6 traces, 4 a step
+    with pytest.raises(ConfigError, match="sft.max_examples"):
+        sft_config(tmp_path / "bad", **{"sft.max_examples": -1})
+
+
 def test_sft_resumes_after_kill_9_to_the_same_adapter(tmp_path, tokenizer):
     """`rlvr sft` SIGKILLed at the start of its 4th optimizer step (checkpoint step-2 is the newest), then
     `rlvr sft --resume`: the same metrics (times aside), kept completions and final adapter, bit for bit, as a run

@@ -228,6 +228,7 @@ class SftConfig:
     group_size: int = _range(0, 0)  # samples per training prompt; 0 = rollout.group_size
     reference_field: str = "trace"  # source "reference": the dataset column holding a worked solution
     epochs: int = _range(2, 1)  # passes over the kept completions
+    max_examples: int = _range(0, 0)  # at most this many kept completions or traces, a seeded choice; 0 = all
     batch_size: int = _range(8, 1)  # completions per optimizer step (micro-batched by train.micro_batch_size)
     lr: float = _range(1e-4, 0.0, above=True)  # supervised LoRA fine-tuning wants a larger step than the RL update
     output_dir: str = ""  # "" = <output_dir>-sft, so one config gives the RL and SFT runs side by side

@@ -335,6 +335,15 @@ def _recorded_prompts(c: Config, task, tokenizer):
     return task
 
 
+def take_examples(examples: list[dict], limit: int, seed: int) -> list[dict]:
+    """At most `limit` of the examples (0 = all): a seeded choice kept in the data's order, so the bands stay as
+    mixed as they are in the data. The reference traces of a large task cost more fine-tuning than a baseline needs."""
+    if not limit or len(examples) <= limit:
+        return examples
+    chosen = sorted(random.Random(f"{seed}-sft-examples").sample(range(len(examples)), limit))
+    return [examples[i] for i in chosen]
+
+
 def kept_examples(opened: OpenedRun, c: Config, model, tokenizer, task, reward, problems, budget: int, quiet: bool):
     """(examples, stats): the completions to fine-tune on, sampled and kept (or the dataset's traces), written to
     kept.jsonl (readable) and kept_ids.jsonl (with token ids); a resumed run reads them back instead."""
@@ -362,10 +371,13 @@ def kept_examples(opened: OpenedRun, c: Config, model, tokenizer, task, reward, 
                 progress=bar,
             )
         del sampler
+    available = len(examples)
+    examples = take_examples(examples, c.sft.max_examples, c.seed)
     stats.update(
         {
             "source": c.sft.source,
             "budget_completions": budget,
+            "examples_available": available,
             "examples": len(examples),
             "time/collect": time.perf_counter() - t0,
         }
@@ -386,4 +398,5 @@ __all__ = [
     "sft_output_dir",
     "batch_plan",
     "fine_tune",
+    "take_examples",
 ]
