@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from rlvr.evaluation.compare import compare, compare_markdown, write_comparison
+from rlvr.evaluation.compare import compare, compare_markdown, head_to_head, head_to_head_markdown, write_comparison
 from rlvr.evaluation.driver import evaluate
 from rlvr.evaluation.summary import summarize
 from rlvr.tasks.base import Problem
@@ -113,6 +113,32 @@ def test_evaluate_names_a_sampler_returning_the_wrong_shape():
 
 def run_model(skill, problems, n=4):
     return evaluate(scripted_policy(skill), BoxedExact(), problems, n=n, greedy=False)
+
+
+def test_head_to_head_pairs_two_models_by_pass1_and_greedy():
+    # sft: every problem 2 of 4 samples, greedy right on even problems; rlvr: 3 of 4, greedy right everywhere
+    problems = make_problems(20)
+    sft = evaluate(scripted_policy(lambda i, n: 2 if n > 1 else (i % 2 == 0)), BoxedExact(), problems, n=4)
+    rlvr = evaluate(scripted_policy(lambda i, n: 3 if n > 1 else 1), BoxedExact(), problems, n=4)
+    evals = {"start": run_model(lambda i, n: 0, problems), "sft": sft, "rlvr": rlvr}
+    results = head_to_head(evals, "rlvr", "sft", seed=0)
+    assert [(r["metric"], r["baseline"], r["models"]) for r in results] == [
+        ("pass@1", "sft", ["sft", "rlvr"]),
+        ("greedy", "sft", ["sft", "rlvr"]),
+    ]
+    sampled, greedy = (r["diffs"]["rlvr"] for r in results)
+    assert sampled["all"]["diff"] == pytest.approx(3 / 4 - 2 / 4) and sampled["all"]["verdict"] == "better"
+    # greedy: the same on the 10 even problems (the "easy" band), right against wrong on the 10 odd ones
+    assert (greedy["easy"]["diff"], greedy["easy"]["verdict"]) == (0.0, "inside the noise")
+    assert (greedy["hard"]["diff"], greedy["hard"]["verdict"]) == (1.0, "better")
+    assert greedy["all"]["diff"] == pytest.approx(0.5)
+    md = head_to_head_markdown(results)
+    assert "| hard | greedy | 0.000 | 1.000 | +1.000 [+1.000, +1.000] | better |" in md
+    assert "| all | pass@1 | 0.500 | 0.750 | +0.250 " in md
+    # without greedy decodes on one side, pass@1 alone
+    assert [
+        r["metric"] for r in head_to_head({**evals, "sft": run_model(lambda i, n: 2, problems)}, "rlvr", "sft")
+    ] == ["pass@1"]
 
 
 def test_compare_identical_and_planted_gain():

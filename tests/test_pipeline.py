@@ -88,6 +88,18 @@ def _check_report(root, out) -> None:
         summary = json.loads((root / "eval" / name / "summary.json").read_text())
         assert compare["accuracy"][name]["all"]["value"] == pytest.approx(summary["overall"]["pass@k"]["1"]["value"])
         assert f"{summary['overall']['pass@k']['1']['value']:.3f}" in report
+    # RLVR against the SFT baseline, paired: its differences are the two summaries' figures subtracted
+    against = json.loads((root / "compare-sft.json").read_text())
+    assert [r["metric"] for r in against] == ["pass@1", "greedy"]
+    assert [r["diffs"] for r in out["against_sft"]] == [r["diffs"] for r in against]  # the file holds what ran
+    summaries = {m: json.loads((root / "eval" / m / "summary.json").read_text())["overall"] for m in ("sft", "rlvr")}
+    figure = {"pass@1": lambda s: s["pass@k"]["1"]["value"], "greedy": lambda s: s["greedy"]["value"]}
+    for r in against:
+        assert (r["baseline"], r["models"]) == ("sft", ["sft", "rlvr"])
+        diff = r["diffs"]["rlvr"]["all"]["diff"]
+        assert diff == pytest.approx(figure[r["metric"]](summaries["rlvr"]) - figure[r["metric"]](summaries["sft"]))
+        assert f"| all | {r['metric']} | " in report and f"{diff:+.3f}" in report
+    assert "## RLVR against the SFT baseline" in report and "rlvr vs sft:" in report
     rows = [json.loads(x) for x in (root / "rlvr" / "metrics.jsonl").read_text().splitlines()]
     assert f"- **steps trained**: {len(rows)}" in report
     assert "![RLVR training](plots/training.png)" in report and "Ten held-out examples" in report

@@ -33,6 +33,7 @@ def add_parser(subparsers):
 def run(args) -> int:
     """Start eval, RLVR, SFT baseline, evals, comparison and report; prints the summary."""
     from rlvr.config import ConfigError, resolve
+    from rlvr.evaluation.compare import head_to_head_markdown
     from rlvr.training.main_job import run_main
 
     if isinstance(args.resume, str):  # the main job continues an existing output directory by itself
@@ -47,6 +48,7 @@ def run(args) -> int:
     cfg = resolve(args.config or args.preset, sets)
     out = run_main(cfg, overwrite=args.overwrite)
     print("\n" + out["compare_md"])
+    print(head_to_head_markdown(out["against_sft"]))
     print(f"report:  {out['report']}")
     for plot in out["plots"]:
         print(f"plot:    {plot}")

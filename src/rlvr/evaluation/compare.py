@@ -131,6 +131,35 @@ def compare_markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def head_to_head(evals: dict[str, Sequence[EvalRecord]], model: str, baseline: str, seed: int = 0) -> list[dict]:
+    """`model` against `baseline` alone, by each metric both have: pass@1, and the greedy decode where it was run.
+    One `compare` result per metric (the same bootstrap seed), so each difference is paired over the same problems."""
+    pair = {baseline: evals[baseline], model: evals[model]}
+    metrics = ["pass@1"] + (["greedy"] if all(any(r.mode == "greedy" for r in recs) for recs in pair.values()) else [])
+    return [compare(pair, baseline=baseline, metric=m, seed=seed) for m in metrics]
+
+
+def head_to_head_markdown(results: list[dict]) -> str:
+    """Per band and metric: the baseline's and the model's figure and their paired difference with its verdict."""
+    base = results[0]["baseline"]
+    model = next(m for m in results[0]["models"] if m != base)
+    pct = round(100 * (1 - results[0]["alpha"]))
+    lines = [
+        f"{model} minus {base} on the same held-out problems, paired bootstrap ({pct}% intervals):",
+        "",
+        f"| band | metric | {base} | {model} | {model} - {base} [CI] | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
+    for b in results[0]["bands"]:
+        for r in results:
+            d = r["diffs"][model][b]
+            lines.append(
+                f"| {b} | {r['metric']} | {r['accuracy'][base][b]['value']:.3f} | {r['accuracy'][model][b]['value']:.3f}"
+                f" | {d['diff']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}] | {d['verdict']} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
 def compare_plot(result: dict, path: str | Path) -> Path:
     """Grouped bars: accuracy per band per model, with the interval as an error bar. Written atomically."""
     import matplotlib

@@ -158,7 +158,7 @@ def from_sft(rl_cfg: dict, sft_dir: Path) -> dict:
 
 def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict:
     """Run every phase; returns {"root", "report", "compare", "wall_s", ...} for the summary printout."""
-    from rlvr.evaluation.compare import compare, compare_markdown, write_comparison
+    from rlvr.evaluation.compare import compare, compare_markdown, head_to_head, write_comparison
     from rlvr.evaluation.summary import summary_markdown
     from rlvr.training.controls import run_controls
     from rlvr.training.loop import train
@@ -183,6 +183,9 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
         add_heldout(run / "final", summary_markdown(summary))  # the model card gets its held-out table
     result = compare(evals, baseline="start", metric="pass@1", seed=cfg["seed"])
     paths = write_comparison(result, root, "compare")
+    # the question the supervised baseline is there for: does RL beat it on problems neither trained on?
+    against_sft = head_to_head(evals, "rlvr", "sft", seed=cfg["seed"])
+    atomic_write_text(root / "compare-sft.json", json.dumps(against_sft, indent=2) + "\n")
     controls = run_controls(
         cfg, root, rl_cfg, evals["rlvr"], train=train, evaluate=_evaluate, timed=timed, quiet=quiet
     )  # eval.controls: the same RL (from the start model) under rewards without the answer, or without tools
@@ -195,13 +198,14 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
         quiet,
     )
     wall = time.perf_counter() - t0
-    report = _write_report(root, cfg, result, summaries, evals, timings, wall, ood, controls)
+    report = _write_report(root, cfg, result, summaries, evals, timings, wall, ood, controls, against_sft)
     report_to_trackers(rl_cfg, root)
     return {
         "root": root,
         "report": report,
         "compare_md": compare_markdown(result),
         "compare": result,
+        "against_sft": against_sft,
         "plots": sorted((root / "plots").glob("*.png")) + [paths["png"]],
         "wall_s": wall,
         "timings": timings,
@@ -234,7 +238,7 @@ def _report_plots(root: Path, rows: list[dict], summaries: dict) -> dict:
     return plots
 
 
-def _write_report(root, cfg, result, summaries, evals, timings, wall, ood=(), controls=None) -> Path:
+def _write_report(root, cfg, result, summaries, evals, timings, wall, ood=(), controls=None, against_sft=()) -> Path:
     from rlvr.evaluation import report
     from rlvr.evaluation.compare import compare_markdown
     from rlvr.evaluation.summary import summary_markdown
@@ -283,8 +287,21 @@ def _write_report(root, cfg, result, summaries, evals, timings, wall, ood=(), co
         examples_md=report.examples_markdown(pairs, prompts),
         reading=reading(result),
         out_of_domain_md=_ood_markdown(ood),
-        sections=_controls_section(root, rows, controls),
+        sections={**_sft_section(against_sft), **_controls_section(root, rows, controls)},
     )
+
+
+def _sft_section(against_sft) -> dict[str, str]:
+    """The report's "RLVR against the SFT baseline" section: the paired difference per band, sampled and greedy."""
+    from rlvr.evaluation.compare import head_to_head_markdown
+
+    if not against_sft:
+        return {}
+    sentence = reading(against_sft[0], closing="")
+    return {
+        "RLVR against the SFT baseline": head_to_head_markdown(against_sft)
+        + f"\n**Reading ({against_sft[0]['metric']}).** {sentence}\n"
+    }
 
 
 def _controls_section(root: Path, rows: list[dict], controls: dict | None) -> dict[str, str]:
@@ -356,14 +373,17 @@ def report_to_trackers(rl_cfg: dict, root: Path) -> None:
         trackers.finish()
 
 
-def reading(result: dict) -> str:
-    """A plain sentence per model: where it beats the start outside the noise, and where not."""
+HELD_OUT_NOTE = " The training reward is not the result: these are held-out problems none of the models trained on."
+
+
+def reading(result: dict, closing: str = HELD_OUT_NOTE) -> str:
+    """A plain sentence per model: where it beats the baseline outside the noise, and where not."""
     out = []
     for model, per_band in result["diffs"].items():
         better = [b for b, d in per_band.items() if d["verdict"] == "better"]
         worse = [b for b, d in per_band.items() if d["verdict"] == "worse"]
         noise = [b for b, d in per_band.items() if d["verdict"] == "inside the noise"]
-        parts = [f"{model} vs start:"]
+        parts = [f"{model} vs {result['baseline']}:"]
         parts.append(
             f"better outside the 95% noise on {', '.join(better)};" if better else "no band better outside the noise;"
         )
@@ -372,7 +392,4 @@ def reading(result: dict) -> str:
         if noise:
             parts.append(f"inside the noise on {', '.join(noise)}.")
         out.append(" ".join(parts))
-    return (
-        " ".join(out)
-        + " The training reward is not the result: these are held-out problems none of the models trained on."
-    )
+    return " ".join(out) + closing
