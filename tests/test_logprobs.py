@@ -3,7 +3,7 @@
 import torch
 
 from conftest import make_tiny_llama
-from rlvr.policy.logprobs import completion_logprobs, pack_rows
+from rlvr.policy.logprobs import PromptPass, completion_logprobs, pack_rows, real_tokens
 
 PAD = 0
 
@@ -128,3 +128,29 @@ def test_the_lm_head_runs_as_one_matmul_on_the_kept_positions():
     full = model(input_ids=torch.tensor([[5, 6, 7, 8, 9]])).logits
     kept = model(input_ids=torch.tensor([[5, 6, 7, 8, 9]]), logits_to_keep=last_positions(2, 5)).logits
     torch.testing.assert_close(kept, full[:, -2:])
+
+
+def test_an_episodes_environment_ids_are_seen_though_not_scored():
+    # Two episode rows: policy ids, a tool's ids (mask 0), policy ids; the second row is shorter (padding after it).
+    # The scored log-probs are those of one plain forward of the whole sequence, the tool's ids in the context of the
+    # turn after them, by both forwards the trainer uses; attending only where the loss is hides the tool's answer.
+    model = make_tiny_llama(64, seed=1).eval()
+    prompts = [[5, 6, 7, 8, 9], [10, 11]]
+    rows = [[20, 21, 22, 40, 41, 42, 23, 24, 25], [26, 27, 43, 44, 28, 29]]
+    masks = [[1, 1, 1, 0, 0, 0, 1, 1, 1], [1, 1, 0, 0, 1, 1]]
+    t = 9
+    ids, mask = torch.zeros(2, t, dtype=torch.long), torch.zeros(2, t)
+    for i, (r, m) in enumerate(zip(rows, masks)):
+        ids[i, : len(r)], mask[i, : len(m)] = torch.tensor(r), torch.tensor(m, dtype=torch.float)
+    attend = real_tokens(torch.tensor([len(r) for r in rows]), t)
+    assert attend.tolist()[1] == [1.0] * 6 + [0.0] * 3
+    with torch.no_grad():
+        packed, _ = completion_logprobs(model, prompts, ids, mask, pad_id=PAD, attend=attend)
+        shared = PromptPass(model, prompts, pad_id=PAD).logprobs(model, prompts, ids, mask, attend=attend)
+        hidden, _ = completion_logprobs(model, prompts, ids, mask, pad_id=PAD)  # the environment's ids unseen
+        for i, (p, r, m) in enumerate(zip(prompts, rows, masks)):
+            want = reference_logprobs(model, p, r) * torch.tensor(m, dtype=torch.float)
+            torch.testing.assert_close(packed[i, : len(r)], want, atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(shared[i, : len(r)], want, atol=1e-5, rtol=1e-5)
+            after = len(r) - 2  # a policy token after the tool's ids
+            assert abs(float(hidden[i, after] - want[after])) > 1e-4

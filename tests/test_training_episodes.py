@@ -142,6 +142,9 @@ def test_the_step_trains_on_exactly_the_sampled_ids_with_the_environments_masked
     assert result.row["episode/turns"] == 3.0 and result.row["episode/ended_by_done_frac"] == 1.0
     assert result.row["throughput/gen_tok_s"] > 0
     assert "reward/parity/mean" in result.row
+    # the trainer sees what the sampler saw, the environment's ids included: in float32 the two log-probs of every
+    # trained token agree to rounding (attending only to the trained ids gave 1.4e-3 here, 2026-12-02)
+    assert result.row["mismatch/abs_log_ratio"] < 1e-5 and result.row["mismatch/max_ratio"] < 1 + 1e-5
 
 
 def test_two_steps_from_the_command_line_with_the_tool_environment(tmp_path, model_dir):
@@ -358,8 +361,10 @@ def test_reference_tool_traces_are_episode_ids_with_the_tools_masked(tokenizer):
         # the layout is what an episode makes: the call, then the tool's turn and the next header, then the answer
         first = tokenizer(call["content"], add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
         assert ids[: len(first)] == first and mask[: len(first)] == [1.0] * len(first)
-    _, _, padded = pad_examples(examples, tokenizer.pad_token_id)
+    _, _, padded, attend = pad_examples(examples, tokenizer.pad_token_id)
     assert padded.sum() == sum(sum(e["completion_mask"]) for e in examples)
+    # the tool's ids are not targets, but they are seen: attend covers every id of each trace
+    assert attend.sum(1).tolist() == [len(e["completion_ids"]) for e in examples]
 
 
 def test_the_tool_use_preset_and_its_no_tools_control(tmp_path):

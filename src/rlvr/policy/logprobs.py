@@ -1,7 +1,12 @@
 """The policy forward: per-token log-probs (and entropy) of sampled completions given their prompts.
 
 Rows are laid out as [left-padded prompt | completion], so every completion starts at the same column and
-`logits_to_keep` asks the model for the completion positions only. Log-probs are taken in float32 a few
+`logits_to_keep` asks the model for the completion positions only.
+
+Two masks, never one for both: `completion_mask` says which tokens are scored (1 on the policy's own tokens), and
+`attend` which tokens are there to be seen (every real token of the row). They differ in an episode, whose
+environment ids (a tool's output) are in the context of the next turn but not in the loss: attending only where the
+loss is would train the next turn as if the tool had never answered. Log-probs are taken in float32 a few
 rows at a time (policy.softmax.selective_log_softmax), so the full-vocabulary float32 logits of a whole batch
 never exist at once.
 """
@@ -29,10 +34,10 @@ def _cache_kwarg_of(cls) -> str:
     return "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
 
 
-def pack_rows(prompts: list[list[int]], completion_ids: torch.Tensor, completion_mask: torch.Tensor, pad_id: int):
+def pack_rows(prompts: list[list[int]], completion_ids: torch.Tensor, attend: torch.Tensor, pad_id: int):
     """Build model inputs for b rows.
 
-    prompts: b lists of token ids; completion_ids, completion_mask: (b, T).
+    prompts: b lists of token ids; completion_ids (b, T); attend (b, T): the completion's real tokens (scored or not).
     Returns input_ids (b, Lp+T), attention_mask (b, Lp+T), position_ids (b, Lp+T), where Lp = longest prompt.
     """
     b, t = completion_ids.shape
@@ -43,10 +48,15 @@ def pack_rows(prompts: list[list[int]], completion_ids: torch.Tensor, completion
         input_ids[i, lp - len(p) : lp] = torch.tensor(p, dtype=torch.long)
         attention[i, lp - len(p) : lp] = 1
     input_ids[:, lp:] = completion_ids
-    attention[:, lp:] = (completion_mask > 0).long()
+    attention[:, lp:] = (attend > 0).long()
     # Left padding shifts every real token right; positions must count real tokens only.
     position_ids = (attention.cumsum(-1) - 1).clamp(min=0)
     return input_ids, attention, position_ids
+
+
+def real_tokens(lengths: torch.Tensor, t: int) -> torch.Tensor:
+    """(b, t) float: 1 on each row's first `lengths` completion positions, its real tokens (the `attend` mask)."""
+    return (torch.arange(t)[None, :] < lengths[:, None]).float()
 
 
 def completion_logprobs(
@@ -58,13 +68,16 @@ def completion_logprobs(
     pad_id: int,
     temperature: float = 1.0,
     with_entropy: bool = False,
+    attend: torch.Tensor | None = None,
 ):
     """Per-token log-probs of the completions under `model`, at the sampling temperature.
 
-    prompts: b lists of ids; completion_ids, completion_mask: (b, T).
-    Returns (logp (b, T) float32, entropy (b, T) float32 or None). Padding positions hold 0 (logp) or garbage.
+    prompts: b lists of ids; completion_ids, completion_mask (the scored tokens), attend (the real tokens; None: the
+    scored ones, as in a single-turn completion): (b, T).
+    Returns (logp (b, T) float32, entropy (b, T) float32 or None). Unscored positions hold 0 (logp) or garbage.
     """
-    input_ids, attention, position_ids = pack_rows(prompts, completion_ids, completion_mask, pad_id)
+    attend = completion_mask if attend is None else attend
+    input_ids, attention, position_ids = pack_rows(prompts, completion_ids, attend, pad_id)
     t = completion_ids.shape[1]
     # Keep the T+1 last positions: position Lp-1 predicts the first completion token, the last one predicts
     # nothing we sampled and is dropped.
@@ -137,9 +150,12 @@ class PromptPass:
         self.first, self.kv = outputs[0], list(zip(outputs[1::2], outputs[2::2]))
         self.config = model.config
 
-    def logprobs(self, model, prompts, completion_ids, completion_mask, *, temperature: float = 1.0) -> torch.Tensor:
+    def logprobs(
+        self, model, prompts, completion_ids, completion_mask, *, temperature: float = 1.0, attend=None
+    ) -> torch.Tensor:
         """Log-probs of b completions of this pass's prompts: prompts b lists of ids (each one of the pass's);
-        completion_ids, completion_mask (b, T). Returns (b, T) float32, 0 on padding."""
+        completion_ids, completion_mask (the scored tokens), attend (the real tokens; None: the scored ones): (b, T).
+        Returns (b, T) float32, 0 where not scored."""
         from transformers import DynamicCache
 
         row_prompt = [self.index[tuple(p)] for p in prompts]
@@ -154,12 +170,13 @@ class PromptPass:
         # It runs even for 1-token rows (FSDP: every rank must make the same forward calls); the last position
         # predicts nothing that is scored and is given a zero mask.
         ids, mask = completion_ids[order], (completion_mask[order] > 0).long()
+        seen = mask if attend is None else (attend[order] > 0).long()
         logp_first = selective_log_softmax(
             _tempered(_repeat_rows(self.first, counts), temperature), ids[:, 0], mask=mask[:, 0]
         )
         prompt_rows = _repeat_rows(self.attention, counts)
-        att = torch.cat([prompt_rows, mask], dim=1)
-        positions = (prompt_rows.sum(-1, keepdim=True) + mask.cumsum(-1) - 1).clamp(min=0)
+        att = torch.cat([prompt_rows, seen], dim=1)
+        positions = (prompt_rows.sum(-1, keepdim=True) + seen.cumsum(-1) - 1).clamp(min=0)
         rest = _tempered(
             model(
                 input_ids=ids, attention_mask=att, position_ids=positions, use_cache=True, **{cache_kwarg(model): cache}

@@ -20,7 +20,7 @@ import torch
 
 from rlvr.algorithms.losses import batch_counts, policy_loss
 from rlvr.algorithms.mismatch import DEFAULT_CAP, empty_sums, merge_sums, mismatch_figures, mismatch_sums
-from rlvr.policy.logprobs import PromptPass
+from rlvr.policy.logprobs import PromptPass, real_tokens
 
 
 class MicroBatchOOM(RuntimeError):
@@ -123,6 +123,7 @@ def _chunk_logprobs(model, prompts: PromptPass, batch, rows, temperature, autoca
             batch.completion_ids[rows, :t],
             batch.mask[rows, :t],
             temperature=temperature,
+            attend=real_tokens(batch.lengths[rows], t),  # an episode's environment ids are seen, not scored
         )
     return logp, t
 

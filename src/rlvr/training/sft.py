@@ -33,7 +33,7 @@ from rlvr.environments.build import build_tools
 from rlvr.environments.episode import replay_episode
 from rlvr.environments.figures import transcript
 from rlvr.environments.openings import EpisodeOpenings
-from rlvr.policy.logprobs import completion_logprobs
+from rlvr.policy.logprobs import completion_logprobs, real_tokens
 from rlvr.prompts.chat import encode_prompt
 from rlvr.rundir import checkpoint as ckpt
 from rlvr.rundir.files import atomic_write_text, read_jsonl
@@ -166,28 +166,37 @@ def reference_examples(tokenizer, task, problems, field: str, tools: dict | None
 
 
 def completion_nll(
-    model, prompts: list[list[int]], completion_ids: torch.Tensor, mask: torch.Tensor, *, pad_id: int, num_tokens: float
+    model,
+    prompts: list[list[int]],
+    completion_ids: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    pad_id: int,
+    num_tokens: float,
+    attend: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Sum over completion tokens of -log p(token | prompt, earlier tokens), divided by num_tokens.
 
-    prompts: b lists of ids; completion_ids, mask: (b, T). Prompt tokens are never targets; padding
-    positions are zeroed with where (not multiplied), so a non-finite value there cannot leak in.
+    prompts: b lists of ids; completion_ids, mask (the target tokens), attend (every real token, a tool's output
+    included; None: the targets): (b, T). Prompt tokens are never targets; padding positions are zeroed with where
+    (not multiplied), so a non-finite value there cannot leak in.
     With num_tokens = the optimizer batch's token count, micro-batch losses sum to the batch's token mean.
     """
-    logp, _ = completion_logprobs(model, prompts, completion_ids, mask, pad_id=pad_id)
+    logp, _ = completion_logprobs(model, prompts, completion_ids, mask, pad_id=pad_id, attend=attend)
     return -torch.where(mask > 0, logp, torch.zeros_like(logp)).sum() / num_tokens
 
 
-def pad_examples(examples: list[dict], pad_id: int) -> tuple[list[list[int]], torch.Tensor, torch.Tensor]:
-    """(prompts, completion_ids (b, T), mask (b, T)) right-padded to the longest completion; an example's
-    completion_mask (0 on a tool's ids) where it has one."""
+def pad_examples(examples: list[dict], pad_id: int):
+    """(prompts, completion_ids (b, T), mask (b, T), attend (b, T)) right-padded to the longest completion: mask is
+    an example's completion_mask (0 on a tool's ids) where it has one, attend 1 on every id of the completion."""
     t = max(len(e["completion_ids"]) for e in examples)
     ids = torch.full((len(examples), t), pad_id, dtype=torch.long)
     mask = torch.zeros(len(examples), t)
     for i, e in enumerate(examples):
         ids[i, : len(e["completion_ids"])] = torch.tensor(e["completion_ids"])
         mask[i, : len(e["completion_ids"])] = torch.tensor(e.get("completion_mask") or [1.0] * len(e["completion_ids"]))
-    return [e["prompt_ids"] for e in examples], ids, mask
+    attend = real_tokens(torch.tensor([len(e["completion_ids"]) for e in examples]), t)
+    return [e["prompt_ids"] for e in examples], ids, mask, attend
 
 
 def batch_plan(examples: list[dict], epochs: int, batch_size: int, seed: int) -> list[tuple[int, list[int]]]:
@@ -214,9 +223,9 @@ def sft_step(model, rows: list[dict], optimizer, scheduler, trainable, train, pa
         train.micro_batch_size,
         train.micro_batch_tokens,
     ):
-        prompts, ids, mask = pad_examples([rows[i] for i in chunk], pad_id)
+        prompts, ids, mask, attend = pad_examples([rows[i] for i in chunk], pad_id)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=train.autocast == "bfloat16"):
-            loss = completion_nll(model, prompts, ids, mask, pad_id=pad_id, num_tokens=num_tokens)
+            loss = completion_nll(model, prompts, ids, mask, pad_id=pad_id, num_tokens=num_tokens, attend=attend)
         loss.backward()
         loss_sum += float(loss.detach())
     grad_norm = float(torch.nn.utils.clip_grad_norm_(trainable, train.max_grad_norm))
