@@ -12,7 +12,8 @@ import yaml
 
 from conftest import make_tiny_llama
 from rlvr.config import ConfigError, resolve
-from rlvr.training.sft import completion_nll, sample_budget, sft
+from rlvr.training.sft import completion_nll, sft
+from rlvr.training.sft_data import sample_budget, take_examples
 from rlvr.verifiers.compose import build_reward
 
 EOS = 2  # <|im_end|>: the real tokenizer's eos and the sampler's stop token
@@ -163,8 +164,6 @@ def test_reference_traces_and_budget(tmp_path, tokenizer):
 
 
 def test_max_examples_takes_a_seeded_subset_in_the_data_order(tmp_path, tokenizer):
-    from rlvr.training.sft import take_examples
-
     examples = [{"i": i} for i in range(20)]
     some = take_examples(examples, 6, seed=0)
     assert len(some) == 6 and [e["i"] for e in some] == sorted(e["i"] for e in some)

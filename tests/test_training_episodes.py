@@ -342,7 +342,8 @@ def test_single_turn_runs_take_the_single_turn_round(tmp_path, tokenizer):
 
 
 def test_reference_tool_traces_are_episode_ids_with_the_tools_masked(tokenizer):
-    from rlvr.training.sft import pad_examples, reference_examples
+    from rlvr.training.sft import pad_examples
+    from rlvr.training.sft_data import reference_examples
 
     task = load_task("tool_arithmetic", per_band=5)
     tools = build_tools(Config.from_dict(resolve("tool-use")).episode)
