@@ -15,7 +15,7 @@ from pathlib import Path
 from rlvr.evaluation.coverage import coverage, coverage_markdown
 from rlvr.evaluation.lenient import gain_split, split_markdown
 from rlvr.evaluation.records import EvalRecord, atomic_write_text, by_problem
-from rlvr.evaluation.stats import paired_bootstrap, paired_verdict
+from rlvr.evaluation.stats import fmt_diff, paired_bootstrap, paired_verdict
 from rlvr.evaluation.summary import OVERALL, fmt_interval, interval, parse_metric, per_problem_values
 
 
@@ -123,7 +123,7 @@ def compare_markdown(result: dict) -> str:
     for b in result["bands"]:
         for m, per_band in result["diffs"].items():
             d = per_band[b]
-            lines.append(f"| {b} | {m} | {d['diff']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}] | {d['verdict']} |")
+            lines.append(f"| {b} | {m} | {fmt_diff(d)} | {d['verdict']} |")
     if result.get("split"):
         lines += ["", split_markdown(result["split"], base, pct).rstrip("\n")]
     if result.get("coverage") and result["diffs"]:
@@ -155,7 +155,7 @@ def head_to_head_markdown(results: list[dict]) -> str:
             d = r["diffs"][model][b]
             lines.append(
                 f"| {b} | {r['metric']} | {r['accuracy'][base][b]['value']:.3f} | {r['accuracy'][model][b]['value']:.3f}"
-                f" | {d['diff']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}] | {d['verdict']} |"
+                f" | {fmt_diff(d)} | {d['verdict']} |"
             )
     return "\n".join(lines) + "\n"
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rlvr.evaluation.records import EvalRecord, by_problem
-from rlvr.evaluation.stats import coverage_ks, paired_bootstrap, paired_verdict
+from rlvr.evaluation.stats import coverage_ks, fmt_diff, paired_bootstrap, paired_verdict
 from rlvr.evaluation.summary import fmt_interval, interval, per_problem_values
 
 
@@ -56,7 +56,7 @@ def coverage_markdown(cov: dict, baseline: str, pct: int) -> str:
         cells = [fmt_interval(cov["accuracy"][m][k]) for m in models]
         for m in others:
             d = cov["diffs"][m][k]
-            cells.append(f"{d['diff']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}] {d['verdict']}")
+            cells.append(f"{fmt_diff(d)} {d['verdict']}")
         lines.append(f"| {k} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rlvr.evaluation.records import EvalRecord, by_problem
-from rlvr.evaluation.stats import paired_bootstrap, paired_verdict
+from rlvr.evaluation.stats import fmt_diff, paired_bootstrap, paired_verdict
 from rlvr.verifiers.extract import last_answer
 
 OVERALL = "all"
@@ -121,10 +121,7 @@ def split_markdown(split: dict, baseline: str, pct: int = 95) -> str:
     bands = list(next(iter(split.values()))) if split else []
     for band in bands:
         for model, per in split.items():
-            cells = [
-                f"{d['diff']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}] {d['verdict']}"
-                for d in (per[band]["format"], per[band]["answers"])
-            ]
+            cells = [f"{fmt_diff(d)} {d['verdict']}" for d in (per[band]["format"], per[band]["answers"])]
             lines.append(f"| {band} | {model} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

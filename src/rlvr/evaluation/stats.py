@@ -117,6 +117,11 @@ def paired_bootstrap(
     return point, lo, hi
 
 
+def fmt_diff(d: dict) -> str:
+    """A paired difference {diff, lo, hi} -> '+0.067 [+0.033, +0.100]' (signed, as a gain or a loss)."""
+    return f"{d['diff']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}]"
+
+
 def paired_verdict(lo: float, hi: float) -> str:
     """'better' when the whole interval of (candidate - baseline) is above 0, 'worse' when below,
     otherwise 'inside the noise' (an interval touching 0 does not exclude no difference)."""

@@ -90,6 +90,8 @@ def run_controls(cfg: dict, root: Path, rl_cfg: dict, rlvr_records, *, train, ev
 
 def controls_markdown(controls: dict, plot: str | None = None) -> str:
     """Per band: each control's pass@1, RLVR's, and RLVR minus the control with its paired interval and verdict."""
+    from rlvr.evaluation.stats import fmt_diff
+
     if not controls:
         return ""
     lines = [
@@ -108,8 +110,7 @@ def controls_markdown(controls: dict, plot: str | None = None) -> str:
             d = r["diffs"]["rlvr"][band]
             lines.append(
                 f"| {band} | {kind} | {r['accuracy'][name][band]['value']:.3f} | "
-                f"{r['accuracy']['rlvr'][band]['value']:.3f} | {d['diff']:+.3f} [{d['lo']:+.3f}, "
-                f"{d['hi']:+.3f}] | {d['verdict']} |"
+                f"{r['accuracy']['rlvr'][band]['value']:.3f} | {fmt_diff(d)} | {d['verdict']} |"
             )
     if plot:
         lines += ["", f"![training curves: RLVR and its controls]({plot})"]

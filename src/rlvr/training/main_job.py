@@ -238,7 +238,7 @@ def _report_plots(root: Path, rows: list[dict], summaries: dict) -> dict:
     return plots
 
 
-def _write_report(root, cfg, result, summaries, evals, timings, wall, ood=(), controls=None, against_sft=()) -> Path:
+def _write_report(root, cfg, result, summaries, evals, timings, wall, ood, controls, against_sft) -> Path:
     from rlvr.evaluation import report
     from rlvr.evaluation.compare import compare_markdown
     from rlvr.evaluation.summary import summary_markdown
@@ -295,8 +295,6 @@ def _sft_section(against_sft) -> dict[str, str]:
     """The report's "RLVR against the SFT baseline" section: the paired difference per band, sampled and greedy."""
     from rlvr.evaluation.compare import head_to_head_markdown
 
-    if not against_sft:
-        return {}
     sentence = reading(against_sft[0], closing="")
     return {
         "RLVR against the SFT baseline": head_to_head_markdown(against_sft)
