@@ -122,3 +122,19 @@ def test_a_shift_on_first_tokens_is_diluted_by_the_token_count(tmp_path, tokeniz
     assert row["mismatch/abs_log_ratio"] == pytest.approx(share, abs=1e-4)
     assert row["mismatch/max_ratio"] == pytest.approx(math.e, abs=1e-3)
     assert row["mismatch/outside_frac"] == pytest.approx(share)
+
+
+def test_mismatch_warning_reads_the_mean_k3_over_the_steps_that_measured_it():
+    from rlvr.evaluation.report import MISMATCH_WARN_K3, mismatch_warning
+
+    # the attention bug's figures (0.15-0.39): mean (0.1 + 0.3) / 2 = 0.2 over 2 steps; the row without the figure
+    # (an episode step with no policy token, a skipped update) is not a step that measured
+    rows = [{"step": 1, "mismatch/k3_kl": 0.1}, {"step": 2}, {"step": 3, "mismatch/k3_kl": 0.3}]
+    text = mismatch_warning(rows)
+    assert "averaged 0.2 over 2 steps (at most 0.3)" in text
+    assert f"warned above {MISMATCH_WARN_K3:g}" in text
+    # a healthy bf16 run (0.001-0.006) and the limit itself are not warned about; nor a run that measured nothing
+    assert mismatch_warning([{"mismatch/k3_kl": 0.004}, {"mismatch/k3_kl": 0.0063}]) is None
+    assert mismatch_warning([{"mismatch/k3_kl": MISMATCH_WARN_K3}]) is None
+    assert mismatch_warning([{"step": 1}]) is None
+    assert mismatch_warning([{"mismatch/k3_kl": 0.02}], limit=0.01) is not None

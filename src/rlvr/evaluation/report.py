@@ -125,6 +125,31 @@ def panels_plot(rows: list[dict], path: Path, keys, title: str, color: str) -> P
     return _save(fig, Path(path))
 
 
+# A run whose sampler and trainer disagree by more than this k3 KL, averaged over its steps, is warned about. Healthy
+# bf16 runs measured 0.001-0.006 (docs/performance.md: the default preset's whole runs, the last steps the highest);
+# the update that hid the environment's ids from later turns measured 0.15-0.39 (docs/results.md, "Tool use").
+MISMATCH_WARN_K3 = 0.05
+
+
+def mismatch_warning(rows: list[dict], limit: float = MISMATCH_WARN_K3) -> str | None:
+    """One plain sentence when the sampler-vs-trainer k3 KL averaged over the steps that measured it is above
+    `limit`: the update then scores different tokens, or the same tokens in another context, than the sampler drew
+    (a chat template re-rendered, a mask used as attention, another model's weights), and its gradient is for a
+    policy that did not sample them. None otherwise, and for a run that measured no step."""
+    values = [r["mismatch/k3_kl"] for r in rows if r.get("mismatch/k3_kl") is not None]
+    if not values:
+        return None
+    mean = sum(values) / len(values)
+    if mean <= limit:
+        return None
+    return (
+        f"The sampler and the trainer disagree on the trained tokens: k3 KL(sampler || trainer) averaged {mean:.3g} "
+        f"over {len(values)} steps (at most {max(values):.3g}), where a healthy bf16 run measures 0.001-0.006 "
+        f"(warned above {limit:g}). The update is then not training the policy that sampled; look for ids the "
+        "sampler did not produce or saw in another context (see the mismatch plot below)."
+    )
+
+
 def mismatch_plot(rows: list[dict], path: Path, title: str = "sampler vs trainer, per step") -> Path | None:
     """One panel per mismatch figure (rlvr.algorithms.mismatch) over the steps; None when no step has them."""
     return panels_plot(rows, path, MISMATCH_KEYS, title, "#9d0208")

@@ -281,7 +281,7 @@ def _write_report(root, cfg, result, summaries, evals, timings, wall, ood, contr
         root,
         meta=meta,
         compare_md=compare_markdown(result),
-        warnings=[contention_warning(load, c.log.quiet_steps_per_min)],
+        warnings=[contention_warning(load, c.log.quiet_steps_per_min), report.mismatch_warning(rows)],
         summaries_md={name: summary_markdown(s) for name, s in summaries.items()},
         plots=plots,
         examples_md=report.examples_markdown(pairs, prompts),
