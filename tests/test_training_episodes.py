@@ -202,6 +202,81 @@ def test_retry_tells_a_wrong_answer_and_pays_the_right_one_discounted():
     )
 
 
+def test_a_round_of_retry_steps_graded_as_one_batch_is_the_round_taken_one_by_one():
+    """RetryEnvironment.step_batch (one reward call a round, through take_steps) against step (one call an answer):
+    the same Steps for right, wrong, unboxed and doubly boxed answers, at the first, second and last attempt."""
+    from rlvr.environments.episode import take_steps
+
+    task = load_task("arithmetic", per_band=30)
+    _, reward = task_reward(DEFAULTS["reward"], task)
+    problems = task.problems("train")[:6]
+    g = [int(p.answer) for p in problems]
+    rounds = [  # each episode's answer, round by round; None once its episode is over
+        [f"\\boxed{{{g[0]}}}", f"\\boxed{{{g[1] + 1}}}", "no box", "\\boxed{1} or \\boxed{2}", "x", "y"],
+        [None, f"\\boxed{{{g[1]}}}", f"\\boxed{{{g[2] + 3}}}", f"\\boxed{{{g[3] + 1}}}", "z", "w"],
+        [None, None, f"\\boxed{{{g[2]}}}", "still none", f"\\boxed{{{g[4]}}}", "v"],
+    ]
+
+    def play(take_round):
+        envs = [RetryEnvironment(task, reward, attempts=3, discount=0.5) for _ in problems]
+        for env, p in zip(envs, problems):
+            env.reset(p)
+        seen = []
+        for answers in rounds:
+            live = [i for i, a in enumerate(answers) if a is not None]
+            steps = take_round([envs[i] for i in live], [answers[i] for i in live])
+            seen.append(
+                {
+                    i: (s.done, s.messages, s.reward_parts, s.attempt, s.verdict and s.verdict.status)
+                    for i, s in zip(live, steps)
+                }
+            )
+        return seen
+
+    one_by_one = play(lambda envs, turns: [env.step(turn) for env, turn in zip(envs, turns)])
+    batched = play(lambda envs, turns: [step for step, _seconds in take_steps(envs, turns, 30.0, workers=8)])
+    assert batched == one_by_one
+    full = float(reward([f"\\boxed{{{g[0]}}}"], [problems[0]]).total[0])
+    assert batched[0][0] == (True, [], {"answer": pytest.approx(full)}, 1, "correct")
+    assert batched[0][1][1] == [{"role": "user", "content": f"{g[1] + 1} is wrong. Try again."}]
+    assert batched[0][2][1][0]["content"].startswith("No final answer was found")
+    assert batched[0][3][1] == [{"role": "user", "content": "Give exactly one final answer. Try again."}]
+    assert batched[1][1][0] and batched[1][1][3] == 2 and batched[1][1][2] == {"answer": pytest.approx(full * 0.5)}
+    assert [batched[2][i][4] for i in (2, 3, 4, 5)] == ["correct", "no_answer", "correct", "no_answer"]
+
+
+class _Counted:
+    """An environment whose step_batch fails: take_steps takes the round one step at a time instead."""
+
+    tools: dict = {}
+    batches = 0
+
+    def __init__(self, bad=False):
+        self.bad = bad
+
+    def step(self, turn):
+        from rlvr.environments.protocol import Step
+
+        if self.bad:
+            raise RuntimeError("broken grader")
+        return Step(done=True, reward_parts={"answer": float(len(turn))})
+
+    @staticmethod
+    def step_batch(envs, turns):
+        _Counted.batches += 1
+        raise RuntimeError("the batch path is down")
+
+
+def test_a_failed_batch_is_retaken_one_step_at_a_time_and_only_the_faulty_episode_pays():
+    from rlvr.environments.episode import Fault, take_steps
+
+    envs = [_Counted(), _Counted(bad=True), _Counted()]
+    out = take_steps(envs, ["ab", "abc", "abcd"], 5.0, workers=2)
+    assert _Counted.batches == 1
+    assert [o.reward_parts for o, _ in (out[0], out[2])] == [{"answer": 2.0}, {"answer": 4.0}]
+    assert isinstance(out[1][0], Fault) and out[1][0].status == "error" and "broken grader" in out[1][0].detail
+
+
 RIGHT = Verdict("correct", 1.0, "5")
 
 
