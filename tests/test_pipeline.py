@@ -39,6 +39,58 @@ def test_main_job_writes_a_consistent_report(tmp_path, tiny_model_dir):
     _check_report(tmp_path / "main", out)
 
 
+def test_a_rerun_evaluates_again_under_new_eval_settings_and_refuses_new_training_settings(
+    tmp_path, tiny_model_dir, capsys
+):
+    """A finished main job run again into its folder reuses its trained phases, evaluates again where the eval
+    settings changed (never reporting n = 2 evaluations as n = 4 ones), and refuses a change to how it trained."""
+    from rlvr.config import ConfigError
+    from rlvr.training.main_job import run_main
+
+    root = tmp_path / "main"
+    base = {
+        "model.name": str(tiny_model_dir),
+        "output_dir": str(root),
+        "train.steps": 2,
+        "log.eval_every": 0,
+        "eval.n": 2,
+        "eval.ks": "[1, 2]",
+        "eval.limit": 6,
+        "eval.out_of_domain": "[]",
+        "sft.epochs": 1,
+    }
+    run_main(tiny_config(tmp_path, **base), quiet=True)
+
+    def phase_files():  # every file the training phases wrote, and when (the model card gets the new held-out table)
+        return {
+            f: f.stat().st_mtime_ns
+            for p in ("rlvr", "sft")
+            for f in (root / p).rglob("*")
+            if f.is_file() and f.name not in ("README.md", ".rlvr.lock")
+        }
+
+    trained = phase_files()
+    capsys.readouterr()
+
+    out = run_main(tiny_config(tmp_path, **{**base, "eval.n": 4}), quiet=True)
+    printed = capsys.readouterr().out
+    for name in ("start", "sft", "rlvr"):
+        summary = json.loads((root / "eval" / name / "summary.json").read_text())
+        assert summary["setup"]["n"] == 4 and summary["overall"]["samples_per_problem"] == 4
+        assert summary["setup"]["ks"] == [1, 2, 4]  # the coverage curve grows with n
+        assert f"eval/{name}: evaluated with n=2, ks=[1, 2]; this run asks n=4, ks=[1, 2, 4]" in printed
+    assert phase_files() == trained  # neither phase trained again
+    assert "4 samples per problem" in out["report"].read_text()
+
+    before = (root / "eval" / "rlvr" / "records.jsonl").read_text()
+    run_main(tiny_config(tmp_path, **{**base, "eval.n": 4}), quiet=True)  # the same settings: read back
+    assert "evaluating again" not in capsys.readouterr().out
+    assert (root / "eval" / "rlvr" / "records.jsonl").read_text() == before
+
+    with pytest.raises(ConfigError, match=r"rlvr finished with other settings than this run's \(train\.lr\)"):
+        run_main(tiny_config(tmp_path, **{**base, "eval.n": 4, "train.lr": 1e-3}), quiet=True)
+
+
 @pytest.mark.slow
 def test_main_job_on_the_default_model_with_a_tiny_budget(tmp_path):
     """`rlvr run`'s own preset (the real SmolLM2-135M-Instruct, fast sampler, bf16) shrunk to two RL steps:
@@ -231,3 +283,21 @@ def test_a_bad_out_of_domain_set_is_refused_before_anything_runs(tmp_path, tiny_
     with pytest.raises(ConfigError, match="eval.out_of_domain 'nope': task.name: unknown task 'nope'; choose from"):
         run_main(cfg, quiet=True)
     assert not (tmp_path / "main").exists()
+
+
+def test_the_reading_is_one_sentence_per_model_with_its_clauses_joined():
+    from rlvr.training.main_job import HELD_OUT_NOTE, reading
+
+    result = {
+        "baseline": "start",
+        "diffs": {
+            "sft": {"1-digit": {"verdict": "better"}, "all": {"verdict": "better"}},
+            "rlvr": {"1-digit": {"verdict": "worse"}, "2-digit": {"verdict": "inside the noise"}},
+        },
+    }
+    assert reading(result) == (
+        "sft vs start: better outside the 95% noise on 1-digit, all. "
+        "rlvr vs start: no band better outside the noise; worse on 1-digit; inside the noise on 2-digit."
+        + HELD_OUT_NOTE
+    )
+    assert reading(result, closing="").endswith("inside the noise on 2-digit.")

@@ -58,16 +58,30 @@ def trained_problems(cfg: dict) -> list:
     return load_task(cfg["task"]["name"], **cfg["task"]["settings"]).problems("train")
 
 
+def set_settings(spec: dict, cfg: dict, quiet: bool = False):
+    """The run's evaluation settings on one out-of-domain set: its split and limit."""
+    from rlvr.evaluation.run_eval import config_settings
+
+    return config_settings(cfg, quiet, split=spec["split"], limit=spec["limit"])
+
+
+def set_setup(spec: dict, cfg: dict) -> dict:
+    """What an evaluation on the set records of how it sampled (run_eval.eval_setup), to check a saved one against."""
+    from rlvr.evaluation.run_eval import eval_setup
+
+    return eval_setup(set_settings(spec, cfg), spec["settings"], cfg["rollout"]["backend"])
+
+
 def evaluate_set(model, spec: dict, cfg: dict, quiet: bool, trained: list):
     """(records, summary) of one model on one out-of-domain set, graded by that set's own task (not the run's
     reward), with the run's evaluation settings; `trained` from trained_problems(cfg)."""
     from rlvr.config import DEFAULTS
-    from rlvr.evaluation.run_eval import config_settings, evaluate_model
+    from rlvr.evaluation.run_eval import evaluate_model
 
     return evaluate_model(
         model,
         spec["name"],
-        config_settings(cfg, quiet, split=spec["split"], limit=spec["limit"]),
+        set_settings(spec, cfg, quiet),
         reward_cfg=DEFAULTS["reward"],
         task_settings=spec["settings"],
         rollout=cfg["rollout"],
@@ -89,4 +103,13 @@ def worse_sentence(label: str, result: dict) -> str:
     return text + (f"; better over all bands: {', '.join(better)}." if better else ".")
 
 
-__all__ = ["ood_sets", "check_sets", "folder_name", "trained_problems", "evaluate_set", "worse_sentence"]
+__all__ = [
+    "ood_sets",
+    "check_sets",
+    "folder_name",
+    "trained_problems",
+    "evaluate_set",
+    "set_settings",
+    "set_setup",
+    "worse_sentence",
+]

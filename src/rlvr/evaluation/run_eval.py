@@ -148,6 +148,26 @@ class EvalSettings:
     progress: bool = True
 
 
+# What an evaluation's summary records of how it sampled ("setup"): the settings that change its numbers, so that a
+# saved evaluation stands for a new one only where these match (rlvr run reuses its evaluations on a rerun).
+SETUP_KEYS = ("split", "n", "temperature", "max_new_tokens", "greedy", "seed", "limit")
+
+
+def scored_ks(e: EvalSettings) -> list[int]:
+    """The k an evaluation reports pass@k for: e.ks up to n, and 1 (none but the greedy pass when n = 0)."""
+    return sorted({k for k in e.ks if k <= e.n} | ({1} if e.n else set()))
+
+
+def eval_setup(e: EvalSettings, task_settings, backend: str) -> dict:
+    """The summary's record of what was sampled and how (SETUP_KEYS, the task's settings, the backend, the k)."""
+    return {
+        **{k: getattr(e, k) for k in SETUP_KEYS},
+        "task_settings": task_settings,
+        "backend": backend,
+        "ks": scored_ks(e),
+    }
+
+
 def _split_checked(task_obj, task, e: EvalSettings, train_problems) -> tuple[list[Problem], dict]:
     """The split's problems (e.limit of them, spread over bands) and their hygiene against `train_problems` (None:
     the task's train split); a split without problems is a ValueError, a contaminated one a ContaminationError."""
@@ -235,7 +255,7 @@ def evaluate_model(
     from rlvr.verifiers.compose import task_reward
 
     e = settings
-    ks = sorted({k for k in e.ks if k <= e.n} | ({1} if e.n else set()))  # n = 0: the greedy pass alone
+    ks = scored_ks(e)
     if rollout is None:
         rollout = (run_config(model_or_path) or DEFAULTS)["rollout"]
     backend = e.backend or rollout["backend"]
@@ -259,9 +279,8 @@ def evaluate_model(
     summary["setup"] = {
         "model": label,
         "task": getattr(task_obj, "name", str(task)),
-        "task_settings": task_settings,
-        **{k: getattr(e, k) for k in ("split", "n", "temperature", "max_new_tokens", "greedy", "seed", "limit")},
-        **{"backend": backend, "reward": reward_cfg, "wall_s": round(time.perf_counter() - t0, 2)},
+        **eval_setup(e, task_settings, backend),
+        **{"reward": reward_cfg, "wall_s": round(time.perf_counter() - t0, 2)},
     }
     if figures:  # an environment task: tool use and what ended the episodes, per pass
         summary["episodes"], summary["setup"]["episode"] = figures, asdict(episode)
@@ -271,6 +290,9 @@ def evaluate_model(
 
 __all__ = [
     "EvalSettings",
+    "SETUP_KEYS",
+    "eval_setup",
+    "scored_ks",
     "evaluate_model",
     "episode_section",
     "config_settings",

@@ -113,7 +113,7 @@ def check_config(run: RunDir, cfg: dict, resume: bool, allow_change: bool) -> No
     if resume:
         saved = yaml.safe_load(path.read_text())
         # the output directory is the run's place, not its settings: a run moved or named by another path resumes
-        changed = sorted(k for k in _diff(saved, cfg) if k != "output_dir")
+        changed = sorted(k for k in config_diff(saved, cfg) if k != "output_dir")
         if changed and not allow_change:
             raise ConfigError(
                 f"--resume: config differs from the saved run in {', '.join(changed)}; "
@@ -122,10 +122,11 @@ def check_config(run: RunDir, cfg: dict, resume: bool, allow_change: bool) -> No
     run.write_config(dump(cfg))
 
 
-def _diff(a, b, prefix=""):
+def config_diff(a, b, prefix=""):
+    """The dotted keys (train.lr, reward.terms) whose values differ between two nested config dicts."""
     if isinstance(a, dict) and isinstance(b, dict):
         for k in set(a) | set(b):
-            yield from _diff(a.get(k), b.get(k), f"{prefix}{k}.")
+            yield from config_diff(a.get(k), b.get(k), f"{prefix}{k}.")
     elif a != b:
         yield prefix[:-1]
 
@@ -171,6 +172,7 @@ __all__ = [
     "open_run",
     "open_trackers",
     "check_config",
+    "config_diff",
     "resume_step",
     "exit_on_signal",
     "save_final",

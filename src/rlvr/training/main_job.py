@@ -23,7 +23,7 @@ import json
 import time
 from pathlib import Path
 
-from rlvr.config import Config, dump
+from rlvr.config import Config, ConfigError, dump
 from rlvr.rundir.files import RunDir, atomic_write_text, check_output_dir
 from rlvr.rundir.final import add_heldout
 
@@ -41,13 +41,26 @@ def _rl_cfg(cfg: dict, root: Path) -> dict:
     return sub
 
 
-def _cached_eval(out: Path, label: str, evaluate):
-    """evaluate() -> (records, summary), written into `out`; a finished one is read back instead of redone."""
+def _cached_eval(out: Path, label: str, evaluate, want: dict):
+    """evaluate() -> (records, summary), written into `out`. A finished one is read back instead of redone when it
+    sampled as `want` says (rlvr.evaluation.run_eval.eval_setup); one that sampled otherwise (a rerun with
+    eval.n=32, say) is evaluated again, and the run says so, rather than reported under settings it did not use."""
     from rlvr.evaluation.records import read_records, write_records
     from rlvr.evaluation.summary import write_summary
 
     if (out / "summary.json").exists() and (out / "records.jsonl").exists():
-        return read_records(out / "records.jsonl"), json.loads((out / "summary.json").read_text())
+        saved = json.loads((out / "summary.json").read_text())
+        had = saved.get("setup", {})
+        stale = [k for k in want if had.get(k) != want[k]]
+        if not stale:
+            return read_records(out / "records.jsonl"), saved
+        print(
+            f"{out}: evaluated with "
+            + ", ".join(f"{k}={had.get(k)!r}" for k in stale)
+            + "; this run asks "
+            + ", ".join(f"{k}={want[k]!r}" for k in stale)
+            + ": evaluating again"
+        )
     records, summary = evaluate()
     summary["label"] = label
     write_records(records, out / "records.jsonl")
@@ -57,27 +70,29 @@ def _cached_eval(out: Path, label: str, evaluate):
 
 def _evaluate(name: str, model, cfg: dict, root: Path, quiet: bool):
     """Held-out evaluation of one model into root/eval/<name>, as `cfg` says (an environment task: as episodes)."""
-    from rlvr.evaluation.run_eval import config_settings, evaluate_model
+    from rlvr.evaluation.run_eval import config_settings, eval_setup, evaluate_model
 
+    settings = config_settings(cfg, quiet)
     return _cached_eval(
         root / "eval" / name,
         name,
         lambda: evaluate_model(
             model,
             cfg["task"]["name"],
-            config_settings(cfg, quiet),
+            settings,
             reward_cfg=cfg["reward"],
             task_settings=cfg["task"]["settings"],
             rollout=cfg["rollout"],
             episode=cfg["episode"],
         ),
+        eval_setup(settings, cfg["task"]["settings"], settings.backend),
     )
 
 
 def _out_of_domain(cfg: dict, root: Path, models: dict, quiet: bool) -> list[tuple[str, dict]]:
     """Every model on every eval.out_of_domain set, compared with the start: [(label, comparison)]."""
     from rlvr.evaluation.compare import compare, write_comparison
-    from rlvr.evaluation.out_of_domain import evaluate_set, folder_name, ood_sets, trained_problems
+    from rlvr.evaluation.out_of_domain import evaluate_set, folder_name, ood_sets, set_setup, trained_problems
 
     results, trained = [], trained_problems(cfg)
     for spec in ood_sets(cfg):
@@ -87,6 +102,7 @@ def _out_of_domain(cfg: dict, root: Path, models: dict, quiet: bool) -> list[tup
                 root / "eval" / folder / name,
                 f"{name} on {spec['label']}",
                 lambda m=model, s=spec: evaluate_set(m, s, cfg, quiet, trained),
+                set_setup(spec, cfg),
             )[0]
             for name, model in models.items()
         }
@@ -112,40 +128,78 @@ def _start_up(cfg: dict, overwrite: bool) -> tuple[Path, dict, RunDir]:
     check_controls(cfg, root, rl_cfg)  # a control that cannot apply stops here, not after the RLVR phase
     resume = (root / "config.yaml").exists() and not overwrite
     check_output_dir(root, resume=resume, overwrite=overwrite)  # an unusable folder first, then the model:
+    if resume:
+        check_finished_phases(cfg, root, rl_cfg)
     resolve_model_path(cfg["model"]["name"])  # a hub id the hub cannot give stops here, before any folder exists
     held = RunDir(root, resume=resume, overwrite=overwrite)
     atomic_write_text(root / "config.yaml", dump(cfg))
     return root, rl_cfg, held
 
 
+def _phase_cfgs(cfg: dict, root: Path, rl_cfg: dict) -> dict[str, dict]:
+    """{"rlvr": config, "sft": config} of the two training phases as they run: RL first and SFT matched on as many
+    sampled completions as RL generated; with train.init_from_sft, SFT first (on its own data, e.g. reference
+    traces) and RL from its merged model (a policy that has never called a tool does not start to by RL alone)."""
+    rl_dir, sft_dir = root / "rlvr", root / "sft"
+    sft_cfg = _phase_cfg(cfg, sft_dir)
+    sft_cfg["sft"]["output_dir"] = str(sft_dir)
+    if cfg["train"]["init_from_sft"]:
+        sft_cfg["model"]["save_merged"] = True  # RL starts from final/merged
+        return {"rlvr": from_sft(rl_cfg, sft_dir), "sft": sft_cfg}
+    sft_cfg["sft"]["match_run"] = str(rl_dir)
+    return {"rlvr": rl_cfg, "sft": sft_cfg}
+
+
+# What may differ when a finished main job runs again into its folder: where things are, how they are logged, and how
+# the models are evaluated (they are evaluated again). Anything else would report models trained under other settings.
+_FREE_ON_RERUN = ("output_dir", "log.", "eval.", "sft.output_dir", "sft.match_run")
+
+
+def check_finished_phases(cfg: dict, root: Path, rl_cfg: dict) -> None:
+    """Refuse, before any work, a rerun whose settings differ from those a finished training phase in `root` ran
+    with: the phase would be reused and reported under settings it did not train with."""
+    import yaml
+
+    from rlvr.training.lifecycle import config_diff
+
+    for name, planned in _phase_cfgs(cfg, root, rl_cfg).items():
+        phase = root / name
+        if not (phase / "final" / "merged").exists() or not (phase / "config.yaml").exists():
+            continue
+        saved = yaml.safe_load((phase / "config.yaml").read_text())
+        free = _FREE_ON_RERUN
+        if not planned["reward"]["terms"]:
+            free += ("reward.terms",)  # the task's own grader, which the phase recorded resolved
+        if name == "rlvr" and cfg["train"]["init_from_sft"]:
+            free += ("model.name",)  # the SFT phase's merged model, wherever the folder now is; SFT's base is checked
+        changed = sorted(k for k in config_diff(saved, planned) if not k.startswith(free))
+        if changed:
+            raise ConfigError(
+                f"{phase} finished with other settings than this run's ({', '.join(changed)}): its model would be "
+                f"reported under settings it did not train with. Pass --overwrite to train again, or choose another "
+                f"--output-dir; a finished run may change only eval.*, log.* and paths (it evaluates again)."
+            )
+
+
 def _train_phases(cfg: dict, root: Path, rl_cfg: dict, timed, quiet: bool) -> tuple[Path, Path]:
-    """The RLVR and SFT phases, each skipped once finished: RL first, then SFT on as many sampled completions as RL
-    generated; with train.init_from_sft, SFT first (on its own data, e.g. reference traces) and RL from its merged
-    model (a policy that has never called a tool does not start to by RL alone). Returns (rlvr dir, sft dir)."""
+    """The RLVR and SFT phases in _phase_cfgs' order, each skipped once finished. Returns (rlvr dir, sft dir)."""
     from rlvr.training.loop import train
     from rlvr.training.sft import sft
 
     rl_dir, sft_dir = root / "rlvr", root / "sft"
-    sft_cfg = _phase_cfg(cfg, sft_dir)
-    sft_cfg["sft"]["output_dir"] = str(sft_dir)
+    phases = _phase_cfgs(cfg, root, rl_cfg)
 
-    def run_rl(c: dict) -> None:
+    def run_rl() -> None:
         if not (rl_dir / "final" / "merged").exists():
             resume = (rl_dir / "checkpoints").exists()
-            timed("train rlvr", train, c, resume=resume, overwrite=not resume, quiet=quiet)
+            timed("train rlvr", train, phases["rlvr"], resume=resume, overwrite=not resume, quiet=quiet)
 
     def run_sft() -> None:
         if not (sft_dir / "final" / "merged").exists():
-            timed("train sft", sft, sft_cfg, quiet=quiet, overwrite=True)
+            timed("train sft", sft, phases["sft"], quiet=quiet, overwrite=True)
 
-    if cfg["train"]["init_from_sft"]:
-        sft_cfg["model"]["save_merged"] = True  # RL starts from final/merged
-        run_sft()
-        run_rl(from_sft(rl_cfg, sft_dir))
-    else:
-        run_rl(rl_cfg)
-        sft_cfg["sft"]["match_run"] = str(rl_dir)
-        run_sft()
+    for run_phase in (run_sft, run_rl) if cfg["train"]["init_from_sft"] else (run_rl, run_sft):
+        run_phase()
     return rl_dir, sft_dir
 
 
@@ -375,19 +429,20 @@ HELD_OUT_NOTE = " The training reward is not the result: these are held-out prob
 
 
 def reading(result: dict, closing: str = HELD_OUT_NOTE) -> str:
-    """A plain sentence per model: where it beats the baseline outside the noise, and where not."""
+    """A plain sentence per model: where it beats the baseline outside the noise, where it is worse, where neither."""
     out = []
     for model, per_band in result["diffs"].items():
-        better = [b for b, d in per_band.items() if d["verdict"] == "better"]
-        worse = [b for b, d in per_band.items() if d["verdict"] == "worse"]
-        noise = [b for b, d in per_band.items() if d["verdict"] == "inside the noise"]
-        parts = [f"{model} vs {result['baseline']}:"]
-        parts.append(
-            f"better outside the 95% noise on {', '.join(better)};" if better else "no band better outside the noise;"
-        )
-        if worse:
-            parts.append(f"worse on {', '.join(worse)};")
-        if noise:
-            parts.append(f"inside the noise on {', '.join(noise)}.")
-        out.append(" ".join(parts))
+        bands = {
+            v: [b for b, d in per_band.items() if d["verdict"] == v] for v in ("better", "worse", "inside the noise")
+        }
+        clauses = [
+            f"better outside the 95% noise on {', '.join(bands['better'])}"
+            if bands["better"]
+            else "no band better outside the noise"
+        ]
+        if bands["worse"]:
+            clauses.append(f"worse on {', '.join(bands['worse'])}")
+        if bands["inside the noise"]:
+            clauses.append(f"inside the noise on {', '.join(bands['inside the noise'])}")
+        out.append(f"{model} vs {result['baseline']}: " + "; ".join(clauses) + ".")
     return " ".join(out) + closing
