@@ -92,6 +92,17 @@ def backend_settings(rollout) -> dict:
     return {}
 
 
+def draw_settings(rollout) -> dict:
+    """How a training draw samples, as `sampler.generate` keywords, from the rollout config section: the one place
+    the RL round, an episode's turns and the SFT baseline's rejection sampling take them from, so they draw alike."""
+    return {
+        "max_new_tokens": rollout.max_new_tokens,
+        "temperature": rollout.temperature,
+        "top_p": rollout.top_p,
+        "top_k": rollout.top_k,
+    }
+
+
 def build_sampler(rollout, model, tokenizer, *, backend: str | None = None, threads: int | None = None) -> Sampler:
     """The one way to build a sampler from the rollout settings: stop ids worked out here, the backend's own
     settings (remote urls, vLLM's engine) always passed. `backend` overrides `rollout.backend` (evaluation of a
@@ -112,4 +123,13 @@ def _with_backend(rollout, backend: str):
     )
 
 
-__all__ = ["BACKENDS", "Rollouts", "Sampler", "backend_settings", "build_sampler", "make_sampler", "stop_ids"]
+__all__ = [
+    "BACKENDS",
+    "Rollouts",
+    "Sampler",
+    "backend_settings",
+    "build_sampler",
+    "draw_settings",
+    "make_sampler",
+    "stop_ids",
+]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from rlvr.algorithms.advantages import dynamic_sampling, group_advantages, overlong_soft_penalty
+from rlvr.sampling import draw_settings
 from rlvr.tasks.base import Problem
 from rlvr.training.comm import Comm
 
@@ -57,15 +58,7 @@ def rollout_round(
 ) -> StepBatch:
     """Generate G completions for each problem and score them (no advantages yet)."""
     t0 = time.perf_counter()
-    ro = sampler.generate(
-        prompt_ids,
-        rollout.group_size,
-        max_new_tokens=rollout.max_new_tokens,
-        temperature=rollout.temperature,
-        top_p=rollout.top_p,
-        top_k=rollout.top_k,
-        generator=generator,
-    )
+    ro = sampler.generate(prompt_ids, rollout.group_size, **draw_settings(rollout), generator=generator)
     t1 = time.perf_counter()
     row_problems = [problems[g] for g in ro.group_ids.tolist()]
     result = reward(ro.texts, row_problems)

@@ -19,6 +19,7 @@ import torch
 from rlvr.environments.episode import episode_limits, run_episodes
 from rlvr.environments.figures import episode_verdict, transcript
 from rlvr.environments.openings import EpisodeOpenings
+from rlvr.sampling import draw_settings
 from rlvr.training.batch import EXCLUDED_STATUSES, StepBatch, overlong_shaping
 
 
@@ -38,10 +39,7 @@ class EpisodeRound:
             [self.new_environment() for _ in rows],
             rows,
             **episode_limits(self.episode),
-            max_new_tokens=rollout.max_new_tokens,
-            temperature=rollout.temperature,
-            top_p=rollout.top_p,
-            top_k=rollout.top_k,
+            **draw_settings(rollout),
             generator=generator,
         )
         batch = shape_overlong(

@@ -19,7 +19,7 @@ from rlvr.environments.episode import replay_episode
 from rlvr.environments.figures import transcript
 from rlvr.prompts.chat import encode_prompt
 from rlvr.rundir.files import atomic_write_text, read_jsonl
-from rlvr.sampling import build_sampler
+from rlvr.sampling import build_sampler, draw_settings
 from rlvr.tasks.base import DatasetError
 from rlvr.training.lifecycle import OpenedRun
 
@@ -96,10 +96,7 @@ def collect_correct(
         ro = sampler.generate(
             ids,
             group_size,
-            max_new_tokens=rollout.max_new_tokens,
-            temperature=rollout.temperature,
-            top_p=rollout.top_p,
-            top_k=rollout.top_k,
+            **draw_settings(rollout),
             generator=generator,
         )
         owners = [batch[g] for g in ro.group_ids.tolist()]
