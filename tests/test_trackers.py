@@ -477,7 +477,8 @@ def test_export_of_a_main_job_adds_the_heldout_tables_and_plots(tmp_path, capsys
 def test_the_main_job_adds_its_heldout_results_to_the_training_run_in_every_tracker(tmp_path):
     """report_to_trackers (the main job's last phase) reopens the RLVR run each tracker holds and adds to it."""
     need("tensorboard", "mlflow", "trackio", "wandb")
-    from rlvr.training.main_job import _rl_cfg, report_to_trackers
+    from rlvr.training.main_folder import rl_phase_cfg
+    from rlvr.training.main_job import report_to_trackers
 
     root, project = tmp_path / "main", f"rlvr-{tmp_path.name}"
     run = fake_run(root / "rlvr", run_name="main")
@@ -488,7 +489,7 @@ def test_the_main_job_adds_its_heldout_results_to_the_training_run_in_every_trac
     live.finish()
     result = fake_main_job(root)
     report_to_trackers(
-        _rl_cfg(
+        rl_phase_cfg(
             resolve(None, [f"output_dir={root}", f"log.report_to={json.dumps(ALL)}", f"log.project={project}"]), root
         ),
         root,
@@ -642,13 +643,13 @@ def test_report_to_is_validated_like_any_config_key():
 def test_run_name_defaults_to_the_output_folder_and_the_main_job_names_its_rlvr_run_after_its_root(tmp_path):
     from rlvr.config import Config
     from rlvr.rundir.trackers import run_name
-    from rlvr.training.main_job import _rl_cfg
+    from rlvr.training.main_folder import rl_phase_cfg
 
     cfg = resolve(None, [f"output_dir={tmp_path / 'exp-7'}"])
     assert run_name(Config.from_dict(cfg).log, cfg["output_dir"]) == "exp-7"
-    rl = _rl_cfg(cfg, tmp_path / "exp-7")
+    rl = rl_phase_cfg(cfg, tmp_path / "exp-7")
     assert rl["output_dir"] == str(tmp_path / "exp-7" / "rlvr") and rl["log"]["run_name"] == "exp-7"
-    assert _rl_cfg(resolve(None, ["log.run_name=mine"]), tmp_path / "x")["log"]["run_name"] == "mine"
+    assert rl_phase_cfg(resolve(None, ["log.run_name=mine"]), tmp_path / "x")["log"]["run_name"] == "mine"
 
 
 def test_rlvr_run_reports_its_training_and_heldout_results(tmp_path, model_dir):

@@ -205,7 +205,7 @@ def test_retry_tells_a_wrong_answer_and_pays_the_right_one_discounted():
 def test_a_round_of_retry_steps_graded_as_one_batch_is_the_round_taken_one_by_one():
     """RetryEnvironment.step_batch (one reward call a round, through take_steps) against step (one call an answer):
     the same Steps for right, wrong, unboxed and doubly boxed answers, at the first, second and last attempt."""
-    from rlvr.environments.episode import take_steps
+    from rlvr.environments.stepping import take_steps
 
     task = load_task("arithmetic", per_band=30)
     _, reward = task_reward(DEFAULTS["reward"], task)
@@ -268,7 +268,7 @@ class _Counted:
 
 
 def test_a_failed_batch_is_retaken_one_step_at_a_time_and_only_the_faulty_episode_pays():
-    from rlvr.environments.episode import Fault, take_steps
+    from rlvr.environments.stepping import Fault, take_steps
 
     envs = [_Counted(), _Counted(bad=True), _Counted()]
     out = take_steps(envs, ["ab", "abc", "abcd"], 5.0, workers=2)
@@ -445,7 +445,7 @@ def test_reference_tool_traces_are_episode_ids_with_the_tools_masked(tokenizer):
 
 def test_the_tool_use_preset_and_its_no_tools_control(tmp_path):
     from rlvr.training.controls import control_cfg, control_eval_cfg
-    from rlvr.training.main_job import from_sft
+    from rlvr.training.main_folder import from_sft
 
     cfg = resolve("tool-use", [f"output_dir={tmp_path / 'main'}", "task.settings.per_band=10"])
     parts = check_components(cfg)

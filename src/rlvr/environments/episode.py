@@ -18,12 +18,11 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from rlvr.environments.protocol import Step
-from rlvr.verifiers.deadline import TimedOut, call_with_deadline
+from rlvr.environments.stepping import Fault, take_step, take_steps
 
 # How a template without tool support hears of the tools: appended to the system message (Hermes style).
 TOOLS_SYSTEM = (
@@ -140,29 +139,6 @@ def record_turn(ep: Episode, ids: list[int], logp: list[float], text: str) -> No
     ep.messages.append({"role": "assistant", "content": text})
 
 
-@dataclass(frozen=True)
-class Fault:
-    """What a step that raised ("error") or ran past its deadline ("timeout") leaves instead of a Step."""
-
-    status: str
-    detail: str
-
-
-def take_step(env, text: str, step_timeout_s: float = 0.0):
-    """The environment's step after a turn: (its Step, or the Fault that ended it, the seconds it took).
-    Python-level work is interrupted at the deadline (0: none; rlvr.verifiers.deadline works in any thread); a step
-    blocked in one C call (a sleep, a socket read) is waited out and then marked timeout. The python tool has its own
-    hard deadline (a killed sandbox process)."""
-    t0 = time.perf_counter()
-    try:
-        outcome = call_with_deadline(lambda: env.step(text), step_timeout_s)
-    except TimedOut as e:  # a hung environment (or tool) costs its episode, never the run
-        outcome = Fault("timeout", f"environment step {e}")
-    except Exception as e:  # a faulty environment costs its episode, never the run
-        outcome = Fault("error", f"{type(e).__name__}: {e}"[:300])
-    return outcome, time.perf_counter() - t0
-
-
 def apply_step(ep: Episode, outcome, seconds: float, tokenizer, extra: dict, text: str, stopped: bool, stop_text: str):
     """A step's outcome (take_step) into its episode: reward parts, tool counts, the verdict, and the environment's
     messages spliced in with mask 0. A fault ends the episode with status "error" / "timeout" (out of the loss).
@@ -190,39 +166,6 @@ def answer_turn(
     episode goes on."""
     outcome, seconds = take_step(env, text, step_timeout_s)
     return apply_step(ep, outcome, seconds, tokenizer, extra, text, stopped, stop_text)
-
-
-def take_steps(envs: list, texts: list[str], step_timeout_s: float, workers: int) -> list:
-    """take_step for each (environment, turn), on up to `workers` threads: a round waits for its slowest step, not
-    for the sum of them (a python tool call is a sandboxed process, a remote environment a request: both wait
-    outside the GIL). Only the steps run in threads; splicing the answers (the tokenizer) stays on the caller's.
-    Environments of one class that has `step_batch(envs, turns) -> Steps` (an optional part of the protocol: a
-    grader that scores a batch faster than one answer at a time) take the round in one call instead."""
-    batched = _batched_steps(envs, texts, step_timeout_s)
-    if batched is not None:
-        return batched
-    if workers <= 1 or len(envs) <= 1:
-        return [take_step(env, text, step_timeout_s) for env, text in zip(envs, texts)]
-    with ThreadPoolExecutor(max_workers=min(workers, len(envs)), thread_name_prefix="rlvr-env") as pool:
-        return list(pool.map(lambda pair: take_step(*pair, step_timeout_s), zip(envs, texts)))
-
-
-def _batched_steps(envs: list, texts: list[str], step_timeout_s: float) -> list | None:
-    """The round through the environments' shared `step_batch`, under one step's deadline, each episode charged an
-    equal share of the wall time; None where they have none (or differ in class), or where the batch raised or ran
-    past the deadline: step_batch changes nothing before it returns, so the round is then taken one step at a time
-    and only a faulty episode pays for its fault."""
-    kind = type(envs[0]) if envs else None
-    step_batch = getattr(kind, "step_batch", None)
-    if step_batch is None or len(envs) < 2 or any(type(env) is not kind for env in envs):
-        return None
-    t0 = time.perf_counter()
-    try:
-        steps = call_with_deadline(lambda: step_batch(envs, texts), step_timeout_s)
-    except Exception:  # TimedOut included: one step at a time finds the episode at fault
-        return None
-    share = (time.perf_counter() - t0) / len(envs)
-    return [(step, share) for step in steps]
 
 
 def splice_answer(ep: Episode, tokenizer, extra: dict, turn: str, stopped: bool, new: list[dict], stop_text: str):
@@ -400,10 +343,7 @@ __all__ = [
     "splice_answer",
     "record_turn",
     "answer_turn",
-    "take_step",
-    "take_steps",
     "apply_step",
-    "Fault",
     "Episodes",
     "continuing",
 ]

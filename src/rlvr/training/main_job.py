@@ -13,59 +13,19 @@
    (named after the root folder unless log.run_name says otherwise).
 
 Every phase writes into one root folder; a phase whose output is already complete is not redone, so an
-interrupted main job picks up where it stopped.
+interrupted main job picks up where it stopped (rlvr.training.main_folder: what a rerun keeps, and when it refuses).
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import time
 from pathlib import Path
 
-from rlvr.config import Config, ConfigError, dump
+from rlvr.config import Config, dump
 from rlvr.rundir.files import RunDir, atomic_write_text, check_output_dir
 from rlvr.rundir.final import add_heldout
-
-
-def _phase_cfg(cfg: dict, out: Path) -> dict:
-    sub = copy.deepcopy(cfg)
-    sub["output_dir"] = str(out)
-    return sub
-
-
-def _rl_cfg(cfg: dict, root: Path) -> dict:
-    """The RLVR phase's config: its run directory root/rlvr, and in the trackers the root folder's name."""
-    sub = _phase_cfg(cfg, root / "rlvr")
-    sub["log"]["run_name"] = sub["log"]["run_name"] or root.absolute().name
-    return sub
-
-
-def _cached_eval(out: Path, label: str, evaluate, want: dict):
-    """evaluate() -> (records, summary), written into `out`. A finished one is read back instead of redone when it
-    sampled as `want` says (rlvr.evaluation.run_eval.eval_setup); one that sampled otherwise (a rerun with
-    eval.n=32, say) is evaluated again, and the run says so, rather than reported under settings it did not use."""
-    from rlvr.evaluation.records import read_records, write_records
-    from rlvr.evaluation.summary import write_summary
-
-    if (out / "summary.json").exists() and (out / "records.jsonl").exists():
-        saved = json.loads((out / "summary.json").read_text())
-        had = saved.get("setup", {})
-        stale = [k for k in want if had.get(k) != want[k]]
-        if not stale:
-            return read_records(out / "records.jsonl"), saved
-        print(
-            f"{out}: evaluated with "
-            + ", ".join(f"{k}={had.get(k)!r}" for k in stale)
-            + "; this run asks "
-            + ", ".join(f"{k}={want[k]!r}" for k in stale)
-            + ": evaluating again"
-        )
-    records, summary = evaluate()
-    summary["label"] = label
-    write_records(records, out / "records.jsonl")
-    write_summary(summary, out, "summary")
-    return records, summary
+from rlvr.training.main_folder import cached_eval, check_finished_phases, phase_cfgs, rl_phase_cfg
 
 
 def _evaluate(name: str, model, cfg: dict, root: Path, quiet: bool):
@@ -73,7 +33,7 @@ def _evaluate(name: str, model, cfg: dict, root: Path, quiet: bool):
     from rlvr.evaluation.run_eval import config_settings, eval_setup, evaluate_model
 
     settings = config_settings(cfg, quiet)
-    return _cached_eval(
+    return cached_eval(
         root / "eval" / name,
         name,
         lambda: evaluate_model(
@@ -98,7 +58,7 @@ def _out_of_domain(cfg: dict, root: Path, models: dict, quiet: bool) -> list[tup
     for spec in ood_sets(cfg):
         folder = folder_name(spec)
         evals = {
-            name: _cached_eval(
+            name: cached_eval(
                 root / "eval" / folder / name,
                 f"{name} on {spec['label']}",
                 lambda m=model, s=spec: evaluate_set(m, s, cfg, quiet, trained),
@@ -123,7 +83,7 @@ def _start_up(cfg: dict, overwrite: bool) -> tuple[Path, dict, RunDir]:
 
     check_sets(cfg)
     root = Path(cfg["output_dir"])
-    rl_cfg = _rl_cfg(cfg, root)
+    rl_cfg = rl_phase_cfg(cfg, root)
     check_trackers(rl_cfg["log"]["report_to"], root / "rlvr", rl_cfg["log"]["project"])  # before any phase
     check_controls(cfg, root, rl_cfg)  # a control that cannot apply stops here, not after the RLVR phase
     resume = (root / "config.yaml").exists() and not overwrite
@@ -136,58 +96,13 @@ def _start_up(cfg: dict, overwrite: bool) -> tuple[Path, dict, RunDir]:
     return root, rl_cfg, held
 
 
-def _phase_cfgs(cfg: dict, root: Path, rl_cfg: dict) -> dict[str, dict]:
-    """{"rlvr": config, "sft": config} of the two training phases as they run: RL first and SFT matched on as many
-    sampled completions as RL generated; with train.init_from_sft, SFT first (on its own data, e.g. reference
-    traces) and RL from its merged model (a policy that has never called a tool does not start to by RL alone)."""
-    rl_dir, sft_dir = root / "rlvr", root / "sft"
-    sft_cfg = _phase_cfg(cfg, sft_dir)
-    sft_cfg["sft"]["output_dir"] = str(sft_dir)
-    if cfg["train"]["init_from_sft"]:
-        sft_cfg["model"]["save_merged"] = True  # RL starts from final/merged
-        return {"rlvr": from_sft(rl_cfg, sft_dir), "sft": sft_cfg}
-    sft_cfg["sft"]["match_run"] = str(rl_dir)
-    return {"rlvr": rl_cfg, "sft": sft_cfg}
-
-
-# What may differ when a finished main job runs again into its folder: where things are, how they are logged, and how
-# the models are evaluated (they are evaluated again). Anything else would report models trained under other settings.
-_FREE_ON_RERUN = ("output_dir", "log.", "eval.", "sft.output_dir", "sft.match_run")
-
-
-def check_finished_phases(cfg: dict, root: Path, rl_cfg: dict) -> None:
-    """Refuse, before any work, a rerun whose settings differ from those a finished training phase in `root` ran
-    with: the phase would be reused and reported under settings it did not train with."""
-    import yaml
-
-    from rlvr.training.lifecycle import config_diff
-
-    for name, planned in _phase_cfgs(cfg, root, rl_cfg).items():
-        phase = root / name
-        if not (phase / "final" / "merged").exists() or not (phase / "config.yaml").exists():
-            continue
-        saved = yaml.safe_load((phase / "config.yaml").read_text())
-        free = _FREE_ON_RERUN
-        if not planned["reward"]["terms"]:
-            free += ("reward.terms",)  # the task's own grader, which the phase recorded resolved
-        if name == "rlvr" and cfg["train"]["init_from_sft"]:
-            free += ("model.name",)  # the SFT phase's merged model, wherever the folder now is; SFT's base is checked
-        changed = sorted(k for k in config_diff(saved, planned) if not k.startswith(free))
-        if changed:
-            raise ConfigError(
-                f"{phase} finished with other settings than this run's ({', '.join(changed)}): its model would be "
-                f"reported under settings it did not train with. Pass --overwrite to train again, or choose another "
-                f"--output-dir; a finished run may change only eval.*, log.* and paths (it evaluates again)."
-            )
-
-
 def _train_phases(cfg: dict, root: Path, rl_cfg: dict, timed, quiet: bool) -> tuple[Path, Path]:
     """The RLVR and SFT phases in _phase_cfgs' order, each skipped once finished. Returns (rlvr dir, sft dir)."""
     from rlvr.training.loop import train
     from rlvr.training.sft import sft
 
     rl_dir, sft_dir = root / "rlvr", root / "sft"
-    phases = _phase_cfgs(cfg, root, rl_cfg)
+    phases = phase_cfgs(cfg, root, rl_cfg)
 
     def run_rl() -> None:
         if not (rl_dir / "final" / "merged").exists():
@@ -201,13 +116,6 @@ def _train_phases(cfg: dict, root: Path, rl_cfg: dict, timed, quiet: bool) -> tu
     for run_phase in (run_sft, run_rl) if cfg["train"]["init_from_sft"] else (run_rl, run_sft):
         run_phase()
     return rl_dir, sft_dir
-
-
-def from_sft(rl_cfg: dict, sft_dir: Path) -> dict:
-    """The RL phase's config starting from the SFT phase's merged model (a fresh LoRA adapter on it)."""
-    sub = copy.deepcopy(rl_cfg)
-    sub["model"]["name"] = str(Path(sft_dir).absolute() / "final" / "merged")
-    return sub
 
 
 def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict:

@@ -1,0 +1,109 @@
+"""The main job's root folder: the configs its phases run with, and what a run into a folder that already holds a
+job keeps. An interrupted phase resumes and a finished one is kept, but only under the settings it trained with
+(check_finished_phases); an evaluation is read back only when it sampled as this run asks (cached_eval), so a rerun
+with `--set eval.n=32` evaluates again instead of reporting n = 4 figures as n = 32 ones.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+from rlvr.config import ConfigError
+
+
+def phase_cfg(cfg: dict, out: Path) -> dict:
+    """A phase's config: the job's, writing into `out`."""
+    sub = copy.deepcopy(cfg)
+    sub["output_dir"] = str(out)
+    return sub
+
+
+def rl_phase_cfg(cfg: dict, root: Path) -> dict:
+    """The RLVR phase's config: its run directory root/rlvr, and in the trackers the root folder's name."""
+    sub = phase_cfg(cfg, root / "rlvr")
+    sub["log"]["run_name"] = sub["log"]["run_name"] or root.absolute().name
+    return sub
+
+
+def cached_eval(out: Path, label: str, evaluate, want: dict):
+    """evaluate() -> (records, summary), written into `out`. A finished one is read back instead of redone when it
+    sampled as `want` says (rlvr.evaluation.run_eval.eval_setup); one that sampled otherwise (a rerun with
+    eval.n=32, say) is evaluated again, and the run says so, rather than reported under settings it did not use."""
+    from rlvr.evaluation.records import read_records, write_records
+    from rlvr.evaluation.summary import write_summary
+
+    if (out / "summary.json").exists() and (out / "records.jsonl").exists():
+        saved = json.loads((out / "summary.json").read_text())
+        had = saved.get("setup", {})
+        stale = [k for k in want if had.get(k) != want[k]]
+        if not stale:
+            return read_records(out / "records.jsonl"), saved
+        print(
+            f"{out}: evaluated with "
+            + ", ".join(f"{k}={had.get(k)!r}" for k in stale)
+            + "; this run asks "
+            + ", ".join(f"{k}={want[k]!r}" for k in stale)
+            + ": evaluating again"
+        )
+    records, summary = evaluate()
+    summary["label"] = label
+    write_records(records, out / "records.jsonl")
+    write_summary(summary, out, "summary")
+    return records, summary
+
+
+def phase_cfgs(cfg: dict, root: Path, rl: dict) -> dict[str, dict]:
+    """{"rlvr": config, "sft": config} of the two training phases as they run: RL first and SFT matched on as many
+    sampled completions as RL generated; with train.init_from_sft, SFT first (on its own data, e.g. reference
+    traces) and RL from its merged model (a policy that has never called a tool does not start to by RL alone)."""
+    rl_dir, sft_dir = root / "rlvr", root / "sft"
+    sft_cfg = phase_cfg(cfg, sft_dir)
+    sft_cfg["sft"]["output_dir"] = str(sft_dir)
+    if cfg["train"]["init_from_sft"]:
+        sft_cfg["model"]["save_merged"] = True  # RL starts from final/merged
+        return {"rlvr": from_sft(rl, sft_dir), "sft": sft_cfg}
+    sft_cfg["sft"]["match_run"] = str(rl_dir)
+    return {"rlvr": rl, "sft": sft_cfg}
+
+
+# What may differ when a finished main job runs again into its folder: where things are, how they are logged, and how
+# the models are evaluated (they are evaluated again). Anything else would report models trained under other settings.
+_FREE_ON_RERUN = ("output_dir", "log.", "eval.", "sft.output_dir", "sft.match_run")
+
+
+def check_finished_phases(cfg: dict, root: Path, rl: dict) -> None:
+    """Refuse, before any work, a rerun whose settings differ from those a finished training phase in `root` ran
+    with: the phase would be reused and reported under settings it did not train with."""
+    import yaml
+
+    from rlvr.training.lifecycle import config_diff
+
+    for name, planned in phase_cfgs(cfg, root, rl).items():
+        phase = root / name
+        if not (phase / "final" / "merged").exists() or not (phase / "config.yaml").exists():
+            continue
+        saved = yaml.safe_load((phase / "config.yaml").read_text())
+        free = _FREE_ON_RERUN
+        if not planned["reward"]["terms"]:
+            free += ("reward.terms",)  # the task's own grader, which the phase recorded resolved
+        if name == "rlvr" and cfg["train"]["init_from_sft"]:
+            free += ("model.name",)  # the SFT phase's merged model, wherever the folder now is; SFT's base is checked
+        changed = sorted(k for k in config_diff(saved, planned) if not k.startswith(free))
+        if changed:
+            raise ConfigError(
+                f"{phase} finished with other settings than this run's ({', '.join(changed)}): its model would be "
+                f"reported under settings it did not train with. Pass --overwrite to train again, or choose another "
+                f"--output-dir; a finished run may change only eval.*, log.* and paths (it evaluates again)."
+            )
+
+
+def from_sft(rl: dict, sft_dir: Path) -> dict:
+    """The RL phase's config starting from the SFT phase's merged model (a fresh LoRA adapter on it)."""
+    sub = copy.deepcopy(rl)
+    sub["model"]["name"] = str(Path(sft_dir).absolute() / "final" / "merged")
+    return sub
+
+
+__all__ = ["phase_cfg", "rl_phase_cfg", "phase_cfgs", "from_sft", "check_finished_phases", "cached_eval"]
