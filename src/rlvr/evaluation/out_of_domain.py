@@ -69,7 +69,8 @@ def set_setup(spec: dict, cfg: dict) -> dict:
     """What an evaluation on the set records of how it sampled (run_eval.eval_setup), to check a saved one against."""
     from rlvr.evaluation.run_eval import eval_setup
 
-    return eval_setup(set_settings(spec, cfg), spec["settings"], cfg["rollout"]["backend"])
+    settings = set_settings(spec, cfg)
+    return eval_setup(settings, spec["settings"], settings.backend)
 
 
 def evaluate_set(model, spec: dict, cfg: dict, quiet: bool, trained: list):
