@@ -55,3 +55,31 @@ def test_rlvr_compare_writes_the_coverage_plot(tmp_path, capsys):
     assert main([*args, "--out", str(tmp_path / "cmp")]) == 0
     assert (tmp_path / "cmp" / "coverage.png").stat().st_size > 1000
     assert "| 2 | 0.333" in (tmp_path / "cmp" / "compare.md").read_text()
+
+
+def banded(hits: dict[str, tuple[str, list[bool]]]) -> list[EvalRecord]:
+    return [
+        EvalRecord(pid, band, j, "correct" if ok else "wrong", float(ok), None, "")
+        for pid, (band, row) in hits.items()
+        for j, ok in enumerate(row)
+    ]
+
+
+def test_per_band_coverage_shows_bands_that_cancel_overall():
+    # band "easy": the start reaches both problems in 2 tries, the trained model only one of them (it narrowed);
+    # band "hard": the start reaches neither, the trained model one of them (it widened). Overall pass@2 is level.
+    start = banded({"e1": ("easy", [T, F]), "e2": ("easy", [F, T]), "h1": ("hard", [F, F]), "h2": ("hard", [F, F])})
+    rlvr = banded({"e1": ("easy", [T, T]), "e2": ("easy", [F, F]), "h1": ("hard", [T, F]), "h2": ("hard", [F, F])})
+    cov = coverage({"start": start, "rlvr": rlvr}, "start", n_boot=300)
+    assert cov["diffs"]["rlvr"][2]["diff"] == pytest.approx(0.0)  # 2/4 reached by each model
+    easy, hard = cov["bands"]["easy"]["rlvr"], cov["bands"]["hard"]["rlvr"]
+    # easy: pass@1 per problem start 1/2, 1/2 -> rlvr 1, 0 (level); pass@2 start 1, 1 -> rlvr 1, 0 (-1/2)
+    assert (easy[1]["diff"], easy[2]["diff"]) == pytest.approx((0.0, -0.5))
+    # hard: pass@1 0, 0 -> 1/2, 0 (+1/4); pass@2 0, 0 -> 1, 0 (+1/2)
+    assert (hard[1]["diff"], hard[2]["diff"]) == pytest.approx((0.25, 0.5))
+    assert set(cov["bands"]) == {"easy", "hard"} and set(easy) == {1, 2}
+    md = compare_markdown(compare({"start": start, "rlvr": rlvr}, "start", n_boot=300))
+    assert "| easy | rlvr | +0.000 [" in md and "| hard | rlvr | +0.250 [" in md
+    assert "Per band, each model minus start at k = 1 and k = 2" in md
+    # one band only: the overall table already is the band's, no second table
+    assert coverage({"start": START, "rlvr": SHARP}, "start", n_boot=50)["bands"] == {}

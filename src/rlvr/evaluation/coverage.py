@@ -20,8 +20,11 @@ def coverage(
     evals: dict[str, Sequence[EvalRecord]], baseline: str, n_boot: int = 2000, alpha: float = 0.05, seed: int = 0
 ) -> dict | None:
     """{"ks": [1, 2, 4, ..., n], "accuracy": {model: {k: {value, lo, hi}}}, "diffs": {model: {k: {diff, lo, hi,
-    verdict}}}} over all problems, or None when a problem has fewer than 2 samples (no curve to draw). The models
-    must cover the same problems with the same n (rlvr.evaluation.compare checks that first)."""
+    verdict}}}, "bands": {band: {model: {k: {diff, lo, hi, verdict}}}}} or None when a problem has fewer than 2
+    samples (no curve to draw). accuracy and diffs are over all problems; bands holds each band's paired difference
+    at k = 1 and k = n only, when there is more than one band (an overall "no gain at pass@n" can hide one band
+    that gained and one that lost). The models must cover the same problems with the same n
+    (rlvr.evaluation.compare checks that first)."""
     counts = {len(hits) for _, hits in by_problem(evals[baseline]).values()}
     if not counts or min(counts) < 2:
         return None
@@ -29,16 +32,26 @@ def coverage(
     values = {m: {k: per_problem_values(recs, f"pass@{k}") for k in ks} for m, recs in evals.items()}
     pids = list(values[baseline][1])
     column = lambda m, k: [values[m][k][p][1] for p in pids]  # noqa: E731
-    result = {"ks": ks, "accuracy": {}, "diffs": {}}
-    for m in evals:
-        result["accuracy"][m] = {k: interval(column(m, k), n_boot, alpha, seed) for k in ks}
-        if m == baseline:
-            continue
-        result["diffs"][m] = {}
-        for k in ks:
-            diff, lo, hi = paired_bootstrap(column(m, k), column(baseline, k), n_boot=n_boot, alpha=alpha, seed=seed)
-            result["diffs"][m][k] = {"diff": diff, "lo": lo, "hi": hi, "verdict": paired_verdict(lo, hi)}
-    return result
+    band_of = {p: values[baseline][1][p][0] for p in pids}
+    bands = list(dict.fromkeys(band_of.values()))
+
+    def paired(m: str, k: int, band: str | None = None) -> dict:
+        rows = [i for i, p in enumerate(pids) if band is None or band_of[p] == band]
+        a, b = column(m, k), column(baseline, k)
+        diff, lo, hi = paired_bootstrap(
+            [a[i] for i in rows], [b[i] for i in rows], n_boot=n_boot, alpha=alpha, seed=seed
+        )
+        return {"diff": diff, "lo": lo, "hi": hi, "verdict": paired_verdict(lo, hi)}
+
+    others = [m for m in evals if m != baseline]
+    return {
+        "ks": ks,
+        "accuracy": {m: {k: interval(column(m, k), n_boot, alpha, seed) for k in ks} for m in evals},
+        "diffs": {m: {k: paired(m, k) for k in ks} for m in others},
+        "bands": {b: {m: {k: paired(m, k, b) for k in (ks[0], ks[-1])} for m in others} for b in bands}
+        if len(bands) > 1
+        else {},
+    }
 
 
 def coverage_markdown(cov: dict, baseline: str, pct: int) -> str:
@@ -58,6 +71,27 @@ def coverage_markdown(cov: dict, baseline: str, pct: int) -> str:
             d = cov["diffs"][m][k]
             cells.append(f"{fmt_diff(d)} {d['verdict']}")
         lines.append(f"| {k} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n" + _bands_markdown(cov, baseline)
+
+
+def _bands_markdown(cov: dict, baseline: str) -> str:
+    """Per band, each model minus the baseline at k = 1 and at the largest k: where the overall curve hides bands
+    that moved in opposite directions."""
+    if not cov.get("bands"):
+        return ""
+    first, last = cov["ks"][0], cov["ks"][-1]
+    lines = [
+        "",
+        f"Per band, each model minus {baseline} at k = {first} and k = {last} (paired over the band's problems):",
+        "",
+        f"| band | model | pass@{first} - {baseline} | pass@{last} - {baseline} |",
+        "|---|---|---|---|",
+    ]
+    for band, models in cov["bands"].items():
+        for m, at in models.items():
+            lines.append(
+                f"| {band} | {m} | " + " | ".join(f"{fmt_diff(at[k])} {at[k]['verdict']}" for k in (first, last)) + " |"
+            )
     return "\n".join(lines) + "\n"
 
 
