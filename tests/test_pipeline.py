@@ -2,6 +2,7 @@
 numbers of the files it was built from."""
 
 import json
+import re
 
 import pytest
 import torch
@@ -80,12 +81,22 @@ def test_a_rerun_evaluates_again_under_new_eval_settings_and_refuses_new_trainin
         assert summary["setup"]["ks"] == [1, 2, 4]  # the coverage curve grows with n
         assert f"eval/{name}: evaluated with n=2, ks=[1, 2]; this run asks n=4, ks=[1, 2, 4]" in printed
     assert phase_files() == trained  # neither phase trained again
-    assert "4 samples per problem" in out["report"].read_text()
+    report = out["report"].read_text()
+    assert "4 samples per problem" in report
+    # the wall time counts the evaluations this rerun made, and names the training it read back
+    assert re.search(r"wall time\*\*: [0-9.]+ min \(eval start [0-9.]+, eval sft [0-9.]+, eval rlvr [0-9.]+", report)
+    assert "; read back from an earlier one: train rlvr, train sft\n" in report
 
     before = (root / "eval" / "rlvr" / "records.jsonl").read_text()
-    run_main(tiny_config(tmp_path, **{**base, "eval.n": 4}), quiet=True)  # the same settings: read back
+    out = run_main(tiny_config(tmp_path, **{**base, "eval.n": 4}), quiet=True)  # the same settings: read back
     assert "evaluating again" not in capsys.readouterr().out
     assert (root / "eval" / "rlvr" / "records.jsonl").read_text() == before
+    # nothing evaluated this time: each evaluation is listed with the minutes it took when it ran, none as 0 min work
+    line = next(x for x in out["report"].read_text().splitlines() if "wall time" in x)
+    spent, read_back = line.split(" in this invocation; read back from an earlier one: ")
+    assert "eval start" not in spent and "eval rlvr" not in spent
+    assert re.fullmatch(r"eval start \([0-9.]+ min then\), train rlvr, train sft, eval sft .*, eval rlvr .*", read_back)
+    assert "read_back" not in (root / "eval" / "start" / "summary.json").read_text()
 
     with pytest.raises(ConfigError, match=r"rlvr finished with other settings than this run's \(train\.lr\)"):
         run_main(tiny_config(tmp_path, **{**base, "eval.n": 4, "train.lr": 1e-3}), quiet=True)

@@ -52,5 +52,5 @@ def run(args) -> int:
     print(f"report:  {out['report']}")
     for plot in out["plots"]:
         print(f"plot:    {plot}")
-    print(f"wall time: {out['wall_s'] / 60:.1f} min")
+    print(f"wall time: {out['wall_line']}")
     return 0

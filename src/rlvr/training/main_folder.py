@@ -30,7 +30,9 @@ def rl_phase_cfg(cfg: dict, root: Path) -> dict:
 def cached_eval(out: Path, label: str, evaluate, want: dict):
     """evaluate() -> (records, summary), written into `out`. A finished one is read back instead of redone when it
     sampled as `want` says (rlvr.evaluation.run_eval.eval_setup); one that sampled otherwise (a rerun with
-    eval.n=32, say) is evaluated again, and the run says so, rather than reported under settings it did not use."""
+    eval.n=32, say) is evaluated again, and the run says so, rather than reported under settings it did not use. A
+    summary read back carries "read_back": True (not saved), so the report does not count it as this invocation's
+    work."""
     from rlvr.evaluation.records import read_records, write_records
     from rlvr.evaluation.summary import write_summary
 
@@ -39,7 +41,7 @@ def cached_eval(out: Path, label: str, evaluate, want: dict):
         had = saved.get("setup", {})
         stale = [k for k in want if had.get(k) != want[k]]
         if not stale:
-            return read_records(out / "records.jsonl"), saved
+            return read_records(out / "records.jsonl"), {**saved, "read_back": True}
         print(
             f"{out}: evaluated with "
             + ", ".join(f"{k}={had.get(k)!r}" for k in stale)
