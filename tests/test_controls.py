@@ -115,3 +115,9 @@ def test_the_main_job_trains_and_reports_its_controls(tmp_path, tiny_model_dir):
     fmt = [json.loads(x) for x in (root / "control-format_only" / "metrics.jsonl").read_text().splitlines()]
     assert all(r["reward/control/mean"] == pytest.approx(r["reward/format/mean"]) for r in fmt)
     assert (root / "plots" / "controls.png").exists()
+    # a rerun redoes nothing: the wall-time line names every phase, the controls' too, as read back
+    line = run_main(cfg, quiet=True)["wall_line"]
+    read_back = line.split(" in this invocation; read back from an earlier one: ")[1].split(", ")
+    names = [x.split(" (")[0] for x in read_back]
+    assert names[:5] == ["eval start", "train rlvr", "train sft", "eval sft", "eval rlvr"]
+    assert set(names[5:]) == {f"{p} control-{k}" for p in ("train", "eval") for k in ("random_rate", "format_only")}

@@ -312,3 +312,20 @@ def test_the_reading_is_one_sentence_per_model_with_its_clauses_joined():
         + HELD_OUT_NOTE
     )
     assert reading(result, closing="").endswith("inside the noise on 2-digit.")
+
+
+def test_phase_clock_counts_this_invocations_work_and_names_what_it_read_back():
+    from rlvr.training.main_folder import PhaseClock
+
+    clock = PhaseClock()
+    assert clock("train rlvr", lambda x: x + 1, 1) == 2
+    saved = ["records"], {"setup": {"wall_s": 90.0}, "read_back": True}
+    assert clock("eval sft", lambda: saved) is saved and "read_back" not in saved[1]  # the flag is consumed
+    clock("eval rlvr", lambda: (["records"], {"setup": {"wall_s": 12.0}}))  # evaluated now: counted
+    clock.read_back("train sft")
+    assert set(clock.spent) == {"train rlvr", "eval rlvr"} and clock.earlier == {"eval sft": 90.0, "train sft": None}
+    assert clock.line(120.0) == (
+        "2.0 min (train rlvr 0.0, eval rlvr 0.0) in this invocation; "
+        "read back from an earlier one: eval sft (1.5 min then), train sft"
+    )
+    assert PhaseClock().line(60.0) == "1.0 min"

@@ -65,7 +65,8 @@ def check_controls(cfg: dict, root: Path, rl_cfg: dict) -> None:
 def run_controls(cfg: dict, root: Path, rl_cfg: dict, rlvr_records, *, train, evaluate, timed, quiet: bool) -> dict:
     """Train (unless finished) and evaluate every control of eval.controls; compare RLVR against each.
     `train` is rlvr.training.loop.train, `evaluate(name, model, cfg, root, quiet) -> (records, summary)` the main
-    job's held-out evaluation, `timed(phase, fn, ...)` its timer. Returns {kind: {"summary", "compare"}}."""
+    job's held-out evaluation, `timed` its PhaseClock (rlvr.training.main_folder). Returns {kind: {"summary",
+    "compare"}}."""
     from rlvr.evaluation.compare import compare, write_comparison
 
     out = {}
@@ -81,6 +82,8 @@ def run_controls(cfg: dict, root: Path, rl_cfg: dict, rlvr_records, *, train, ev
                 overwrite=not resume,
                 quiet=quiet,
             )
+        else:
+            timed.read_back(f"train {name}")
         records, summary = timed(f"eval {name}", evaluate, name, str(run_dir), control_eval_cfg(cfg, kind), root, quiet)
         result = compare({name: records, "rlvr": rlvr_records}, baseline=name, metric="pass@1", seed=cfg["seed"])
         write_comparison(result, root, f"compare-{name}")

@@ -1,13 +1,15 @@
 """The main job's root folder: the configs its phases run with, and what a run into a folder that already holds a
 job keeps. An interrupted phase resumes and a finished one is kept, but only under the settings it trained with
 (check_finished_phases); an evaluation is read back only when it sampled as this run asks (cached_eval), so a rerun
-with `--set eval.n=32` evaluates again instead of reporting n = 4 figures as n = 32 ones.
+with `--set eval.n=32` evaluates again instead of reporting n = 4 figures as n = 32 ones. PhaseClock times the
+phases this invocation ran and names those it read back.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import time
 from pathlib import Path
 
 from rlvr.config import ConfigError
@@ -54,6 +56,43 @@ def cached_eval(out: Path, label: str, evaluate, want: dict):
     write_records(records, out / "records.jsonl")
     write_summary(summary, out, "summary")
     return records, summary
+
+
+class PhaseClock:
+    """The main job's wall time per phase in this invocation, and the phases a rerun read back instead of redoing.
+
+    Call it as clock(phase, fn, *args) to run and time a phase. An evaluation that cached_eval read back (its summary
+    says "read_back") and a training phase reported with clock.read_back(phase) are not this invocation's work: the
+    report names them, with the seconds they took when they ran where known, so a rerun that only re-reports does
+    not read as a 0-minute main job."""
+
+    def __init__(self) -> None:
+        self.spent: dict[str, float] = {}
+        self.earlier: dict[str, float | None] = {}
+
+    def __call__(self, phase: str, fn, *args, **kw):
+        start = time.perf_counter()
+        out = fn(*args, **kw)
+        summary = out[1] if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], dict) else {}
+        if summary.pop("read_back", False):
+            self.read_back(phase, summary.get("setup", {}).get("wall_s"))
+        else:
+            self.spent[phase] = self.spent.get(phase, 0.0) + time.perf_counter() - start
+        return out
+
+    def read_back(self, phase: str, seconds: float | None = None) -> None:
+        self.earlier[phase] = seconds
+
+    def line(self, wall: float) -> str:
+        """'12.3 min (eval start 2.0, ...)', and on a rerun '... in this invocation; read back from an earlier one:
+        train rlvr, eval sft (4.1 min then)'."""
+        line = f"{wall / 60:.1f} min"
+        if self.spent:
+            line += " (" + ", ".join(f"{k} {v / 60:.1f}" for k, v in self.spent.items()) + ")"
+        if not self.earlier:
+            return line
+        then = [k if s is None else f"{k} ({s / 60:.1f} min then)" for k, s in self.earlier.items()]
+        return f"{line} in this invocation; read back from an earlier one: " + ", ".join(then)
 
 
 def phase_cfgs(cfg: dict, root: Path, rl: dict) -> dict[str, dict]:
@@ -108,4 +147,12 @@ def from_sft(rl: dict, sft_dir: Path) -> dict:
     return sub
 
 
-__all__ = ["phase_cfg", "rl_phase_cfg", "phase_cfgs", "from_sft", "check_finished_phases", "cached_eval"]
+__all__ = [
+    "phase_cfg",
+    "rl_phase_cfg",
+    "phase_cfgs",
+    "from_sft",
+    "check_finished_phases",
+    "cached_eval",
+    "PhaseClock",
+]

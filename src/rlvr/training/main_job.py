@@ -25,7 +25,7 @@ from pathlib import Path
 from rlvr.config import Config, dump
 from rlvr.rundir.files import RunDir, atomic_write_text, check_output_dir
 from rlvr.rundir.final import add_heldout
-from rlvr.training.main_folder import cached_eval, check_finished_phases, phase_cfgs, rl_phase_cfg
+from rlvr.training.main_folder import PhaseClock, cached_eval, check_finished_phases, phase_cfgs, rl_phase_cfg
 
 
 def _evaluate(name: str, model, cfg: dict, root: Path, quiet: bool):
@@ -96,9 +96,9 @@ def _start_up(cfg: dict, overwrite: bool) -> tuple[Path, dict, RunDir]:
     return root, rl_cfg, held
 
 
-def _train_phases(cfg: dict, root: Path, rl_cfg: dict, timed, reused: dict, quiet: bool) -> tuple[Path, Path]:
-    """The RLVR and SFT phases in _phase_cfgs' order, each skipped once finished (and named in `reused`). Returns
-    (rlvr dir, sft dir)."""
+def _train_phases(cfg: dict, root: Path, rl_cfg: dict, timed: PhaseClock, quiet: bool) -> tuple[Path, Path]:
+    """The RLVR and SFT phases in _phase_cfgs' order, each skipped once finished (and reported to the clock as read
+    back). Returns (rlvr dir, sft dir)."""
     from rlvr.training.loop import train
     from rlvr.training.sft import sft
 
@@ -110,13 +110,13 @@ def _train_phases(cfg: dict, root: Path, rl_cfg: dict, timed, reused: dict, quie
             resume = (rl_dir / "checkpoints").exists()
             timed("train rlvr", train, phases["rlvr"], resume=resume, overwrite=not resume, quiet=quiet)
         else:
-            reused["train rlvr"] = None
+            timed.read_back("train rlvr")
 
     def run_sft() -> None:
         if not (sft_dir / "final" / "merged").exists():
             timed("train sft", sft, phases["sft"], quiet=quiet, overwrite=True)
         else:
-            reused["train sft"] = None
+            timed.read_back("train sft")
 
     for run_phase in (run_sft, run_rl) if cfg["train"]["init_from_sft"] else (run_rl, run_sft):
         run_phase()
@@ -132,21 +132,9 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
 
     t0 = time.perf_counter()
     root, rl_cfg, _held = _start_up(cfg, overwrite)
-    timings: dict[str, float] = {}
-    reused: dict[str, float | None] = {}  # phases a rerun read back: {phase: seconds it took when it ran, if known}
-
-    def timed(phase, fn, *args, **kw):
-        start = time.perf_counter()
-        out = fn(*args, **kw)
-        summary = out[1] if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], dict) else {}
-        if summary.pop("read_back", False):  # an evaluation (records, summary) read back: not this invocation's work
-            reused[phase] = summary.get("setup", {}).get("wall_s")
-        else:
-            timings[phase] = timings.get(phase, 0.0) + time.perf_counter() - start
-        return out
-
+    timed = PhaseClock()
     start_eval = timed("eval start", _evaluate, "start", cfg["model"]["name"], cfg, root, quiet)
-    rl_dir, sft_dir = _train_phases(cfg, root, rl_cfg, timed, reused, quiet)
+    rl_dir, sft_dir = _train_phases(cfg, root, rl_cfg, timed, quiet)
     evals = {"start": start_eval[0]}
     summaries = {"start": start_eval[1]}
     for name, run in (("sft", sft_dir), ("rlvr", rl_dir)):
@@ -169,7 +157,7 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
         quiet,
     )
     wall = time.perf_counter() - t0
-    report = _write_report(root, cfg, result, summaries, evals, (timings, reused), wall, ood, controls, against_sft)
+    report = _write_report(root, cfg, result, summaries, evals, timed.line(wall), ood, controls, against_sft)
     report_to_trackers(rl_cfg, root)
     return {
         "root": root,
@@ -179,8 +167,8 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
         "against_sft": against_sft,
         "plots": sorted((root / "plots").glob("*.png")) + [paths["png"]],
         "wall_s": wall,
-        "wall_line": _wall_line(wall, timings, reused),
-        "timings": timings,
+        "wall_line": timed.line(wall),
+        "timings": timed.spent,
     }
 
 
@@ -210,7 +198,7 @@ def _report_plots(root: Path, rows: list[dict], summaries: dict) -> dict:
     return plots
 
 
-def _write_report(root, cfg, result, summaries, evals, timings, wall, ood, controls, against_sft) -> Path:
+def _write_report(root, cfg, result, summaries, evals, wall_line, ood, controls, against_sft) -> Path:
     from rlvr.evaluation import report
     from rlvr.evaluation.compare import compare_markdown
     from rlvr.evaluation.summary import summary_markdown
@@ -246,7 +234,7 @@ def _write_report(root, cfg, result, summaries, evals, timings, wall, ood, contr
         "evaluation": f"{c.eval.split} split, {c.eval.n} samples per problem at temperature {c.rollout.temperature}"
         f" + greedy, {c.eval.limit or 'all'} problems",
         "RL training load": _load_line(load),
-        "wall time": _wall_line(wall, *timings),
+        "wall time": wall_line,
         "versions": ", ".join(f"{k} {v}" for k, v in report.versions().items()),
     }
     return report.write_report(
@@ -284,16 +272,6 @@ def _controls_section(root: Path, rows: list[dict], controls: dict | None) -> di
     runs = {"rlvr": rows, **{control_name(k): read_metrics(root / control_name(k)) for k in controls}}
     plot = curves_plot(runs, root / "plots" / "controls.png")
     return {"Controls": controls_markdown(controls, str(plot.relative_to(root)))}
-
-
-def _wall_line(wall: float, timings: dict[str, float], reused: dict[str, float | None]) -> str:
-    """This invocation's wall time per phase; on a rerun, the phases read back from an earlier one, with the minutes
-    they took then where recorded (a rerun that only re-reports must not read as a 0-minute main job)."""
-    line = f"{wall / 60:.1f} min (" + ", ".join(f"{k} {v / 60:.1f}" for k, v in timings.items()) + ")"
-    if not reused:
-        return line
-    then = [k if s is None else f"{k} ({s / 60:.1f} min then)" for k, s in reused.items()]
-    return f"{line} in this invocation; read back from an earlier one: " + ", ".join(then)
 
 
 def _load_line(load: dict | None) -> str:
