@@ -157,7 +157,8 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
         quiet,
     )
     wall = time.perf_counter() - t0
-    report = _write_report(root, cfg, result, summaries, evals, timed.line(wall), ood, controls, against_sft)
+    wall_line = timed.line(wall)
+    report = _write_report(root, cfg, result, summaries, evals, wall_line, ood, controls, against_sft)
     report_to_trackers(rl_cfg, root)
     return {
         "root": root,
@@ -167,7 +168,7 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
         "against_sft": against_sft,
         "plots": sorted((root / "plots").glob("*.png")) + [paths["png"]],
         "wall_s": wall,
-        "wall_line": timed.line(wall),
+        "wall_line": wall_line,
         "timings": timed.spent,
     }
 
