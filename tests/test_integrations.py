@@ -66,7 +66,7 @@ def trl_call(func, completions, **columns):
     return got, metrics, extra
 
 
-def test_trl_math_faults_are_none_and_counted_apart():
+def test_trl_math_faults_are_none_and_timeouts_are_wrong():
     from rlvr.integrations.trl import reward_funcs
 
     funcs, weights = reward_funcs(None, workers=0)  # rlvr's default reward: math + format at 0.1
@@ -77,8 +77,10 @@ def test_trl_math_faults_are_none_and_counted_apart():
     answer = ["4", "4", "4", "4", r"\frac{"]
     correct, metrics, extra = trl_call(funcs[0], completions, answer=answer)
     fmt, _, _ = trl_call(funcs[1], completions, answer=answer)
-    assert correct == [1.0, 0.0, 0.0, None, None]  # a timeout and an unusable gold are not wrong answers
-    assert fmt == [1.0, 1.0, 0.0, None, None]  # the whole row is left out, not paid the format bonus alone
+    # an unusable gold says nothing about the completion: None; a timeout (the guard refused the tower) is the
+    # completion's own, graded as a wrong answer (rlvr.verifiers.base.FAULT_STATUSES)
+    assert correct == [1.0, 0.0, 0.0, 0.0, None]
+    assert fmt == [1.0, 1.0, 0.0, 1.0, None]  # a fault row is left out whole, not paid the format bonus alone
     assert metrics["verdict/correct/timeout_frac"] == [0.2] and metrics["verdict/correct/invalid_gold_frac"] == [0.2]
     assert metrics["verdict/correct/correct_frac"] == [0.2] and len(metrics) == len(STATUSES)
     assert extra["correct_status"] == ["correct", "wrong", "no_answer", "timeout", "invalid_gold"]
@@ -91,21 +93,25 @@ def test_trl_verifier_error_and_deadline_in_the_worker_pool():
     funcs, weights = reward_funcs("flaky", workers=2, timeout_s=0.5)
     t0 = time.perf_counter()
     got, metrics, _ = trl_call(funcs[0], ["7", "spin", "raise", "hang", "8"], solution=["7"] * 5)
-    assert got == [1.0, None, None, None, 0.0] and weights == [1.0]
+    assert got == [1.0, 0.0, None, 0.0, 0.0] and weights == [1.0]  # spin and hang time out: wrong; raise: a fault
     assert time.perf_counter() - t0 < 10  # the hung worker was killed at its deadline, not waited for
     assert metrics["verdict/flaky/timeout_frac"] == [0.4] and metrics["verdict/flaky/error_frac"] == [0.2]
 
 
-def test_trl_gold_column_rule_and_keeping_timeouts_as_zero():
+def test_trl_gold_column_rule_and_keeping_only_some_faults_out():
     from rlvr.integrations.trl import reward_funcs
 
-    funcs, _ = reward_funcs("math", workers=0, none_on=("error", "invalid_gold"))  # rlvr's own training rule
+    funcs, _ = reward_funcs("math", workers=0, none_on=("error",))
     got, _, _ = trl_call(funcs[0], [r"\boxed{4}", TOWER], ground_truth=["4", "4"], solution=["5", "5"], gold=["4", "4"])
     assert got == [1.0, 0.0]  # gold (before solution and ground_truth) holds 4; the timeout stays a 0
+    got, _, _ = trl_call(funcs[0], [r"\boxed{4}"], gold=[r"\frac{"])
+    assert got == [0.0]  # an unusable gold, not in none_on: scored 0 rather than left out
     got, _, _ = trl_call(funcs[0], [r"\boxed{4}"], ground_truth=["4"])
     assert got == [1.0]
     with pytest.raises(ValueError, match="only fault statuses"):
         reward_funcs("math", none_on=("wrong",))
+    with pytest.raises(ValueError, match="only fault statuses"):
+        reward_funcs("math", none_on=("timeout",))  # the completion's own: never left out
 
 
 def test_trl_spec_from_an_rlvr_config_and_the_shaping_rule(tmp_path):
@@ -159,13 +165,13 @@ def test_real_trl_grpo_step_with_timeouts_and_errors(tmp_path, tiny_policy):
     )
     assert len(correct) == len(fmt) == 1 and len(correct[0]["rewards"]) == 4
     lengths = correct[0]["lengths"]
-    faulty = [n % 2 == 1 or n % 5 == 0 for n in lengths]  # the flaky verifier's rule (tests/trl_grpo_step.py)
+    faulty = [n % 2 == 0 and n % 5 == 0 for n in lengths]  # errors only (tests/trl_grpo_step.py's flaky rule)
     assert [r is None for r in correct[0]["rewards"]] == faulty == [r is None for r in fmt[0]["rewards"]]
     log = got["logs"][0]
     n_timeout, n_error = sum(n % 2 == 1 for n in lengths), sum(n % 2 == 0 and n % 5 == 0 for n in lengths)
     assert log["verdict/correct/timeout_frac"] == n_timeout / 4 and log["verdict/correct/error_frac"] == n_error / 4
     scored = [r for r in correct[0]["rewards"] if r is not None]
-    if scored:  # TRL's mean leaves the faults out
+    if scored:  # TRL's mean leaves the faults out; a timeout is scored 0
         assert log["rewards/correct/mean"] == pytest.approx(sum(scored) / len(scored))
     assert got["counts"][0] == {
         s: n
@@ -173,7 +179,7 @@ def test_real_trl_grpo_step_with_timeouts_and_errors(tmp_path, tiny_policy):
             ("timeout", n_timeout),
             ("error", n_error),
             ("correct", sum(r == 1.0 for r in scored)),
-            ("wrong", sum(r == 0.0 for r in scored)),
+            ("wrong", sum(r == 0.0 for r in scored) - n_timeout),
         )
         if n
     }
@@ -202,7 +208,7 @@ def test_verl_compute_score_dicts(tmp_path):
     assert right == {"score": 1.0, "acc": 1.0, "status": "correct", "pred": "18", "fault": 0.0}
     assert call(r"\boxed{17}", "18")["status"] == "wrong" and call("18", "18")["status"] == "no_answer"
     tower = call(TOWER, "18")
-    assert (tower["score"], tower["status"], tower["fault"]) == (0.0, "timeout", 1.0)
+    assert (tower["score"], tower["status"], tower["fault"]) == (0.0, "timeout", 0.0)  # the completion's: wrong
     spin = fn(
         data_source="x",
         solution_str="spin",
@@ -210,7 +216,7 @@ def test_verl_compute_score_dicts(tmp_path):
         extra_info=None,
         spec={"terms": [{"name": "c", "kind": "flaky"}], "timeout_s": 0.3},
     )  # spec: verl's reward_kwargs
-    assert (spin["score"], spin["status"], spin["fault"]) == (0.0, "timeout", 1.0)
+    assert (spin["score"], spin["status"], spin["fault"]) == (0.0, "timeout", 0.0)  # the completion's own
     bug = call("raise", "7", info={"verifier": "flaky"})
     assert (bug["status"], bug["fault"]) == ("error", 1.0)
     assert call("Paris", "paris", ds="exact")["status"] == "no_answer"  # data_source names the kind: exact wants a box
@@ -269,7 +275,9 @@ def test_openrlhf_reward_func_strips_prompts_and_counts_faults(tmp_path):
     responses = [r"\boxed{4}<|im_end|>", r"\boxed{5}<|im_end|>", TOWER, r"\boxed{4}"]
     out = fn([prompt + r for r in responses], [prompt] * 4, ["4", "4", "4", r"\frac{"])
     assert set(out) == {"rewards", "scores", "extra_logs"}
-    assert torch.allclose(out["rewards"], torch.tensor([1.1, 0.1, 0.0, 0.0]))  # faults: 0, not the format bonus
+    assert torch.allclose(
+        out["rewards"], torch.tensor([1.1, 0.1, 0.1, 0.0])
+    )  # the tower times out: a wrong boxed answer; the bad gold: 0
     assert out["scores"].tolist() == [1.0, 0.0, 0.0, 0.0]
     logs = {k: v.tolist() for k, v in out["extra_logs"].items()}
     assert set(logs) == {f"rlvr/{s}" for s in STATUSES}
@@ -316,7 +324,15 @@ def doc_snippets() -> dict:
 @pytest.mark.parametrize(
     "name, expected",
     [
-        ("verl", ["'status': 'correct'", "'status': 'timeout'", "'fault': 1.0"]),
+        (
+            "verl",
+            [
+                "'status': 'correct'",
+                "'status': 'timeout', 'pred': '2^{2^{2^{2^2}}}', 'fault': 0.0",
+                "'status': 'invalid_gold'",
+                "'fault': 1.0",
+            ],
+        ),
         ("openrlhf", ["[1.0, 0.0] [1.0, 0.0]"]),
     ],
 )

@@ -290,6 +290,16 @@ def _episode(ids, mask, status="ok", ended_by="done", parts=None, calls=None, tu
     return ep
 
 
+def test_episode_answer_timeout_trains_as_wrong_and_fault_verdicts_leave_the_loss():
+    """One rule for a graded answer's verdict, as in a single-turn step: a timeout is the policy's (trained at reward
+    0), an error or a bad gold is a fault (out of the loss)."""
+    timed_out, broken, bad_gold = Verdict("timeout", 0.0), Verdict("error", 0.0), Verdict("invalid_gold", 0.0)
+    eps = [_episode([5, 6], [1, 1], parts={"answer": 0.0}, verdict=v) for v in (timed_out, broken, bad_gold, RIGHT)]
+    batch = episode_batch(eps, pad_id=0, group_size=4)
+    assert batch.mask.tolist() == [[1, 1], [0, 0], [0, 0], [1, 1]]
+    assert [v.status for v in batch.verdicts] == ["timeout", "error", "invalid_gold", "correct"]
+
+
 def test_episode_rows_faults_and_figures_by_hand():
     eps = [
         _episode([5, 6, 7, 8], [1, 0, 0, 1], parts={"answer": 1.0}, calls={"ok": 2}, turns=2, verdict=RIGHT),
@@ -301,7 +311,9 @@ def test_episode_rows_faults_and_figures_by_hand():
     assert batch.completion_ids.tolist() == [[5, 6, 7, 8], [5, 0, 0, 0], [5, 6, 0, 0], [5, 6, 7, 0]]
     # the faulty episodes leave the loss; the others train on their policy ids only
     assert batch.mask.tolist() == [[1, 0, 0, 1], [0, 0, 0, 0], [0, 0, 0, 0], [1, 0, 1, 0]]
-    assert [v.status for v in batch.verdicts] == ["correct", "error", "timeout", "no_answer"]
+    # an environment that broke or hung is the environment's fault: verdict "error" (rlvr.verifiers.base.FAULT_STATUSES)
+    assert [v.status for v in batch.verdicts] == ["correct", "error", "error", "no_answer"]
+    assert batch.verdicts[2].detail.startswith("environment timeout")
     assert batch.rewards.tolist() == [1.0, 0.0, 0.0, 0.0] and batch.terms == {"answer": [1.0, 0.0, 0.0, 0.0]}
     assert batch.group_ids.tolist() == [0, 0, 1, 1] and batch.finish == ["stop", "length", "length", "length"]
     assert batch.stats["gen_tokens"] == 2 + 1 + 2 + 2

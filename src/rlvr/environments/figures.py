@@ -11,9 +11,10 @@ from rlvr.verifiers.base import Verdict
 
 
 def episode_verdict(ep) -> Verdict:
-    """The verdict a row reports: the environment's graded answer, error for a broken episode, else no_answer."""
+    """The verdict a row reports: the environment's graded answer, error for an episode the environment broke or hung
+    (its fault, not the policy's: rlvr.verifiers.base.FAULT_STATUSES), else no_answer."""
     if ep.status in ("error", "timeout"):
-        return Verdict(ep.status, 0.0, None, ep.detail)
+        return Verdict("error", 0.0, None, f"environment {ep.status}: {ep.detail}")
     return ep.verdict if ep.verdict is not None else Verdict("no_answer", 0.0, None, f"ended by {ep.ended_by}")
 
 

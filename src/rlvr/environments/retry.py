@@ -1,8 +1,9 @@
 """Any rlvr task as a multi-attempt episode: the policy answers, the task's reward grades it, and a wrong answer gets
 its verdict back ("41 is wrong.") with another try, up to `attempts`. The episode's return is the graded reward of
 its last answer times discount ** (attempt - 1): a right first answer is worth the most, and an answer is never
-paid twice. Feedback names what the policy wrote, never the gold. A fault verdict (timeout, error, a bad gold) ends
-the episode at once and keeps its status: error and a bad gold stay out of the loss, as in a single-turn step.
+paid twice. Feedback names what the policy wrote, never the gold. A fault verdict (error, a bad gold:
+rlvr.verifiers.base.FAULT_STATUSES) ends the episode at once and keeps its status, out of the loss as in a single-turn
+step; an answer whose checking timed out is the policy's, a wrong attempt like any other.
 """
 
 from __future__ import annotations
@@ -10,8 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlvr.environments.protocol import Step
-
-FAULTS = ("timeout", "error", "invalid_gold")
+from rlvr.verifiers.base import FAULT_STATUSES
 
 
 @dataclass
@@ -26,6 +26,8 @@ def feedback(verdict) -> str:
         return "No final answer was found. Write your final answer in \\boxed{} and try again."
     if verdict.status == "multiple_answers":
         return "Give exactly one final answer. Try again."
+    if verdict.status == "timeout":
+        return "Your answer could not be checked in time (too large to evaluate, or a program that did not finish). Try again."
     return f"{verdict.extracted} is wrong. Try again."
 
 
@@ -65,11 +67,11 @@ class RetryEnvironment:
     def _answered(self, verdict, total: float) -> RetryStep:
         """The step after an answer graded `verdict` with reward `total`: feedback and another try, or the end."""
         self.attempt += 1
-        last = verdict.status == "correct" or verdict.status in FAULTS or self.attempt >= self.attempts
+        last = verdict.status == "correct" or verdict.status in FAULT_STATUSES or self.attempt >= self.attempts
         if not last:
             return RetryStep([{"role": "user", "content": feedback(verdict)}], attempt=self.attempt)
         paid = total * self.discount ** (self.attempt - 1)
         return RetryStep(done=True, reward_parts={"answer": paid}, verdict=verdict, attempt=self.attempt)
 
 
-__all__ = ["RetryEnvironment", "RetryStep", "feedback", "FAULTS"]
+__all__ = ["RetryEnvironment", "RetryStep", "feedback"]

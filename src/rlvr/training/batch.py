@@ -16,10 +16,7 @@ from rlvr.algorithms.advantages import dynamic_sampling, group_advantages, overl
 from rlvr.sampling import draw_settings
 from rlvr.tasks.base import Problem
 from rlvr.training.comm import Comm
-
-# Verdicts that say nothing about the policy (a broken reference, a crashed checker): such rows are kept out
-# of the loss entirely instead of being scored 0, and counted in the metrics.
-EXCLUDED_STATUSES = ("invalid_gold", "error")
+from rlvr.verifiers.base import FAULT_STATUSES
 
 
 @dataclass
@@ -64,7 +61,7 @@ def rollout_round(
     result = reward(ro.texts, row_problems)
     t2 = time.perf_counter()
     lengths = ro.mask.sum(-1)
-    keep = torch.tensor([v.status not in EXCLUDED_STATUSES for v in result.verdicts], dtype=torch.float32)
+    keep = torch.tensor([v.status not in FAULT_STATUSES for v in result.verdicts], dtype=torch.float32)
     rewards, keep = overlong_shaping(
         algo, torch.tensor(result.total, dtype=torch.float32), keep, lengths, ro.finish, rollout.max_new_tokens
     )

@@ -4,8 +4,9 @@ loss and the update need nothing new. Row b's completion is exactly the ids its 
 environment's ids spliced in; `mask` is 1 on the policy's ids and 0 on the environment's; the reward is the
 episode's return (its reward parts summed, each part a reward term in the metrics).
 
-An episode the environment broke or hung (status "error" / "timeout"), or whose graded answer is a fault verdict, is
-kept out of the loss, as a single-turn fault row is. An episode that ends without a graded answer (a turn or token limit) has the verdict
+An episode the environment broke or hung (episode status "error" / "timeout": verdict "error"), or whose graded answer
+is a fault verdict (rlvr.verifiers.base.FAULT_STATUSES), is kept out of the loss, as a single-turn fault row is; a
+graded answer that timed out is the policy's and trains as a wrong one. An episode that ends without a graded answer (a turn or token limit) has the verdict
 no_answer and earns the reward parts it gathered. DAPO's overlong shaping (algorithm.overlong) reads an episode's
 ids out of episode.max_total_tokens (shape_overlong).
 """
@@ -20,7 +21,8 @@ from rlvr.environments.episode import episode_limits, run_episodes
 from rlvr.environments.figures import episode_verdict, transcript
 from rlvr.environments.openings import EpisodeOpenings
 from rlvr.sampling import draw_settings
-from rlvr.training.batch import EXCLUDED_STATUSES, StepBatch, overlong_shaping
+from rlvr.training.batch import StepBatch, overlong_shaping
+from rlvr.verifiers.base import FAULT_STATUSES
 
 
 class EpisodeRound:
@@ -72,7 +74,7 @@ def episode_batch(episodes: list, pad_id: int, group_size: int) -> StepBatch:
     for row, ep in enumerate(episodes):
         n = len(ep.ids)
         ids[row, :n] = torch.tensor(ep.ids, dtype=torch.long)
-        keep = ep.status == "ok" and verdicts[row].status not in EXCLUDED_STATUSES
+        keep = ep.status == "ok" and verdicts[row].status not in FAULT_STATUSES
         mask[row, :n] = torch.tensor(ep.mask) * float(keep)
         logp[row, :n] = torch.tensor(ep.sampler_logp)
     names = sorted({k for ep in episodes for k in ep.reward_parts})
