@@ -55,9 +55,12 @@ def jsonl(path):
 
 
 def expected(run):
-    """{metric: [(step, value)]} of every numeric key of metrics.jsonl but the step, and samples by step."""
+    """{metric: [(step, value)]} of every numeric key of metrics.jsonl but the step and its wall time (the trackers'
+    time axis, not a metric), and samples by step."""
     rows = jsonl(run / "metrics.jsonl")
-    keys = sorted({k for r in rows for k, v in r.items() if k != "step" and isinstance(v, (int, float))})
+    keys = sorted(
+        {k for r in rows for k, v in r.items() if k not in ("step", "time/wall") and isinstance(v, (int, float))}
+    )
     series = {k: [(r["step"], float(r[k])) for r in rows if isinstance(r.get(k), (int, float))] for k in keys}
     samples: dict[int, list] = {}
     for s in jsonl(run / "samples.jsonl") if (run / "samples.jsonl").exists() else []:
@@ -426,6 +429,50 @@ def test_export_replays_a_run_and_a_second_export_replaces_the_first(tmp_path, n
         assert len(read_wandb(run)[3]) == 1
 
 
+def exported_times(run: Path, name: str) -> dict[int, float]:
+    """{step: the wall time (Unix seconds) the tracker holds for reward/mean at that step}, read back from its files;
+    and no tracker has time/wall as a metric of its own."""
+    if name == "tensorboard":
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+        ea = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0})
+        ea.Reload()
+        assert "time/wall" not in ea.Tags()["scalars"]
+        return {e.step: e.wall_time for e in ea.Scalars("reward/mean")}
+    if name == "mlflow":
+        info = read_mlflow(run)[0]
+        assert "time/wall" not in info.data.metrics
+        history = mlflow_client(run).get_metric_history(info.info.run_id, "reward/mean")
+        return {m.step: m.timestamp / 1000 for m in history}
+    assert "time/wall" not in read_wandb(run)[0]
+    out = {}
+    for record in finished_records(next((run / "wandb").glob("offline-run-*"))):
+        if record.WhichOneof("record_type") == "history":
+            items = {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in record.history.item}
+            out[record.history.step.num] = items["_timestamp"]
+    return out
+
+
+@pytest.mark.parametrize("name", ["tensorboard", "mlflow", "wandb"])
+def test_export_puts_each_step_at_the_time_its_line_was_written(tmp_path, name, capsys):
+    """A tracker's time axis after `rlvr export` is the run's own: each point at its line's time/wall (here an hour
+    a step, in November 2023), not the export's; a line from before rlvr recorded time/wall gets the export's time,
+    as every line did before. trackio's log takes no time (its lines carry the export's)."""
+    need(TRACKERS[name].module)
+    run = fake_run(tmp_path / "old-run")
+    rows = jsonl(run / "metrics.jsonl")
+    written = [1_700_000_000.25 + 3600 * s for s in range(3)]
+    for row, t in zip(rows, written):
+        row["time/wall"] = t
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))  # step 3 has none
+    before = time.time()
+    assert main(["export", str(run), "--to", name]) == 0, capsys.readouterr().err
+    got = exported_times(run, name)
+    assert sorted(got) == [0, 1, 2, 3]
+    assert [got[s] for s in (0, 1, 2)] == pytest.approx(written, abs=1e-3)
+    assert before - 1 <= got[3] <= time.time() + 1
+
+
 def fake_main_job(root: Path) -> dict:
     """A main job's folder as `rlvr run` leaves it (its RLVR run by hand, real summaries, comparison and plots);
     returns the comparison."""
@@ -610,10 +657,10 @@ def test_a_tracker_failing_mid_run_warns_once_and_the_run_loses_nothing(tmp_path
 
     real = TensorBoardTracker.log_metrics
 
-    def flaky(self, step, metrics):
+    def flaky(self, step, metrics, wall_time=None):
         if step == 1:
             raise OSError(28, "No space left on device")
-        real(self, step, metrics)
+        real(self, step, metrics, wall_time)
 
     monkeypatch.setattr(TensorBoardTracker, "log_metrics", flaky)
     cfg = tiny_config(tmp_path, **{"train.steps": 3, "log.report_to": "[tensorboard, mlflow]"})

@@ -1,7 +1,9 @@
 """`rlvr export RUN --to tensorboard|mlflow|trackio|wandb`: replay a run directory into an experiment tracker.
 
-Every line of RUN/metrics.jsonl (the step as the x axis), the samples of RUN/samples.jsonl as tables, RUN/config.yaml
-as hyperparameters; given the root of a main job (`rlvr run`), its RLVR run plus the held-out tables and the plots.
+Every line of RUN/metrics.jsonl (the step as the x axis, each at the time its line was written where the tracker
+takes a time: TensorBoard, MLflow, W&B; a line older than rlvr's time/wall gets the export's), the samples of
+RUN/samples.jsonl as tables, RUN/config.yaml as hyperparameters; given the root of a main job (`rlvr run`), its
+RLVR run plus the held-out tables and the plots.
 The run replaces the one an earlier export or the live run left in that tracker (RUN/trackers.json records it).
 """
 

@@ -9,6 +9,7 @@ import math
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 try:
@@ -19,6 +20,9 @@ except ImportError:  # not POSIX: no lock, the rest works
 # held (flock) by the process writing the run: a second one, or --overwrite of a run that is still stopping, is
 # refused instead of interleaving two runs' lines and checkpoints in one folder
 LOCK_FILE = ".rlvr.lock"
+# Each metrics line's wall-clock time (Unix seconds) when it was written: a tracker's time axis, in the live run and in
+# `rlvr export` alike. Under time/, with the other wall-clock figures a resumed run does not reproduce.
+WALL_TIME = "time/wall"
 
 
 class RunDirError(RuntimeError):
@@ -116,7 +120,13 @@ class RunDir:
         atomic_write_text(self.path / "config.yaml", text)
 
     def append(self, path: Path, rows: list[dict]) -> None:
+        """Append lines, fsynced. A metrics line gets WALL_TIME here, where every recipe writes its lines, set in the
+        caller's row too, so that the trackers it goes to next get the same time (a line that has one keeps it)."""
         self.check_ours()
+        if Path(path) == self.metrics_path:
+            now = time.time()
+            for row in rows:
+                row.setdefault(WALL_TIME, now)
         with open(path, "a") as f:
             for row in rows:
                 f.write(json.dumps({k: _clean(v) for k, v in row.items()}) + "\n")

@@ -1,7 +1,8 @@
 """Experiment trackers: the run as TensorBoard, MLflow, trackio and W&B show it (config `log.report_to`).
 
 The run directory's metrics.jsonl and samples.jsonl stay the source of truth; a tracker gets a copy, on rank 0:
-every step's metrics line under the same names (the step as the x axis), the resolved config as hyperparameters,
+every step's metrics line under the same names (the step as the x axis; the time each line was written, its
+time/wall, as the tracker's time where the library takes one: TensorBoard, MLflow, W&B), the resolved config as hyperparameters,
 the samples every log.samples_every steps as a table, and at the end of `rlvr run` the held-out tables and the
 report's plots. `rlvr export RUN --to NAME` replays a run directory into a tracker after the fact.
 
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from rlvr.config import ConfigError
 from rlvr.registry import Registry
-from rlvr.rundir.files import atomic_write_text, read_jsonl
+from rlvr.rundir.files import WALL_TIME, atomic_write_text, read_jsonl
 from rlvr.rundir.trackers.base import Resume, Tracker, Where, first_line, numeric
 from rlvr.rundir.trackers.to_mlflow import MlflowTracker
 from rlvr.rundir.trackers.to_tensorboard import TensorBoardTracker
@@ -141,17 +142,17 @@ class Trackers:
         for row in rows:
             step = row["step"]
             if self.have[tracker.name] < step < until:
-                tracker.log_metrics(step, numeric(row))
+                tracker.log_metrics(step, numeric(row), row.get(WALL_TIME))
                 if step in by_step:
                     tracker.log_samples(step, by_step[step])
 
     def log_step(self, row: dict, samples: list[dict] | None = None) -> None:
         """One step's metrics line, and its samples when it has them."""
-        step, metrics = row["step"], numeric(row)
+        step, metrics, wall = row["step"], numeric(row), row.get(WALL_TIME)
         for tracker in list(self.active):
             if step <= self.have.get(tracker.name, -1):
                 continue  # it keeps its own copy of this step (see Tracker.start)
-            if self._call(tracker, "log_metrics", step, metrics) and samples:
+            if self._call(tracker, "log_metrics", step, metrics, wall) and samples:
                 self._call(tracker, "log_samples", step, samples)
 
     def log_final(self, step: int, tables: dict, images: dict, scalars: dict | None = None) -> None:

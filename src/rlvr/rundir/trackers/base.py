@@ -11,6 +11,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rlvr.rundir.files import WALL_TIME
+
 # The samples table every tracker gets (samples.jsonl's fields, in reading order).
 SAMPLE_COLUMNS = ("step", "problem_id", "band", "prompt", "gold", "completion", "extracted", "status", "reward")
 
@@ -41,7 +43,9 @@ class Tracker:
     """One tracker. `start` opens the run (fresh, or after a resume) and returns the last step the tracker already
     holds and keeps (-1: none): the caller replays the steps between that one and `resume.start` from the run
     directory, and sends no live step at or below it. `reopen` continues the recorded run (the main job's
-    held-out tables and plots). Every step arrives under metrics.jsonl's names, the step as the x axis."""
+    held-out tables and plots). Every step arrives under metrics.jsonl's names, the step as the x axis, with
+    `wall_time`, the Unix time its line was written (metrics.jsonl's time/wall; None for a line from before rlvr
+    recorded it, and for the end-of-run figures): a replay keeps each step's own time where the library takes one."""
 
     name = ""  # as log.report_to spells it; also the pip extra: rlvr[<name>]
     module = ""  # the library's top-level module, imported lazily
@@ -67,7 +71,7 @@ class Tracker:
     def reopen(self) -> None:
         raise NotImplementedError
 
-    def log_metrics(self, step: int, metrics: dict) -> None:
+    def log_metrics(self, step: int, metrics: dict, wall_time: float | None = None) -> None:
         raise NotImplementedError
 
     def log_samples(self, step: int, rows: list[dict]) -> None:
@@ -84,9 +88,9 @@ class Tracker:
 
 
 def numeric(row: dict) -> dict:
-    """A metrics line's numbers (NaN kept, null dropped, a bool as 0 or 1), without the step: the scalars every
-    tracker plots."""
-    return {k: float(v) for k, v in row.items() if k != "step" and isinstance(v, (int, float))}
+    """A metrics line's numbers (NaN kept, null dropped, a bool as 0 or 1), without the step and its wall time (a
+    tracker's time axis, not a curve): the scalars every tracker plots."""
+    return {k: float(v) for k, v in row.items() if k not in ("step", WALL_TIME) and isinstance(v, (int, float))}
 
 
 def flatten(cfg: dict, prefix: str = "") -> dict:
@@ -105,7 +109,8 @@ def flatten(cfg: dict, prefix: str = "") -> dict:
 
 class RunLogTracker(Tracker):
     """A tracker whose library logs through `run.log({name: value}, step=)` with `Table(columns=, data=)` and
-    `Image(path)` from its top-level module: trackio and W&B share this shape. Subclasses set `self.run`."""
+    `Image(path)` from its top-level module: trackio and W&B share this shape. Subclasses set `self.run`; `log`
+    takes no time of its own (a subclass whose library takes one overrides log_metrics and `_log`)."""
 
     run = None
 
@@ -114,19 +119,22 @@ class RunLogTracker(Tracker):
 
         return importlib.import_module(self.module)
 
-    def log_metrics(self, step: int, metrics: dict) -> None:
-        self.run.log(metrics, step=step)
+    def _log(self, payload: dict, step: int) -> None:
+        self.run.log(payload, step=step)
+
+    def log_metrics(self, step: int, metrics: dict, wall_time: float | None = None) -> None:
+        self._log(metrics, step)
 
     def log_samples(self, step: int, rows: list[dict]) -> None:
         cols, data = sample_table(rows)
-        self.run.log({"samples": self._lib().Table(columns=cols, data=data)}, step=step)
+        self._log({"samples": self._lib().Table(columns=cols, data=data)}, step)
 
     def log_table(self, step: int, name: str, rows: list[dict]) -> None:
         cols = table_columns(rows)
-        self.run.log({name: self._lib().Table(columns=cols, data=[[r.get(c) for c in cols] for r in rows])}, step=step)
+        self._log({name: self._lib().Table(columns=cols, data=[[r.get(c) for c in cols] for r in rows])}, step)
 
     def log_image(self, step: int, name: str, path: Path) -> None:
-        self.run.log({name: self._lib().Image(str(path))}, step=step)
+        self._log({name: self._lib().Image(str(path))}, step)
 
 
 def table_columns(rows: list[dict]) -> list[str]:

@@ -3,7 +3,7 @@ store or a server (`mlflow ui --backend-store-uri runs/X/mlruns`).
 
 MLflow 3 keeps its file store in maintenance mode and refuses it unless MLFLOW_ALLOW_FILE_STORE=true: for a file
 store (the default here, or a file: URI) rlvr sets that variable in its own process when it is unset. Metrics under
-metrics.jsonl's names with the step; the config as params (dotted keys); samples and tables as JSON artifacts in
+metrics.jsonl's names with the step and the time each line was written (an export's too); the config as params (dotted keys); samples and tables as JSON artifacts in
 MLflow's table layout ({"columns", "data"}); plots as image artifacts. MLflow cannot drop a metric's later values,
 so a resumed run starts a new MLflow run (same name), the run directory's lines before the resume point are
 replayed into it, and the old one is deleted (MLflow's soft delete: `mlflow gc` removes it for good).
@@ -94,11 +94,11 @@ class MlflowTracker(Tracker):
         self.run_id = self.state["run_id"]
         self.client.get_run(self.run_id)  # raises when it is gone
 
-    def log_metrics(self, step: int, metrics: dict) -> None:
+    def log_metrics(self, step: int, metrics: dict, wall_time: float | None = None) -> None:
         from mlflow.entities import Metric
 
-        now = int(time.time() * 1000)
-        items = [Metric(mlflow_name(k), v, now, step) for k, v in metrics.items()]
+        ms = int((time.time() if wall_time is None else wall_time) * 1000)  # MLflow's timestamps are milliseconds
+        items = [Metric(mlflow_name(k), v, ms, step) for k, v in metrics.items()]
         for i in range(0, len(items), MAX_METRICS):
             self.client.log_batch(self.run_id, metrics=items[i : i + MAX_METRICS])
 

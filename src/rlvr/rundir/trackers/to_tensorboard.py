@@ -1,6 +1,6 @@
 """TensorBoard: event files under RUN/tensorboard (`tensorboard --logdir runs/`), through torch's SummaryWriter.
 
-Scalars under metrics.jsonl's names; the config as hyperparameters (the HPARAMS tab) and as YAML text; samples and
+Scalars under metrics.jsonl's names, each at the time its line was written (an export's too); the config as hyperparameters (the HPARAMS tab) and as YAML text; samples and
 tables as markdown text; plots as images. A resumed run opens its writer with purge_step at the resume point, so
 TensorBoard drops the events of the steps the loop redoes (each step shows once).
 """
@@ -49,9 +49,9 @@ class TensorBoardTracker(Tracker):
             self.writer.file_writer.add_summary(summary)
         self.writer.add_text("config", "```yaml\n" + yaml.safe_dump(config, sort_keys=False) + "```", 0)
 
-    def log_metrics(self, step: int, metrics: dict) -> None:
-        for key, value in metrics.items():
-            self.writer.add_scalar(key, value, step)
+    def log_metrics(self, step: int, metrics: dict, wall_time: float | None = None) -> None:
+        for key, value in metrics.items():  # walltime None: SummaryWriter stamps the present
+            self.writer.add_scalar(key, value, step, walltime=wall_time)
         self.writer.flush()  # a killed run keeps every step it logged (a resume purges what is redone)
 
     def log_samples(self, step: int, rows: list[dict]) -> None:

@@ -2,7 +2,8 @@
 ~/.cache/huggingface/trackio. trackio fixes that folder when it is first imported, for every project at once,
 so rlvr leaves it where `trackio show` looks rather than moving it into the run directory.
 
-Metrics under metrics.jsonl's names with the step; the config as the run's config; samples and tables as
+Metrics under metrics.jsonl's names with the step (trackio's `log` takes no time: it stamps each line when it is
+logged, so an export's lines carry the export's time); the config as the run's config; samples and tables as
 trackio.Table; plots as trackio.Image. trackio cannot drop a run's later steps through its API, so a resumed
 run starts a new trackio run of the same name, the run directory's lines before the resume point are replayed
 into it, and the old run (recorded in RUN/trackers.json) is deleted from the store.

@@ -1,7 +1,8 @@
 """Weights & Biases: offline, without an account, unless the user set WANDB_MODE; the run's files go under
 RUN/wandb unless WANDB_DIR is set (`wandb sync RUN/wandb/offline-run-*` uploads them later).
 
-Metrics under metrics.jsonl's names with the step (W&B groups them by prefix); the config as the run's config;
+Metrics under metrics.jsonl's names with the step (W&B groups them by prefix), each at the time its line was
+written (W&B's `_timestamp`, which `log` keeps when given: an export's too); the config as the run's config;
 samples and tables as wandb.Table; plots as wandb.Image. The run id is kept in RUN/trackers.json, so a resumed run
 continues the same W&B run. W&B cannot drop logged steps: when every segment of the run is still offline and
 unsynced (the default), a resume deletes those local segments and starts the run afresh with the same id, and
@@ -77,6 +78,16 @@ class WandbTracker(RunLogTracker):
 
     def reopen(self) -> None:
         self._init(None, self.state["id"], "allow")
+
+    def log_metrics(self, step: int, metrics: dict, wall_time: float | None = None) -> None:
+        self.wall = (step, wall_time)
+        self._log(metrics, step)
+
+    def _log(self, payload: dict, step: int) -> None:
+        # W&B merges a step's log calls into one history row, whose _timestamp is the last call's: the step's
+        # samples table must carry the step's time too, or it stamps the row with the present
+        at, wall = getattr(self, "wall", (None, None))
+        self.run.log({**payload, "_timestamp": wall} if wall is not None and at == step else payload, step=step)
 
     def finish(self) -> None:
         self.run.finish()
