@@ -170,11 +170,9 @@ def sft(
     lifecycle is the RL loop's (rlvr.training.lifecycle): checks before anything is written, trackers, checkpoints,
     Ctrl-C / SIGTERM, `resume` from the newest checkpoint (the kept completions are read back, not sampled again)."""
     from rlvr.policy.build import load_seeded, make_trainable
-    from rlvr.training.step import load_configured_task
-    from rlvr.verifiers.compose import task_reward
+    from rlvr.training.step import configured_reward
 
-    task = load_configured_task(cfg)
-    resolved, reward = task_reward(cfg["reward"], task)
+    task, resolved, reward = configured_reward(cfg)
     cfg = {**cfg, "reward": resolved}
     c = Config.from_dict(cfg)
     problems = task.problems("train")

@@ -88,10 +88,7 @@ def check_components(cfg: dict) -> Components:
     algo = algorithm_from_config(cfg["algorithm"])
     if cfg["log"]["mismatch_cap"] <= 1:
         raise ConfigError(f"log.mismatch_cap must be > 1 (a ratio's cap C), got {cfg['log']['mismatch_cap']}")
-    if cfg["reward"].get("terms"):
-        build_reward(cfg["reward"])  # the reward's own mistakes first, named as before
-    task = load_configured_task(cfg)
-    resolved, reward = task_reward(cfg["reward"], task)
+    task, resolved, reward = configured_reward(cfg)
     make_stream(cfg["curriculum"], task.problems("train"), cfg["seed"])  # the curriculum's kind, keys and bands
     check_sets(cfg)  # eval.out_of_domain: the sets the main job and `rlvr eval` will load
     reward = control_reward(reward, cfg["reward"].get("control", "none"), cfg["seed"])  # a control run's reward
@@ -99,6 +96,16 @@ def check_components(cfg: dict) -> Components:
     typed = Config.from_dict(cfg)
     new_environment = environment_factory(typed.episode, task, reward)  # its mistakes too, before any model
     return Components(typed, algo, reward, task, cfg, new_environment)
+
+
+def configured_reward(cfg: dict):
+    """(task, the reward section resolved against it, its Reward) of a resolved config: what a run grades with, for
+    training, SFT and `rlvr serve --config / --run`. Mistakes are ConfigErrors (bad data a DatasetError)."""
+    if cfg["reward"].get("terms"):
+        build_reward(cfg["reward"])  # the reward's own mistakes first, named as before
+    task = load_configured_task(cfg)
+    resolved, reward = task_reward(cfg["reward"], task)
+    return task, resolved, reward
 
 
 def load_configured_task(cfg: dict):
