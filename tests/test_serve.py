@@ -143,10 +143,30 @@ def test_bad_input_gets_its_status_and_names_the_field(service, body, status, me
 BAD_REWARD = [
     ({"prompts": ["a"]}, 422, "query: missing (OpenRLHF's list of prompt + response texts)"),
     ({"query": "a"}, 422, "query: expected an array, got string"),
-    ({"query": ["a", 2]}, 422, "query[1]: expected a string, got number"),
+    ({"query": ["a", 2], "labels": ["1", "2"]}, 422, "query[1]: expected a string, got number"),
     ({"query": ["a", "b"], "labels": ["1"]}, 422, "labels: 1 entries for 2 queries"),
-    ({"query": ["a"], "prompts": [None, "b"]}, 422, "prompts: 2 entries for 1 queries"),
-    ({"query": ["a"], "verifier": "exact"}, 400, "verifier: 'exact' is not served here; choose from python_tests"),
+    ({"query": ["a"], "prompts": [None, "b"], "labels": ["1"]}, 422, "prompts: 2 entries for 1 queries"),
+    (
+        {"query": ["a"], "labels": ["1"], "verifier": "exact"},
+        400,
+        "verifier: 'exact' is not served here; choose from python_tests",
+    ),
+    # no gold: refused as /v1/verify refuses an item without one, never a 200 of zeros to train on
+    (
+        {"query": ["a"], "prompts": ["a"]},
+        422,
+        "labels: missing (the gold per query; give OpenRLHF --label_key naming the dataset's gold column)",
+    ),
+    (
+        {"query": ["a", "b"], "labels": ["1", None]},
+        422,
+        "labels[1]: null, no gold; give OpenRLHF --label_key naming the dataset's gold column",
+    ),
+    (  # what OpenRLHF sends when --label_key is not given
+        {"query": ["a", "b"], "labels": ["", ""]},
+        422,
+        "labels[0]: empty, no gold; give OpenRLHF --label_key naming the dataset's gold column",
+    ),
 ]
 
 
@@ -159,7 +179,7 @@ def test_get_reward_is_openrlhfs_shape(service):
     body = {
         "query": ["Q: 5+7? A: \\boxed{12}", "Q: 5+7? A: \\boxed{11}", "Q: 1+1? A: \\boxed{2}"],
         "prompts": ["Q: 5+7? A:", "Q: 5+7? A:", "Q: 1+1? A:"],
-        "labels": ["12", "12", None],
+        "labels": ["12", "12", "x+"],  # a gold the answer form cannot read: invalid_gold
     }
     status, answer, _ = service.post("/get_reward", body)
     assert status == 200

@@ -13,7 +13,9 @@ optionally `id`, `prompt`, `meta`, and `task` / `verifier` naming one of the ser
 (a client may send its dataset's other columns).
 
 `POST /get_reward` (OpenRLHF 0.11's remote reward protocol, openrlhf/utils/agent.py): {"query": [...],
-"prompts": [...], "labels": [...]}; each query is the prompt followed by the response; the label is the gold.
+"prompts": [...], "labels": [...]}; each query is the prompt followed by the response; the label is the gold. A
+missing, null or empty label is refused (422) as /v1/verify refuses an item without gold: OpenRLHF sends "" when its
+--label_key is not given, and a reward of 0 for every sample would train on nothing.
 
 Status codes: 422 for a body that is not JSON, a wrong type or a missing field (the message names the field, e.g.
 `items[3].completion`); 413 for too many items; 400 for a task or verifier the service does not serve (the message
@@ -30,6 +32,7 @@ from rlvr.tasks.rows import problem_for, problem_from_row, strip_prompt
 
 VERIFY_KEYS = ("items", "task", "verifier")
 REWARD_KEYS = ("query", "prompts", "labels", "task", "verifier")
+LABEL_KEY = "give OpenRLHF --label_key naming the dataset's gold column"
 
 
 class BadRequest(Exception):
@@ -160,6 +163,8 @@ def reward_items(body: dict, served: dict, max_items: int) -> list[Item]:
     if not isinstance(queries, list):
         raise BadRequest(422, f"query: expected an array, got {type_name(queries)}")
     check_count(len(queries), max_items, "query")
+    if body.get("labels") is None:  # graded against nothing, every sample would train on a reward of 0
+        raise BadRequest(422, f"labels: missing (the gold per query; {LABEL_KEY})")
     columns = {}
     for field in ("prompts", "labels"):
         value = body.get(field)
@@ -168,6 +173,10 @@ def reward_items(body: dict, served: dict, max_items: int) -> list[Item]:
         if value is not None and len(value) != len(queries):
             raise BadRequest(422, f"{field}: {len(value)} entries for {len(queries)} queries")
         columns[field] = value or [None] * len(queries)
+    for i, label in enumerate(columns["labels"]):
+        # OpenRLHF sends "" for every label when --label_key is not given: no gold, refused as a missing one is
+        if label is None or (isinstance(label, str) and not label.strip()):
+            raise BadRequest(422, f"labels[{i}]: {'null' if label is None else 'empty'}, no gold; {LABEL_KEY}")
     scorer = choose_scorer("", body.get("task"), body.get("verifier"), next(iter(served)), served)
     out = []
     for i, (q, p, label) in enumerate(zip(queries, columns["prompts"], columns["labels"])):
