@@ -96,7 +96,7 @@ def local_expectations(pool: dict, workers: int) -> tuple[dict, float]:
     from rlvr.serve.scoring import build_scorers, score_jobs
     from rlvr.tasks.rows import problem_from_row
 
-    scorers = build_scorers(["arithmetic"], ["python_tests"], {}, workers, 5.0)
+    scorers = build_scorers([("task", "arithmetic"), ("verifier", "python_tests")], workers=workers, timeout_s=5.0)
     expected = {}
     for kind, items in pool.items():
         s = scorers[scorer_of(kind)]

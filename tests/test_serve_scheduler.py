@@ -9,7 +9,7 @@ from rlvr.tasks.base import Problem
 
 
 def test_a_cancelled_request_leaves_the_scorer_serving():
-    scheduler = Scheduler(build_scorers([], ["math"], {}, workers=0, timeout_s=5.0), max_queue_items=8)
+    scheduler = Scheduler(build_scorers([("verifier", "math")], workers=0, timeout_s=5.0), max_queue_items=8)
     try:
         scheduler.admit(2)
         gone = scheduler.submit("verifier:math", ["\\boxed{2}", "\\boxed{3}"], [Problem("a", "", "2")] * 2)
@@ -23,7 +23,7 @@ def test_a_cancelled_request_leaves_the_scorer_serving():
 
 
 def test_admission_is_bounded():
-    scheduler = Scheduler(build_scorers([], ["math"], {}, workers=0, timeout_s=5.0), max_queue_items=3)
+    scheduler = Scheduler(build_scorers([("verifier", "math")], workers=0, timeout_s=5.0), max_queue_items=3)
     try:
         scheduler.admit(3)
         with pytest.raises(BadRequest) as e:

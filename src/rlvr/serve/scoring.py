@@ -1,7 +1,8 @@
 """The served scorers and the bounded queue in front of them.
 
 A scorer is what training grades with: a task's Reward (rlvr.verifiers.compose.task_reward: its grader, answer
-form, answer format and every weighted term) or one verifier kind as a one-term Reward. Its terms score through
+form, answer format and every weighted term), a run's Reward built from its config as training builds it (its task
+settings and reward section: `--config FILE`, `--run DIR`), or one verifier kind as a one-term Reward. Its terms score through
 the same worker pool with per-item deadlines (rlvr.verifiers.pool) and, for code, the same sandbox as training;
 a worker killed mid-item gives that item `error` and is replaced, so the service goes on. Where training opens a
 pool per batch, the service keeps one per term for its lifetime (`keep_pools`): a request of a few items would
@@ -22,12 +23,16 @@ import threading
 import time
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
+from pathlib import Path
 
-from rlvr.config import DEFAULTS
+from rlvr.config import DEFAULTS, ConfigError
 from rlvr.serve.items import BadRequest
+from rlvr.tasks.base import DatasetError
 from rlvr.verifiers.base import Verdict
 from rlvr.verifiers.compose import Reward, build_reward, task_reward
 from rlvr.verifiers.registry import KINDS
+
+DEFAULT_POOL = {"workers": DEFAULTS["reward"]["workers"], "timeout_s": DEFAULTS["reward"]["timeout_s"]}
 
 
 @dataclass
@@ -44,22 +49,107 @@ class Scorer:
 
 
 def build_scorers(
-    tasks: list[str], verifiers: list[str], settings: dict, workers: int, timeout_s: float
+    sources: list[tuple[str, str]],
+    settings: dict | None = None,
+    task_settings: dict | None = None,
+    workers: int | None = None,
+    timeout_s: float | None = None,
 ) -> dict[str, Scorer]:
-    """The served scorers in the order given (the first is the default); mistakes raise ConfigError."""
+    """The served scorers in the order given: the first is what items naming none get. A source is ("task", NAME),
+    ("verifier", KIND), ("config", FILE or preset) or ("run", RUN_DIR). `settings` go to the verifier kinds,
+    `task_settings` to every task named; `workers` / `timeout_s` (None: the config's reward section, else its
+    defaults) to every term's pool. Mistakes raise ConfigError (DatasetError for unreadable data)."""
+    settings, task_settings = settings or {}, task_settings or {}
+    flags = {flag for flag, _ in sources}
+    if settings and "verifier" not in flags:
+        raise ConfigError(
+            f"--set {next(iter(settings))}: a setting of the --verifier kinds, and none is given (a task's "
+            f"settings are --set task.settings.KEY=VALUE)"
+        )
+    if task_settings and "task" not in flags:
+        raise ConfigError(
+            f"--set task.settings.{next(iter(task_settings))}: applies to --task NAME, and none is given (a "
+            f"--config or --run carries its own task settings)"
+        )
+    pool = {k: v for k, v in (("workers", workers), ("timeout_s", timeout_s)) if v is not None}
+    out, given = {}, {}
+    for flag, value in sources:
+        if flag == "verifier":
+            scorer = verifier_scorer(value, settings, {**DEFAULT_POOL, **pool})
+        elif flag == "task":
+            scorer = task_scorer(value, task_settings, {**DEFAULT_POOL, **pool})
+        else:
+            scorer = config_scorer(flag, value, pool)
+        if scorer.name in out:
+            raise ConfigError(
+                f"--{flag} {value}: serves {scorer.name}, as --{given[scorer.name]} already does; one scorer per "
+                f"name here (serve the other on another port)"
+            )
+        out[scorer.name], given[scorer.name] = scorer, f"{flag} {value}"
+    return out
+
+
+def verifier_scorer(kind: str, settings: dict, pool: dict) -> Scorer:
+    """One verifier kind as a one-term Reward."""
+    KINDS.get(kind, "--verifier")
+    term = {"name": kind, "kind": kind, "weight": 1.0, **settings}
+    return Scorer(f"verifier:{kind}", build_reward({"terms": [term], **pool}))
+
+
+def task_scorer(name: str, task_settings: dict, pool: dict) -> Scorer:
+    """A task's grader with the default reward section, as `rlvr verify --task` and a run with no reward terms grade
+    it; the task built from `task_settings` (a jsonl task's file and answer form decide its grader)."""
     from rlvr.tasks import TASKS, load_task
 
-    pool = {"workers": workers, "timeout_s": timeout_s}
-    out = {}
-    for name in tasks:
-        TASKS.get(name, "--task")  # an unknown name, named as the flag that gave it
-        task = load_task(name)
-        out[f"task:{name}"] = Scorer(f"task:{name}", task_reward({**DEFAULTS["reward"], **pool}, task)[1], task)
-    for kind in verifiers:
-        KINDS.get(kind, "--verifier")
-        term = {"name": kind, "kind": kind, "weight": 1.0, **settings}
-        out[f"verifier:{kind}"] = Scorer(f"verifier:{kind}", build_reward({"terms": [term], **pool}))
-    return out
+    TASKS.get(name, "--task")  # an unknown name, named as the flag that gave it
+    try:
+        task = load_task(name, **task_settings)
+    except (ConfigError, DatasetError):
+        raise
+    except ValueError as e:  # a task's own refusal of its settings (jsonl without a file): a start-up mistake
+        raise ConfigError(
+            f"--task {name}: {e}; give it as --set task.settings.KEY=VALUE, or serve a run's grading with "
+            f"--config FILE / --run DIR"
+        ) from None
+    return Scorer(f"task:{name}", task_reward({**DEFAULTS["reward"], **pool}, task)[1], task)
+
+
+def config_scorer(flag: str, source: str, pool: dict) -> Scorer:
+    """The reward a run's config grades with, built as training builds it (rlvr.training.step.configured_reward): its
+    task with its settings, its reward section resolved against the task. `flag` "config": a YAML file or preset as
+    `rlvr train` takes it; "run": a run directory's resolved config.yaml. `pool` overrides reward.workers /
+    reward.timeout_s."""
+    from rlvr.config import resolve
+    from rlvr.training.step import configured_reward  # lazy: the training package (torch) only when asked for
+
+    path = Path(source) / "config.yaml" if flag == "run" else source
+    if flag == "run" and not Path(path).is_file():
+        raise ConfigError(f"--run {source}: not a run directory (no config.yaml there)")
+    try:
+        cfg = resolve(str(path))
+        cfg = {**cfg, "reward": {**cfg["reward"], **pool}}
+        task, _, reward = configured_reward(cfg)
+    except (ConfigError, DatasetError) as e:
+        raise type(e)(f"--{flag} {source}: {e}") from None
+    for line in config_notes(cfg):
+        print(f"rlvr serve: --{flag} {source}: {line}", file=sys.stderr)
+    return Scorer(f"task:{cfg['task']['name']}", reward, task)
+
+
+def config_notes(cfg: dict) -> list[str]:
+    """What the service grades differently from the run: it scores one completion with the run's real reward."""
+    notes = []
+    if cfg["reward"].get("control", "none") != "none":
+        notes.append(
+            f"reward.control {cfg['reward']['control']} is a control run's stand-in reward; served: the real reward "
+            f"its verdicts come from"
+        )
+    if cfg.get("episode", {}).get("environment", "none") != "none":
+        notes.append(
+            f"its rollouts are episodes (episode.environment {cfg['episode']['environment']}); served: one "
+            f"completion graded by the task's reward, without the environment"
+        )
+    return notes
 
 
 def keep_pools(reward: Reward) -> None:

@@ -7,7 +7,8 @@ Checks, each a one-line ConfigError (the CLI exits 2 and nothing listens):
   unless `insecure` says the operator means it;
 - a scorer that runs code needs the sandbox's own uid (the service never runs code as its own user; that takes
   root, docs/sandbox.md), unless `insecure`;
-- the tasks and verifier kinds exist; the address can be bound.
+- the tasks, verifier kinds, configs and run directories exist and build (a task missing a setting it needs names
+  it); the address can be bound.
 
 SIGTERM (or Ctrl-C): uvicorn stops accepting, the requests in flight finish (up to `grace_s`), the scoring threads
 finish their queued batches, the process exits 0.
@@ -28,13 +29,17 @@ EXTRA = ("starlette", "uvicorn", "prometheus_client")
 
 @dataclass
 class ServeOptions:
-    tasks: list[str] = field(default_factory=list)
-    verifiers: list[str] = field(default_factory=list)
-    settings: dict = field(default_factory=dict)  # verifier settings (--set), for --verifier kinds
+    # what to serve, in the order given (the first is what items naming none get): ("task", NAME), ("verifier", KIND),
+    # ("config", FILE or preset), ("run", RUN_DIR); none: ("verifier", "math")
+    sources: list[tuple[str, str]] = field(default_factory=list)
+    settings: dict = field(default_factory=dict)  # verifier settings (--set KEY=VALUE), for --verifier kinds
+    task_settings: dict = field(default_factory=dict)  # --set task.settings.KEY=VALUE, for --task names
     host: str = "127.0.0.1"
     port: int = 8000
-    workers: int = 2  # pool worker processes per scoring batch (0 = in the scoring thread)
-    timeout_s: float = 5.0  # per-item deadline
+    # pool worker processes per scoring batch (0 = in the scoring thread) and the per-item deadline; None: a served
+    # config's reward.workers / reward.timeout_s, else their defaults (2, 5.0)
+    workers: int | None = None
+    timeout_s: float | None = None
     token_file: str | None = None
     insecure: bool = False
     max_body_bytes: int = 8 << 20
@@ -93,7 +98,7 @@ def check_options(opts: ServeOptions, token: bytes | None) -> None:
             f"--max-items {opts.max_items} exceeds --max-queue-items {opts.max_queue_items}: one "
             f"request could never be admitted"
         )
-    if opts.workers < 0 or opts.timeout_s <= 0:
+    if (opts.workers is not None and opts.workers < 0) or (opts.timeout_s is not None and opts.timeout_s <= 0):
         raise ConfigError("--workers must be >= 0 and --timeout-s > 0")
 
 
@@ -132,7 +137,7 @@ def serve(opts: ServeOptions) -> int:
     from rlvr.serve.scoring import Scheduler, build_scorers
 
     scorers = build_scorers(
-        opts.tasks, opts.verifiers or ([] if opts.tasks else ["math"]), opts.settings, opts.workers, opts.timeout_s
+        opts.sources or [("verifier", "math")], opts.settings, opts.task_settings, opts.workers, opts.timeout_s
     )
     check_sandbox(scorers, opts.insecure)
     sock = bind(opts.host, opts.port)
