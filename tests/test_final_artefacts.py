@@ -223,6 +223,35 @@ def test_hub_id_from_the_cache_names_the_adapters_base_and_peft_loads_it_there(t
     assert out.returncode == 0, out.stderr[-2000:]
     name, diff = out.stdout.split()
     assert name == HUB_ID and float(diff) < 1e-4
+    # offline, on a machine whose hub cache lacks the base (as the embedded default's never has it): the card's own
+    # code, with this run's paths, loads the adapter on the folder the run loaded its base from
+    offline = (run / "final" / "README.md").read_text().split("## Load it without the hub\n")[1]
+    offline = offline.split("## Held-out evaluation")[0]
+    final = run.absolute() / "final"
+    assert f'`AutoModelForCausalLM.from_pretrained("{final}/merged")` loads it with nothing else' in offline
+    assert (
+        f'`peft.AutoPeftModelForCausalLM.from_pretrained("{final}/adapter")` fetches that base from the hub' in offline
+    )
+    assert f'base = AutoModelForCausalLM.from_pretrained("{Path(resolve_model_path(HUB_ID)).absolute()}")' in offline
+    script = (
+        "import sys, torch\nfrom transformers import AutoModelForCausalLM\ntry:\n"
+        "    from peft import AutoPeftModelForCausalLM; AutoPeftModelForCausalLM.from_pretrained(sys.argv[1]); print('hub')\n"
+        "except Exception:\n    print('no-hub')\n"
+        + offline.split("```python\n")[1].split("```")[0]
+        + "m = AutoModelForCausalLM.from_pretrained(sys.argv[2]).eval(); x = torch.tensor([[1, 5, 9, 200, 7]])\n"
+        "with torch.no_grad(): print((model.eval()(x).logits - m(x).logits).abs().max().item())\n"
+    )
+    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "empty-hub"), "HF_HUB_OFFLINE": "1"}
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(adapter), str(run / "final" / "merged")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    hub, diff = out.stdout.split()
+    assert hub == "no-hub" and float(diff) < 1e-4  # AutoPeft cannot; the card's way gives the merged model's logits
 
 
 def one_line_exit_2(capsys, argv) -> str:
@@ -288,6 +317,66 @@ def test_unreachable_hub_is_asked_once_and_leaves_nothing(tmp_path):
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert "the hub cannot be reached" in lines[0] and "HF_HUB_OFFLINE" in lines[0] and DEFAULT_MODEL in lines[0]
     assert not out.exists()
+
+
+def test_the_card_states_the_chat_templates_rule_and_the_template_keeps_it(tokenizer, tmp_path):
+    """The bundled template adds the training turns (system prompt and demonstration) before a conversation that
+    starts with a user turn and nothing before one that starts with a system turn; the card says exactly that."""
+    from rlvr.config import resolve
+    from rlvr.rundir.final import model_card, template_record, template_rule
+    from rlvr.tasks import load_task
+
+    task = load_task("arithmetic", per_band=20)
+    record, template = template_record(task, tokenizer, task.problems("train")[:3])
+    prefix = record["messages_before_question"]
+    card = model_card(resolve(None, [f"output_dir={tmp_path / 'run'}"]), "org/name", None, 3, record)
+    rule = template_rule(prefix)
+    assert rule in card
+    assert rule.startswith(
+        "The chat template bundled in `adapter/` and `merged/` puts the 3 turns below (system, user, assistant, the "
+        "training demonstration (1 solved exchange) among them) in front of every conversation whose first turn is "
+        "not a system turn"
+    )
+    assert "starts with a system turn of its own gets none of them" in rule and "without the demonstration" in rule
+    render = lambda chat: tokenizer.apply_chat_template(chat, tokenize=False, chat_template=template)  # noqa: E731
+    question = {"role": "user", "content": "What is 2 + 2?"}
+    bare, own = render([question]), render([{"role": "system", "content": "Be brief."}, question])
+    assert prefix[0]["content"] in bare and prefix[2]["content"] in bare  # system prompt and demonstration
+    assert prefix[0]["content"] not in own and prefix[2]["content"] not in own  # neither
+
+
+def test_rlvr_eval_of_a_run_puts_its_heldout_table_into_every_card(tmp_path, tokenizer, capsys):
+    import time
+
+    from rlvr.cli import main
+    from rlvr.evaluation.summary import summary_markdown
+
+    run = train(tiny_config(tmp_path), policy=(make_tiny_llama(len(tokenizer)), tokenizer), quiet=True)
+    card = run / "final" / "README.md"
+    assert f"Not evaluated yet; `rlvr eval --model {run.absolute()}` evaluates it" in card.read_text()
+    argv = ["eval", "--model", str(run), "--n", "2", "--limit", "4", "--max-new-tokens", "8", "--quiet"]
+    assert main(argv) == 0
+    assert f"model card {card} (and its copies in adapter/ and merged/) now shows this evaluation" in (
+        capsys.readouterr().out
+    )
+    summary = json.loads((run / "eval" / "heldout" / "summary.json").read_text())
+    assert summary["overall"]["n_problems"] == 4
+    day = time.strftime("%Y-%m-%d", time.gmtime())
+    for path in (card, run / "final" / "adapter" / "README.md", run / "final" / "merged" / "README.md"):
+        text = path.read_text()
+        section = text.split("## Held-out evaluation\n")[1]
+        assert "Not evaluated" not in text and text.count("## Held-out evaluation") == 1
+        assert section.startswith(
+            f"\nMeasured by `rlvr eval` on {day}: the `heldout` split of `jsonl` (4 problems), 2 samples per problem at "
+            f"temperature 1.0 and a greedy decode, at most 8 new tokens; records in `{run / 'eval' / 'heldout'}`.\n\n"
+        )
+        assert section.strip().endswith(summary_markdown(summary).strip())  # the table it just measured
+    # evaluated on other task settings, it is not the card's model on the card's task: the card stays
+    before = card.read_text()
+    other = ["--set", "task.settings.system_prompt=Be brief.", "--out", str(tmp_path / "other")]
+    assert main(argv + other) == 0
+    assert f"model card {card} left as it was: this evaluation changed the task settings" in capsys.readouterr().out
+    assert card.read_text() == before
 
 
 def test_the_main_job_adds_the_heldout_table_to_every_card(tmp_path):

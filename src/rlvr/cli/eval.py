@@ -162,6 +162,7 @@ def run(args) -> int:
     from rlvr.evaluation.run_eval import EvalSettings, evaluate_model
     from rlvr.evaluation.stats import coverage_ks
     from rlvr.evaluation.summary import summary_markdown, write_summary
+    from rlvr.rundir.card_update import card_after_eval
     from rlvr.tasks.hygiene import ContaminationError
 
     try:
@@ -202,6 +203,9 @@ def run(args) -> int:
         f"{h['leaks']} prompts contain their gold answer (see summary.json)"
     )
     print(f"wall time {summary['setup']['wall_s']:.1f} s; wrote {out}/records.jsonl, summary.json, summary.md")
+    card = card_after_eval(args.model, summary_markdown(summary), summary, out)  # a run's final model: its card
+    if card:
+        print(card)
     return _out_of_domain(args, out) if args.out_of_domain else 0
 
 

@@ -10,7 +10,9 @@ behave differently. So final/ also holds:
   question with it gives exactly the training prompt (checked here on a real problem), and left as it was
   otherwise (the reason is in prompt_template.json);
 - `README.md` (the model card, in final/ and copied into each folder): base model, task, algorithm, reward,
-  steps, files, usage, and the held-out table when the run was evaluated (the main job adds it).
+  steps, files, the prompt and how the chat template applies it, usage, how to load it without the hub (this run's
+  own paths), and the held-out table once the run is evaluated (the main job adds it; `rlvr eval` of the run too,
+  rlvr.rundir.card_update).
 """
 
 from __future__ import annotations
@@ -138,15 +140,17 @@ def model_card(
     record: dict | None,
     heldout_md: str | None = None,
     kind: str = "RLVR",
+    local_base: str | None = None,
 ) -> str:
-    """The model card's Markdown (hub front matter included)."""
+    """The model card's Markdown (hub front matter included). `local_base`: the folder this run loaded its base model
+    from (None: handed over in memory), for loading the adapter without the hub."""
     algo = cfg.get("algorithm", {})
     terms = ", ".join(
         f"{t.get('name', t.get('kind'))}: {t.get('kind')} x{t.get('weight', 1.0)}"
         for t in cfg.get("reward", {}).get("terms", [])
     )
     lora = cfg["model"]["lora"]
-    hub_id = "/" in base and not base.startswith(("/", ".")) and " " not in base  # the hub's base_model field
+    hub_id = _is_hub_id(base)  # the hub's base_model field
     front = [
         "---",
         *([f"base_model: {base}"] if hub_id else []),
@@ -176,13 +180,75 @@ def model_card(
         ),
     ]
     lines = front + [f"# {Path(cfg['output_dir']).name}: {kind} on {cfg['task']['name']}", "", "| | |", "|---|---|"]
-    lines += [f"| {k} | {v} |" for k, v in rows] + ["", *_card_body(record, base), "## Held-out evaluation", ""]
+    lines += [f"| {k} | {v} |" for k, v in rows] + ["", *_card_body(record, base)]
+    lines += [*_offline_lines(cfg, base, local_base), "## Held-out evaluation", ""]
     lines.append(
         heldout_md.strip()
         if heldout_md
-        else "Not evaluated in this run; `rlvr eval --model RUN_DIR` evaluates it with the run's own task and verifier."
+        else f"Not evaluated yet; `rlvr eval --model {Path(cfg['output_dir']).absolute()}` evaluates it with the run's "
+        "own task and verifier and puts its table here."
     )
     return "\n".join(lines) + "\n"
+
+
+def _is_hub_id(base: str) -> bool:
+    return "/" in base and not base.startswith(("/", ".")) and " " not in base
+
+
+def template_rule(prefix: list[dict]) -> str:
+    """What the bundled (wrapped) chat template does, exactly: wrapped_template's one condition in words. The rule
+    stays the one that was checked faithful (a bare question renders as in training); a conversation with its own
+    system turn has no training rendering to be faithful to, so it is left as the user wrote it, and said so here."""
+    roles = ", ".join(m["role"] for m in prefix)
+    shots = sum(m["role"] == "assistant" for m in prefix)
+    demo = f", the training demonstration ({shots} solved exchange{'s' * (shots > 1)}) among them" if shots else ""
+    return (
+        f"The chat template bundled in `adapter/` and `merged/` puts the {len(prefix)} turns below ({roles}{demo}) in "
+        "front of every conversation whose first turn is not a system turn, so a bare user question renders exactly "
+        "as the model was trained on it. A conversation that starts with a system turn of its own gets none of them: "
+        "it renders as the base model's template renders it, without the training system prompt"
+        + (" and without the demonstration" if shots else "")
+        + ", a prompt the model was not trained on. To keep them with a system turn of your own, send your system "
+        "turn, then the non-system turns below, then the question."
+    )
+
+
+def _offline_lines(cfg: dict, base: str, local_base: str | None) -> list[str]:
+    """How to load this run's model without the hub, with this run's own paths: final/merged needs nothing; the
+    adapter names its base by hub id (AutoPeftModelForCausalLM fetches it), so offline it goes on the local folder
+    this run loaded its base from."""
+    final = Path(cfg["output_dir"]).absolute() / "final"
+    lines = ["## Load it without the hub", ""]
+    if cfg["model"].get("save_merged", True):
+        lines += [
+            f'`{final}/merged` is the whole trained model: `AutoModelForCausalLM.from_pretrained("{final}/merged")` '
+            "loads it with nothing else.",
+            "",
+        ]
+    if not cfg["model"]["lora"]["enabled"]:
+        return lines
+    if _is_hub_id(base):
+        lines += [
+            f"`adapter/adapter_config.json` names its base by the hub id `{base}`: "
+            f'`peft.AutoPeftModelForCausalLM.from_pretrained("{final}/adapter")` fetches that base from the hub, and '
+            "fails offline unless the hub cache holds it.",
+            "",
+        ]
+    folder = Path(local_base).absolute() if local_base and Path(local_base).is_dir() else None
+    if folder is None:
+        return lines + ["This run's base model was handed over in memory: there is no base folder to name.", ""]
+    return lines + [
+        "The adapter on the base model folder this run loaded, offline:",
+        "",
+        "```python",
+        "from peft import PeftModel",
+        "from transformers import AutoModelForCausalLM, AutoTokenizer",
+        f'base = AutoModelForCausalLM.from_pretrained("{folder}")',
+        f'model = PeftModel.from_pretrained(base, "{final}/adapter")',
+        f'tok = AutoTokenizer.from_pretrained("{final}/adapter")',
+        "```",
+        "",
+    ]
 
 
 def _card_body(record: dict | None, base: str) -> list[str]:
@@ -197,12 +263,16 @@ def _card_body(record: dict | None, base: str) -> list[str]:
         "",
     ]
     if record:
+        faithful = record["chat_template"].startswith("puts")
         lines += [
             "## Prompt",
             "",
-            f"Answer format: `{record['answer_format']}`. Chat template: {record['chat_template']}.",
+            f"Answer format: `{record['answer_format']}`."
+            + ("" if faithful else f" Chat template: {record['chat_template']}."),
             "",
         ]
+        if faithful:  # the rule in full: what a conversation with a system turn of its own gets too
+            lines += [template_rule(record["messages_before_question"]), ""]
         if record["messages_before_question"]:
             lines += [
                 "Before each question the model saw:",
@@ -226,7 +296,6 @@ def _card_body(record: dict | None, base: str) -> list[str]:
         'inputs = tok.apply_chat_template(chat, add_generation_prompt=True, return_tensors="pt", return_dict=True)',
         "out = model.generate(**inputs, max_new_tokens=96, do_sample=False)",
         'print(tok.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True))',
-        '# or the adapter on its base: peft.AutoPeftModelForCausalLM.from_pretrained("final/adapter")',
         "```",
         "",
     ]
@@ -242,11 +311,12 @@ def write_final(
     base: str,
     loaded_from: str | None = None,
     kind: str = "RLVR",
+    local_base: str | None = None,
 ) -> None:
     """The prompt template, the faithful tokenizer and the model card, after the weights were saved."""
     problems = task.problems("train") or task.problems("heldout")
     record = write_prompt_artefacts(final_dir, tokenizer, task, problems[:3])
-    write_model_card(final_dir, model_card(cfg, base, loaded_from, steps, record, kind=kind))
+    write_model_card(final_dir, model_card(cfg, base, loaded_from, steps, record, kind=kind, local_base=local_base))
 
 
 def add_heldout(final_dir: Path, heldout_md: str) -> None:
@@ -271,6 +341,7 @@ def write_model_card(final_dir: Path, text: str) -> None:
 __all__ = [
     "write_final",
     "add_heldout",
+    "template_rule",
     "write_prompt_artefacts",
     "model_card",
     "write_model_card",

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rlvr.config import Config, ConfigError, dump
-from rlvr.policy.load import model_origin, resolve_model_path, save_policy
+from rlvr.policy.load import base_model, model_origin, resolve_model_path, save_policy
 from rlvr.rundir import checkpoint as ckpt
 from rlvr.rundir import fsdp
 from rlvr.rundir.files import RunDir, check_output_dir
@@ -161,7 +161,10 @@ def save_final(
         save_policy(model, tokenizer, run.path / "final", save_dtype=c.model.save_dtype, merged=c.model.save_merged)
     if is_main:
         base, loaded_from = model_origin(model, c.model.name)
-        write_final(run.path / "final", asdict(c), tokenizer, task, steps, base, loaded_from, kind=kind)
+        local = getattr(getattr(base_model(model), "config", None), "_name_or_path", None)  # the folder it loaded
+        write_final(
+            run.path / "final", asdict(c), tokenizer, task, steps, base, loaded_from, kind=kind, local_base=local
+        )
     if comm is not None:
         comm.barrier()
 
