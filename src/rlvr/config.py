@@ -169,6 +169,11 @@ class TrainConfig:
     # more update time for a fraction of its memory (docs/performance.md has both)
     gradient_checkpointing: bool = False
     time_budget_min: float = _range(0.0, 0.0)  # stop (and save) after this many minutes of training; 0 = no limit
+    # stop (and save) after this many steps in a row without an informative group; 0 = never (rlvr.training.
+    # signal_watch). Such a step makes no update. 10: at the presets' 8 prompts x 8 samples, a model that solves 2%
+    # of its samples has 10 in a row with probability 2e-6 (at 1%: 0.002), while a run that cannot learn stops
+    # within a minute on the default preset instead of spending its whole budget
+    stop_without_signal: int = _range(10, 0)
     # shard the policy over the ranks with torch's FSDP2 (models that do not fit one device); a no-op on one
     # rank. Pair it with rollout.backend: remote (a local sampler holds the whole model). docs/scaling.md
     fsdp: bool = False

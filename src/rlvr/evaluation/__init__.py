@@ -9,6 +9,7 @@ compare   models side by side with paired differences and a verdict per band; ma
 run_eval  evaluating a model, path or run directory on a task split (what `rlvr eval` calls)
 validation  greedy accuracy on validation problems during training
 report    the main job's report.md and its plots
+learning_signal  why steps carried no learning signal (no informative group) and what to do: one pure diagnosis
 
 In: a model and problems (or records already written). Out: records, summaries, comparisons, the report.
 """

@@ -7,7 +7,8 @@ Read it top to bottom. Simplifications, and why:
   current one, so the ratio is 1 and no second forward is run.
 - The sampler holds its own copy of the weights (merged, possibly bf16) and is synced after each update.
 - The step itself is `rlvr.training.step.run_step`; this file is what surrounds it: the run directory,
-  resume, the time budget, signals, checkpoints, the metrics and samples lines, the progress bar, and the
+  resume, the time budget, signals, checkpoints, the metrics and samples lines, the progress bar, the warnings (and
+  the stop) for steps without learning signal (rlvr.training.signal_watch), and the
   experiment trackers of log.report_to (rlvr.rundir.trackers), which get each line after the run directory has it.
 - Rewards, verdicts and lengths are logged over every generated row; the loss sees only the kept rows.
 - Launched by torchrun on W ranks, each rank samples and trains on its block of the step's prompts and
@@ -34,6 +35,7 @@ from rlvr.training import contention, distributed
 from rlvr.training.episodes import recorded_prompts
 from rlvr.training.lifecycle import StopFlag, exit_on_signal, open_run, resume_step, save_final
 from rlvr.training.metrics import sample_rows
+from rlvr.training.signal_watch import SignalWatch
 from rlvr.training.step import TrainState, check_components, run_step, setup
 
 
@@ -99,6 +101,7 @@ def _loop(state: TrainState, run: RunDir | None, trackers: Trackers, start: int,
     c, comm, run_path = state.cfg, state.comm, Path(state.cfg.output_dir)
     bad_steps, started, done = 0, time.perf_counter(), start
     first = prev = contention.snapshot() if comm.is_main else None  # what other processes take (rank 0 reports)
+    watch = SignalWatch.open(run, c, start) if comm.is_main else None  # steps without learning signal (rank 0)
     bar = tqdm(
         range(start, c.train.steps),
         initial=start,
@@ -117,6 +120,8 @@ def _loop(state: TrainState, run: RunDir | None, trackers: Trackers, start: int,
                 state, step, validate_now=bool(c.log.eval_every) and (step % c.log.eval_every == 0 or last)
             )
             done = step + 1
+            # train.stop_without_signal: this step ends the run as the budget's last would (checkpoint, final/)
+            last = comm.any(watch is not None and watch.see(step, result.row)) or last
             stopping = comm.any(stop.signum is not None)
             if comm.is_main:
                 prev = _note_contention(result.row, prev)

@@ -202,6 +202,7 @@ def _report_plots(root: Path, rows: list[dict], summaries: dict) -> dict:
 def _write_report(root, cfg, result, summaries, evals, wall_line, ood, controls, against_sft) -> Path:
     from rlvr.evaluation import report
     from rlvr.evaluation.compare import compare_markdown
+    from rlvr.evaluation.learning_signal import run_signal_warning
     from rlvr.evaluation.summary import summary_markdown
     from rlvr.tasks import load_task
     from rlvr.training.contention import contention_warning
@@ -242,7 +243,11 @@ def _write_report(root, cfg, result, summaries, evals, wall_line, ood, controls,
         root,
         meta=meta,
         compare_md=compare_markdown(result),
-        warnings=[contention_warning(load, c.log.quiet_steps_per_min), report.mismatch_warning(rows)],
+        warnings=[
+            contention_warning(load, c.log.quiet_steps_per_min),
+            report.mismatch_warning(rows),
+            run_signal_warning(root / "rlvr"),
+        ],
         summaries_md={name: summary_markdown(s) for name, s in summaries.items()},
         plots=plots,
         examples_md=report.examples_markdown(pairs, prompts),

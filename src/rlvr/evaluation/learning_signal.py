@@ -1,0 +1,168 @@
+"""Whether a run's steps carried any learning signal and, when they did not, why and what to do about it.
+
+A group whose samples all got the same reward has advantage 0 on every row: it adds nothing to the gradient, and
+a step with no other group makes no update at all (rlvr.training.step skips the optimizer). A run of such steps
+spends its budget and saves a final model that learned nothing. The step's metrics line already says which case
+it is (`groups/nonzero_var_frac`, `verdict/<status>_frac`); `diagnose` turns those figures into one sentence
+naming the cause and the remedies rlvr has, so that the training loop's warnings, the run's signal.json and the
+report say the same thing. Everything here is a pure function of figures a run already wrote.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from rlvr.rundir.files import read_jsonl
+
+# More than this share of no_answer verdicts, with no informative group, is a format problem before anything else:
+# the grader cannot read the answers, so whether they are right is not yet the question.
+MOSTLY_NO_ANSWER = 0.5
+# Steps in a row without an informative group before the loop (and the report) warn. One step can be bad luck with
+# few prompts (4 prompts x 8 samples at a 10% success rate: 3% of steps); three in a row is a pattern (3e-5).
+WARN_STREAK = 3
+
+# How each answer format looks, for the message (rlvr.tasks.base.ANSWER_FORMATS, and code tasks)
+FORMATS = {
+    "boxed": "a final \\boxed{...}",
+    "tags": "a final <answer>...</answer>",
+    "code": "one ```python block",
+}
+CODE_KINDS = ("python_tests", "stdio")
+
+
+def has_signal(row: dict) -> bool:
+    """Whether a step had at least one informative group (a row without the figure counts as having one)."""
+    frac = row.get("groups/nonzero_var_frac")
+    return frac is None or frac > 0
+
+
+def answer_format_of(task_settings: dict, terms: list) -> str:
+    """The answer format a run's completions must use, from its task settings and resolved reward terms: "code"
+    when a term runs tests, else the task's answer_format (boxed unless the settings say tags)."""
+    if any(isinstance(t, dict) and t.get("kind") in CODE_KINDS for t in terms or ()):
+        return "code"
+    return (task_settings or {}).get("answer_format") or "boxed"
+
+
+def _format_remedies(answer_format: str) -> str:
+    """What rlvr has for a model that never writes the answer format (each names its config key)."""
+    ask = "ask for the format in task.settings.system_prompt"
+    sft = (
+        "fine-tune on worked solutions first (rlvr sft with sft.source: reference, the traces in the data's "
+        "sft.reference_field column, then model.name: that run's final/merged; train.init_from_sft: true in rlvr run)"
+    )
+    if answer_format == "code":
+        return f"{ask}; {sft}"
+    return (
+        f"{ask}, or show it (a worked example as chat turns in a jsonl row's prompt; task.settings.one_shot: true on "
+        f"arithmetic); {sft}; grade answers leniently (require_boxed: false on the correctness term of reward.terms: "
+        "the final answer is then read even outside the format); a format reward (a reward.terms term of kind "
+        "boxed_format) pays only answers already in the format, so it cannot start from none"
+    )
+
+
+def diagnose(row: dict, answer_format: str = "boxed") -> str | None:
+    """One step's figures -> why it carried no learning signal and what to do, or None when it had some.
+
+    No informative group and mostly no_answer: the model never writes the task's answer format (fix the prompt or
+    the grading first). None correct: too hard. All correct: too easy. Otherwise every prompt was either always or
+    never solved."""
+    if has_signal(row):
+        return None
+    frac = {s: float(row.get(f"verdict/{s}_frac") or 0.0) for s in ("correct", "wrong", "no_answer")}
+    head = (
+        "no group's samples got different rewards (groups/nonzero_var_frac 0), so every advantage was 0 and the "
+        "step made no update"
+    )
+    if frac["no_answer"] > MOSTLY_NO_ANSWER:
+        shape = FORMATS.get(answer_format, answer_format)
+        return (
+            f"{head}; {frac['no_answer']:.0%} of the completions gave no answer: the model never writes the task's "
+            f"answer format ({shape}). Fix the prompt or the grading before anything else: "
+            f"{_format_remedies(answer_format)}"
+        )
+    if frac["correct"] == 0:
+        return (
+            f"{head}; none of the completions was correct ({frac['wrong']:.0%} wrong, {frac['no_answer']:.0%} no "
+            "answer): the problems are too hard for the model. Train on easier bands (curriculum: {kind: fixed, "
+            "weights: {<band>: <share>}}, or {kind: adaptive} to follow the bands it can solve) or easier problems, "
+            "and draw more samples per prompt (rollout.group_size) so that a rare success lands in a group"
+        )
+    if frac["correct"] == 1:
+        return (
+            f"{head}; every completion was correct: the problems are too easy for the model, there is nothing left "
+            "to learn from them. Train on harder bands (curriculum weights toward them) or harder problems"
+        )
+    return (
+        f"{head}; {frac['correct']:.0%} of the completions were correct, but each prompt's samples were all right or "
+        "all wrong: draw more samples per prompt (rollout.group_size) or sample at a higher rollout.temperature"
+    )
+
+
+def streaks(rows: list[dict]) -> list[tuple[int, int]]:
+    """(first step, last step) of each run of consecutive metrics lines without an informative group, in order."""
+    out: list[tuple[int, int]] = []
+    open_from = None
+    for i, row in enumerate(rows):
+        if not has_signal(row):
+            open_from = row.get("step", i) if open_from is None else open_from
+            last = row.get("step", i)
+        elif open_from is not None:
+            out.append((open_from, last))
+            open_from = None
+    if open_from is not None:
+        out.append((open_from, last))
+    return out
+
+
+def trailing_streak(rows: list[dict]) -> int:
+    """How many of the last metrics lines in a row had no informative group (what a resumed run continues)."""
+    n = 0
+    for row in reversed(rows):
+        if has_signal(row):
+            break
+        n += 1
+    return n
+
+
+def signal_warning(rows: list[dict], answer_format: str = "boxed", warn_after: int = WARN_STREAK) -> str | None:
+    """The report's line for a run's metrics: its longest run of steps without an informative group, when that is at
+    least `warn_after` steps (or the whole of a shorter run), with the diagnosis of its last step; None otherwise."""
+    runs = streaks(rows)
+    if not runs:
+        return None
+    first, last = max(runs, key=lambda r: r[1] - r[0])  # the earliest of the longest
+    length = last - first + 1
+    if length < min(warn_after, len(rows)):
+        return None
+    by_step = {r.get("step"): r for r in rows}
+    where = f"step {first}" if first == last else f"steps {first}-{last}"
+    return (
+        f"No learning signal in {where} ({length} of the run's {len(rows)} steps in a row): "
+        f"{diagnose(by_step.get(last, rows[-1]), answer_format)}."
+    )
+
+
+def run_signal_warning(run_dir: str | Path) -> str | None:
+    """`signal_warning` for a run directory: its metrics.jsonl, in the answer format its config.yaml grades."""
+    run_dir = Path(run_dir)
+    rows = read_jsonl(run_dir / "metrics.jsonl", skip_torn=True) if (run_dir / "metrics.jsonl").exists() else []
+    cfg = yaml.safe_load((run_dir / "config.yaml").read_text()) if (run_dir / "config.yaml").exists() else {}
+    fmt = answer_format_of((cfg.get("task") or {}).get("settings") or {}, (cfg.get("reward") or {}).get("terms"))
+    return signal_warning(rows, fmt)
+
+
+__all__ = [
+    "MOSTLY_NO_ANSWER",
+    "WARN_STREAK",
+    "FORMATS",
+    "has_signal",
+    "answer_format_of",
+    "diagnose",
+    "streaks",
+    "trailing_streak",
+    "signal_warning",
+    "run_signal_warning",
+]
