@@ -284,6 +284,21 @@ def test_openrlhf_reward_func_strips_prompts_and_counts_faults(tmp_path):
     assert logs["rlvr/timeout"] == [0, 0, 1, 0] and logs["rlvr/invalid_gold"] == [0, 0, 0, 1]
 
 
+@pytest.mark.parametrize(
+    "labels, message",
+    [
+        (None, "labels: missing, no gold"),
+        (["4", ""], r"labels\[1\]: empty \(1 of them\), no gold"),  # OpenRLHF's "" without --label_key
+        ([None, None], r"labels\[0\]: empty \(2 of them\)"),
+    ],
+)
+def test_openrlhf_reward_func_refuses_missing_labels(tmp_path, labels, message):
+    """As rlvr serve's /get_reward answers 422: graded against nothing, every sample would train on 0."""
+    fn = load_like_openrlhf(tmp_path)
+    with pytest.raises(ValueError, match=message + ".*--label_key"):
+        fn(["Q:\\boxed{4}", "Q:4"], ["Q:"] * 2, labels)
+
+
 def test_openrlhf_made_from_a_spec_with_error_and_deadline(tmp_path):
     fn = load_like_openrlhf(
         tmp_path,

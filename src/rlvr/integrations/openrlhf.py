@@ -10,8 +10,10 @@ the prompt is stripped (queries[i] starts with prompts[i]) and the response is s
 rlvr's verifiers, worker pool and sandbox. It returns OpenRLHF's dict: `rewards` (the weighted reward, for the
 advantages), `scores` (1.0 when the correctness term says correct, for dynamic filtering) and `extra_logs`
 (per-sample 0/1 tensors `rlvr/<status>` for every verdict status, which OpenRLHF averages into its logs).
-OpenRLHF cannot leave a sample out, so a fault (timeout, verifier error, unusable gold) gets reward 0.0 and is
-counted apart in `rlvr/timeout`, `rlvr/error` and `rlvr/invalid_gold`.
+OpenRLHF cannot leave a sample out, so a fault (verifier error, unusable gold: rlvr.verifiers.base.FAULT_STATUSES)
+gets reward 0.0 and is counted apart in `rlvr/error` and `rlvr/invalid_gold`; a timeout is graded as a wrong answer
+(docs/grading.md). Missing labels (None, or the "" OpenRLHF sends for every sample when `--label_key` is not given)
+raise ValueError, as `rlvr serve`'s /get_reward refuses them with 422: a job would otherwise train on zeros.
 """
 
 from __future__ import annotations
@@ -29,7 +31,10 @@ def make_reward_func(spec=None, **overrides):
 
         reward = rewards.cached(spec, **overrides)
         responses = [strip_prompt(q, p) for q, p in zip(queries, prompts)]
-        labels = list(labels) if labels is not None else [None] * len(responses)
+        missing = [i for i, g in enumerate(labels or []) if g is None or (isinstance(g, str) and not g.strip())]
+        if labels is None or missing:
+            where = "labels: missing" if labels is None else f"labels[{missing[0]}]: empty ({len(missing)} of them)"
+            raise ValueError(f"{where}, no gold to grade against; give OpenRLHF --label_key naming the gold column")
         result = reward(
             responses, [rewards.problem_for(g, str(p), str(i)) for i, (g, p) in enumerate(zip(labels, prompts))]
         )
