@@ -276,8 +276,7 @@ def write_report(
     """root/report.md; plots are linked by path relative to root. `warnings` come first, right under the title
     (a contended run, say); `sections` ({heading: markdown}) follow the held-out comparison."""
     root = Path(root)
-    lines = ["# rlvr run report", ""]
-    lines += [f"> **Warning.** {w}\n" for w in warnings if w]
+    lines = ["# rlvr run report", "", *warning_lines(warnings)]
     lines += ["## What was run", ""]
     lines += [f"- **{k}**: {v}" for k, v in meta.items()]
     lines += ["", "## Held-out comparison", "", compare_md, ""]
@@ -287,9 +286,7 @@ def write_report(
         lines += [f"## {heading}", "", md.strip(), ""]
     if out_of_domain_md:
         lines += ["## Out of domain", "", out_of_domain_md, ""]
-    lines += ["## Plots", ""]
-    for title, path in plots.items():
-        lines += [f"### {title}", "", f"![{title}]({Path(path).relative_to(root)})", ""]
+    lines += ["## Plots", "", *plot_lines(root, plots)]
     lines += ["## Evaluations per model", ""]
     for name, md in summaries_md.items():  # an evaluation summary carries its own heading when it has a label
         lines += ([] if md.lstrip().startswith("#") else [f"### {name}", ""]) + [md.strip(), ""]
@@ -297,6 +294,19 @@ def write_report(
     path = root / "report.md"
     atomic_write_text(path, "\n".join(lines) + "\n")
     return path
+
+
+def warning_lines(warnings) -> list[str]:
+    """A report's warnings as Markdown quotes, right under its title (a None or empty one is left out)."""
+    return [f"> **Warning.** {w}\n" for w in warnings if w]
+
+
+def plot_lines(root: Path, plots: dict[str, Path]) -> list[str]:
+    """One subsection per plot, linked by its path relative to the report's folder."""
+    lines = []
+    for title, path in plots.items():
+        lines += [f"### {title}", "", f"![{title}]({Path(path).relative_to(root)})", ""]
+    return lines
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
