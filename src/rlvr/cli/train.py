@@ -41,9 +41,11 @@ def _config(args) -> dict:
 def run(args) -> int:
     from rlvr.training.loop import train
     from rlvr.training.run_report import reporting
+    from rlvr.training.signal_watch import stopped_without_signal
 
     cfg = _config(args)
     with reporting(cfg["output_dir"]):  # RUN/report.md and plots/ when training ends, a stop by signal too
         path = train(cfg, resume=args.resume, overwrite=args.overwrite, allow_config_change=args.allow_config_change)
     print(f"run directory: {path}")
-    return 0
+    # stopped on purpose (exit 1): steps in a row without learning signal; the warning above says why
+    return 1 if stopped_without_signal(path) else 0
