@@ -174,58 +174,34 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
 
 
 def _report_plots(root: Path, rows: list[dict], summaries: dict) -> dict:
-    """The report's plots by title: training, held-out per band, and those the run has figures for (coverage, the
-    sampler-vs-trainer mismatch, tool use in episodes, band shares under a curriculum)."""
+    """The report's plots by title: the RLVR run's training curves, held-out per band, coverage where there are several
+    k, then the rest of the run's own (rlvr.training.run_report.training_plots: mismatch, episodes, bands)."""
     from rlvr.evaluation import report
+    from rlvr.training.run_report import training_plots
 
-    plots = {
-        "RLVR training": report.training_plot(rows, root / "plots" / "training.png"),
-        "Held-out pass@1 per band (95% CI)": root / "compare.png",
-    }
-    for title, plot in (
-        ("Held-out pass@k against k (coverage)", report.pass_at_k_plot(summaries, root / "plots" / "pass_at_k.png")),
-        (
-            "Sampler vs trainer on the trained tokens (mismatch/*)",
-            report.mismatch_plot(rows, root / "plots" / "mismatch.png"),
-        ),
-        ("Tool use over training (episode/*)", report.episode_plot(rows, root / "plots" / "episodes.png")),
-    ):
-        if plot is not None:  # each only where the run has its figures
-            plots[title] = plot
-    if any(k.startswith("band/") for k in (rows[0] if rows else {})):
-        from rlvr.prompts.bands import plot_curriculum
-
-        plots["Band share and reward over training"] = Path(plot_curriculum(rows, str(root / "plots" / "bands.png")))
-    return plots
+    own = list(training_plots(rows, root / "plots").items())
+    plots = {**dict(own[:1]), "Held-out pass@1 per band (95% CI)": root / "compare.png"}
+    coverage = report.pass_at_k_plot(summaries, root / "plots" / "pass_at_k.png")
+    if coverage is not None:
+        plots["Held-out pass@k against k (coverage)"] = coverage
+    return {**plots, **dict(own[1:])}
 
 
 def _write_report(root, cfg, result, summaries, evals, wall_line, ood, controls, against_sft) -> Path:
     from rlvr.evaluation import report
     from rlvr.evaluation.compare import compare_markdown
-    from rlvr.evaluation.learning_signal import run_signal_warning
     from rlvr.evaluation.summary import summary_markdown
     from rlvr.tasks import load_task
-    from rlvr.training.contention import contention_warning
+    from rlvr.training.run_report import config_meta, load_line, read_load, run_warnings
 
     rows = report.read_metrics(root / "rlvr")
-    load = (
-        json.loads((root / "rlvr" / "contention.json").read_text())
-        if (root / "rlvr" / "contention.json").exists()
-        else None
-    )
     plots = _report_plots(root, rows, summaries)
     task = load_task(cfg["task"]["name"], **cfg["task"]["settings"])
     prompts = {p.id: p.prompt for p in task.problems(cfg["eval"]["split"])}
     pairs = report.example_pairs(evals["start"], evals["rlvr"], k=10)
     c = Config.from_dict(cfg)
     meta = {
-        "model": c.model.name,
-        "task": f"{c.task.name} {cfg['task']['settings'] or ''}".strip(),
-        "algorithm": json.dumps(cfg["algorithm"]),
-        "seed": c.seed,
-        "rollout": f"{c.rollout.prompts_per_step} prompts x {c.rollout.group_size} samples, "
-        f"max {c.rollout.max_new_tokens} new tokens, temperature {c.rollout.temperature}, "
-        f"sampler {c.rollout.backend}",
+        **config_meta(cfg),  # model, task, algorithm, seed, rollout: as the RLVR run's own report says them
         "budget": f"{c.train.steps} steps max, {c.train.time_budget_min:g} min of RL training; "
         + (
             "SFT first on reference traces, RL from it"
@@ -235,7 +211,7 @@ def _write_report(root, cfg, result, summaries, evals, wall_line, ood, controls,
         "steps trained": len(rows),
         "evaluation": f"{c.eval.split} split, {c.eval.n} samples per problem at temperature {c.rollout.temperature}"
         f" + greedy, {c.eval.limit or 'all'} problems",
-        "RL training load": _load_line(load),
+        "RL training load": load_line(read_load(root / "rlvr")),
         "wall time": wall_line,
         "versions": ", ".join(f"{k} {v}" for k, v in report.versions().items()),
     }
@@ -243,11 +219,7 @@ def _write_report(root, cfg, result, summaries, evals, wall_line, ood, controls,
         root,
         meta=meta,
         compare_md=compare_markdown(result),
-        warnings=[
-            contention_warning(load, c.log.quiet_steps_per_min),
-            report.mismatch_warning(rows),
-            run_signal_warning(root / "rlvr"),
-        ],
+        warnings=run_warnings(root / "rlvr", rows, c.log.quiet_steps_per_min),  # the RLVR run's own report's
         summaries_md={name: summary_markdown(s) for name, s in summaries.items()},
         plots=plots,
         examples_md=report.examples_markdown(pairs, prompts),
@@ -278,16 +250,6 @@ def _controls_section(root: Path, rows: list[dict], controls: dict | None) -> di
     runs = {"rlvr": rows, **{control_name(k): read_metrics(root / control_name(k)) for k in controls}}
     plot = curves_plot(runs, root / "plots" / "controls.png")
     return {"Controls": controls_markdown(controls, str(plot.relative_to(root)))}
-
-
-def _load_line(load: dict | None) -> str:
-    """The RL phase's pace and the CPU other processes took meanwhile (RUN/contention.json), in one line."""
-    if not load:
-        return "not recorded"
-    line = f"{load['steps']} steps in {load['train_s'] / 60:.1f} min ({load['steps_per_min']:.1f} steps/min)"
-    if "other_share" in load:
-        line += f"; other processes took {load['other_share']:.0%} of the {load['cores']} cores' CPU time meanwhile"
-    return line
 
 
 def _ood_markdown(ood) -> str:
