@@ -103,3 +103,211 @@ def test_bad_chat_prompt_names_file_and_line(tmp_path, prompt, why):
     with pytest.raises(DatasetError) as e:
         load_task("jsonl", path=str(path))
     assert f"{path}:2" in str(e.value) and why in str(e.value)
+
+
+# Issue 51: a TRL user's first hour. Each mistake is one line through the CLI, exit 2, before a model is loaded.
+TOOL_CHAT = [  # TRL's conversational form with a tool-call demonstration (TRL docs, "Tool Calling")
+    {"role": "system", "content": "Use the tools."},
+    {"role": "user", "content": "Turn on the living room lights."},
+    {
+        "role": "assistant",
+        "tool_calls": [
+            {"type": "function", "function": {"name": "control_light", "arguments": {"room": "living room"}}}
+        ],
+    },
+    {"role": "tool", "name": "control_light", "content": "The lights are on."},
+    {"role": "assistant", "content": "Done!"},
+    {"role": "user", "content": "What is 6 * 7?"},
+]
+
+
+def _cli_error(tmp_path, capsys, monkeypatch, settings: str) -> tuple[int, str]:
+    from rlvr.cli import main
+
+    def no_model(*a, **k):  # data the checks let through must not start a real run in a test
+        raise AssertionError("the data was accepted: a model is being loaded")
+
+    monkeypatch.setattr("rlvr.training.step.build_policy", no_model)
+
+    code = main(
+        [
+            "train",
+            "--set",
+            "task.name=jsonl",
+            "--set",
+            f"task.settings={settings}",
+            "--output-dir",
+            str(tmp_path / "run"),
+        ]
+    )
+    assert not (tmp_path / "run").exists()
+    return code, capsys.readouterr().err.strip()
+
+
+def _bad_file(tmp_path, rows) -> str:
+    return str(write(tmp_path / "d.jsonl", rows))
+
+
+@pytest.mark.parametrize(
+    "rows, settings, message",
+    [
+        (  # a split name that is not one: the train split would be empty (was: ValueError traceback, exit 1)
+            [{"prompt": "1+1?", "answer": "2"}],
+            "{{splits: {{training: {path}}}}}",
+            "task.settings.splits.training: not a split; choose from train, validation, heldout",
+        ),
+        (  # a gold the answer form refuses (was: accepted, and every reply graded against 'about 40')
+            [{"prompt": "1+1?", "answer": "2"}, {"prompt": "How many?", "answer": "about 40"}],
+            "{{path: {path}, answer_form: number}}",
+            "{path}:2: gold 'about 40' under answer_form number: 'about 40' is an expression to evaluate, not a "
+            "number; number takes a numeral (a fraction in lowest terms where the gold is one); no expressions "
+            "(fix the gold, or set task.settings.answer_form: math)",
+        ),
+        (  # two rows with one id (was: accepted; records and splits are keyed by id)
+            [
+                {"id": "q1", "prompt": "1+1?", "answer": "2"},
+                {"id": "q2", "prompt": "2+2?", "answer": "4"},
+                {"id": "q1", "prompt": "3+3?", "answer": "6"},
+            ],
+            "{{path: {path}}}",
+            "{path}: lines 1 and 3 have the same id 'q1'; ids must be unique (an id decides the problem's split "
+            "and names it in the records)",
+        ),
+        (  # two rows without ids asking the same question: the same id from the question's hash
+            [{"prompt": "1+1?", "answer": "2"}, {"prompt": "1+1?", "answer": "2"}],
+            "{{path: {path}}}",
+            "{path}: lines 1 and 2 ask the same question and have no id (a row without one is named by its "
+            "question); give each an id, or drop the repeat",
+        ),
+        (  # a `question` column (was: "empty prompt")
+            [{"question": "1+1?", "answer": "2"}],
+            "{{path: {path}}}",
+            "{path}:1: no prompt column (give `prompt` or `problem`: the question as text, or chat messages); the "
+            "row's columns: question, answer",
+        ),
+        (  # a truncated line (was: "not valid JSON (Unterminated string starting at)", the position cut off)
+            [{"prompt": "1+1?", "answer": "2"}, '{"prompt": "What is 2+'],
+            "{{path: {path}}}",
+            "{path}:2: not valid JSON: Unterminated string starting at: line 1 column 12 (char 11)",
+        ),
+    ],
+)
+def test_data_mistakes_are_one_line_exit_2(tmp_path, capsys, monkeypatch, rows, settings, message):
+    path = _bad_file(tmp_path, rows)
+    code, err = _cli_error(tmp_path, capsys, monkeypatch, settings.format(path=path))
+    assert code == 2 and err == "rlvr train: " + message.format(path=path)
+
+
+def test_a_gold_in_its_answer_form_loads(tmp_path):
+    rows = [
+        {"prompt": "1+1?", "answer": "2"},
+        {"prompt": "half?", "answer": "1/2"},
+        {"prompt": "$?", "answer": "$1,200"},
+    ]
+    task = load_task("jsonl", splits={"train": _bad_file(tmp_path, rows)}, answer_form="number")
+    assert [p.answer for p in task.problems("train")] == ["2", "1/2", "$1,200"]
+    math = load_task("jsonl", splits={"train": _bad_file(tmp_path, rows + [{"prompt": "?", "answer": "about 40"}])})
+    assert math.answer_form == "math"  # auto: one gold is not a number, so the math form, and no refusal
+
+
+def test_trl_tool_call_demonstration_is_kept(tmp_path):
+    rows = [{"id": "t", "prompt": TOOL_CHAT, "answer": "42"}]
+    task = load_task("jsonl", splits={"train": _bad_file(tmp_path, rows)}, system_prompt="SYS")
+    (p,) = task.problems("train")
+    assert p.prompt == "What is 6 * 7?"
+    assert task.messages(p) == [
+        TOOL_CHAT[0],
+        TOOL_CHAT[1],
+        {"role": "assistant", "content": "", "tool_calls": TOOL_CHAT[2]["tool_calls"]},
+        TOOL_CHAT[3],
+        TOOL_CHAT[4],
+        TOOL_CHAT[5],
+    ]
+
+
+def test_datasets_nulls_and_openai_string_arguments_are_read(tmp_path):
+    """A file written by datasets' to_json has every key on every message (null where absent), and OpenAI's form
+    writes arguments as a JSON string: both read as TRL's form."""
+    chat = [
+        {"role": "user", "content": "Lights?", "tool_calls": None, "name": None},
+        {
+            "role": "assistant",
+            "content": None,
+            "name": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "light", "arguments": '{"on": true}'}}
+            ],
+        },
+        {"role": "tool", "content": "on", "tool_calls": None, "name": "light"},
+        {"role": "assistant", "content": "It is on.", "tool_calls": [], "name": None},
+        {"role": "user", "content": "2+2?", "tool_calls": None, "name": None},
+    ]
+    task = load_task("jsonl", splits={"train": _bad_file(tmp_path, [{"prompt": chat, "answer": "4"}])})
+    assert task.messages(task.problems("train")[0])[1:] == [
+        {"role": "user", "content": "Lights?"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "light", "arguments": {"on": True}}}],
+        },
+        {"role": "tool", "content": "on", "name": "light"},
+        {"role": "assistant", "content": "It is on."},
+        {"role": "user", "content": "2+2?"},
+    ]
+
+
+def test_tool_calls_render_as_text_where_the_template_ignores_them(tmp_path, tokenizer):
+    """SmolLM2's template reads only role and content: the call would vanish from the prompt, so it is written in
+    the assistant turn as the Hermes call the tool episodes parse; the tool's reply is its own turn."""
+    from rlvr.prompts.chat import encode_prompt
+
+    task = load_task("jsonl", splits={"train": _bad_file(tmp_path, [{"prompt": TOOL_CHAT, "answer": "42"}])})
+    text = tokenizer.decode(encode_prompt(tokenizer, task.messages(task.problems("train")[0])))
+    assert (
+        "<|im_start|>assistant\n<tool_call>\n"
+        '{"name": "control_light", "arguments": {"room": "living room"}}\n</tool_call><|im_end|>\n'
+        "<|im_start|>tool\nThe lights are on.<|im_end|>\n<|im_start|>assistant\nDone!<|im_end|>\n"
+    ) in text
+    assert text.endswith("<|im_start|>user\nWhat is 6 * 7?<|im_end|>\n<|im_start|>assistant\n")
+    from rlvr.environments.episode import template_kwargs  # an episode's opening (tool-use runs) renders the same
+
+    opening, _ = template_kwargs(tokenizer, task.messages(task.problems("train")[0]), {})
+    assert tokenizer.apply_chat_template(opening, tokenize=False, add_generation_prompt=True) == text
+
+
+def test_tool_calls_pass_through_a_template_that_renders_them():
+    from rlvr.tasks.chat import for_template
+
+    class Shows:  # a template that renders every key of every message (as Qwen2.5's renders tool_calls)
+        def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True):
+            return json.dumps(messages)
+
+    messages = [dict(m) for m in TOOL_CHAT]
+    messages[2]["content"] = ""
+    assert for_template(Shows(), messages) is messages
+
+
+@pytest.mark.parametrize(
+    "message, why",
+    [
+        (
+            {"role": "assistant", "tool_calls": [{"type": "function", "function": {"arguments": {}}}]},
+            "prompt message 1: tool_calls[0] must be {type: function, function: {name: text, arguments: object}}",
+        ),
+        (
+            {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "[1"}}]},
+            "prompt message 1: tool_calls[0] must be {type: function, function: {name: text, arguments: object}}",
+        ),
+        ({"role": "tool"}, "prompt message 1 must be {role: system | user | assistant | tool, content: text}"),
+        (
+            {"role": "robot", "content": "x"},
+            "prompt message 1 must be {role: system | user | assistant | tool, content: text}",
+        ),
+    ],
+)
+def test_bad_tool_message_names_file_line_and_the_form(tmp_path, message, why):
+    chat = [{"role": "user", "content": "a?"}, message, {"role": "user", "content": "b?"}]
+    path = _bad_file(tmp_path, [{"prompt": chat, "answer": "1"}])
+    with pytest.raises(DatasetError) as e:
+        load_task("jsonl", path=path)
+    assert str(e.value) == f"{path}:1: {why}"

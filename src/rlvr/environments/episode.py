@@ -70,7 +70,11 @@ class Episode:
 
 def template_kwargs(tokenizer, messages: list[dict], tools: dict) -> tuple[list[dict], dict]:
     """(messages, apply_chat_template's extra arguments) that show the tools to the policy: the template's own
-    `tools` where it renders them, else the schemas in the system message."""
+    `tools` where it renders them, else the schemas in the system message. A tool call in the task's data is
+    written as text where the template would drop it (rlvr.tasks.chat.for_template)."""
+    from rlvr.tasks.chat import for_template
+
+    messages = for_template(tokenizer, messages)
     if not tools:
         return messages, {}
     schemas = [t.schema for t in tools.values()]

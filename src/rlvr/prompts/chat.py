@@ -4,8 +4,11 @@ from __future__ import annotations
 
 
 def encode_prompt(tokenizer, messages: list[dict]) -> list[int]:
-    """messages (the task's `messages(problem)`) -> prompt token ids, ending with the assistant turn's header."""
-    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    """messages (the task's `messages(problem)`) -> prompt token ids, ending with the assistant turn's header.
+    A tool call in the data is written as text where the template would drop it (rlvr.tasks.chat.for_template)."""
+    from rlvr.tasks.chat import for_template
+
+    text = tokenizer.apply_chat_template(for_template(tokenizer, messages), tokenize=False, add_generation_prompt=True)
     return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 

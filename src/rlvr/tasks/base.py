@@ -38,26 +38,6 @@ class DatasetError(ValueError):
     """A data row that cannot be used; the message names its source and row."""
 
 
-ROLES = ("system", "user", "assistant")
-
-
-def chat_prompt(prompt, where: str = "row") -> tuple[str, list[dict] | None]:
-    """A row's prompt -> (its question text, its chat messages or None).
-
-    Text is the question itself. Chat messages (a list of {"role", "content"}, as TRL and the hub's chat-format
-    datasets write them) are kept whole, system turn and few-shot turns included; the question text is the
-    last user turn (what ids, splits and the hygiene checks read). A malformed list is a DatasetError."""
-    if not isinstance(prompt, list):
-        return ("" if prompt is None else str(prompt)), None
-    for i, m in enumerate(prompt):
-        if not (isinstance(m, dict) and m.get("role") in ROLES and isinstance(m.get("content"), str)):
-            raise DatasetError(f"{where}: prompt message {i} must be {{role: {' | '.join(ROLES)}, content: text}}")
-    users = [m["content"] for m in prompt if m["role"] == "user"]
-    if not users or prompt[-1]["role"] != "user":
-        raise DatasetError(f"{where}: a chat prompt must end with a user turn")
-    return users[-1], [{"role": m["role"], "content": m["content"]} for m in prompt]
-
-
 def task_messages(system_prompt: str | None, problem: Problem, shots: list[dict] = ()) -> list[dict]:
     """The chat for a problem: its own messages when the data gave a chat prompt (the task's system prompt added
     only when they have no system turn), else the system prompt, the few-shot turns and the question."""

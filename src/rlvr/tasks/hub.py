@@ -13,10 +13,10 @@ from rlvr.tasks.base import (
     DatasetError,
     Problem,
     ProblemSetTask,
-    chat_prompt,
     check_answer_format,
     validate_problem,
 )
+from rlvr.tasks.chat import chat_prompt
 
 
 def _band(value) -> str:

@@ -1,0 +1,104 @@
+"""Chat prompts in TRL's conversational form: each message checked and made plain, tool turns included.
+
+A data row's prompt may be a conversation, as TRL and the hub's chat datasets write it: system, user and assistant
+turns, and the demonstration of a tool call (TRL's "Tool Calling" form): an assistant turn with `tool_calls`
+[{type: function, function: {name, arguments}}] and no content, then the tool's reply as a `tool` turn (`name`,
+`tool_call_id`). Keys a datasets export writes as null on every message count as absent, and OpenAI's arguments as
+a JSON string are decoded, so that every chat template meets the one form transformers documents.
+
+A chat template that ignores `tool_calls` (SmolLM2's reads only role and content) would drop the call from the
+prompt without a word: `for_template` writes it into the assistant's text instead, as the Hermes
+`<tool_call>{json}</tool_call>` the tool episodes parse (rlvr.environments.calls), and leaves the messages as they
+are for a template that renders the calls itself.
+"""
+
+from __future__ import annotations
+
+import json
+
+from rlvr.tasks.base import DatasetError
+
+ROLES = ("system", "user", "assistant", "tool")
+CALL_FORM = "{type: function, function: {name: text, arguments: object}}"
+
+
+def chat_prompt(prompt, where: str = "row") -> tuple[str, list[dict] | None]:
+    """A row's prompt -> (its question text, its chat messages or None).
+
+    Text is the question itself. Chat messages (a list of {"role", "content"}, as TRL and the hub's chat-format
+    datasets write them, tool-call demonstrations included) are kept whole, system turn and few-shot turns
+    included; the question text is the last user turn (what ids, splits and the hygiene checks read). A malformed
+    list is a DatasetError."""
+    if not isinstance(prompt, list):
+        return ("" if prompt is None else str(prompt)), None
+    messages = [chat_message(m, i, where) for i, m in enumerate(prompt)]
+    users = [m["content"] for m in messages if m["role"] == "user"]
+    if not users or messages[-1]["role"] != "user":
+        raise DatasetError(f"{where}: a chat prompt must end with a user turn")
+    return users[-1], messages
+
+
+def chat_message(message, i: int, where: str) -> dict:
+    """One prompt message, checked, as {role, content} (+ tool_calls on an assistant turn, name and tool_call_id
+    on a tool turn); a DatasetError names the message and the form it must have."""
+    m = {k: v for k, v in message.items() if v is not None} if isinstance(message, dict) else {}
+    calls = (m.get("tool_calls") or None) if m.get("role") == "assistant" else None  # an export's [] is no call
+    if calls is not None:
+        m.setdefault("content", "")  # TRL's call turn has no content; templates that read only content need one
+    if m.get("role") not in ROLES or not isinstance(m.get("content"), str):
+        raise DatasetError(f"{where}: prompt message {i} must be {{role: {' | '.join(ROLES)}, content: text}}")
+    out = {"role": m["role"], "content": m["content"]}
+    if calls is not None:
+        out["tool_calls"] = tool_calls(calls, i, where)
+    if m["role"] == "tool":
+        out.update({k: str(m[k]) for k in ("name", "tool_call_id") if k in m})
+    return out
+
+
+def tool_calls(calls, i: int, where: str) -> list[dict]:
+    """An assistant turn's calls in transformers' form; a call without the `function` wrapper is wrapped."""
+    if not isinstance(calls, list) or not calls:
+        raise DatasetError(f"{where}: prompt message {i}: tool_calls must be a list of {CALL_FORM}")
+    out = []
+    for j, call in enumerate(calls):
+        fn = call.get("function", call) if isinstance(call, dict) else None
+        args = fn.get("arguments") if isinstance(fn, dict) else None
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except json.JSONDecodeError:
+                args = None
+        if not (isinstance(fn, dict) and isinstance(fn.get("name"), str) and isinstance(args, dict)):
+            raise DatasetError(f"{where}: prompt message {i}: tool_calls[{j}] must be {CALL_FORM}")
+        made = {"id": str(call["id"])} if call.get("id") is not None else {}
+        out.append({**made, "type": "function", "function": {"name": fn["name"], "arguments": args}})
+    return out
+
+
+def call_text(call: dict) -> str:
+    """One call as the Hermes / Qwen text the `hermes` parser reads (as rlvr.tasks.tool_arithmetic writes it)."""
+    fn = call["function"]
+    return "<tool_call>\n" + json.dumps({"name": fn["name"], "arguments": fn["arguments"]}) + "\n</tool_call>"
+
+
+def for_template(tokenizer, messages: list[dict]) -> list[dict]:
+    """`messages` as `tokenizer`'s chat template should see them: unchanged when no turn calls a tool or the
+    template renders `tool_calls`; else each call written after its turn's text (see the module doc)."""
+    if not any(m.get("tool_calls") for m in messages):
+        return messages
+    bare = [{k: v for k, v in m.items() if k != "tool_calls"} for m in messages]
+
+    def render(ms):
+        return tokenizer.apply_chat_template(ms, tokenize=False, add_generation_prompt=True)
+
+    if render(messages) != render(bare):
+        return messages
+    return [
+        {**m, "content": "\n".join([m["content"]] * bool(m["content"]) + [call_text(c) for c in calls])}
+        if (calls := original.get("tool_calls"))
+        else m
+        for m, original in zip(bare, messages)
+    ]
+
+
+__all__ = ["ROLES", "chat_prompt", "chat_message", "tool_calls", "call_text", "for_template"]
