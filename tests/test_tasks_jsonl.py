@@ -179,6 +179,12 @@ def _bad_file(tmp_path, rows) -> str:
             "{path}: lines 1 and 2 ask the same question and have no id (a row without one is named by its "
             "question); give each an id, or drop the repeat",
         ),
+        (  # a held-out file alone: nothing to train on (was: ValueError traceback from the prompt stream, exit 1)
+            [{"prompt": "1+1?", "answer": "2"}],
+            "{{splits: {{heldout: {path}}}}}",
+            "task 'jsonl' has no train problems; training needs a train split (jsonl: task.settings.splits.train, "
+            "or task.settings.path to cut one file by id)",
+        ),
         (  # a `question` column (was: "empty prompt")
             [{"question": "1+1?", "answer": "2"}],
             "{{path: {path}}}",

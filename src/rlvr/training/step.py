@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import torch
 
 from rlvr.algorithms import Algorithm, algorithm_from_config
-from rlvr.config import Config, ConfigError
+from rlvr.config import Config, ConfigError, check_together
 from rlvr.environments.build import environment_factory
 from rlvr.environments.figures import episode_metrics
 from rlvr.evaluation.out_of_domain import check_sets
@@ -85,10 +85,16 @@ class StepResult:
 
 def check_components(cfg: dict) -> Components:
     """Build every component that validates settings, before any file is written."""
+    check_together(cfg)  # as resolve does: a config given as a dict (the API, --from-trl) is checked the same
     algo = algorithm_from_config(cfg["algorithm"])
     if cfg["log"]["mismatch_cap"] <= 1:
         raise ConfigError(f"log.mismatch_cap must be > 1 (a ratio's cap C), got {cfg['log']['mismatch_cap']}")
     task, resolved, reward = configured_reward(cfg)
+    if not task.problems("train"):  # a heldout-only jsonl config, say: one line, not the stream's traceback
+        raise ConfigError(
+            f"task {cfg['task']['name']!r} has no train problems; training needs a train split "
+            "(jsonl: task.settings.splits.train, or task.settings.path to cut one file by id)"
+        )
     make_stream(cfg["curriculum"], task.problems("train"), cfg["seed"])  # the curriculum's kind, keys and bands
     check_sets(cfg)  # eval.out_of_domain: the sets the main job and `rlvr eval` will load
     reward = control_reward(reward, cfg["reward"].get("control", "none"), cfg["seed"])  # a control run's reward
