@@ -313,3 +313,20 @@ def test_torchrun_two_ranks_resume_continues_exactly(two_ranks, server, tmp_path
         for n in ("full", "resumed")
     )
     assert [r["step"] for r in b] == [0, 1, 2] and a == b
+
+
+def test_only_rank_0_checks_the_output_dir(tmp_path):
+    """Rank 0 makes the run directory. Another rank that checked it once rank 0 had made it was refused (here:
+    "exists"; with rank 0's lock taken: "in use by a running rlvr process"), a race two torchrun nodes lost."""
+    from rlvr.config import Config, resolve
+    from rlvr.rundir.files import RunDirError
+    from rlvr.training.lifecycle import open_run
+
+    (tmp_path / "model").mkdir()
+    cfg = resolve(None, [f"output_dir={tmp_path / 'run'}", f"model.name={tmp_path / 'model'}"])
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.yaml").write_text("written by rank 0\n")
+    opened = open_run(cfg, Config.from_dict(cfg), cfg["output_dir"], is_main=False)
+    assert opened.run is None and opened.path == tmp_path / "run"
+    with pytest.raises(RunDirError, match="exists; pass --resume"):  # rank 0 still refuses a folder in the way
+        open_run(cfg, Config.from_dict(cfg), cfg["output_dir"])

@@ -73,7 +73,9 @@ def open_run(
     """Start-up shared by every recipe; `cfg` is the resolved config the run records, `c` its typed view."""
     path = Path(output_dir)
     if policy is None:  # a hub id the hub cannot give stops here (exit 2), before a run directory exists
-        check_output_dir(output_dir, resume=resume, overwrite=overwrite)  # but an unusable one first
+        if is_main:  # but an unusable one first. Rank 0 alone: the folder is its to make, and another rank
+            # checking it raced rank 0's lock (a second node was refused: "in use by a running rlvr process")
+            check_output_dir(output_dir, resume=resume, overwrite=overwrite)
         resolve_model_path(c.model.name)
     run, trackers = None, Trackers([], None)
     if is_main:
