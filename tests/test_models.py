@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from conftest import make_tiny_llama
-from rlvr.policy.load import DEFAULT_MODEL, add_lora, load_policy, resolve_model_path, save_policy
+from rlvr.policy.load import DEFAULT_MODEL, ModelUnavailable, add_lora, load_policy, resolve_model_path, save_policy
 
 
 def test_folders_pass_through_and_hub_ids_resolve_to_the_cache_or_stop(tmp_path, monkeypatch):
@@ -22,6 +22,31 @@ def test_folders_pass_through_and_hub_ids_resolve_to_the_cache_or_stop(tmp_path,
         resolve_model_path("HuggingFaceTB/SmolLM2-135M-Instruct")
     with pytest.raises(ModelUnavailable, match="no such folder"):
         resolve_model_path("/some/local/folder")
+
+
+def test_a_mistyped_local_folder_names_the_closest_and_is_not_sent_to_the_hub(tmp_path, monkeypatch, capsys):
+    """Issue 51: `rlvr eval --model runs/mnie` talked about the hub. A name that starts like a path (runs/, ./, /) and
+    does not exist is a folder mistyped: said so, with its closest siblings (difflib)."""
+    from rlvr.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # had it gone to the hub, the error would name HF_HUB_OFFLINE
+    for name in ("mini", "main", "train-sft", ".hidden"):
+        (tmp_path / "runs" / name).mkdir(parents=True)
+    assert main(["eval", "--model", "runs/mnie", "--task", "arithmetic"]) == 2
+    err = capsys.readouterr().err
+    assert err == "rlvr eval: model 'runs/mnie': no such folder; the closest in runs: runs/mini, runs/main\n"
+    assert main(["eval", "--model", "runs/mnie/checkpoints/step-4", "--task", "arithmetic"]) == 2
+    assert capsys.readouterr().err == (
+        "rlvr eval: model 'runs/mnie/checkpoints/step-4': no such folder (runs/mnie is missing); the closest in runs: "
+        "runs/mini, runs/main\n"
+    )
+    with pytest.raises(
+        ModelUnavailable, match=r"^model './nothing': no such folder; this folder holds no folder named"
+    ):
+        resolve_model_path("./nothing")
+    with pytest.raises(ModelUnavailable, match="^model 'org/no-such-model' is not in the hub cache .* HF_HUB_OFFLINE"):
+        resolve_model_path("org/no-such-model")  # an org/name that is no local path is still a hub id
 
 
 def test_lora_saves_adapter_and_a_merged_model_with_the_same_outputs(tmp_path, tokenizer):

@@ -37,6 +37,8 @@ EMBEDDED_DTYPE = {DEFAULT_MODEL: "bfloat16"}
 DTYPES = ("float32", "bfloat16", "float16")
 # "org/name" or a bare canonical name ("gpt2"); anything with more path to it is a folder that does not exist
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
+# how a local path starts (runs/: where rlvr writes runs); such a name that does not exist is a mistyped folder
+_LOCAL = ("/", "./", "../", "~", "runs/")
 # what a model load needs from a hub repo (not its other formats: onnx, gguf, flax, ...)
 HUB_FILES = ["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "*.tiktoken"]
 
@@ -108,12 +110,33 @@ def resolve_model_path(name: str) -> str:
         return str(target)
     if Path(name).expanduser().exists():
         return name
+    if name.startswith(_LOCAL) or "\\" in name:  # a path, mistyped: the hub would only say it has no such model
+        raise ModelUnavailable(f"model {name!r}: no such folder{closest_folders(name)}")
     if not _HUB_ID.fullmatch(name):
         raise ModelUnavailable(
-            f"model {name!r}: no such folder, and not a hub id (org/name); the embedded default "
-            f"{DEFAULT_MODEL!r} needs neither"
+            f"model {name!r}: no such folder{closest_folders(name)}, and not a hub id (org/name); the embedded "
+            f"default {DEFAULT_MODEL!r} needs neither"
         )
     return hub_snapshot(name)
+
+
+def closest_folders(name: str) -> str:
+    """For a folder that does not exist: '; the closest in PARENT: a, b' (its siblings with the most similar names,
+    by difflib), or why there are none. Of a deeper path, the first missing folder on the way is the one looked at."""
+    import difflib
+
+    path = missing = Path(name).expanduser()
+    while not path.parent.is_dir() and path.parent != path.parent.parent:
+        path = path.parent  # runs/mnie/checkpoints/step-4: runs/mnie is what is missing
+    if not path.parent.is_dir():
+        return ""
+    note = f" ({path} is missing)" if path != missing else ""
+    siblings = sorted(p.name for p in path.parent.iterdir() if p.is_dir() and not p.name.startswith("."))
+    close = difflib.get_close_matches(path.name, siblings, n=3, cutoff=0.5)
+    parent = str(path.parent) if str(path.parent) != "." else "this folder"
+    if not close:
+        return f"{note}; {parent} holds no folder named like {path.name!r}"
+    return f"{note}; the closest in {parent}: " + ", ".join(str(path.parent / c) for c in close)
 
 
 def hub_cache() -> str:
