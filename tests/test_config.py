@@ -22,6 +22,21 @@ from rlvr.config import DEFAULTS, ConfigError, parse_set, resolve
         (["model.lora.enabled=3"], "config key 'model.lora.enabled' must be bool, got 3"),
         (["rollout.backend=tpu"], "config key 'rollout.backend' = 'tpu'; choose from hf, fast, remote, vllm"),
         (["model=3"], "config key 'model' must be a mapping, got 3"),
+        (
+            ["log.checkpoint_minute=5"],
+            "unknown config key 'log.checkpoint_minute'; allowed keys in 'log': checkpoint_every, checkpoint_minutes, "
+            "eval_every,",
+        ),
+        (["log.checkpoint_minutes=-1"], "config key 'log.checkpoint_minutes' = -1; must be >= 0"),
+        (
+            ["episode.tools=[calculator]"],
+            "episode.tools = ['calculator'] but episode.environment is 'none', which offers no tools; set "
+            "episode.environment: tool to train with them, or episode.tools: [] to train without",
+        ),
+        (
+            ["episode.environment=retry", "episode.tools=calculator,python"],
+            "episode.tools = ['calculator', 'python'] but episode.environment is 'retry', which offers no tools;",
+        ),
     ],
 )
 def test_bad_values_name_key_and_choices(sets, message):
@@ -29,6 +44,16 @@ def test_bad_values_name_key_and_choices(sets, message):
         resolve(None, sets)
     assert message in str(e.value)
     assert "\n" not in str(e.value)
+
+
+def test_tools_need_the_tool_environment_and_a_plugin_environment_may_take_them():
+    assert resolve(None, ["episode.environment=tool", "episode.tools=[calculator]"])["episode"]["tools"] == [
+        "calculator"
+    ]
+    plugin = resolve(None, ["episode.environment=my_envs:Env", "episode.tools=[calculator]"])["episode"]
+    assert plugin["tools"] == ["calculator"]  # its own code decides what episode.tools means to it
+    assert resolve(None, ["episode.tools=[]"])["episode"]["tools"] == []
+    assert DEFAULTS["log"]["checkpoint_minutes"] == 10.0
 
 
 def test_set_parses_yaml_values_and_nests():

@@ -37,6 +37,18 @@ NO_MODEL = "model.name=/nonexistent/model-folder"
             ["rollout.backend=fastest"],
             "config key 'rollout.backend' = 'fastest'; choose from hf, fast, remote, vllm",
         ),
+        # issue 51: trained without tools, exit 0, no word
+        (
+            "default",
+            ["episode.tools=[calculator]"],
+            "rlvr train: episode.tools = ['calculator'] but episode.environment is 'none', which offers no tools; set "
+            "episode.environment: tool to train with them, or episode.tools: [] to train without",
+        ),
+        (
+            "tool-use",
+            ["episode.environment=none"],
+            "episode.tools = ['calculator'] but episode.environment is 'none'",
+        ),
     ],
 )
 def test_a_config_mistake_exits_2_in_one_line_before_the_model_and_writes_nothing(

@@ -234,7 +234,9 @@ def test_our_environment_as_a_trl_class_shows_and_runs_the_same_tools(tokenizer)
     task = load_task("tool_arithmetic")
     _, reward = task_reward({**resolve(None, ["task.name=tool_arithmetic"])["reward"], "workers": 0}, task)
     env = TRLClassEnvironment(cls, task, reward, grader="task")
-    ours = build_tools(Config.from_dict(resolve(None, ["episode.tools=[calculator, python]"])).episode)
+    ours = build_tools(
+        Config.from_dict(resolve(None, ["episode.environment=tool", "episode.tools=[calculator, python]"])).episode
+    )
     assert {n: t.schema for n, t in env.tools.items()} == {n: t.schema for n, t in ours.items()}
     problem = task.problems("train")[0]
     assert env.reset(problem) == task.messages(problem)  # its reset returns None: TRL's prompt is the row's

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -141,9 +142,12 @@ def test_sigterm_then_sigkill_then_resume_equals_uninterrupted(tmp_path, model_d
     cfg_file = write_config(cfg, tmp_path / "config.yaml")
     run = Path(cfg["output_dir"])
     # 1. SIGTERM in the middle of step 0 (4th completion scored): the step finishes, is checkpointed, exit 143.
-    p = child(["train", str(cfg_file)], env_signal="TERM@3")
+    p = child(["train", str(cfg_file), "--set", "seed=0"], env_signal="TERM@3")
     assert p.returncode == 143, p.stderr[-2000:]
-    assert f"stopped by signal at step 1; checkpoint saved; resume with --resume {run}" in p.stdout
+    # the whole command, ready to paste: verb, config, the --set overrides as given, --resume RUN
+    lines = p.stdout.splitlines()
+    assert f"stopped by signal at step 1; checkpoint saved: {run}/checkpoints/step-1" in lines
+    assert lines[-1] == f"resume with: rlvr train {cfg_file} --set seed=0 --resume {run}"
     assert ckpt.latest_complete(run / "checkpoints") == run / "checkpoints" / "step-1"
     assert [r["step"] for r in jsonl(run / "metrics.jsonl")] == [0] and not (run / "final").exists()
     # 2. Resumed, then SIGKILL in the middle of step 3 (its 4th completion: 8 per step, steps 1-2 done before).
@@ -155,6 +159,39 @@ def test_sigterm_then_sigkill_then_resume_equals_uninterrupted(tmp_path, model_d
     # 3. Resumed to the end: the same metrics, samples and weights as the run that was never interrupted.
     train(cfg, resume=True, quiet=True)
     assert_same_run(reference, run)
+
+
+def test_killed_before_the_first_checkpoint_says_what_is_lost_and_retrains_from_step_0(tmp_path, model_dir, reference):
+    # issue 51: with checkpoint_every 10 a 4-step run has no checkpoint before its end; SIGKILL in step 2 loses
+    # steps 0-1. The resume says so, and the log then holds each step once, as the uninterrupted run's.
+    cfg = make_config(tmp_path, model_dir, **{"log.checkpoint_every": 10, "log.checkpoint_minutes": 0})
+    cfg_file = write_config(cfg, tmp_path / "config.yaml")
+    run = Path(cfg["output_dir"])
+    p = child(["train", str(cfg_file)], env_signal=f"KILL@{2 * 8 + 3}")
+    assert p.returncode == -signal.SIGKILL, p.stderr[-2000:]
+    assert [r["step"] for r in jsonl(run / "metrics.jsonl")] == [0, 1] and ckpt.list_checkpoints(
+        run / "checkpoints"
+    ) == []
+    p = child(["train", "--resume", str(run)])
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.splitlines()[0] == (
+        f"--resume: no checkpoint in {run}/checkpoints; training again from step 0 loses the 2 steps recorded in "
+        "metrics.jsonl (log.checkpoint_every and log.checkpoint_minutes set how often a run saves)"
+    )
+    assert_same_run(reference, run)  # metrics.jsonl: steps 0, 1, 2, 3 once each
+
+
+def test_a_checkpoint_every_log_checkpoint_minutes_whatever_the_step_count(tmp_path, model_dir):
+    from rlvr.training.lifecycle import checkpoint_due
+
+    log = lambda every, minutes: SimpleNamespace(checkpoint_every=every, checkpoint_minutes=minutes)  # noqa: E731
+    assert [checkpoint_due(s, log(10, 0), 1e9) for s in (9, 10, 11, 20)] == [False, True, False, True]
+    assert [checkpoint_due(3, log(10, 5), since) for since in (299.0, 300.0)] == [False, True]
+    assert [checkpoint_due(3, log(0, 0), 1e9), checkpoint_due(10, log(0, 5), 0.0)] == [False, False]
+    # a run whose steps each take longer than log.checkpoint_minutes saves after every step, off the step schedule
+    over = {"log.checkpoint_every": 0, "log.checkpoint_minutes": 1e-6, "log.keep_checkpoints": 5}
+    run = train(make_config(tmp_path, model_dir, **over), quiet=True)
+    assert [c.name for c in ckpt.list_checkpoints(run / "checkpoints")] == ["step-1", "step-2", "step-3", "step-4"]
 
 
 def test_stop_flag_records_the_first_signal_and_a_second_ctrl_c_stops_now():

@@ -405,7 +405,9 @@ def test_tool_arithmetic_golds_traces_and_splits():
     ids = [{p.id for p in ps} for ps in splits.values()]
     assert not (ids[0] & ids[1] or ids[0] & ids[2] or ids[1] & ids[2])
     assert sum(map(len, ids)) == 40 * 4
-    tools = build_tools(Config.from_dict(resolve(None, ["episode.tools=[calculator]"])).episode)
+    tools = build_tools(
+        Config.from_dict(resolve(None, ["episode.environment=tool", "episode.tools=[calculator]"])).episode
+    )
     for p in sum(splits.values(), []):
         a_b = p.meta["expression"]
         assert int(p.answer) == eval(a_b)  # the gold is the expression's value (digits and * - only)
@@ -466,6 +468,7 @@ def test_the_tool_use_preset_and_its_no_tools_control(tmp_path):
     )
     control = control_cfg(cfg, tmp_path / "main", "no_tools")
     assert control["episode"]["environment"] == "none" and control["task"]["settings"]["with_tools"] is False
+    assert control["episode"]["tools"] == []  # none offered, none named (rlvr.config.check_together)
     assert control["reward"]["control"] == "none" and control["model"]["name"] == cfg["model"]["name"]
     assert check_components(control).new_environment is None
     assert control_eval_cfg(cfg, "random_rate") is cfg

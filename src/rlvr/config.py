@@ -205,6 +205,9 @@ class EvalConfig:
 class LogConfig:
     samples_every: int = _range(5, 0)
     checkpoint_every: int = _range(10, 0)
+    # also a checkpoint once this many minutes have passed since the last (0: steps alone), so a kill costs at most about
+    # this much, however long a step or short the run is (checkpoint_every 10 never saves a 9-step run before its end)
+    checkpoint_minutes: float = _range(10.0, 0.0)
     keep_checkpoints: int = _range(2, 0)
     eval_every: int = _range(0, 0)  # greedy accuracy on validation problems every N steps (0 = never)
     eval_problems: int = _range(60, 1)  # how many validation problems (spread over the bands)
@@ -286,22 +289,8 @@ def _walk(cls, prefix=""):
             yield f"{prefix}{f.name}", f
 
 
-_SECTIONS = {
-    c.__name__: c
-    for c in (
-        LoraConfig,
-        ModelConfig,
-        TaskConfig,
-        RewardConfig,
-        VllmConfig,
-        RolloutConfig,
-        EpisodeConfig,
-        TrainConfig,
-        EvalConfig,
-        LogConfig,
-        SftConfig,
-    )
-}
+_SECTIONS = {c.__name__: c for c in (LoraConfig, ModelConfig, TaskConfig, RewardConfig, VllmConfig, RolloutConfig)}
+_SECTIONS |= {c.__name__: c for c in (EpisodeConfig, TrainConfig, EvalConfig, LogConfig, SftConfig)}
 DEFAULTS: dict = asdict(Config())
 # Values that are dicts/lists read by another component (which validates them itself).
 OPEN_KEYS = {key for key, f in _walk(Config) if f.metadata.get("open")}
@@ -386,7 +375,19 @@ def resolve(source: str | None = None, sets: list[str] = ()) -> dict:
     cfg = merge(DEFAULTS, read_yaml(source)) if source else copy.deepcopy(DEFAULTS)
     for item in sets:
         cfg = merge(cfg, parse_set(item))
+    check_together(cfg)
     return auto_dtypes(cfg)
+
+
+def check_together(cfg: dict) -> None:
+    """Keys each valid alone that contradict each other: episode.tools are offered by the tool environment alone (a
+    plugin environment may read them too); elsewhere a run would train without them and say nothing."""
+    tools, env = cfg["episode"]["tools"], cfg["episode"]["environment"]
+    if tools and env != "tool" and env in CHOICES["episode.environment"]:
+        raise ConfigError(
+            f"episode.tools = {tools} but episode.environment is {env!r}, which offers no tools; set "
+            f"episode.environment: tool to train with them, or episode.tools: [] to train without"
+        )
 
 
 def dump(cfg: dict) -> str:

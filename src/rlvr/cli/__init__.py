@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     from rlvr.policy.update import MicroBatchOOM
     from rlvr.rundir.files import RunDirError
     from rlvr.tasks.base import DatasetError
+    from rlvr.training.lifecycle import RunStopped
     from rlvr.training.loop import TrainingAborted
 
     args = build_parser().parse_args(argv)
@@ -52,6 +53,12 @@ def main(argv: list[str] | None = None) -> int:
     except (TrainingAborted, MicroBatchOOM) as e:  # stopped on purpose; the last checkpoint is intact
         print(f"rlvr {args.verb}: {e}", file=sys.stderr)
         return 1
+    except RunStopped as e:  # Ctrl-C / SIGTERM after a checkpoint: the command that continues, ready to paste
+        if e.is_main:
+            from rlvr.cli.config_args import resume_command
+
+            print(f"resume with: {resume_command(args, e.run_path)}")
+        return e.code
     except KeyboardInterrupt:  # Ctrl-C outside a training step (start-up, a second Ctrl-C): no traceback
         print(f"rlvr {args.verb}: interrupted", file=sys.stderr)
         return 130

@@ -44,6 +44,28 @@ def add_resume_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-config-change", action="store_true", help="with --resume: accept a changed config")
 
 
+def resume_command(args, run_dir) -> str:
+    """The command that continues a run a signal stopped, as the user gave it: the verb, the config or preset, the
+    --set overrides, then --resume RUN_DIR (`rlvr run` continues its own folder when run again: its command as given,
+    less --overwrite, which would start over). Quoted for a POSIX shell."""
+    import shlex
+
+    words = ["rlvr", args.verb, *([args.config] if args.config else [])]
+    if args.verb == "run":
+        words += ["--preset", args.preset] if args.preset != "default" and not args.config else []
+        words += ["--budget", f"{args.budget:g}"] if args.budget else []
+        words += ["--steps", str(args.steps)] if args.steps else []
+        words += ["--controls"] if args.controls else []
+    words += ["--from-trl", args.from_trl] if getattr(args, "from_trl", None) else []
+    for item in args.sets:
+        words += ["--set", item]
+    if args.verb == "run":
+        return shlex.join(words + (["--output-dir", args.output_dir] if args.output_dir else []))
+    if getattr(args, "from_trl", None):  # --from-trl takes a bare --resume of --output-dir (not --resume RUN_DIR)
+        return shlex.join(words + ["--output-dir", str(run_dir), "--resume"])
+    return shlex.join(words + (["--quiet"] if getattr(args, "quiet", False) else []) + ["--resume", str(run_dir)])
+
+
 def config_sets(args) -> list[str]:
     """The --set overrides, with --output-dir as one more."""
     return list(args.sets) + ([f"output_dir={args.output_dir}"] if args.output_dir else [])

@@ -26,7 +26,7 @@ def without_tools(cfg: dict) -> dict:
     from rlvr.tasks import load_task
 
     sub = copy.deepcopy(cfg)
-    sub["episode"]["environment"] = "none"
+    sub["episode"]["environment"], sub["episode"]["tools"] = "none", []  # no tools offered, none named
     task = load_task(cfg["task"]["name"], **cfg["task"]["settings"])
     sub["task"]["settings"].update(getattr(task, "without_tools", {}))
     return sub

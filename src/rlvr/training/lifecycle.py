@@ -19,11 +19,11 @@ import signal
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from rlvr.config import Config, ConfigError, dump
+from rlvr.config import DEFAULTS, Config, ConfigError, dump
 from rlvr.policy.load import base_model, model_origin, resolve_model_path, save_policy
 from rlvr.rundir import checkpoint as ckpt
 from rlvr.rundir import fsdp
-from rlvr.rundir.files import RunDir, check_output_dir
+from rlvr.rundir.files import RunDir, check_output_dir, read_jsonl
 from rlvr.rundir.final import write_final
 from rlvr.rundir.trackers import Trackers, check_trackers, resume_point, run_name
 
@@ -115,7 +115,7 @@ def check_config(run: RunDir, cfg: dict, resume: bool, allow_change: bool) -> No
     if resume:
         saved = yaml.safe_load(path.read_text())
         # the output directory is the run's place, not its settings: a run moved or named by another path resumes
-        changed = sorted(k for k in config_diff(saved, cfg) if k != "output_dir")
+        changed = [k for k in changed_settings(saved, cfg) if k != "output_dir"]
         if changed and not allow_change:
             raise ConfigError(
                 f"--resume: config differs from the saved run in {', '.join(changed)}; "
@@ -133,20 +133,75 @@ def config_diff(a, b, prefix=""):
         yield prefix[:-1]
 
 
+def changed_settings(saved: dict, cfg: dict) -> list[str]:
+    """config_diff(saved, cfg) less what changes nothing: a key the saved config predates, now at its default (rlvr
+    added it since: a run made before it still resumes), and episode.tools while neither has the tool environment
+    (tools no episode offers; a no_tools control recorded its preset's)."""
+    inert = "tool" not in {_lookup(saved, "episode.environment")[1], _lookup(cfg, "episode.environment")[1]}
+    return sorted(
+        k
+        for k in config_diff(saved, cfg)
+        if (_lookup(saved, k)[0] or _lookup(DEFAULTS, k) != _lookup(cfg, k)) and not (inert and k == "episode.tools")
+    )
+
+
+def _lookup(cfg: dict, key: str) -> tuple[bool, object]:
+    """(whether the nested dict has the dotted key, its value or None)."""
+    node = cfg
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
 def resume_step(run: RunDir | None, saved: dict | None) -> int:
-    """The step a resume continues from (0 without a checkpoint); rank 0 drops the log lines after it."""
+    """The step a resume continues from (0 without a checkpoint); rank 0 drops the log lines after it, and says how
+    many recorded steps are redone: all of them when the run was killed before its first checkpoint."""
     step = saved["step"] if saved else 0
     if run is not None:
+        redone = {r.get("step") for r in read_jsonl(run.metrics_path, skip_torn=True) if r.get("step", 0) >= step}
+        if redone and saved is None:
+            print(
+                f"--resume: no checkpoint in {run.path / 'checkpoints'}; training again from step 0 loses the "
+                f"{_steps(len(redone))} recorded in metrics.jsonl (log.checkpoint_every and log.checkpoint_minutes "
+                f"set how often a run saves)"
+            )
+        elif redone:
+            print(f"--resume: from checkpoint step-{step}; redoing the {_steps(len(redone))} recorded after it")
         run.truncate_after(step - 1)
     return step
 
 
+def _steps(n: int) -> str:
+    return f"{n} step" if n == 1 else f"{n} steps"
+
+
+def checkpoint_due(steps_done: int, log, since_s: float) -> bool:
+    """Whether a recipe saves a checkpoint after `steps_done` steps, the last one saved `since_s` seconds ago: every
+    log.checkpoint_every steps, or once log.checkpoint_minutes have passed (each 0 = off), so that a kill costs minutes
+    of work even where steps are long or the run is shorter than checkpoint_every."""
+    every, minutes = log.checkpoint_every, log.checkpoint_minutes
+    return bool(every and steps_done % every == 0) or bool(minutes and since_s >= 60 * minutes)
+
+
+class RunStopped(SystemExit):
+    """A signal stopped the run after its checkpoint; exit code 130 (SIGINT) or 143 (SIGTERM). `run_path` and `step`
+    let the command line print the whole command that resumes it (rlvr.cli); `is_main`: the rank that says so."""
+
+    def __init__(self, code: int, run_path: Path, step: int, is_main: bool = True):
+        super().__init__(code)
+        self.run_path, self.step, self.is_main = Path(run_path), step, is_main
+
+
 def exit_on_signal(signum: int, step: int, run_path: Path, comm=None) -> None:
+    """Raise RunStopped after saying where the checkpoint is (rank 0); every rank leaves together."""
     if comm is not None:
         comm.barrier()
-    if comm is None or comm.is_main:
-        print(f"stopped by signal at step {step}; checkpoint saved; resume with --resume {run_path}")
-    raise SystemExit(130 if signum == signal.SIGINT else 143)
+    is_main = comm is None or comm.is_main
+    if is_main:
+        print(f"stopped by signal at step {step}; checkpoint saved: {Path(run_path) / 'checkpoints' / f'step-{step}'}")
+    raise RunStopped(130 if signum == signal.SIGINT else 143, run_path, step, is_main)
 
 
 def save_final(
@@ -178,7 +233,10 @@ __all__ = [
     "open_trackers",
     "check_config",
     "config_diff",
+    "changed_settings",
     "resume_step",
+    "checkpoint_due",
+    "RunStopped",
     "exit_on_signal",
     "save_final",
 ]

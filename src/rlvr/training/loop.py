@@ -33,7 +33,7 @@ from rlvr.rundir.files import RunDir, atomic_write_text
 from rlvr.rundir.trackers import Trackers
 from rlvr.training import contention, distributed
 from rlvr.training.episodes import recorded_prompts
-from rlvr.training.lifecycle import StopFlag, exit_on_signal, open_run, resume_step, save_final
+from rlvr.training.lifecycle import StopFlag, checkpoint_due, exit_on_signal, open_run, resume_step, save_final
 from rlvr.training.metrics import sample_rows
 from rlvr.training.signal_watch import SignalWatch
 from rlvr.training.step import TrainState, check_components, run_step, setup
@@ -100,6 +100,7 @@ def _loop(state: TrainState, run: RunDir | None, trackers: Trackers, start: int,
     """Steps from `start` until train.steps, the time budget, a signal or a diverged run; returns the steps done."""
     c, comm, run_path = state.cfg, state.comm, Path(state.cfg.output_dir)
     bad_steps, started, done = 0, time.perf_counter(), start
+    saved_at = started  # log.checkpoint_minutes counts from here, then from each checkpoint
     first = prev = contention.snapshot() if comm.is_main else None  # what other processes take (rank 0 reports)
     watch = SignalWatch.open(run, c, start) if comm.is_main else None  # steps without learning signal (rank 0)
     bar = tqdm(
@@ -133,8 +134,10 @@ def _loop(state: TrainState, run: RunDir | None, trackers: Trackers, start: int,
             bad_steps = bad_steps + 1 if result.update.get("skipped") and len(result.seen) else 0
             # `stopping` is read once per step (and agreed by all ranks), so a signal landing between the save
             # and the exit below cannot exit without a checkpoint: it is then handled after the next step.
-            if (c.log.checkpoint_every and (step + 1) % c.log.checkpoint_every == 0) or last or stopping:
+            # every rank takes part in a save, so they agree on the clock's verdict too
+            if comm.any(checkpoint_due(step + 1, c.log, time.perf_counter() - saved_at)) or last or stopping:
                 _save_checkpoint(run, state, step + 1)
+                saved_at = time.perf_counter()
             if bad_steps >= MAX_BAD_STEPS:
                 bar.close()
                 raise TrainingAborted(

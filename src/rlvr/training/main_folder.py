@@ -119,7 +119,7 @@ def check_finished_phases(cfg: dict, root: Path, rl: dict) -> None:
     with: the phase would be reused and reported under settings it did not train with."""
     import yaml
 
-    from rlvr.training.lifecycle import config_diff
+    from rlvr.training.lifecycle import changed_settings
 
     for name, planned in phase_cfgs(cfg, root, rl).items():
         phase = root / name
@@ -131,7 +131,7 @@ def check_finished_phases(cfg: dict, root: Path, rl: dict) -> None:
             free += ("reward.terms",)  # the task's own grader, which the phase recorded resolved
         if name == "rlvr" and cfg["train"]["init_from_sft"]:
             free += ("model.name",)  # the SFT phase's merged model, wherever the folder now is; SFT's base is checked
-        changed = sorted(k for k in config_diff(saved, planned) if not k.startswith(free))
+        changed = [k for k in changed_settings(saved, planned) if not k.startswith(free)]
         if changed:
             raise ConfigError(
                 f"{phase} finished with other settings than this run's ({', '.join(changed)}): its model would be "

@@ -35,7 +35,15 @@ from rlvr.policy.logprobs import completion_logprobs, real_tokens
 from rlvr.rundir import checkpoint as ckpt
 from rlvr.rundir.files import atomic_write_text
 from rlvr.tasks.base import DatasetError
-from rlvr.training.lifecycle import OpenedRun, StopFlag, exit_on_signal, open_run, resume_step, save_final
+from rlvr.training.lifecycle import (
+    OpenedRun,
+    StopFlag,
+    checkpoint_due,
+    exit_on_signal,
+    open_run,
+    resume_step,
+    save_final,
+)
 from rlvr.training.sft_data import kept_examples, sample_budget
 
 
@@ -113,8 +121,8 @@ def sft_step(model, rows: list[dict], optimizer, scheduler, trainable, train, pa
 def fine_tune(model, examples: list[dict], c: Config, opened: OpenedRun, pad_id: int, quiet: bool) -> int:
     """sft.epochs passes over the examples in seeded order, sft.batch_size per optimizer step; one metrics line per
     step (loss = token-mean NLL of that batch), to the run directory and the trackers. Checkpoints every
-    log.checkpoint_every steps and on Ctrl-C / SIGTERM (then exits 130 / 143); a resume continues from the newest
-    one. Returns the number of steps taken."""
+    log.checkpoint_every steps, every log.checkpoint_minutes and on Ctrl-C / SIGTERM (then exits 130 / 143); a resume
+    continues from the newest one. Returns the number of steps taken."""
     from rlvr.training.step import make_scheduler
 
     plan = batch_plan(examples, c.sft.epochs, c.sft.batch_size, c.seed)
@@ -124,7 +132,7 @@ def fine_tune(model, examples: list[dict], c: Config, opened: OpenedRun, pad_id:
     saved = None
     if opened.resume_from is not None:
         saved = ckpt.load_checkpoint(opened.resume_from, model=model, optimizer=optimizer, scheduler=scheduler)
-    start = resume_step(opened.run, saved)
+    start, saved_at = resume_step(opened.run, saved), time.perf_counter()
     model.train()
     with StopFlag() as stop, tqdm(total=len(plan), initial=start, desc="rlvr sft", disable=quiet) as bar:
         for step in range(start, len(plan)):
@@ -136,8 +144,8 @@ def fine_tune(model, examples: list[dict], c: Config, opened: OpenedRun, pad_id:
             opened.trackers.log_step(row)
             bar.update(1)
             bar.set_postfix({"loss": f"{figures['loss']:.3f}"})
-            every = c.log.checkpoint_every and (step + 1) % c.log.checkpoint_every == 0
-            if (every and step + 1 < len(plan)) or stop.signum is not None:
+            due = checkpoint_due(step + 1, c.log, time.perf_counter() - saved_at)
+            if (due and step + 1 < len(plan)) or stop.signum is not None:
                 ckpt.save_checkpoint(
                     opened.path / "checkpoints",
                     step + 1,
@@ -147,6 +155,7 @@ def fine_tune(model, examples: list[dict], c: Config, opened: OpenedRun, pad_id:
                     loop_state={"step": step + 1},
                     keep=c.log.keep_checkpoints,
                 )
+                saved_at = time.perf_counter()
             if stop.signum is not None:
                 bar.close()
                 exit_on_signal(stop.signum, step + 1, opened.path)
