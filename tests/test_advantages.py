@@ -9,7 +9,6 @@ import torch
 from rlvr.algorithms.advantages import (
     dynamic_sampling,
     group_advantages,
-    mask_truncated,
     nonzero_variance_frac,
     nonzero_variance_groups,
     overlong_soft_penalty,
@@ -177,11 +176,17 @@ def test_overlong_soft_penalty_rejects_bad_buffer():
         overlong_soft_penalty([1], 10, 11)
 
 
-def test_mask_truncated_zeroes_only_truncated_rows():
-    mask = torch.ones(3, 4)
-    mask[1, 3] = 0
-    truncated = truncated_rows(["stop", "length", "stop"])
-    assert truncated.tolist() == [False, True, False]
-    out = mask_truncated(mask, truncated)
-    assert out.tolist() == [[1, 1, 1, 1], [0, 0, 0, 0], [1, 1, 1, 1]]
-    assert mask[1].sum() == 3  # input untouched
+def test_overlong_filter_keeps_truncated_rows_out_of_the_loss():
+    """DAPO's overlong filtering as the step applies it (rlvr.training.batch.overlong_shaping): a row cut off at the
+    limit leaves the loss, its reward untouched (it still counts in its group's statistics); a fault row stays out."""
+    from rlvr.algorithms.presets import get_preset, with_overrides
+    from rlvr.training.batch import overlong_shaping
+
+    assert truncated_rows(["stop", "length", "stop"]).tolist() == [False, True, False]
+    algo = with_overrides(get_preset("grpo"), {"overlong": "filter"})
+    rewards, keep = torch.tensor([1.0, 0.0, 1.0, 0.0]), torch.tensor([1.0, 1.0, 1.0, 0.0])
+    finish = ["stop", "length", "stop", "length"]
+    out_rewards, out_keep = overlong_shaping(algo, rewards, keep, torch.tensor([5, 8, 7, 8]), finish, 8)
+    assert out_keep.tolist() == [1.0, 0.0, 1.0, 0.0] and out_rewards.tolist() == [1.0, 0.0, 1.0, 0.0]
+    none_rewards, none_keep = overlong_shaping(get_preset("grpo"), rewards, keep, torch.tensor([5, 8, 7, 8]), finish, 8)
+    assert none_keep.tolist() == keep.tolist() and none_rewards.tolist() == rewards.tolist()

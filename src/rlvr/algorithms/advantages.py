@@ -193,18 +193,10 @@ def overlong_soft_penalty(lengths, max_len: int, buffer: int) -> torch.Tensor:
 
 
 def truncated_rows(finish: Sequence[str]) -> torch.Tensor:
-    """Rows whose generation hit the length limit: finish (B,) of "stop" | "length" -> (B,) bool."""
+    """Rows whose generation hit the length limit: finish (B,) of "stop" | "length" -> (B,) bool. DAPO's overlong
+    filtering keeps them out of the loss (rlvr.training.batch.overlong_shaping): a completion cut off was not shown
+    wrong, so its reward says nothing about its reasoning; it still counts in its group's advantage statistics."""
     return torch.tensor([f == "length" for f in finish], dtype=torch.bool)
-
-
-def mask_truncated(mask: torch.Tensor, truncated) -> torch.Tensor:
-    """DAPO's overlong filtering: mask (B, T), truncated (B,) bool -> mask with truncated rows zeroed.
-
-    A truncated completion was cut off, not wrong: its reward says nothing about its reasoning, so it
-    takes no part in the loss (it still counts in its group's advantage statistics).
-    """
-    keep = ~torch.as_tensor(truncated, dtype=torch.bool, device=mask.device)
-    return mask * keep.unsqueeze(-1).to(mask.dtype)
 
 
 __all__ = [
@@ -217,5 +209,4 @@ __all__ = [
     "dynamic_sampling",
     "overlong_soft_penalty",
     "truncated_rows",
-    "mask_truncated",
 ]

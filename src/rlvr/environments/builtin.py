@@ -98,9 +98,4 @@ def _cap(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + f"\n[... {len(text) - limit} more characters]"
 
 
-def builtin_tools() -> dict[str, Tool]:
-    """name -> Tool for the built-in tools, default limits."""
-    return {"calculator": tool_from_function(calculator), "python": python_tool()}
-
-
-__all__ = ["calculator", "python_tool", "builtin_tools", "format_number"]
+__all__ = ["calculator", "python_tool", "format_number"]

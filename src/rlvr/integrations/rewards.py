@@ -28,11 +28,6 @@ from rlvr.verifiers.registry import KINDS
 _CACHE: dict[str, Reward] = {}
 
 
-def reward_section(spec=None, **overrides) -> dict:
-    """The reward section a spec names (see the module doc), completed from rlvr's defaults, with `overrides`."""
-    return reward_and_format(spec, **overrides)[0]
-
-
 def reward_and_format(spec=None, **overrides) -> tuple[dict, str | None]:
     """(the reward section a spec names, the answer format its terms read: the config's task's for a whole config,
     else None, which is each term's own default, boxed)."""
@@ -79,4 +74,4 @@ def cached(spec=None, **overrides) -> Reward:
     return _CACHE[key]
 
 
-__all__ = ["reward_section", "build", "cached", "problem_for", "parse_tests"]
+__all__ = ["build", "cached", "problem_for", "parse_tests"]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from rlvr.algorithms.advantages import dynamic_sampling, group_advantages, overlong_soft_penalty
+from rlvr.algorithms.advantages import dynamic_sampling, group_advantages, overlong_soft_penalty, truncated_rows
 from rlvr.sampling import draw_settings
 from rlvr.tasks.base import Problem
 from rlvr.training.comm import Comm
@@ -90,7 +90,7 @@ def overlong_shaping(algo, rewards, keep, lengths, finish: list[str], limit: int
     if algo.overlong == "soft":
         rewards = rewards + overlong_soft_penalty(lengths, limit, algo.overlong_buffer(limit))
     if algo.overlong == "filter":
-        keep = keep * torch.tensor([f != "length" for f in finish], dtype=torch.float32)
+        keep = keep * (~truncated_rows(finish)).to(keep.dtype)
     return rewards, keep
 
 
