@@ -2,23 +2,48 @@
 problems (held-out rows never trained on), its own rollout (prompt, tools, env_response, stop conditions) advanced
 one policy turn per step, its rubric as the reward; rlvr's verifier as the grader on request; a broken environment
 stops the run before any model loads, a fault inside an episode costs that episode only; two steps train from the
-command line by environment id."""
+command line by environment id. A verifiers without the 0.2 API (0.4: verifiers.v1) is refused in one line naming
+the installed version, the range to install and why, before any model loads: faked here wherever this runs, and
+the real 0.4.0 where it is installed (a second venv: python3 -m venv /tmp/vf04 && /tmp/vf04/bin/pip install
+torch==2.13.0 && /tmp/vf04/bin/pip install -e '.[dev]' verifiers==0.4.0, then /tmp/vf04/bin/python -m pytest on
+this file)."""
 
+import importlib.metadata
 import json
+import sys
 import textwrap
+import types
 
 import pytest
 
 from conftest import train_two_steps
+from rlvr.config import DEFAULTS, ConfigError, resolve
+from rlvr.environments.episode import answer_turn, start_episode
+from rlvr.environments.verifiers_env import VerifiersEnvironment
+from rlvr.tasks import load_task
+from rlvr.training.step import check_components
+from rlvr.verifiers.compose import task_reward
 
-vf = pytest.importorskip("verifiers", reason="the verifiers extra is not installed (pip install 'rlvr[verifiers]')")
+try:
+    import verifiers as vf
+except ImportError:
+    vf = None
+INSTALLED = None if vf is None else importlib.metadata.version("verifiers")
+API_02 = vf is not None and hasattr(vf, "MultiTurnEnv")  # what rlvr runs: verifiers>=0.2.1,<0.3
+api_02 = pytest.mark.skipif(
+    not API_02,
+    reason="the verifiers extra is not installed (pip install 'rlvr[verifiers]')"
+    if vf is None
+    else f"verifiers {INSTALLED} is installed: these tests run the 0.2 API (pip install 'verifiers>=0.2.1,<0.3')",
+)
 
-from rlvr.config import DEFAULTS, ConfigError, resolve  # noqa: E402
-from rlvr.environments.episode import answer_turn, start_episode  # noqa: E402
-from rlvr.environments.verifiers_env import VerifiersEnvironment  # noqa: E402
-from rlvr.tasks import load_task  # noqa: E402
-from rlvr.training.step import check_components  # noqa: E402
-from rlvr.verifiers.compose import task_reward  # noqa: E402
+REFUSAL = (
+    "verifiers {v} is installed, but rlvr runs environments of the verifiers 0.2 API (vf.SingleTurnEnv, "
+    "vf.MultiTurnEnv, vf.ToolEnv), verifiers>=0.2.1,<0.3: pip install 'verifiers>=0.2.1,<0.3' (the pin of "
+    "rlvr[verifiers]). Not supported yet: verifiers 0.4's API (verifiers.v1: Env, Taskset, Harness) runs each "
+    "episode's chat loop as a separate program, installed by uv, that asks an HTTP endpoint for every model turn, "
+    "and rlvr's sampler serves no such endpoint turn by turn"
+)
 
 VF_MODULE = '''
 import verifiers as vf
@@ -95,6 +120,7 @@ def environment(env, grader="environment", **args):
     return task, VerifiersEnvironment(task, reward, grader)
 
 
+@api_02
 def test_a_tool_env_runs_its_own_rollout_one_policy_turn_a_step(vf_module):
     task, env = environment("vf_envs:load_environment")
     splits = {s: task.problems(s) for s in ("train", "validation", "heldout")}
@@ -122,6 +148,7 @@ def test_a_tool_env_runs_its_own_rollout_one_policy_turn_a_step(vf_module):
     assert step.done and step.reward_parts == {"rubric": 0.0} and step.verdict.status == "wrong"
 
 
+@api_02
 def test_its_eval_dataset_is_the_held_out_split_and_single_turn_envs_end_at_once(vf_module):
     task, _ = environment("vf_envs:load_environment", n=10, eval_n=5)
     assert [len(task.problems(s)) for s in ("train", "validation", "heldout")] == [10, 0, 5]
@@ -132,6 +159,7 @@ def test_its_eval_dataset_is_the_held_out_split_and_single_turn_envs_end_at_once
     assert step.done and step.reward_parts == {"rubric": 2.0} and step.verdict.status == "correct"
 
 
+@api_02
 def test_rlvrs_verifier_grades_its_final_answer_on_request(vf_module):
     task, env = environment("vf_envs:load_environment", grader="both")
     problem = task.problems("train")[0]
@@ -140,6 +168,7 @@ def test_rlvrs_verifier_grades_its_final_answer_on_request(vf_module):
     assert step.reward_parts == {"rubric": 1.0, "answer": 1.1} and step.verdict.status == "correct"  # 1 + format
 
 
+@api_02
 def test_a_fault_inside_an_episode_costs_that_episode_only(vf_module, tokenizer):
     task, env = environment("vf_envs:faulty")
     ep, extra = start_episode(env, task.problems("train")[0], tokenizer)
@@ -147,6 +176,7 @@ def test_a_fault_inside_an_episode_costs_that_episode_only(vf_module, tokenizer)
     assert ep.status == "error" and "the sandbox is gone" in ep.detail
 
 
+@api_02
 @pytest.mark.parametrize(
     "settings, environment, message",
     [
@@ -169,12 +199,14 @@ def test_a_broken_verifiers_environment_stops_before_any_model(tmp_path, vf_modu
     assert not (tmp_path / "run").exists()
 
 
+@api_02
 def test_the_verifiers_environment_needs_its_own_task(tmp_path):
     sets = {"output_dir": str(tmp_path / "run"), "reward.workers": 0, "episode.environment": "verifiers"}
     with pytest.raises(ConfigError, match=r"set task\.name: verifiers"):
         check_components(resolve(None, [f"{k}={v}" for k, v in sets.items()]))
 
 
+@api_02
 def test_two_steps_from_the_command_line_by_environment_id(tmp_path, model_dir, vf_module):
     sets = {
         "task.name": "verifiers",
@@ -190,3 +222,65 @@ def test_two_steps_from_the_command_line_by_environment_id(tmp_path, model_dir, 
         assert "add" in s["messages"][0]["content"]  # the environment's tool shown (SmolLM2: in the system turn)
         assert s["messages"][1]["content"].startswith("What is ")
         assert set(s["reward_parts"]) <= {"rubric"} and s["ended_by"] in ("done", "turns", "tokens")
+
+
+def verifiers_sets(tmp_path) -> dict:
+    return {
+        "output_dir": str(tmp_path / "run"),
+        "task.name": "verifiers",
+        "task.settings": "{env: vf_envs:load_environment}",
+        "reward.workers": 0,
+        "episode.environment": "verifiers",
+    }
+
+
+@pytest.fixture
+def verifiers_04(monkeypatch):
+    """verifiers 0.4 as rlvr sees it, wherever this runs: a package with no vf.MultiTurnEnv (0.4's top level holds
+    only __version__ and verifiers.v1), its version from the installed distribution's metadata."""
+    fake = types.ModuleType("verifiers")
+    fake.__version__ = "0.4.0"
+    monkeypatch.setitem(sys.modules, "verifiers", fake)
+    real = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "0.4.0" if name == "verifiers" else real(name))
+    return fake
+
+
+def test_verifiers_04_is_refused_naming_the_version_to_install_before_any_model(tmp_path, verifiers_04):
+    with pytest.raises(ConfigError) as refused:
+        check_components(resolve(None, [f"{k}={v}" for k, v in verifiers_sets(tmp_path).items()]))
+    assert str(refused.value) == REFUSAL.format(v="0.4.0")
+    assert not (tmp_path / "run").exists()
+
+
+def test_without_install_metadata_the_modules_own_version_is_named(tmp_path, verifiers_04, monkeypatch):
+    def missing(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", missing)
+    verifiers_04.__version__ = "0.4.1.dev3"  # a source checkout on sys.path, as 0.4 itself reports it
+    with pytest.raises(ConfigError) as refused:
+        check_components(resolve(None, [f"{k}={v}" for k, v in verifiers_sets(tmp_path).items()]))
+    assert str(refused.value) == REFUSAL.format(v="0.4.1.dev3")
+
+
+def test_rlvr_train_exits_2_with_the_refusal_in_one_line(tmp_path, verifiers_04, capsys):
+    from rlvr.cli import main
+
+    sets = verifiers_sets(tmp_path)
+    run = sets.pop("output_dir")
+    args = sum((["--set", f"{k}={v}"] for k, v in sets.items()), [])
+    assert main(["train", "default", *args, "--output-dir", run]) == 2
+    assert capsys.readouterr().err == f"rlvr train: {REFUSAL.format(v='0.4.0')}\n"
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.skipif(
+    vf is None or API_02,
+    reason="needs a verifiers without the 0.2 API installed (0.4.0, in a second venv: see this file's docstring)",
+)
+def test_the_installed_verifiers_04_is_refused_by_its_version(tmp_path):
+    with pytest.raises(ConfigError) as refused:
+        check_components(resolve(None, [f"{k}={v}" for k, v in verifiers_sets(tmp_path).items()]))
+    assert str(refused.value) == REFUSAL.format(v=INSTALLED)
+    assert not (tmp_path / "run").exists()

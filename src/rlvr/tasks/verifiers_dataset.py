@@ -6,34 +6,59 @@ Its dataset's rows are the train problems and its eval_dataset's the held-out on
 eval_dataset has its rows split by the hash of their ids (rlvr.tasks.arithmetic.split_of), so that no held-out row
 is ever trained on (verifiers itself falls back to the training rows there). A problem keeps its row
 (meta["row"]: prompt, answer, info, task, example_id) for the environment's rollout; its chat is the row's prompt.
-`limit` (> 0) keeps the first so many rows of each dataset. The verifiers package (0.2 API) is imported only here
-and in rlvr.environments.verifiers_env: extra rlvr[verifiers].
+`limit` (> 0) keeps the first so many rows of each dataset. The verifiers package (0.2 API, verifiers>=0.2.1,<0.3) is
+imported only here and in rlvr.environments.verifiers_env: extra rlvr[verifiers]. A verifiers without that API (0.4's
+verifiers.v1) is refused in one line naming the installed version, the range to install and why (import_verifiers).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from importlib import metadata
 
 from rlvr.errors import ConfigError
 from rlvr.registry import is_plugin, load_attr
 from rlvr.tasks.arithmetic import split_of
 from rlvr.tasks.base import Problem, ProblemSetTask
 
+# The range rlvr runs (the extra rlvr[verifiers] in pyproject.toml pins the same): the 0.2 API.
+SUPPORTED = ">=0.2.1,<0.3"
+
 
 def import_verifiers():
+    """The verifiers package, if it has the 0.2 API rlvr runs; ConfigError in one line otherwise."""
     try:
         import verifiers
     except ImportError:
         raise ConfigError(
             "a verifiers environment needs the verifiers package: pip install 'rlvr[verifiers]'"
         ) from None
-    if not hasattr(verifiers, "MultiTurnEnv"):  # 0.3 moved this API to verifiers.legacy, 0.4 replaced it
-        raise ConfigError(
-            f"verifiers {getattr(verifiers, '__version__', '?')} has no vf.MultiTurnEnv; rlvr supports the 0.2 API "
-            "(pip install 'verifiers>=0.2.1,<0.3')"
-        )
+    if not hasattr(verifiers, "MultiTurnEnv"):  # the 0.2 API's base class; 0.4 has only verifiers.v1 under it
+        raise ConfigError(unsupported_message(installed_version(verifiers)))
     return verifiers
+
+
+def installed_version(verifiers) -> str:
+    """The installed distribution's version (what pip reports), else the module's own __version__."""
+    try:
+        return metadata.version("verifiers")
+    except metadata.PackageNotFoundError:
+        return getattr(verifiers, "__version__", "of unknown version")
+
+
+def unsupported_message(version: str) -> str:
+    # Why 0.4 is not run (read from verifiers 0.4.0's source): rlvr plays the model in process, one policy turn per
+    # episode step, through a vf.Client the 0.2 rollout awaits. 0.4's episode instead launches a harness program
+    # (even its plain chat loop, harness `null`, is a PEP 723 script that `uv sync` installs) which asks an HTTP
+    # interception server for every model turn, so rlvr would need its sampler behind such an endpoint first.
+    return (
+        f"verifiers {version} is installed, but rlvr runs environments of the verifiers 0.2 API "
+        f"(vf.SingleTurnEnv, vf.MultiTurnEnv, vf.ToolEnv), verifiers{SUPPORTED}: "
+        f"pip install 'verifiers{SUPPORTED}' (the pin of rlvr[verifiers]). Not supported yet: verifiers 0.4's API "
+        "(verifiers.v1: Env, Taskset, Harness) runs each episode's chat loop as a separate program, installed by uv, "
+        "that asks an HTTP endpoint for every model turn, and rlvr's sampler serves no such endpoint turn by turn"
+    )
 
 
 def load_vf_environment(env: str, args: dict):
@@ -108,4 +133,13 @@ def _rows(get, limit: int) -> list[dict]:
     return [dict(r) for r in dataset]
 
 
-__all__ = ["VerifiersTask", "load_vf_environment", "import_verifiers", "row_problem", "content_text"]
+__all__ = [
+    "SUPPORTED",
+    "VerifiersTask",
+    "content_text",
+    "import_verifiers",
+    "installed_version",
+    "load_vf_environment",
+    "row_problem",
+    "unsupported_message",
+]
