@@ -8,6 +8,7 @@ import sys
 import time
 
 import pytest
+import torch
 
 from rlvr.config import dump
 from rlvr.training.contention import CpuSnapshot, contention_warning, other_cpu, run_figures, snapshot
@@ -31,6 +32,24 @@ def test_other_cpu_by_hand():
     assert other_cpu(None, CpuSnapshot(1.0, 1.5, 1.51, 2)) is None
     figures = run_figures(CpuSnapshot(0.0, 0.0, 0.0, 2), CpuSnapshot(120.0, 120.0, 60.0, 2), steps=6, train_s=120.0)
     assert figures["steps_per_min"] == 3.0 and figures["other_share"] == 0.25
+    assert figures["torch_threads"] == torch.get_num_threads() and "omp_wait_policy" in figures
+
+
+def test_rlvr_waits_passively_unless_told_otherwise():
+    """rlvr sets OMP_WAIT_POLICY=PASSIVE before torch loads OpenMP (threads that spin while they wait take the cores
+    another process needs), and keeps a value the user set."""
+    code = "import os, rlvr, torch; print(os.environ['OMP_WAIT_POLICY'], rlvr.OMP_WAIT_POLICY_SET_HERE)"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["PASSIVE", "True"]
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**env, "OMP_WAIT_POLICY": "ACTIVE"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.split() == ["ACTIVE", "False"]
 
 
 def test_the_warning_names_its_reason_and_threshold():

@@ -15,3 +15,13 @@ __version__ = "0.1.0"
 # time back). Read when oneDNN makes its first primitive; a value the user set is kept.
 ONEDNN_CACHE_SET_HERE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY" not in os.environ
 os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "64")
+
+# OpenMP threads (torch's intra-op pool) that find no work sleep at once instead of spinning first. Spinning threads
+# keep a core busy while they wait; beside another CPU-bound process (a second run, a browser, a CPU hog) they take
+# the cores the other process's threads need, and each side's parallel regions wait on a descheduled partner. On the
+# 2-core machine, one sampling call of the default model took 5.9 s alone and 21 s with a second one beside it
+# (28%), 17.7 s beside a CPU hog; passive: 8.3 s side by side (71%), 8.7 s beside the hog, up to 5% slower alone,
+# the same samples (benchmarks/contention.py, docs/performance.md). Read by libgomp when torch first loads it, so it
+# must be set before torch is imported; a value the user set (OMP_WAIT_POLICY=ACTIVE for a dedicated machine) is kept.
+OMP_WAIT_POLICY_SET_HERE = "OMP_WAIT_POLICY" not in os.environ
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

@@ -144,9 +144,14 @@ def other_cpu(before: CpuSnapshot | None, after: CpuSnapshot | None) -> dict | N
 
 
 def run_figures(before: CpuSnapshot | None, after: CpuSnapshot | None, steps: int, train_s: float) -> dict:
-    """RUN/contention.json: the training phase's steps, seconds and steps per minute, and other_cpu's figures
-    (absent where /proc is not readable)."""
+    """RUN/contention.json: the training phase's steps, seconds and steps per minute, the torch thread count and the
+    OpenMP wait policy it ran with (the thread count decides how float reductions split, so two seeded runs sample
+    alike only at the same count; load alone changes nothing: docs/reliability.md), and other_cpu's figures (absent
+    where /proc is not readable)."""
+    import torch
+
     out = {"steps": steps, "train_s": train_s, "steps_per_min": 60 * steps / train_s if train_s > 0 else 0.0}
+    out |= {"torch_threads": torch.get_num_threads(), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")}
     return {**out, **(other_cpu(before, after) or {})}
 
 
