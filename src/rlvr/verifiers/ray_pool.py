@@ -29,7 +29,6 @@ rlvr importable (same environment on every node, or a Ray runtime_env).
 from __future__ import annotations
 
 import os
-import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -64,22 +63,9 @@ def reap_sandboxes() -> int:
     """SIGKILL every sandboxed run this process started that is still alive; returns how many processes were
     killed. A run is found as a descendant under a sandbox uid, and ended as the sandbox ends its own: every
     process of that uid, including those that left the process tree."""
-    from rlvr.verifiers.sandbox import UID_HIGH, UID_LOW, descendants, processes_of_uid
+    from rlvr.verifiers.sandbox import UID_HIGH, UID_LOW, descendants, kill_uid
 
-    killed = 0
-    for uid in {u for _, u in descendants(os.getpid()) if UID_LOW <= u < UID_HIGH}:
-        for _ in range(100):
-            left = processes_of_uid(uid)
-            if not left:
-                break
-            for pid in left:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    killed += 1
-                except (ProcessLookupError, PermissionError):
-                    pass
-            time.sleep(0.01)
-    return killed
+    return sum(kill_uid(uid) for uid in {u for _, u in descendants(os.getpid()) if UID_LOW <= u < UID_HIGH})
 
 
 class _Reaper:

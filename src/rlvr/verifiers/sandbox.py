@@ -306,18 +306,26 @@ def _kill_run(pid: int, uid: int | None) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    if uid is None:
-        return
+    if uid is not None:
+        kill_uid(uid)
+
+
+def kill_uid(uid: int) -> int:
+    """SIGKILL every process of a sandbox uid, again until none is left (a fork bomb forks between the scan and the
+    kill); returns how many were killed. Processes that left the run's tree are found by their uid."""
+    killed = 0
     for _ in range(100):
         left = processes_of_uid(uid)
         if not left:
-            return
+            break
         for p in left:
             try:
                 os.kill(p, signal.SIGKILL)
+                killed += 1
             except (ProcessLookupError, PermissionError):
                 pass
         time.sleep(0.01)
+    return killed
 
 
 def descendants(pid: int) -> list[tuple[int, int]]:
