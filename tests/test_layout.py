@@ -165,3 +165,17 @@ def test_the_product_never_imports_the_benchmark_harness_at_module_level():
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
                 assert not any(n.startswith("rlvr_bench") for n in names), path
+
+
+def test_the_readme_tree_lists_the_packages_in_this_order():
+    """README.md's file tree quotes ORDER (its top-level entries under src/rlvr/, and the one-line list above it), so
+    a reader and this test see one order."""
+    import re
+
+    text = (SRC.parent / "README.md").read_text()
+    files = text[text.index("## Files") :]
+    tree = files[files.index("```\nsrc/rlvr/") : files.index("\nbenchmarks/")]
+    listed = [m.group(1) for m in re.finditer(r"^  (\w+)", tree, re.MULTILINE)]
+    packages = [p for p in ORDER if p not in ("__init__", "__main__")]
+    assert listed == packages
+    assert f"`{', '.join(packages)}`" in " ".join(files[: files.index("```")].split())
