@@ -300,6 +300,14 @@ def test_episode_answer_timeout_trains_as_wrong_and_fault_verdicts_leave_the_los
     assert [v.status for v in batch.verdicts] == ["timeout", "error", "invalid_gold", "correct"]
 
 
+def test_entropy_counts_the_policys_ids_only():
+    """An environment's ids carry sampler log p 0 (not sampled): the entropy estimate averages over the policy's."""
+    from rlvr.training.metrics import sampled_entropy
+
+    batch = episode_batch([_episode([5, 6, 7, 8], [1, 0, 0, 1]), _episode([5, 6], [1, 1])], pad_id=0, group_size=2)
+    assert sampled_entropy(batch) == 0.5  # -log p = 0.5 on each of the 4 policy ids (was 2.0 / 6 with the tool's)
+
+
 def test_episode_rows_faults_and_figures_by_hand():
     eps = [
         _episode([5, 6, 7, 8], [1, 0, 0, 1], parts={"answer": 1.0}, calls={"ok": 2}, turns=2, verdict=RIGHT),

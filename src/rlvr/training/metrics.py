@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import torch
+
 from rlvr.algorithms.advantages import nonzero_variance_frac
 from rlvr.environments.figures import episode_sample
 from rlvr.verifiers.compose import verdict_fractions
@@ -26,9 +28,13 @@ def rollout_metrics(batch) -> dict:
 
 def sampled_entropy(batch) -> float:
     """Mean over sampled tokens of -log p(token): an unbiased estimate of the policy's per-token entropy at the
-    sampling temperature, free because the sampler records log p. Covers every row, trained or not."""
+    sampling temperature, free because the sampler records log p. Covers every row, trained or not; in an episode,
+    only the policy's ids (an environment's ids carry log p 0 and were not sampled)."""
     t = batch.sampler_logp.shape[1]
     sampled = (batch.lengths[:, None] > batch.lengths.new_tensor(range(t))[None, :]).float()
+    if batch.episodes is not None and len(batch.episodes) == len(sampled):
+        for row, ep in enumerate(batch.episodes):
+            sampled[row, : len(ep.mask)] *= torch.tensor(ep.mask, dtype=sampled.dtype)
     return float(-(batch.sampler_logp * sampled).sum() / sampled.sum().clamp(min=1))
 
 
