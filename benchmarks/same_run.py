@@ -1,5 +1,5 @@
 """Are two run directories the same run? Metrics (times and throughputs aside), samples and the final adapter's
-tensors, compared exactly. Used to check a refactor changed nothing (docs/results.md, issue 18):
+tensors, compared exactly. Used to check a refactor changed nothing (docs/log/2026-11-30.md, issue 18):
 
     python benchmarks/same_run.py RUN_A RUN_B [--new PREFIX ...]
 

@@ -28,7 +28,7 @@ LOGPROBS = "yes: the sampled tokens' (logprobs=0, processed_logprobs mode)"
 def run_worker(spec: dict) -> None:
     """Child, under the vLLM venv's interpreter: vLLM's offline engine on each batch's prompts."""
     # the engine in this process, as in a bare `LLM.generate` (measured at 346 tok/s here); a separate engine
-    # process next to this worker is the first suspect for the 5 tok/s an earlier bench saw (docs/performance.md)
+    # process next to this worker is the first suspect for the 5 tok/s an earlier bench saw (docs/log/2026-11-29.md)
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     try:
         import vllm

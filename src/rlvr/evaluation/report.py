@@ -127,7 +127,7 @@ def panels_plot(rows: list[dict], path: Path, keys, title: str, color: str) -> P
 
 # A run whose sampler and trainer disagree by more than this k3 KL, averaged over its steps, is warned about. Healthy
 # bf16 runs measured 0.001-0.006 (docs/performance.md: the default preset's whole runs, the last steps the highest);
-# the update that hid the environment's ids from later turns measured 0.15-0.39 (docs/results.md, "Tool use").
+# the update that hid the environment's ids from later turns measured 0.15-0.39 (docs/log/2026-12-02.md, "Tool use").
 MISMATCH_WARN_K3 = 0.05
 
 

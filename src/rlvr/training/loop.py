@@ -201,7 +201,7 @@ def last_in_budget(budget_min: float, elapsed_s: float, steps_done: int) -> bool
     """Whether the step about to start is the last the time budget (minutes; 0 = none) has room for: at the mean
     step time so far, the one after it would end past the budget. Deciding on a step's expected end rather than its
     start keeps a recipe with long steps inside the budget: with 5-minute steps and 15 minutes, 3 steps, not the 4-5
-    that start before minute 15 (the retry arm of docs/results.md ran 10 minutes over that way). The first step
+    that start before minute 15 (a retry arm in docs/log/2026-12-02.md ran 10 minutes over that way). The first step
     always runs; steps that slow down can still end one step late."""
     if not budget_min or steps_done <= 0:
         return False
