@@ -66,7 +66,13 @@ def test_final_travels_and_merged_reproduces_the_runs_greedy_answers(tmp_path, t
     ):
         assert (final / f).is_file(), f
     record = json.loads((final / TEMPLATE_FILE).read_text())
-    assert record["messages_before_question"] == [{"role": "system", "content": "Answer in one word."}]
+    from rlvr.tasks import load_task
+
+    demo = load_task("jsonl", **cfg["task"]["settings"]).demo  # demo: auto, the jsonl default (test_tasks_demo.py)
+    assert len(demo) == 2 and record["messages_before_question"] == [
+        {"role": "system", "content": "Answer in one word."},
+        *demo,
+    ]
     assert record["chat_template"].startswith("puts") and record["answer_format"] == "boxed"
     card = (final / "README.md").read_text()
     assert "| steps | 2 |" in card and "first_char: regex x1.0" in card and "## Held-out evaluation" in card
@@ -80,8 +86,6 @@ def test_final_travels_and_merged_reproduces_the_runs_greedy_answers(tmp_path, t
         rollout=rollout,
     )
     greedy = {r.problem_id: r.completion for r in records if r.mode == "greedy"}
-    from rlvr.tasks import load_task
-
     problems = [p for p in load_task("jsonl", **cfg["task"]["settings"]).problems("heldout") if p.id in greedy]
     assert len(problems) == 4
     plain = greedy_plain(final / "merged", [p.prompt for p in problems], 8)

@@ -28,7 +28,8 @@ HEAD = (
 )
 FORMAT_FIX = (
     "Fix the prompt or the grading before anything else: ask for the format in task.settings.system_prompt, or show "
-    "it (a worked example as chat turns in a jsonl row's prompt; task.settings.one_shot: true on arithmetic); "
+    "it (task.settings.demo on jsonl and hub: auto, one solved training problem, or a worked exchange of your own; "
+    "task.settings.one_shot: true on arithmetic); "
     "fine-tune on worked solutions first (rlvr sft with sft.source: reference, the traces in the data's "
     "sft.reference_field column, then model.name: that run's final/merged; train.init_from_sft: true in rlvr run); "
     "grade answers leniently (require_boxed: false on the correctness term of reward.terms: the final answer is then "
@@ -107,10 +108,12 @@ def test_diagnosis_of_one_step(row, answer_format, message):
 def test_the_remedies_name_settings_rlvr_has():
     from rlvr.prompts.curriculum import CURRICULA
     from rlvr.tasks.arithmetic import ArithmeticTask
+    from rlvr.tasks.hub import load_hub_task
     from rlvr.tasks.jsonl import JsonlTask
     from rlvr.verifiers.registry import KINDS
 
-    assert "system_prompt" in inspect.signature(JsonlTask).parameters
+    assert {"system_prompt", "demo"} <= set(inspect.signature(JsonlTask).parameters)
+    assert "demo" in inspect.signature(load_hub_task).parameters
     assert "one_shot" in inspect.signature(ArithmeticTask).parameters
     assert "reference" in CHOICES["sft.source"] and "reference_field" in DEFAULTS["sft"]
     assert "init_from_sft" in DEFAULTS["train"] and {"group_size", "temperature"} <= set(DEFAULTS["rollout"])

@@ -37,7 +37,7 @@ def test_bad_row_names_file_and_line(tmp_path, bad, why):
 
 def test_good_file_splits_by_id(tmp_path):
     rows = [{"id": f"q{i}", "prompt": f"What is {i}+1?", "answer": str(i + 1), "band": "easy"} for i in range(200)]
-    task = load_task("jsonl", path=str(write(tmp_path / "d.jsonl", rows)))
+    task = load_task("jsonl", path=str(write(tmp_path / "d.jsonl", rows)), demo="none")  # every row in its split
     sizes = {s: len(task.problems(s)) for s in ("train", "validation", "heldout")}
     assert sum(sizes.values()) == 200 and sizes["train"] > 140
     assert task.bands == ["easy"]
@@ -64,7 +64,7 @@ def test_gold_column_rule_first_present_wins(tmp_path):
         {"id": "c", "prompt": "p3?", "gold": "3", "solution": "worked: 3"},
         {"id": "d", "prompt": "p4?", "answer": None, "gold": "4"},
     ]
-    task = load_task("jsonl", splits={"train": str(write(tmp_path / "d.jsonl", rows))})
+    task = load_task("jsonl", splits={"train": str(write(tmp_path / "d.jsonl", rows))}, demo="none")
     got = {p.id: p.answer for p in task.problems("train")}
     assert got == {"a": "1", "b": "2", "c": "3", "d": "4"}
     c = next(p for p in task.problems("train") if p.id == "c")
@@ -83,7 +83,8 @@ def test_chat_prompts_keep_their_system_turn(tmp_path):
         {"id": "nosys", "prompt": [{"role": "user", "content": "1+1?"}], "answer": "2"},
         {"id": "text", "prompt": "5+5?", "answer": "10"},
     ]
-    task = load_task("jsonl", splits={"train": str(write(tmp_path / "d.jsonl", rows))}, system_prompt="SYS")
+    train = {"train": str(write(tmp_path / "d.jsonl", rows))}
+    task = load_task("jsonl", splits=train, system_prompt="SYS", demo="none")  # the demo: tests/test_tasks_demo.py
     by_id = {p.id: p for p in task.problems("train")}
     assert by_id["own"].prompt == "3+3?" and task.messages(by_id["own"]) == chat
     assert task.messages(by_id["nosys"]) == [{"role": "system", "content": "SYS"}, {"role": "user", "content": "1+1?"}]
@@ -210,7 +211,7 @@ def test_a_gold_in_its_answer_form_loads(tmp_path):
         {"prompt": "half?", "answer": "1/2"},
         {"prompt": "$?", "answer": "$1,200"},
     ]
-    task = load_task("jsonl", splits={"train": _bad_file(tmp_path, rows)}, answer_form="number")
+    task = load_task("jsonl", splits={"train": _bad_file(tmp_path, rows)}, answer_form="number", demo="none")
     assert [p.answer for p in task.problems("train")] == ["2", "1/2", "$1,200"]
     math = load_task("jsonl", splits={"train": _bad_file(tmp_path, rows + [{"prompt": "?", "answer": "about 40"}])})
     assert math.answer_form == "math"  # auto: one gold is not a number, so the math form, and no refusal

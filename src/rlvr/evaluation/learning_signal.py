@@ -56,10 +56,11 @@ def _format_remedies(answer_format: str) -> str:
     if answer_format == "code":
         return f"{ask}; {sft}"
     return (
-        f"{ask}, or show it (a worked example as chat turns in a jsonl row's prompt; task.settings.one_shot: true on "
-        f"arithmetic); {sft}; grade answers leniently (require_boxed: false on the correctness term of reward.terms: "
-        "the final answer is then read even outside the format); a format reward (a reward.terms term of kind "
-        "boxed_format) pays only answers already in the format, so it cannot start from none"
+        f"{ask}, or show it (task.settings.demo on jsonl and hub: auto, one solved training problem, or a worked "
+        f"exchange of your own; task.settings.one_shot: true on arithmetic); {sft}; grade answers leniently "
+        "(require_boxed: false on the correctness term of reward.terms: the final answer is then read even outside "
+        "the format); a format reward (a reward.terms term of kind boxed_format) pays only answers already in the "
+        "format, so it cannot start from none"
     )
 
 

@@ -40,7 +40,8 @@ class DatasetError(ValueError):
 
 def task_messages(system_prompt: str | None, problem: Problem, shots: list[dict] = ()) -> list[dict]:
     """The chat for a problem: its own messages when the data gave a chat prompt (the task's system prompt added
-    only when they have no system turn), else the system prompt, the few-shot turns and the question."""
+    only when they have no system turn; no demonstration, the data's own turns are kept as written), else the system
+    prompt, the demonstration's turns (`shots`, rlvr.tasks.demo) and the question."""
     own = problem.meta.get("messages") if isinstance(problem.meta, dict) else None
     if own:
         lead = (
@@ -117,7 +118,8 @@ class ProblemSetTask(SplitTask):
 
     Used for loaded data sets (HumanEval, MATH-500, CHAMP, the procedural code task); a split the data
     set does not have is empty. `grader`: the reward terms that grade it (default: what its problems need);
-    `answer_form`: what an answer must look like (rlvr.tasks.forms)."""
+    `answer_form`: what an answer must look like (rlvr.tasks.forms); `demo`: the demonstration's turns before each
+    question (rlvr.tasks.demo.resolve_demo makes them, and the splits without its question, from the setting)."""
 
     def __init__(
         self,
@@ -127,11 +129,15 @@ class ProblemSetTask(SplitTask):
         bands=None,
         grader: list[dict] | None = None,
         answer_form: str = "math",
+        demo: list[dict] = (),
+        answer_format: str = "boxed",
     ):
         self.name, self._splits, self.system_prompt = name, splits, system_prompt
         self.bands = list(bands or dict.fromkeys(p.band for ps in splits.values() for p in ps))
         self.answer_form = answer_form
         self.grader = grader or default_grader((p for ps in splits.values() for p in ps), answer_form)
+        self.answer_format = answer_format
+        self.demo = list(demo)
 
     def messages(self, problem: Problem) -> list[dict]:
-        return task_messages(self.system_prompt, problem)
+        return task_messages(self.system_prompt, problem, self.demo)

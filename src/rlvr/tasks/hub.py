@@ -1,7 +1,8 @@
 """A task from a hub dataset (online users), e.g. `trl-lib/DeepMath-103K`: rows with a prompt (text, or chat
 messages kept whole with their system turn, as the jsonl task keeps them) and a gold answer, split into
 train / validation / held-out by a hash of the prompt, banded by a difficulty column when the dataset has one.
-`answer_format` (boxed or tags) and `config` (the dataset's configuration name) are settings too."""
+`answer_format` (boxed or tags), `config` (the dataset's configuration name) and `demo` (a demonstration before each
+question, rlvr.tasks.demo; default "none") are settings too."""
 
 from __future__ import annotations
 
@@ -41,14 +42,17 @@ def load_hub_task(
     answer_form: str = "math",
     answer_format: str = "boxed",
     config: str | None = None,
+    demo="none",
 ):
     try:
         from datasets import load_dataset
     except ImportError:
         raise DatasetError(f"hub task {dataset!r} needs the datasets package: pip install datasets") from None
     from rlvr.tasks.arithmetic import DEFAULT_SYSTEM, SPLIT_BUCKETS
+    from rlvr.tasks.demo import check_demo, resolve_demo
 
     check_answer_format(answer_format)
+    check_demo(demo, answer_format)  # before the dataset is fetched
     rows = load_dataset(dataset, config, split=split) if config else load_dataset(dataset, split=split)
     if limit:
         rows = rows.select(range(min(limit, len(rows))))
@@ -69,11 +73,14 @@ def load_hub_task(
         )
         bucket = int(hashlib.sha256(pid.encode()).hexdigest(), 16) % 100
         splits[next(s for s, r in SPLIT_BUCKETS.items() if bucket in r)].append(problem)
+    # "none" by default: a hub run's prompts stay as they were
+    turns, splits = resolve_demo(demo, splits, answer_format)
     task = ProblemSetTask(
         dataset,
         splits,
         system_prompt or (TAGS_SYSTEM if answer_format == "tags" else DEFAULT_SYSTEM),
         answer_form=answer_form,
+        demo=turns,
+        answer_format=answer_format,
     )
-    task.answer_format = answer_format
     return task

@@ -11,6 +11,9 @@
   "number" (rlvr.tasks.forms): what an answer must look like before it is compared.
 - `answer_format` (task setting): "boxed" (default) or "tags" (<think> then <answer>, the R1 format): how the
   default system prompt asks for the answer, and how the reward reads it.
+- `demo` (task setting): "auto" (default), "none", or a solved exchange of your own as chat messages: the
+  demonstration shown before each text question (rlvr.tasks.demo; "auto" shows the easiest band's first training
+  problem, answered in the answer format).
 A bad row fails the load with its file and line, before anything is written; so does a gold that does not have
 the task's answer form itself (`"about 40"` under `number`), which no reply could match."""
 
@@ -155,14 +158,17 @@ class JsonlTask:
         system_prompt: str | None = None,
         answer_form: str = "auto",
         answer_format: str = "boxed",
+        demo: str | list = "auto",
     ):
         from rlvr.tasks.arithmetic import DEFAULT_SYSTEM, split_of
+        from rlvr.tasks.demo import check_demo, resolve_demo
         from rlvr.tasks.forms import ANSWER_FORMS
 
         if answer_form != "auto":
             ANSWER_FORMS.check(answer_form, "task.settings.answer_form")
         self.answer_format = check_answer_format(answer_format)
         self.system_prompt = system_prompt or (TAGS_SYSTEM if answer_format == "tags" else DEFAULT_SYSTEM)
+        check_demo(demo, answer_format)  # a mistake in the setting before a file is read
         if splits:
             located = {s: read_located(p) for s, p in check_splits(splits).items()}
             self._splits = {s: [p for _, p in rows] for s, rows in located.items()}
@@ -175,9 +181,11 @@ class JsonlTask:
         self.answer_form = answer_form if answer_form != "auto" else auto_form(self._splits.values())
         check_golds([row for rows in located.values() for row in rows], self.answer_form)
         self.grader = default_grader((p for ps in self._splits.values() for p in ps), self.answer_form)
+        # last, on the data as read: its question leaves the train split (rlvr.tasks.demo says why)
+        self.demo, self._splits = resolve_demo(demo, self._splits, answer_format)
 
     def problems(self, split: str) -> list[Problem]:
         return self._splits.get(split, [])
 
     def messages(self, problem: Problem) -> list[dict]:
-        return task_messages(self.system_prompt, problem)
+        return task_messages(self.system_prompt, problem, self.demo)
