@@ -51,7 +51,7 @@ def _err(capsys) -> str:
         (
             "",
             ["task.name=jsonl", "task.settings.pth=train.jsonl"],
-            "task.settings.pth: not a setting of task 'jsonl'; its settings: path, splits, system_prompt, answer_form, answer_format (after changing task.name on a preset, give the settings whole: --set 'task.settings={...}')",
+            "task.settings.pth: not a setting of task 'jsonl'; its settings: path, splits, system_prompt, answer_form, answer_format, demo (after changing task.name on a preset, give the settings whole: --set 'task.settings={...}')",
         ),
         ("", ["task.name=jsonl", "task.settings.path=nothere.jsonl"], "jsonl task: data file nothere.jsonl not found"),
     ],
