@@ -21,7 +21,7 @@ os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "64")
 # the cores the other process's threads need, and each side's parallel regions wait on a descheduled partner. On the
 # 2-core machine, one sampling call of the default model took 5.9 s alone and 21 s with a second one beside it
 # (28%), 17.7 s beside a CPU hog; passive: 8.3 s side by side (71%), 8.7 s beside the hog, up to 5% slower alone,
-# the same samples (benchmarks/contention_sampling.py, docs/performance.md). Read by libgomp when torch first loads it, so it
-# must be set before torch is imported; a value the user set (OMP_WAIT_POLICY=ACTIVE for a dedicated machine) is kept.
+# the same samples (benchmarks/contention_sampling.py, docs/performance.md). Read by libgomp when torch first loads
+# it, so it must be set before torch is imported; a value the user set (ACTIVE for a dedicated machine) is kept.
 OMP_WAIT_POLICY_SET_HERE = "OMP_WAIT_POLICY" not in os.environ
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
