@@ -111,6 +111,6 @@ class _Handler(BaseHTTPRequestHandler):
                     "logprobs": {"tokens": [f"token_id:{t}" for t in tokens], "token_logprobs": logps},
                 }
             )
-        self._reply(200, {"object": "text_completion", "model": body["model"], "choices": choices})
-        with server.lock:
+        with server.lock:  # counted before the reply goes out: a client that has it may read the count at once
             server.served += 1
+        self._reply(200, {"object": "text_completion", "model": body["model"], "choices": choices})
