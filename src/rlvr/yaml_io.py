@@ -50,4 +50,14 @@ class DottedKey(dict):
     given whole (`--set 'algorithm={preset: dapo}'`, a YAML file) replaces the section."""
 
 
-__all__ = ["load_yaml", "parse_set", "DottedKey"]
+def lookup(cfg: dict, key: str) -> tuple[bool, object]:
+    """(whether the nested dict has the dotted key, e.g. "episode.environment", and its value or None)."""
+    node = cfg
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+__all__ = ["load_yaml", "parse_set", "DottedKey", "lookup"]

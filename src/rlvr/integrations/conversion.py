@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from rlvr.errors import ConfigError
-from rlvr.yaml_io import load_yaml
+from rlvr.yaml_io import load_yaml, lookup
 
 
 @dataclass
@@ -29,12 +29,8 @@ class Conversion:
         node[leaf] = value
 
     def get(self, dotted: str, default=None):
-        node = self.config
-        for p in dotted.split("."):
-            if not isinstance(node, dict) or p not in node:
-                return default
-            node = node[p]
-        return node
+        found, value = lookup(self.config, dotted)
+        return value if found else default
 
 
 def read_recipe(path: str) -> dict:

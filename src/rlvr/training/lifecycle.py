@@ -26,6 +26,7 @@ from rlvr.rundir import fsdp
 from rlvr.rundir.files import RunDir, check_output_dir, read_jsonl
 from rlvr.rundir.final import write_final
 from rlvr.rundir.trackers import Trackers, check_trackers, resume_point, run_name
+from rlvr.yaml_io import lookup
 
 
 class StopFlag:
@@ -137,22 +138,12 @@ def changed_settings(saved: dict, cfg: dict) -> list[str]:
     """config_diff(saved, cfg) less what changes nothing: a key the saved config predates, now at its default (rlvr
     added it since: a run made before it still resumes), and episode.tools while neither has the tool environment
     (tools no episode offers; a no_tools control recorded its preset's)."""
-    inert = "tool" not in {_lookup(saved, "episode.environment")[1], _lookup(cfg, "episode.environment")[1]}
+    inert = "tool" not in {lookup(saved, "episode.environment")[1], lookup(cfg, "episode.environment")[1]}
     return sorted(
         k
         for k in config_diff(saved, cfg)
-        if (_lookup(saved, k)[0] or _lookup(DEFAULTS, k) != _lookup(cfg, k)) and not (inert and k == "episode.tools")
+        if (lookup(saved, k)[0] or lookup(DEFAULTS, k) != lookup(cfg, k)) and not (inert and k == "episode.tools")
     )
-
-
-def _lookup(cfg: dict, key: str) -> tuple[bool, object]:
-    """(whether the nested dict has the dotted key, its value or None)."""
-    node = cfg
-    for part in key.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return False, None
-        node = node[part]
-    return True, node
 
 
 def resume_step(run: RunDir | None, saved: dict | None) -> int:
