@@ -213,7 +213,7 @@ class LogConfig:
     eval_problems: int = _range(60, 1)  # how many validation problems (spread over the bands)
     # C of mismatch/outside_frac: the share of trained tokens whose ratio pi_train / pi_sampler lies outside
     # [1/C, C] (rlvr.algorithms.mismatch; 2 = the cap verl's corrections use by default)
-    mismatch_cap: float = 2.0
+    mismatch_cap: float = _range(2.0, 1.0, above=True)
     # a quiet machine's RL steps per minute for this preset (0 = unknown): the main job's report warns when a run
     # trains at less than half of it (rlvr.training.contention)
     quiet_steps_per_min: float = 0.0
@@ -244,7 +244,7 @@ class SftConfig:
 
 @dataclass
 class Config:
-    """A whole resolved config, typed: every call site reads settings as `Config.from_dict(cfg).train.lr`."""
+    """A whole resolved config, typed: built at the entry (cli, as_config), read as `cfg.train.lr` everywhere after."""
 
     seed: int = 0
     output_dir: str = "runs/train"
@@ -268,16 +268,20 @@ class Config:
         """The typed view of a config that `resolve` (or `merge`) validated."""
         return _build(cls, cfg)
 
+    def to_dict(self) -> dict:
+        """The plain nested dict (DEFAULTS' key order) that config.yaml records and the trackers receive."""
+        return asdict(self)
+
+
+def as_config(cfg: Config | dict) -> Config:
+    """A Config as it is; a dict (whole, or partial over DEFAULTS: the Python API) checked as `resolve` checks a file."""
+    return cfg if isinstance(cfg, Config) else Config.from_dict(auto_dtypes(check_together(merge(DEFAULTS, cfg))))
+
 
 def _build(cls, values: dict):
     """A section instance from its validated dict (this module's annotations are strings: the class names)."""
-    return cls(
-        **{
-            f.name: _build(_SECTIONS[f.type], values[f.name]) if f.type in _SECTIONS else copy.deepcopy(values[f.name])
-            for f in fields(cls)
-            if f.name in values
-        }
-    )
+    sub = {f.name: _SECTIONS.get(f.type) for f in fields(cls) if f.name in values}
+    return cls(**{k: _build(s, values[k]) if s else copy.deepcopy(values[k]) for k, s in sub.items()})
 
 
 def _walk(cls, prefix=""):
@@ -375,11 +379,10 @@ def resolve(source: str | None = None, sets: list[str] = ()) -> dict:
     cfg = merge(DEFAULTS, read_yaml(source)) if source else copy.deepcopy(DEFAULTS)
     for item in sets:
         cfg = merge(cfg, parse_set(item))
-    check_together(cfg)
-    return auto_dtypes(cfg)
+    return auto_dtypes(check_together(cfg))
 
 
-def check_together(cfg: dict) -> None:
+def check_together(cfg: dict) -> dict:
     """Keys each valid alone that contradict each other: episode.tools are offered by the tool environment alone (a
     plugin environment may read them too); elsewhere a run would train without them and say nothing."""
     tools, env = cfg["episode"]["tools"], cfg["episode"]["environment"]
@@ -388,6 +391,7 @@ def check_together(cfg: dict) -> None:
             f"episode.tools = {tools} but episode.environment is {env!r}, which offers no tools; set "
             f"episode.environment: tool to train with them, or episode.tools: [] to train without"
         )
+    return cfg
 
 
 def dump(cfg: dict) -> str:
