@@ -326,14 +326,14 @@ def test_unreachable_hub_is_asked_once_and_leaves_nothing(tmp_path):
 def test_the_card_states_the_chat_templates_rule_and_the_template_keeps_it(tokenizer, tmp_path):
     """The bundled template adds the training turns (system prompt and demonstration) before a conversation that
     starts with a user turn and nothing before one that starts with a system turn; the card says exactly that."""
-    from rlvr.config import resolve
+    from rlvr.config import as_config, resolve
     from rlvr.rundir.final import model_card, template_record, template_rule
     from rlvr.tasks import load_task
 
     task = load_task("arithmetic", per_band=20)
     record, template = template_record(task, tokenizer, task.problems("train")[:3])
     prefix = record["messages_before_question"]
-    card = model_card(resolve(None, [f"output_dir={tmp_path / 'run'}"]), "org/name", None, 3, record)
+    card = model_card(as_config(resolve(None, [f"output_dir={tmp_path / 'run'}"])), "org/name", None, 3, record)
     rule = template_rule(prefix)
     assert rule in card
     assert rule.startswith(

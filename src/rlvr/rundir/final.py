@@ -21,6 +21,7 @@ import copy
 import json
 from pathlib import Path
 
+from rlvr.config import Config
 from rlvr.rundir.files import atomic_write_text
 
 TEMPLATE_FILE = "prompt_template.json"
@@ -133,7 +134,7 @@ def write_prompt_artefacts(final_dir: Path, tokenizer, task, problems) -> dict:
 
 
 def model_card(
-    cfg: dict,
+    cfg: Config,
     base: str,
     loaded_from: str | None,
     steps: int,
@@ -144,17 +145,15 @@ def model_card(
 ) -> str:
     """The model card's Markdown (hub front matter included). `local_base`: the folder this run loaded its base model
     from (None: handed over in memory), for loading the adapter without the hub."""
-    algo = cfg.get("algorithm", {})
+    algo, lora = cfg.algorithm, cfg.model.lora
     terms = ", ".join(
-        f"{t.get('name', t.get('kind'))}: {t.get('kind')} x{t.get('weight', 1.0)}"
-        for t in cfg.get("reward", {}).get("terms", [])
+        f"{t.get('name', t.get('kind'))}: {t.get('kind')} x{t.get('weight', 1.0)}" for t in cfg.reward.terms
     )
-    lora = cfg["model"]["lora"]
     hub_id = _is_hub_id(base)  # the hub's base_model field
     front = [
         "---",
         *([f"base_model: {base}"] if hub_id else []),
-        "library_name: peft" if lora["enabled"] else "library_name: transformers",
+        "library_name: peft" if lora.enabled else "library_name: transformers",
         "tags:",
         "- rlvr",
         f"- {algo.get('preset', 'grpo') if kind == 'RLVR' else 'sft'}",
@@ -163,29 +162,28 @@ def model_card(
     ]
     rows = [
         ("base model", base + (f" (this run loaded it from `{loaded_from}`)" if loaded_from else "")),
-        ("task", f"{cfg['task']['name']} {json.dumps(cfg['task'].get('settings') or {})}"),
+        ("task", f"{cfg.task.name} {json.dumps(cfg.task.settings or {})}"),
         ("training", f"{kind}, algorithm {json.dumps(algo)}" if kind == "RLVR" else kind),
         ("reward", terms),
         ("steps", str(steps)),
-        ("LoRA", f"r={lora['r']} alpha={lora['alpha']} targets={lora['target_modules']}" if lora["enabled"] else "off"),
+        ("LoRA", f"r={lora.r} alpha={lora.alpha} targets={lora.target_modules}" if lora.enabled else "off"),
         (
             "weights",
-            f"trained in {cfg['model']['dtype']}; "
+            f"trained in {cfg.model.dtype}; "
             + (
-                f"final/merged saved in {cfg['model'].get('save_dtype', 'auto')} (auto = the dtype the model's "
-                f"weights are stored in)"
-                if cfg["model"].get("save_merged", True)
+                f"final/merged saved in {cfg.model.save_dtype} (auto = the dtype the model's weights are stored in)"
+                if cfg.model.save_merged
                 else "no final/merged (the adapter alone)"
             ),
         ),
     ]
-    lines = front + [f"# {Path(cfg['output_dir']).name}: {kind} on {cfg['task']['name']}", "", "| | |", "|---|---|"]
+    lines = front + [f"# {Path(cfg.output_dir).name}: {kind} on {cfg.task.name}", "", "| | |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in rows] + ["", *_card_body(record, base)]
     lines += [*_offline_lines(cfg, base, local_base), "## Held-out evaluation", ""]
     lines.append(
         heldout_md.strip()
         if heldout_md
-        else f"Not evaluated yet; `rlvr eval --model {Path(cfg['output_dir']).absolute()}` evaluates it with the run's "
+        else f"Not evaluated yet; `rlvr eval --model {Path(cfg.output_dir).absolute()}` evaluates it with the run's "
         "own task and verifier and puts its table here."
     )
     return "\n".join(lines) + "\n"
@@ -213,19 +211,19 @@ def template_rule(prefix: list[dict]) -> str:
     )
 
 
-def _offline_lines(cfg: dict, base: str, local_base: str | None) -> list[str]:
+def _offline_lines(cfg: Config, base: str, local_base: str | None) -> list[str]:
     """How to load this run's model without the hub, with this run's own paths: final/merged needs nothing; the
     adapter names its base by hub id (AutoPeftModelForCausalLM fetches it), so offline it goes on the local folder
     this run loaded its base from."""
-    final = Path(cfg["output_dir"]).absolute() / "final"
+    final = Path(cfg.output_dir).absolute() / "final"
     lines = ["## Load it without the hub", ""]
-    if cfg["model"].get("save_merged", True):
+    if cfg.model.save_merged:
         lines += [
             f'`{final}/merged` is the whole trained model: `AutoModelForCausalLM.from_pretrained("{final}/merged")` '
             "loads it with nothing else.",
             "",
         ]
-    if not cfg["model"]["lora"]["enabled"]:
+    if not cfg.model.lora.enabled:
         return lines
     if _is_hub_id(base):
         lines += [
@@ -304,7 +302,7 @@ def _card_body(record: dict | None, base: str) -> list[str]:
 
 def write_final(
     final_dir: Path,
-    cfg: dict,
+    cfg: Config,
     tokenizer,
     task,
     steps: int,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from rlvr.config import DEFAULTS, Config, ConfigError, dump
@@ -210,9 +210,7 @@ def save_final(
     if is_main:
         base, loaded_from = model_origin(model, c.model.name)
         local = getattr(getattr(base_model(model), "config", None), "_name_or_path", None)  # the folder it loaded
-        write_final(
-            run.path / "final", asdict(c), tokenizer, task, steps, base, loaded_from, kind=kind, local_base=local
-        )
+        write_final(run.path / "final", c, tokenizer, task, steps, base, loaded_from, kind=kind, local_base=local)
     if comm is not None:
         comm.barrier()
 
