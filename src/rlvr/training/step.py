@@ -68,6 +68,7 @@ class TrainState:
     update: UpdateSettings
     val_problems: list = field(default_factory=list)
     rollout_round: object = rollout_round  # one round's rows: one completion each, or one episode each
+    ahead: object = None  # rollout.max_staleness >= 1: the thread sampling ahead (rlvr.training.ahead.Ahead)
 
 
 @dataclass
@@ -171,33 +172,21 @@ def make_scheduler(optimizer, train):
 
 def run_step(state: TrainState, step: int, *, validate_now: bool = False) -> StepResult:
     """One RL step (on this rank); see the module docstring for its order."""
-    c, comm, pad_id = state.cfg, state.comm, state.tokenizer.pad_token_id
+    comm, pad_id = state.comm, state.tokenizer.pad_token_id
     t0 = time.perf_counter()
     state.model.eval()
-    distributed.sync_sampler(comm, state.sampler, state.model)
-    val = (
-        validate(
-            state.sampler,
-            state.val_problems,
-            [state.prompt_ids(p) for p in state.val_problems],
-            state.reward,
-            c.rollout.max_new_tokens,
-        )
-        if validate_now and comm.is_main and state.val_problems
-        else {}
-    )
-    generator = torch.Generator().manual_seed(c.seed * 1_000_003 + step + comm.seed_offset)
-    rounds = itertools.count()
-
-    def next_prompts():  # dynamic sampling draws fresh prompts each round
-        problems = state.stream.take(c.rollout.prompts_per_step, step, next(rounds))
-        return problems, [state.prompt_ids(p) for p in problems]
-
-    args = (state.sampler, next_prompts, state.reward, state.algo, c.rollout, generator, pad_id, comm)
-    batch = collect(*args, round_fn=state.rollout_round)
+    validate_now = validate_now and comm.is_main and bool(state.val_problems)
+    if state.ahead is None:
+        distributed.sync_sampler(comm, state.sampler, state.model)
+        val = _validation(state) if validate_now else {}
+        batch = sample_batch(state, step)
+    else:  # rollout.max_staleness >= 1: sampled ahead from older weights, on another thread (rlvr.training.ahead)
+        val = state.ahead.validate(_validation) if validate_now else {}
+        batch = state.ahead.take(step)
     seen = distributed.gather_batch(comm, batch, pad_id=pad_id)  # the global batch (metrics, curriculum)
     generated = seen.all_generated
-    state.stream.observe(step, generated)
+    if state.ahead is None:  # sampled ahead, the sampling thread showed the stream each batch, in this same order
+        state.stream.observe(step, generated)
     state.model.train()
     t1 = time.perf_counter()
     upd = (
@@ -214,14 +203,38 @@ def run_step(state: TrainState, step: int, *, validate_now: bool = False) -> Ste
         else {"skipped": 1}
     )
     t2 = time.perf_counter()
+    if state.ahead is not None:  # the weights of version step + 1, for the batch of step + 1 + k
+        state.ahead.publish(step + 1)
     row = {
         **step_metrics_row(step, seen, generated, upd, state.scheduler.get_last_lr()[0], t1 - t0, t2 - t1),
         **step_band_metrics(generated),
         **(episode_metrics(generated.episodes) if generated.episodes else {}),
         **val,
+        **(state.ahead.figures(step) if state.ahead is not None else {}),
     }
     _schedule_step(state.scheduler, skipped=bool(upd.get("skipped")) or not upd.get("active_rows"))
     return StepResult(batch, seen, generated, upd, row)
+
+
+def sample_batch(state: TrainState, step: int) -> StepBatch:
+    """Step `step`'s batch (this rank's block) from the sampler as it is now: the step's seeded generator, the
+    stream's prompts (fresh ones each round of dynamic sampling), then rollouts, verdicts and advantages."""
+    c, comm = state.cfg, state.comm
+    generator = torch.Generator().manual_seed(c.seed * 1_000_003 + step + comm.seed_offset)
+    rounds = itertools.count()
+
+    def next_prompts():  # dynamic sampling draws fresh prompts each round
+        problems = state.stream.take(c.rollout.prompts_per_step, step, next(rounds))
+        return problems, [state.prompt_ids(p) for p in problems]
+
+    args = (state.sampler, next_prompts, state.reward, state.algo, c.rollout, generator, state.tokenizer.pad_token_id)
+    return collect(*args, comm, round_fn=state.rollout_round)
+
+
+def _validation(state: TrainState) -> dict:
+    """Greedy validation of the sampler's current weights on the validation problems (val/* figures)."""
+    prompt_ids = [state.prompt_ids(p) for p in state.val_problems]
+    return validate(state.sampler, state.val_problems, prompt_ids, state.reward, state.cfg.rollout.max_new_tokens)
 
 
 def _schedule_step(scheduler, skipped: bool) -> None:
@@ -247,4 +260,13 @@ def _frozen_copy(model):
     return ref
 
 
-__all__ = ["Components", "TrainState", "StepResult", "check_components", "setup", "run_step", "make_scheduler"]
+__all__ = [
+    "Components",
+    "TrainState",
+    "StepResult",
+    "check_components",
+    "setup",
+    "run_step",
+    "sample_batch",
+    "make_scheduler",
+]
