@@ -117,10 +117,8 @@ class RolloutConfig:
     urls: list = field(default_factory=list)
     adapter_dir: str = ""
     vllm: VllmConfig = field(default_factory=VllmConfig)
-    # rollouts sampled ahead (rlvr.training.ahead, docs/scaling.md "Sampling ahead"): 0 = each step samples from the
-    # weights it trains (synchronous); k >= 1 = step s's batch is sampled, while the trainer updates, from the weights
-    # after update max(0, s - k), and a row more than k updates old is never trained on. One rank only.
-    max_staleness: int = _range(0, 0)
+    # k >= 1: step s samples (while the trainer updates) from the weights after max(0, s-k) updates (training.ahead)
+    max_staleness: int = _range(0, 0)  # 0: synchronous, each step samples from the weights it trains
 
 
 @dataclass

@@ -60,9 +60,12 @@ def save_checkpoint(
     loop_state: dict,
     keep: int = 2,
     full: tuple[dict, dict] | None = None,
+    tensors: dict[str, dict[str, torch.Tensor]] | None = None,
 ) -> Path:
     """full: (trainable weights, optimizer state) gathered beforehand by every rank when FSDP shards the model
-    (rlvr.rundir.fsdp.gather_checkpoint); by default both are read from `model` and `optimizer`."""
+    (rlvr.rundir.fsdp.gather_checkpoint); by default both are read from `model` and `optimizer`. tensors: more
+    safetensors files, file name -> tensors (rlvr.training.ahead: the weights its pending batches are sampled from),
+    checksummed in the manifest like the rest."""
     from safetensors.torch import save_file
 
     ckpt_root = Path(ckpt_root)
@@ -73,6 +76,8 @@ def save_checkpoint(
     weights, optim = full if full is not None else (trainable_state(model), optimizer.state_dict())
     save_file({k: v.contiguous() for k, v in weights.items()}, tmp / "trainable.safetensors")
     torch.save({"optimizer": optim, "scheduler": scheduler.state_dict(), "rng": rng_state()}, tmp / "optim.pt")
+    for name, more in (tensors or {}).items():
+        save_file({k: v.contiguous() for k, v in more.items()}, tmp / name)
     (tmp / "loop_state.json").write_text(json.dumps(loop_state))
     files = {p.name: _sha256(p) for p in sorted(tmp.iterdir())}
     (tmp / MANIFEST).write_text(json.dumps({"step": step, "files": files}))

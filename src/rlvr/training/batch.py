@@ -40,6 +40,9 @@ class StepBatch:
     generated: StepBatch | None = None
     rounds: list[StepBatch] | None = None
     episodes: list | None = None  # (B,) rlvr.environments.episode.Episode of each row, when rollouts are episodes
+    # (B,) long: the policy version (updates applied) whose weights sampled each row; set when sampled ahead
+    # (rollout.max_staleness >= 1, rlvr.training.ahead), None on the synchronous step (every row: the current one)
+    versions: torch.Tensor | None = None
 
     @property
     def all_generated(self) -> StepBatch:
@@ -112,6 +115,7 @@ def select_rows(batch: StepBatch, rows: list[int]) -> StepBatch:
         terms={k: [v[i] for i in rows] for k, v in batch.terms.items()},
         stats=dict(batch.stats),
         episodes=[batch.episodes[i] for i in rows] if batch.episodes is not None else None,
+        versions=batch.versions[idx] if batch.versions is not None else None,
     )
 
 
@@ -146,6 +150,7 @@ def concat(batches: list[StepBatch], pad_id: int) -> StepBatch:
         terms={k: sum((b.terms.get(k, [0.0] * len(b)) for b in batches), []) for k in _term_names(batches)},
         stats=stats,
         episodes=sum((b.episodes for b in batches), []) if all(b.episodes is not None for b in batches) else None,
+        versions=torch.cat([b.versions for b in batches]) if all(b.versions is not None for b in batches) else None,
     )
 
 

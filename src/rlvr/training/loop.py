@@ -31,7 +31,7 @@ from rlvr.rundir import checkpoint as ckpt
 from rlvr.rundir import fsdp
 from rlvr.rundir.files import RunDir, atomic_write_text
 from rlvr.rundir.trackers import Trackers
-from rlvr.training import contention, distributed
+from rlvr.training import ahead, contention, distributed
 from rlvr.training.episodes import recorded_prompts
 from rlvr.training.lifecycle import StopFlag, checkpoint_due, exit_on_signal, open_run, resume_step, save_final
 from rlvr.training.metrics import sample_rows
@@ -62,6 +62,7 @@ def train(
     parts = check_components(cfg)
     cfg = parts.resolved  # the run records the grading it uses, the task's own when the config names none
     comm = distributed.setup()  # scale-out: W ranks under torchrun, else one
+    ahead.check(parts.cfg, comm)
     # data parallel: rank 0 alone owns the run directory and the trackers
     opened = open_run(
         cfg,
@@ -74,13 +75,20 @@ def train(
         is_main=comm.is_main,
     )
     comm.barrier()  # the others wait until the run directory is ready
+    sampling_ahead = None
     try:
         state = _start(parts, policy, comm, opened.run, resume)
         start = _resume(opened.run, state, opened.resume_from) if resume else 0
+        # rollout.max_staleness >= 1: a thread samples the next batches from older weights (None when 0)
+        state.ahead = sampling_ahead = ahead.start(state, start, opened.resume_from if resume else None)
         done = _loop(state, opened.run, opened.trackers, start, quiet)
+        if sampling_ahead is not None:
+            sampling_ahead.close()  # before the final save: a batch past the run's end is not needed
         prompts = recorded_prompts(state.task, state.tokenizer, state.rollout_round)  # an episode's opening
         save_final(opened.run, state.model, state.tokenizer, state.cfg, prompts, done, comm=comm)
     finally:
+        if sampling_ahead is not None:
+            sampling_ahead.close()
         opened.trackers.finish()
     return opened.path
 
@@ -183,6 +191,8 @@ def _save_checkpoint(run: RunDir | None, state: TrainState, step: int) -> None:
     """Under FSDP every rank gathers the whole weights together; rank 0 (the one holding `run`) writes."""
     comm = state.comm
     full = fsdp.gather_checkpoint(state.model, state.optimizer) if comm.sharded else None
+    # sampled ahead: the stream as it was after this step's batch, and the weights the pending batches sample from
+    stream, tensors = state.ahead.checkpoint(step) if state.ahead is not None else (state.stream.state_dict(), None)
     if comm.is_main:
         run.check_ours()  # a folder reused while this run was stopping gets none of its checkpoints
         ckpt.save_checkpoint(
@@ -191,9 +201,10 @@ def _save_checkpoint(run: RunDir | None, state: TrainState, step: int) -> None:
             model=state.model,
             optimizer=state.optimizer,
             scheduler=state.scheduler,
-            loop_state={"step": step, "prompts": state.stream.state_dict(), "world_size": comm.world},
+            loop_state={"step": step, "prompts": stream, "world_size": comm.world},
             keep=state.cfg.log.keep_checkpoints,
             full=full,
+            tensors=tensors,
         )
 
 
