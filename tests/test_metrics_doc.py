@@ -1,7 +1,7 @@
-"""docs/metrics.md lists every key a step's metrics line can hold, and only those: two tiny runs (single-turn with
-validation, a KL term and a rollout correction; one tool-use episode step) write their lines, and each key they hold
-must match a row of the table, each row must match a key they hold, and a row said to come "every step" must be in
-every line. A key added to, renamed in or dropped from the code without the table fails here."""
+"""docs/metrics.md lists every key a step's metrics line can hold, and only those: three tiny runs (single-turn with
+validation, a KL term and a rollout correction; one tool-use episode step; two steps sampled ahead) write their
+lines, and each key they hold must match a row of the table, each row must match a key they hold, and a row said to
+come "every step" must be in every line. A key added to, renamed in or dropped from the code without the table fails here."""
 
 import json
 import re
@@ -65,10 +65,14 @@ def lines(tmp_path_factory, tokenizer) -> dict[str, list[dict]]:
         tmp_path_factory.mktemp("episodes"),
         **{"episode.environment": "tool", "episode.tools": "[calculator]", "episode.max_turns": 2, "train.steps": 1},
     )
+    ahead = tiny_config(  # async/*, time/wait_*
+        tmp_path_factory.mktemp("ahead"),
+        **{"rollout.max_staleness": 1, "log.checkpoint_every": 0, "model.save_merged": "false"},
+    )
     out = {}
-    for name, cfg in (("single-turn", single), ("episodes", episodes)):
+    for name, cfg in (("single-turn", single), ("episodes", episodes), ("sampled-ahead", ahead)):
         out[name] = read_lines(train(cfg, policy=(make_tiny_llama(len(tokenizer)), tokenizer), quiet=True))
-    assert [len(v) for v in out.values()] == [2, 1]
+    assert [len(v) for v in out.values()] == [2, 1, 2]
     return out
 
 
