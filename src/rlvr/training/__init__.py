@@ -3,6 +3,7 @@
 step       one RL step as a public function: `run_step(state, step) -> StepResult`; `setup` builds the state
 batch      one step's batch: rollouts -> verdicts -> rewards -> dynamic sampling -> advantages (one path)
 loop       `train(cfg)`: the loop (signals, budget, checkpoints, logging) around run_step
+ahead      rollout.max_staleness >= 1: a thread samples each step's batch from older weights while the trainer updates
 metrics    the per-step metrics line
 signal_watch  the loop's warnings, signal.json and stop (train.stop_without_signal) for steps without learning signal
 distributed  data parallel on torch.distributed (a no-op on one rank); fsdp: whole-weight reads of a sharded policy
