@@ -100,6 +100,21 @@ def test_a_row_older_than_k_is_dropped_and_counted(tmp_path, tokenizer, trained_
     assert trained_versions[2] == [1, 1, 1, 1]  # the loss saw the other group only
 
 
+def test_the_loss_corrects_with_the_older_weights_log_probs(tmp_path, tokenizer):
+    """float32 sampling: the sampler and the trainer agree to 1e-6 on the same weights (step 0), so the gap at steps
+    1 and 2 (sampled by the version before) is staleness, and the truncated correction weights the tokens by it."""
+    over = {"algorithm": "{preset: grpo, rollout_correction: truncated}", "rollout.dtype": "float32"}
+    run = train(
+        tiny_config(tmp_path, **{"train.steps": 3, "rollout.max_staleness": 1, **over}),
+        policy=(make_tiny_llama(len(tokenizer)), tokenizer),
+        quiet=True,
+    )
+    rows = lines(run)
+    assert rows[0]["mismatch/abs_log_ratio"] < 1e-5 and rows[0]["correction/weight_mean"] == pytest.approx(1, abs=1e-5)
+    for row in rows[1:]:
+        assert row["mismatch/abs_log_ratio"] > 1e-2 and abs(row["correction/weight_mean"] - 1) > 1e-3
+
+
 def test_drop_stale_keeps_the_fresh_rows_with_their_advantages():
     from rlvr.training.batch import StepBatch
 
