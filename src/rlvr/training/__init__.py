@@ -18,6 +18,8 @@ a sampled token that enters the loss; |o_i| = sum_t m_it; sg[.] = stop-gradient;
 mu = train.updates_per_batch; Lmax = rollout.max_new_tokens.
 
  0 weights   sampler <- pi_theta (LoRA merged)                          training.distributed.sync_sampler
+             (rollout.max_staleness k >= 1: step s's batch is sampled,   training.ahead
+             while the trainer updates, by pi_theta after max(0, s - k) updates; steps 1-6 run on that thread)
  1 prompts   q_1..q_P = the stream's next P (seeded, or a curriculum)   prompts.stream.PromptStream.take
              (CurriculumStream.take); their ids by the chat template    prompts.chat.PromptCache
  2 sample    o_i ~ pi_sampler(. | q_g(i)) at tau, G per prompt;         sampler.generate (sampling.*), called in
