@@ -10,14 +10,14 @@ import json
 import sys
 import time
 
-from rlvr.config import DEFAULTS
+from rlvr.config import as_config
 from rlvr.evaluation.run_eval import EvalSettings, evaluate_model
 
 TOOLS = {"environment": "tool", "tools": ["calculator"], "max_turns": 3, "max_total_tokens": 256}
 
 
 def main(n: int, limit: int, model: str, dtype: str) -> None:
-    rollout = {**DEFAULTS["rollout"], "backend": "fast", "dtype": dtype}
+    rollout = {"backend": "fast", "dtype": dtype}
     for label, episode, settings in (
         ("tools", TOOLS, {"per_band": 100}),
         ("no tools", None, {"per_band": 100, "with_tools": False}),
@@ -28,8 +28,7 @@ def main(n: int, limit: int, model: str, dtype: str) -> None:
             "tool_arithmetic",
             EvalSettings(n=n, ks=(1,), max_new_tokens=64, backend="fast", limit=limit, progress=False),
             task_settings=settings,
-            rollout=rollout,
-            episode=episode,
+            cfg=as_config({"rollout": rollout, "episode": episode or {}}),
         )
         print(f"{label}: {time.perf_counter() - t0:.1f} s", json.dumps(summary["overall"]))
         print("episodes:", json.dumps(summary.get("episodes")))

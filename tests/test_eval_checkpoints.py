@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from rlvr.config import resolve
+from rlvr.config import DEFAULTS, resolve
 from rlvr.evaluation.models import adapter_policy, checkpoint_policy, is_adapter_dir, is_checkpoint_dir, run_config
 from rlvr.evaluation.run_eval import EvalSettings, evaluate_model
 from rlvr.training.loop import train
@@ -93,7 +93,8 @@ def test_checkpoint_is_evaluated_with_the_runs_task_and_reward(run, capsys):
             allow_contaminated=True,
         ),
     )
-    assert summary["setup"]["reward"] == REWARD and summary["setup"]["task"] == "jsonl"
+    # the run's reward: the partial section given to train(), which records it completed from the defaults
+    assert summary["setup"]["reward"] == {**DEFAULTS["reward"], **REWARD} and summary["setup"]["task"] == "jsonl"
     assert len(records) == 8 and {r.band for r in records} == {"a", "b"}
     parser = argparse.ArgumentParser()
     eval_verb.add_parser(parser.add_subparsers(dest="verb"))

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from conftest import make_tiny_llama
+from rlvr.config import DEFAULTS, as_config
 from rlvr.evaluation.records import read_records
 from rlvr.evaluation.run_eval import EvalSettings, evaluate_model, limit_problems
 from rlvr.tasks.base import Problem
@@ -51,7 +52,7 @@ def test_records_and_summary_add_up(tmp_path, tokenizer):
         "jsonl",
         EvalSettings(n=4, ks=(1, 2, 4, 8), max_new_tokens=6, progress=False, n_boot=200),
         task_settings={"splits": splits(tmp_path)},
-        reward_cfg=FIRST_CHAR,
+        cfg=as_config({"reward": FIRST_CHAR}),
     )
     sampled = [r for r in records if r.mode == "sampled"]
     greedy = [r for r in records if r.mode == "greedy"]
@@ -78,7 +79,7 @@ def test_records_and_summary_add_up(tmp_path, tokenizer):
         "jsonl",
         EvalSettings(n=4, ks=(1,), max_new_tokens=6, progress=False, n_boot=50),
         task_settings={"splits": splits(tmp_path)},
-        reward_cfg=FIRST_CHAR,
+        cfg=as_config({"reward": FIRST_CHAR}),
     )
     assert [r.completion for r in again] == [r.completion for r in records]
 
@@ -88,7 +89,7 @@ def test_greedy_only_evaluation(tmp_path, tokenizer):
     from rlvr.evaluation.summary import summary_markdown
 
     policy = (make_tiny_llama(len(tokenizer)), tokenizer)
-    kw = dict(task_settings={"splits": splits(tmp_path)}, reward_cfg=FIRST_CHAR)
+    kw = dict(task_settings={"splits": splits(tmp_path)}, cfg=as_config({"reward": FIRST_CHAR}))
     settings = EvalSettings(n=0, ks=(1, 4), max_new_tokens=6, progress=False, n_boot=50)
     records, summary = evaluate_model(policy, "jsonl", settings, **kw)
     assert [r.mode for r in records] == ["greedy"] * 6 and summary["ks"] == []
@@ -110,14 +111,14 @@ def test_contaminated_split_is_refused_before_sampling(tmp_path, tokenizer):
             "jsonl",
             EvalSettings(n=2, progress=False),
             task_settings=task,
-            reward_cfg=FIRST_CHAR,
+            cfg=as_config({"reward": FIRST_CHAR}),
         )
     _, summary = evaluate_model(
         (make_tiny_llama(len(tokenizer)), tokenizer),
         "jsonl",
         EvalSettings(n=2, ks=(1,), max_new_tokens=4, allow_contaminated=True, progress=False, n_boot=50),
         task_settings=task,
-        reward_cfg=FIRST_CHAR,
+        cfg=as_config({"reward": FIRST_CHAR}),
     )
     assert summary["hygiene"]["contaminated"] == 1
     assert summary["hygiene"]["overlaps"][0]["eval_id"] == "dup"
@@ -143,7 +144,8 @@ def test_run_dir_reuses_its_reward_and_task(tmp_path, tokenizer):
     records, summary = evaluate_model(
         run, None, EvalSettings(n=2, ks=(1,), max_new_tokens=4, greedy=False, progress=False, n_boot=50)
     )
-    assert summary["setup"]["reward"] == NEVER and summary["setup"]["task"] == "jsonl"
+    # the run's reward section, completed from the defaults as every config.yaml is read (rlvr.rundir.files.read_config)
+    assert summary["setup"]["reward"] == {**DEFAULTS["reward"], **NEVER} and summary["setup"]["task"] == "jsonl"
     assert len(records) == 12 and {r.status for r in records} == {"no_answer"}  # the run's reward, not ours
     assert summary["overall"]["status"]["no_answer"] == 1.0
 

@@ -40,7 +40,7 @@ def greedy_plain(folder: Path, questions: list[str], max_new_tokens: int) -> lis
 
 
 def test_final_travels_and_merged_reproduces_the_runs_greedy_answers(tmp_path, tokenizer):
-    from rlvr.evaluation.run_eval import EvalSettings, evaluate_model
+    from rlvr.evaluation.run_eval import EvalSettings, eval_config, evaluate_model
 
     cfg = tiny_config(
         tmp_path, **{"task.settings": "{path: %s, system_prompt: 'Answer in one word.'}" % (tmp_path / "data.jsonl")}
@@ -78,12 +78,11 @@ def test_final_travels_and_merged_reproduces_the_runs_greedy_answers(tmp_path, t
     assert "| steps | 2 |" in card and "first_char: regex x1.0" in card and "## Held-out evaluation" in card
     # the run's own evaluation of its final model (rlvr's loader, the task's prompts, its sampler in the reference
     # float32 path: a random tiny model's near-tied logits part ways under bf16) vs plain transformers
-    rollout = {**cfg["rollout"], "dtype": "float32"}
     records, _ = evaluate_model(
         str(run),
         None,
         EvalSettings(split="heldout", n=1, ks=[1], max_new_tokens=8, limit=4, progress=False),
-        rollout=rollout,
+        cfg=eval_config(str(run), ["rollout.dtype=float32"]),
     )
     greedy = {r.problem_id: r.completion for r in records if r.mode == "greedy"}
     problems = [p for p in load_task("jsonl", **cfg["task"]["settings"]).problems("heldout") if p.id in greedy]

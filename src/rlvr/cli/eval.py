@@ -86,50 +86,22 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def parse_overrides(items: list[str]) -> tuple[dict, dict, dict, dict]:
+def parse_overrides(items: list[str]) -> tuple[dict, list[str]]:
     """['task.settings.per_band=50', 'reward.workers=0', 'rollout.urls=[...]', 'episode.environment=tool'] ->
-    (task settings, reward overrides, rollout overrides, episode overrides)."""
+    (task settings, the reward / rollout / episode --set items, which evaluation.run_eval.eval_config merges over the
+    run's config as `rlvr train` merges --set over a file)."""
     from rlvr.config import ConfigError, parse_set
 
-    settings, reward, rollout, episode = {}, {}, {}, {}
+    settings, sets = {}, []
     for item in items:
         key = item.split("=", 1)[0].strip()
-        nested = parse_set(item)
         if key.startswith("task.settings."):
-            settings.update(nested["task"]["settings"])
-        elif key.startswith("reward."):
-            reward.update(nested["reward"])
-        elif key.startswith("rollout."):
-            rollout.update(nested["rollout"])
-        elif key.startswith("episode."):
-            episode.update(nested["episode"])
+            settings.update(parse_set(item)["task"]["settings"])
+        elif key.startswith(("reward.", "rollout.", "episode.")):
+            sets.append(item)
         else:
             raise ConfigError(f"--set {item!r}: rlvr eval takes task.settings.*, reward.*, rollout.* or episode.* keys")
-    return settings, reward, rollout, episode
-
-
-def _rollout_cfg(args, overrides: dict) -> dict | None:
-    """None lets evaluate_model take the run's (or the default) rollout section; overrides are checked as
-    `rlvr train` checks them and apply on top."""
-    if not overrides:
-        return None
-    from rlvr.config import DEFAULTS, merge
-    from rlvr.evaluation.run_eval import run_config
-
-    base = (run_config(args.model) or DEFAULTS)["rollout"]
-    return merge(base, overrides, "rollout.")
-
-
-def _episode_cfg(args, overrides: dict) -> dict | None:
-    """None lets evaluate_model take the run's episode section (single-turn for anything else); overrides apply on
-    top, checked as `rlvr train` checks them."""
-    if not overrides:
-        return None
-    from rlvr.config import DEFAULTS, merge
-    from rlvr.evaluation.run_eval import run_config
-
-    base = (run_config(args.model) or {}).get("episode", DEFAULTS["episode"])
-    return merge(DEFAULTS["episode"], {**base, **overrides}, "episode.")
+    return settings, sets
 
 
 def default_out(args) -> Path:
@@ -143,23 +115,10 @@ def default_out(args) -> Path:
     return Path("runs") / "eval" / slug
 
 
-def _reward_cfg(args, overrides: dict) -> dict | None:
-    """None lets evaluate_model take the run's (or the default) reward; overrides apply on top of that."""
-    if not overrides:
-        return None
-    import copy
-
-    from rlvr.config import DEFAULTS
-    from rlvr.evaluation.run_eval import run_config
-
-    base = (run_config(args.model) or DEFAULTS)["reward"]
-    return {**copy.deepcopy(base), **overrides}
-
-
 def run(args) -> int:
     from rlvr.config import ConfigError
     from rlvr.evaluation.records import write_records
-    from rlvr.evaluation.run_eval import EvalSettings, evaluate_model
+    from rlvr.evaluation.run_eval import EvalSettings, eval_config, evaluate_model
     from rlvr.evaluation.stats import coverage_ks
     from rlvr.evaluation.summary import summary_markdown, write_summary
     from rlvr.rundir.card_update import card_after_eval
@@ -167,7 +126,7 @@ def run(args) -> int:
 
     try:
         ks = [int(k) for k in args.k.split(",") if k.strip()] or coverage_ks(max(args.n, 0))
-        settings, reward_over, rollout_over, episode_over = parse_overrides(args.sets)
+        settings, sets = parse_overrides(args.sets)
         records, summary = evaluate_model(
             args.model,
             args.task,
@@ -185,10 +144,8 @@ def run(args) -> int:
                 rows_per_call=args.rows_per_call,
                 progress=not args.quiet,
             ),
+            cfg=eval_config(args.model, sets),
             task_settings=settings,
-            reward_cfg=_reward_cfg(args, reward_over),
-            rollout=_rollout_cfg(args, rollout_over),
-            episode=_episode_cfg(args, episode_over),
         )
     except (ContaminationError, ConfigError, FileNotFoundError, ValueError) as e:
         print(f"rlvr eval: {e}", file=sys.stderr)

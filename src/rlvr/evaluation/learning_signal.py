@@ -12,9 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
-from rlvr.rundir.files import read_jsonl
+from rlvr.rundir.files import read_config, read_jsonl
 
 # More than this share of no_answer verdicts, with no informative group, is a format problem before anything else:
 # the grader cannot read the answers, so whether they are right is not yet the question.
@@ -150,8 +148,8 @@ def run_signal_warning(run_dir: str | Path) -> str | None:
     """`signal_warning` for a run directory: its metrics.jsonl, in the answer format its config.yaml grades."""
     run_dir = Path(run_dir)
     rows = read_jsonl(run_dir / "metrics.jsonl", skip_torn=True) if (run_dir / "metrics.jsonl").exists() else []
-    cfg = yaml.safe_load((run_dir / "config.yaml").read_text()) if (run_dir / "config.yaml").exists() else {}
-    fmt = answer_format_of((cfg.get("task") or {}).get("settings") or {}, (cfg.get("reward") or {}).get("terms"))
+    cfg = read_config(run_dir)
+    fmt = answer_format_of(cfg.task.settings, cfg.reward.terms)
     return signal_warning(rows, fmt)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from rlvr.config import DEFAULTS
+from rlvr.config import Config
 
 
 def is_run_dir(path) -> bool:
@@ -20,7 +20,7 @@ def is_run_dir(path) -> bool:
     return p.is_dir() and (p / "config.yaml").exists()
 
 
-def read_run(path) -> tuple[Path, dict]:
+def read_run(path) -> tuple[Path, Config]:
     """(final/merged folder, resolved config) of a training or SFT run directory; the folder is None for a run
     saved without its merged model (model.save_merged: false), which is evaluated as its adapter on its model."""
     path = Path(path)
@@ -50,29 +50,27 @@ def is_adapter_dir(path) -> bool:
     return (p / "adapter_config.json").exists() and not (p / "config.json").exists()
 
 
-def run_config(path) -> dict | None:
+def run_config(path) -> Config | None:
     """The resolved config of a run directory, or of the run a checkpoint belongs to; None for anything else."""
-    import yaml
+    from rlvr.rundir.files import read_config
 
     if is_checkpoint_dir(path):
         path = Path(path).parent.parent
     elif not is_run_dir(path):
         return None
-    return yaml.safe_load((Path(path) / "config.yaml").read_text())
+    return read_config(path)
 
 
-def checkpoint_policy(path, cfg: dict):
+def checkpoint_policy(path, c: Config):
     """(model, tokenizer) of a run at one of its checkpoints: the run's model and LoRA adapter (policy.build.
     with_adapter), the checkpoint's trainable tensors copied in, the adapter merged as the run's final model is
     (policy.load.merged_copy). Where the trainer stored the frozen base in bf16 (policy.fastpath.stores_base_in_bf16)
     the base is rounded the same way first: the last checkpoint then gives the run's final/merged weights exactly."""
-    from rlvr.config import Config
     from rlvr.policy.build import with_adapter
     from rlvr.policy.fastpath import stores_base_in_bf16
     from rlvr.policy.load import cast_frozen_base, load_policy, merged_copy
     from rlvr.rundir.checkpoint import load_trainable
 
-    c = Config.from_dict(cfg)
     model, tokenizer = load_policy(c.model.name, c.model.dtype)
     model = with_adapter(model, c)
     if c.model.lora.enabled and stores_base_in_bf16(c.train):
@@ -98,7 +96,7 @@ def adapter_policy(path):
         return PeftModel.from_pretrained(model, str(path)).merge_and_unload(), tokenizer
 
 
-def run_as_adapter(path, cfg: dict):
+def run_as_adapter(path, cfg: Config):
     """(model, tokenizer) of a run directory (its resolved config `cfg`) as its base model plus its final LoRA
     adapter (peft), for the remote backend, whose servers hold the base model and take the policy as an adapter."""
     from peft import PeftModel
@@ -111,16 +109,16 @@ def run_as_adapter(path, cfg: dict):
             f"{path} has no final/adapter (trained without LoRA?): the remote backend samples a run as "
             f"an adapter on the servers' base model; evaluate it with a local backend"
         )
-    model, tokenizer = load_policy(cfg["model"]["name"], "float32")
+    model, tokenizer = load_policy(cfg.model.name, "float32")
     with peft_quietly():
         return PeftModel.from_pretrained(model, str(path / "final" / "adapter")), tokenizer
 
 
-def resolve_model(model_or_path, task, task_settings: dict | None, reward_cfg: dict | None, as_adapter: bool = False):
-    """Returns (model, tokenizer, task object, task settings, reward config, training problems or None, label).
+def resolve_model(model_or_path, task, task_settings: dict | None, as_adapter: bool = False):
+    """Returns (model, tokenizer, task object, task settings, training problems or None, label).
 
-    A run directory supplies its reward config, and its task settings when `task` is its task's name
-    (or None); its training split is returned for the contamination check. `as_adapter`: a run directory is loaded
+    A run directory (or checkpoint) supplies its task settings when `task` is its task's name (or None); its training
+    split is returned for the contamination check. `as_adapter`: a run directory is loaded
     as its base model plus its adapter (run_as_adapter) instead of its merged model."""
     from rlvr.policy.load import load_policy, merged_copy
     from rlvr.tasks import load_task
@@ -137,11 +135,11 @@ def resolve_model(model_or_path, task, task_settings: dict | None, reward_cfg: d
         else:
             model, tokenizer = load_policy(str(merged), "float32")
         label = str(model_or_path)
-        task, settings, reward_cfg, run_train = _as_run(cfg, task, settings, reward_cfg)
+        task, settings, run_train = _as_run(cfg, task, settings)
     elif is_checkpoint_dir(model_or_path):
         cfg = run_config(model_or_path)
         model, tokenizer = checkpoint_policy(model_or_path, cfg)
-        task, settings, reward_cfg, run_train = _as_run(cfg, task, settings, reward_cfg)
+        task, settings, run_train = _as_run(cfg, task, settings)
         label = str(model_or_path)
     else:
         model, tokenizer = (
@@ -153,18 +151,18 @@ def resolve_model(model_or_path, task, task_settings: dict | None, reward_cfg: d
     if task is None:
         raise ValueError("no task given (only a run directory records its own)")
     task_obj = load_task(task, **settings) if isinstance(task, str) else task
-    return model, tokenizer, task_obj, settings, reward_cfg or DEFAULTS["reward"], run_train, label
+    return model, tokenizer, task_obj, settings, run_train, label
 
 
-def _as_run(cfg: dict, task, settings: dict, reward_cfg: dict | None):
-    """(task, settings, reward config, training problems) of a model that a run trained: its reward and, when the
-    task is the run's own (or not given), its task settings; its training split for the contamination check."""
+def _as_run(cfg: Config, task, settings: dict):
+    """(task, settings, training problems) of a model that a run trained: when the task is the run's own (or not
+    given), its task settings; its training split for the contamination check."""
     from rlvr.tasks import load_task
 
-    run_train = load_task(cfg["task"]["name"], **cfg["task"]["settings"]).problems("train")
-    if task is None or task == cfg["task"]["name"]:
-        task, settings = cfg["task"]["name"], {**cfg["task"]["settings"], **settings}
-    return task, settings, reward_cfg or cfg["reward"], run_train
+    run_train = load_task(cfg.task.name, **cfg.task.settings).problems("train")
+    if task is None or task == cfg.task.name:
+        task, settings = cfg.task.name, {**cfg.task.settings, **settings}
+    return task, settings, run_train
 
 
 __all__ = [

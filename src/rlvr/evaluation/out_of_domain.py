@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import re
 
-from rlvr.config import ConfigError
+from rlvr.config import Config, ConfigError, RewardConfig
 
 SET_KEYS = ("name", "settings", "split", "limit", "label")
 
 
-def ood_sets(cfg: dict) -> list[dict]:
+def ood_sets(cfg: Config) -> list[dict]:
     """The validated out-of-domain sets of a config, each with a label (default: the task's name)."""
     out = []
-    for i, spec in enumerate(cfg["eval"].get("out_of_domain") or []):
+    for i, spec in enumerate(cfg.eval.out_of_domain or []):
         if not isinstance(spec, dict) or "name" not in spec:
             raise ConfigError(
                 f"eval.out_of_domain[{i}]: expected a mapping with a task name; keys: {', '.join(SET_KEYS)}"
@@ -33,7 +33,7 @@ def ood_sets(cfg: dict) -> list[dict]:
     return out
 
 
-def check_sets(cfg: dict) -> None:
+def check_sets(cfg: Config) -> None:
     """Every out-of-domain set loads (its task, settings, split) before anything is trained."""
     from rlvr.tasks import load_task
 
@@ -51,21 +51,21 @@ def folder_name(spec: dict) -> str:
     return "ood-" + re.sub(r"[^\w.-]+", "_", spec["label"])
 
 
-def trained_problems(cfg: dict) -> list:
+def trained_problems(cfg: Config) -> list:
     """What the run trained on: every set's contamination is checked against it, the same for every model."""
     from rlvr.tasks import load_task
 
-    return load_task(cfg["task"]["name"], **cfg["task"]["settings"]).problems("train")
+    return load_task(cfg.task.name, **cfg.task.settings).problems("train")
 
 
-def set_settings(spec: dict, cfg: dict, quiet: bool = False):
+def set_settings(spec: dict, cfg: Config, quiet: bool = False):
     """The run's evaluation settings on one out-of-domain set: its split and limit."""
     from rlvr.evaluation.run_eval import config_settings
 
     return config_settings(cfg, quiet, split=spec["split"], limit=spec["limit"])
 
 
-def set_setup(spec: dict, cfg: dict) -> dict:
+def set_setup(spec: dict, cfg: Config) -> dict:
     """What an evaluation on the set records of how it sampled (run_eval.eval_setup), to check a saved one against."""
     from rlvr.evaluation.run_eval import eval_setup
 
@@ -73,19 +73,21 @@ def set_setup(spec: dict, cfg: dict) -> dict:
     return eval_setup(settings, spec["settings"], settings.backend)
 
 
-def evaluate_set(model, spec: dict, cfg: dict, quiet: bool, trained: list):
-    """(records, summary) of one model on one out-of-domain set, graded by that set's own task (not the run's
-    reward), with the run's evaluation settings; `trained` from trained_problems(cfg)."""
-    from rlvr.config import DEFAULTS
-    from rlvr.evaluation.run_eval import evaluate_model
+def evaluate_set(model, spec: dict, cfg: Config, quiet: bool, trained: list):
+    """(records, summary) of one model on one out-of-domain set, graded by that set's own task (the default reward:
+    the task's own grader, not the run's reward), with the run's evaluation settings and sampler; a run directory's
+    model in its own episode section; `trained` from trained_problems(cfg)."""
+    from dataclasses import replace
 
+    from rlvr.evaluation.run_eval import eval_config, evaluate_model
+
+    own = replace(eval_config(model), reward=RewardConfig(), rollout=cfg.rollout)
     return evaluate_model(
         model,
         spec["name"],
         set_settings(spec, cfg, quiet),
-        reward_cfg=DEFAULTS["reward"],
+        cfg=own,
         task_settings=spec["settings"],
-        rollout=cfg["rollout"],
         train_problems=trained,
     )
 

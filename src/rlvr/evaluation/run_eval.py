@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 import torch
 from tqdm.auto import tqdm
 
-from rlvr.config import DEFAULTS
+from rlvr.config import Config, as_config, merge
 from rlvr.environments.build import environment_factory
 from rlvr.evaluation.driver import evaluate
 from rlvr.evaluation.episodes import evaluate_episodes
@@ -43,21 +43,23 @@ from rlvr.tasks.hygiene import check_contamination, find_leaks
 ROWS_PER_CALL = 32
 
 
-def config_settings(cfg: dict, quiet: bool = False, split: str | None = None, limit: int | None = None) -> EvalSettings:
+def config_settings(
+    cfg: Config, quiet: bool = False, split: str | None = None, limit: int | None = None
+) -> EvalSettings:
     """evaluate_model's settings from a resolved config, the same for every model and set it compares: the eval
     section's split, limit, samples per problem, k (eval.ks and the coverage curve's 1, 2, 4, ..., n) and greedy
     pass; the rollout's temperature, length and backend; the seed. `split` / `limit` override the eval section's."""
-    e, r = cfg["eval"], cfg["rollout"]
+    e, r = cfg.eval, cfg.rollout
     return EvalSettings(
-        split=split or e["split"],
-        n=e["n"],
-        ks=tuple(sorted(set(e["ks"]) | set(coverage_ks(e["n"])))),
-        temperature=r["temperature"],
-        max_new_tokens=r["max_new_tokens"],
-        greedy=e["greedy"],
-        backend=r["backend"],
-        seed=cfg["seed"],
-        limit=(e["limit"] if limit is None else limit) or None,
+        split=split or e.split,
+        n=e.n,
+        ks=tuple(sorted(set(e.ks) | set(coverage_ks(e.n)))),
+        temperature=r.temperature,
+        max_new_tokens=r.max_new_tokens,
+        greedy=e.greedy,
+        backend=r.backend,
+        seed=cfg.seed,
+        limit=(e.limit if limit is None else limit) or None,
         progress=not quiet,
     )
 
@@ -217,15 +219,16 @@ def _sample_and_score(sampler, tokenizer, reward, task_obj, problems, ks, e: Eva
     return records, None
 
 
-def episode_section(model_or_path, episode: dict | None):
-    """The typed episode section an evaluation runs with: `episode` over the defaults, else the run's (a run from
-    before episodes existed has none: single-turn)."""
-    from rlvr.config import EpisodeConfig, merge
+def eval_config(model_or_path, sets: Sequence[str] = ()) -> Config:
+    """The config an evaluation of `model_or_path` runs with, built as `rlvr train` builds one: the run's own config
+    (a run directory or one of its checkpoints: its reward, rollout and episode sections), else the defaults (the
+    task's own grader, single-turn), then each --set merged over it and checked (rlvr.config.merge)."""
+    from rlvr.yaml_io import parse_set
 
-    base = DEFAULTS["episode"]
-    if episode is None:
-        episode = (run_config(model_or_path) or {}).get("episode", base)
-    return EpisodeConfig(**merge(base, episode, "episode."))
+    cfg = (run_config(model_or_path) or as_config({})).to_dict()
+    for item in sets:
+        cfg = merge(cfg, parse_set(item))
+    return as_config(cfg)
 
 
 def evaluate_model(
@@ -233,44 +236,39 @@ def evaluate_model(
     task=None,
     settings: EvalSettings = EvalSettings(),
     *,
+    cfg: Config | None = None,
     task_settings: dict | None = None,
-    reward_cfg: dict | None = None,
-    rollout: dict | None = None,
     train_problems: Sequence[Problem] | None = None,
-    episode: dict | None = None,
 ):
     """Evaluate a model on one split of a task (as `settings` say); returns (records, summary).
 
     model_or_path: an embedded name, local folder or hub id; a run directory; or (model, tokenizer).
     task: a task name (with task_settings) or a task object; None only with a run directory.
-    reward_cfg: the reward section (default: the run's, else the task's own grader).
+    cfg: the config whose reward section grades, whose rollout section gives the sampler its backend (where
+    settings.backend is None), backend settings (remote urls, vLLM's engine) and dtype, and whose episode section
+    says whether every sample is an episode (default: eval_config(model_or_path): the run's, else the defaults).
     train_problems: what contamination is checked against (default: the run's, else the task's train split).
-    rollout: the rollout section whose backend (where settings.backend is None), backend settings (remote urls, vLLM's
-    engine) and dtype the sampler takes (default: the run's, else the built-in defaults). episode: the episode
-    section (default: the run's, else single-turn); with an environment every sample is an episode.
     The summary is evaluation.summarize's dict plus "setup" (what was run, wall time) and "hygiene".
     Raises ContaminationError before any sampling when the split overlaps the training data.
     """
     from rlvr.sampling import build_sampler
     from rlvr.verifiers.compose import task_reward
 
-    e = settings
+    e, cfg = settings, cfg or eval_config(model_or_path)
     ks = scored_ks(e)
-    if rollout is None:
-        rollout = (run_config(model_or_path) or DEFAULTS)["rollout"]
-    backend = e.backend or rollout["backend"]
+    backend = e.backend or cfg.rollout.backend
     # the remote servers hold the base model: a run directory is evaluated as its adapter on that base
-    model, tokenizer, task_obj, task_settings, reward_cfg, run_train, label = resolve_model(
-        model_or_path, task, task_settings, reward_cfg, as_adapter=backend == "remote"
+    model, tokenizer, task_obj, task_settings, run_train, label = resolve_model(
+        model_or_path, task, task_settings, as_adapter=backend == "remote"
     )
-    reward_cfg, reward = task_reward(reward_cfg, task_obj)
+    reward_cfg, reward = task_reward(asdict(cfg.reward), task_obj)
     problems, hygiene = _split_checked(task_obj, task, e, train_problems if train_problems is not None else run_train)
     t0 = time.perf_counter()
     model.eval()
-    sampler = build_sampler(rollout, model, tokenizer, backend=backend)
+    sampler = build_sampler(cfg.rollout, model, tokenizer, backend=backend)
     if backend == "remote" and not sampler.base_only:
         sampler.sync(model)  # push the adapter once: the model does not change during an evaluation
-    episode = episode_section(model_or_path, episode)
+    episode = cfg.episode
     new_environment = environment_factory(episode, task_obj, reward)
     records, figures = _sample_and_score(
         sampler, tokenizer, reward, task_obj, problems, ks, e, episode, new_environment
@@ -294,7 +292,7 @@ __all__ = [
     "eval_setup",
     "scored_ks",
     "evaluate_model",
-    "episode_section",
+    "eval_config",
     "config_settings",
     "limit_problems",
     "is_run_dir",

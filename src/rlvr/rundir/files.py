@@ -196,6 +196,16 @@ def _hold(path: Path):
     return f
 
 
+def read_config(run_dir: str | Path):
+    """A run directory's config.yaml as the typed Config it ran with (checked as --resume checks it: a key rlvr
+    added since takes its default); the defaults where the folder holds none."""
+    from rlvr.config import as_config
+    from rlvr.yaml_io import load_yaml
+
+    path = Path(run_dir) / "config.yaml"
+    return as_config((load_yaml(path.read_text(), str(path)) if path.exists() else None) or {})
+
+
 def read_jsonl(path: Path, *, skip_torn: bool = False) -> list[dict]:
     """Read a JSON-lines file; a torn last line (a crash mid-write) is dropped when skip_torn."""
     rows = []
