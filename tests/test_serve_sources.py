@@ -74,7 +74,7 @@ def test_a_run_directory_grades_with_the_reward_it_trained_on(files):
     parts = check_components(resolve(str(custom)))
     run = files["dir"] / "runs" / "x"
     run.mkdir(parents=True)
-    (run / "config.yaml").write_text(dump(parts.resolved))
+    (run / "config.yaml").write_text(dump(parts.resolved.to_dict()))
     texts = [c for c, _ in COMPLETIONS]
     trained = parts.reward(texts, parts.task.problems("train")[:1] * len(texts)).total
     with Service("--run", str(run), "--workers", "0") as s:

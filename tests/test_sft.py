@@ -11,7 +11,7 @@ import torch
 import yaml
 
 from conftest import make_tiny_llama
-from rlvr.config import ConfigError, resolve
+from rlvr.config import ConfigError, as_config, resolve
 from rlvr.training.sft import completion_nll, sft
 from rlvr.training.sft_data import sample_budget, take_examples
 from rlvr.verifiers.compose import build_reward
@@ -150,15 +150,17 @@ def test_reference_traces_and_budget(tmp_path, tokenizer):
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == math.ceil(len(kept) / 4)
     # budgets: explicit, from the RL config, from a finished RL run's metrics
-    assert sample_budget(sft_config(tmp_path / "b")) == 48
-    assert sample_budget(sft_config(tmp_path / "c", **{"sft.samples": 0})) == 20 * 4 * 4
+    assert sample_budget(as_config(sft_config(tmp_path / "b"))) == 48
+    assert sample_budget(as_config(sft_config(tmp_path / "c", **{"sft.samples": 0}))) == 20 * 4 * 4
     rl = tmp_path / "rl"
     rl.mkdir()
     (rl / "config.yaml").write_text(yaml.safe_dump({"rollout": {"group_size": 4}}))
     (rl / "metrics.jsonl").write_text(
         "".join(json.dumps({"step": s, "dynamic_sampling/generated_groups": g}) + "\n" for s, g in enumerate([4, 6, 5]))
     )
-    assert sample_budget(sft_config(tmp_path / "d", **{"sft.samples": 0, "sft.match_run": str(rl)})) == 15 * 4
+    assert (
+        sample_budget(as_config(sft_config(tmp_path / "d", **{"sft.samples": 0, "sft.match_run": str(rl)}))) == 15 * 4
+    )
     with pytest.raises(ConfigError, match="sft.source"):
         sft_config(tmp_path / "e", **{"sft.source": "vibes"})
 

@@ -185,7 +185,7 @@ def test_the_preset_on_reasoning_gym_families_is_graded_by_rlvr_only():
 
     cfg = resolve("reasoning-gym")
     parts = check_components(cfg)
-    check_sets(cfg)
+    check_sets(parts.cfg)
     assert set(cfg["task"]["settings"]["families"]) <= set(GRADERS)
-    assert parts.resolved["reward"]["terms"][0]["kind"] == "routed"
+    assert parts.resolved.reward.terms[0]["kind"] == "routed"
     assert find_contamination(parts.task.problems("train"), parts.task.problems("heldout")) == []

@@ -20,7 +20,7 @@ import pytest
 import fault_entry
 from conftest import make_tiny_llama
 from rlvr.cli import main
-from rlvr.config import ConfigError, dump, resolve
+from rlvr.config import Config, ConfigError, as_config, dump, resolve
 from rlvr.rundir.trackers import TRACKERS, Resume, Trackers, TrackerWarning, read_state
 from rlvr.training.loop import train
 from test_trainer import tiny_config
@@ -537,7 +537,10 @@ def test_the_main_job_adds_its_heldout_results_to_the_training_run_in_every_trac
     result = fake_main_job(root)
     report_to_trackers(
         rl_phase_cfg(
-            resolve(None, [f"output_dir={root}", f"log.report_to={json.dumps(ALL)}", f"log.project={project}"]), root
+            as_config(
+                resolve(None, [f"output_dir={root}", f"log.report_to={json.dumps(ALL)}", f"log.project={project}"])
+            ),
+            root,
         ),
         root,
     )
@@ -688,15 +691,14 @@ def test_report_to_is_validated_like_any_config_key():
 
 
 def test_run_name_defaults_to_the_output_folder_and_the_main_job_names_its_rlvr_run_after_its_root(tmp_path):
-    from rlvr.config import Config
     from rlvr.rundir.trackers import run_name
     from rlvr.training.main_folder import rl_phase_cfg
 
     cfg = resolve(None, [f"output_dir={tmp_path / 'exp-7'}"])
     assert run_name(Config.from_dict(cfg).log, cfg["output_dir"]) == "exp-7"
-    rl = rl_phase_cfg(cfg, tmp_path / "exp-7")
-    assert rl["output_dir"] == str(tmp_path / "exp-7" / "rlvr") and rl["log"]["run_name"] == "exp-7"
-    assert rl_phase_cfg(resolve(None, ["log.run_name=mine"]), tmp_path / "x")["log"]["run_name"] == "mine"
+    rl = rl_phase_cfg(Config.from_dict(cfg), tmp_path / "exp-7")
+    assert rl.output_dir == str(tmp_path / "exp-7" / "rlvr") and rl.log.run_name == "exp-7"
+    assert rl_phase_cfg(as_config(resolve(None, ["log.run_name=mine"])), tmp_path / "x").log.run_name == "mine"
 
 
 def test_rlvr_run_reports_its_training_and_heldout_results(tmp_path, model_dir):

@@ -466,33 +466,34 @@ def test_reference_tool_traces_are_episode_ids_with_the_tools_masked(tokenizer):
 
 
 def test_the_tool_use_preset_and_its_no_tools_control(tmp_path):
+    from rlvr.config import as_config
     from rlvr.training.controls import control_cfg, control_eval_cfg
     from rlvr.training.main_folder import from_sft
 
-    cfg = resolve("tool-use", [f"output_dir={tmp_path / 'main'}", "task.settings.per_band=10"])
+    cfg = as_config(resolve("tool-use", [f"output_dir={tmp_path / 'main'}", "task.settings.per_band=10"]))
     parts = check_components(cfg)
-    assert (
-        parts.new_environment is not None and cfg["train"]["init_from_sft"] and cfg["eval"]["controls"] == ["no_tools"]
-    )
+    assert parts.new_environment is not None and cfg.train.init_from_sft and cfg.eval.controls == ["no_tools"]
     control = control_cfg(cfg, tmp_path / "main", "no_tools")
-    assert control["episode"]["environment"] == "none" and control["task"]["settings"]["with_tools"] is False
-    assert control["episode"]["tools"] == []  # none offered, none named (rlvr.config.check_together)
-    assert control["reward"]["control"] == "none" and control["model"]["name"] == cfg["model"]["name"]
+    assert control.episode.environment == "none" and control.task.settings["with_tools"] is False
+    assert control.episode.tools == []  # none offered, none named (rlvr.config.check_together)
+    assert control.reward.control == "none" and control.model.name == cfg.model.name
+    assert cfg.episode.environment == "tool" and "with_tools" not in cfg.task.settings  # the RLVR config unchanged
     assert check_components(control).new_environment is None
     assert control_eval_cfg(cfg, "random_rate") is cfg
-    no_tools_task = load_task("tool_arithmetic", **control["task"]["settings"])
+    no_tools_task = load_task("tool_arithmetic", **control.task.settings)
     assert "calculator" not in str(no_tools_task.messages(no_tools_task.problems("train")[0]))
-    assert from_sft(cfg, tmp_path / "main" / "sft")["model"]["name"] == str(
+    assert from_sft(cfg, tmp_path / "main" / "sft").model.name == str(
         (tmp_path / "main" / "sft").absolute() / "final" / "merged"
     )
     with pytest.raises(ConfigError, match="no_tools compares against RL without tools"):
         from rlvr.training.controls import check_controls
 
-        single = resolve(None, ["eval.controls=[no_tools]"])
+        single = as_config(resolve(None, ["eval.controls=[no_tools]"]))
         check_controls(single, tmp_path / "x", single)
 
 
 def test_rlvr_eval_scores_an_environment_task_as_episodes(tokenizer):
+    from rlvr.config import as_config
     from rlvr.evaluation.run_eval import EvalSettings, evaluate_model
 
     model = make_tiny_llama(len(tokenizer))
@@ -502,7 +503,7 @@ def test_rlvr_eval_scores_an_environment_task_as_episodes(tokenizer):
         "tool_arithmetic",
         EvalSettings(n=2, ks=(1, 2), max_new_tokens=6, limit=4, progress=False),
         task_settings={"per_band": 10},
-        episode=episode,
+        cfg=as_config({"episode": episode}),
     )
     assert len(records) == 4 * 2 + 4 and {r.mode for r in records} == {"sampled", "greedy"}
     assert all(r.completion.startswith("[assistant] ") for r in records)

@@ -32,7 +32,7 @@ def add_parser(subparsers):
 
 def run(args) -> int:
     """Start eval, RLVR, SFT baseline, evals, comparison and report; prints the summary."""
-    from rlvr.config import ConfigError, resolve
+    from rlvr.config import ConfigError, as_config, resolve
     from rlvr.evaluation.compare import head_to_head_markdown
     from rlvr.training.main_job import run_main
 
@@ -45,7 +45,7 @@ def run(args) -> int:
     sets = config_sets(args) + ([f"train.time_budget_min={args.budget}"] if args.budget else [])
     sets += [f"train.steps={args.steps}", "train.time_budget_min=0"] if args.steps else []
     sets += ["eval.controls=[random_rate, format_only]"] if args.controls else []
-    cfg = resolve(args.config or args.preset, sets)
+    cfg = as_config(resolve(args.config or args.preset, sets))
     out = run_main(cfg, overwrite=args.overwrite)
     print("\n" + out["compare_md"])
     print(head_to_head_markdown(out["against_sft"]))

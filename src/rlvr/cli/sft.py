@@ -26,12 +26,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from rlvr.config import resolve
+    from rlvr.config import as_config, resolve
     from rlvr.training.sft import sft
 
     sets = list(args.sets) + ([f"sft.output_dir={args.output_dir}"] if args.output_dir else [])
     path = sft(
-        resolve(*resume_target(args, sets, "sft.output_dir")),
+        as_config(resolve(*resume_target(args, sets, "sft.output_dir"))),
         quiet=args.quiet,
         overwrite=args.overwrite,
         resume=args.resume,

@@ -4,7 +4,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rlvr.cli.config_args import add_config_args, config_sets, resume_target
+
+if TYPE_CHECKING:
+    from rlvr.config import Config
 
 
 def add_parser(subparsers):
@@ -18,11 +23,12 @@ def add_parser(subparsers):
     return p
 
 
-def _config(args) -> dict:
-    from rlvr.config import DEFAULTS, ConfigError, merge, parse_set, resolve
+def _config(args) -> Config:
+    """The one validated Config the run gets: the file or preset with --set (resolve), or the converted recipe."""
+    from rlvr.config import DEFAULTS, ConfigError, as_config, merge, parse_set, resolve
 
     if not args.from_trl:
-        return resolve(*resume_target(args))
+        return as_config(resolve(*resume_target(args)))
     if args.config or isinstance(args.resume, str):
         raise ConfigError("give a CONFIG, --resume RUN_DIR or --from-trl RECIPE, not two of them")
     args.resume = bool(args.resume)
@@ -35,7 +41,7 @@ def _config(args) -> dict:
     cfg = merge(DEFAULTS, conv.config)
     for item in config_sets(args):
         cfg = merge(cfg, parse_set(item))
-    return cfg
+    return as_config(cfg)
 
 
 def run(args) -> int:
@@ -44,7 +50,7 @@ def run(args) -> int:
     from rlvr.training.signal_watch import stopped_without_signal
 
     cfg = _config(args)
-    with reporting(cfg["output_dir"]):  # RUN/report.md and plots/ when training ends, a stop by signal too
+    with reporting(cfg.output_dir):  # RUN/report.md and plots/ when training ends, a stop by signal too
         path = train(cfg, resume=args.resume, overwrite=args.overwrite, allow_config_change=args.allow_config_change)
     print(f"run directory: {path}")
     # stopped on purpose (exit 1): steps in a row without learning signal; the warning above says why

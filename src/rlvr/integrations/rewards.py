@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import asdict
 from pathlib import Path
 
-from rlvr.config import DEFAULTS, ConfigError, merge
+from rlvr.config import DEFAULTS, ConfigError, as_config
 from rlvr.presets import read_yaml
 from rlvr.tasks import load_task
 from rlvr.tasks.base import math_grader
@@ -44,9 +45,9 @@ def reward_and_format(spec=None, **overrides) -> tuple[dict, str | None]:
     elif (
         isinstance(spec, dict) and spec and set(spec) <= set(DEFAULTS)
     ):  # a whole rlvr config, checked as train checks it
-        cfg = merge(DEFAULTS, spec)
-        task = load_task(cfg["task"]["name"], **cfg["task"]["settings"])
-        return {**resolve_reward(cfg["reward"], task), **overrides}, getattr(task, "answer_format", None)
+        cfg = as_config(spec)
+        task = load_task(cfg.task.name, **cfg.task.settings)
+        return {**resolve_reward(asdict(cfg.reward), task), **overrides}, getattr(task, "answer_format", None)
     else:
         raise ConfigError(
             f"reward spec {spec!r}: give a verifier kind ({', '.join(sorted(KINDS))}), a config file "

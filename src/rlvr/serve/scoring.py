@@ -22,10 +22,10 @@ import sys
 import threading
 import time
 from concurrent.futures import Future, InvalidStateError
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from rlvr.config import DEFAULTS, ConfigError
+from rlvr.config import DEFAULTS, Config, ConfigError
 from rlvr.serve.items import BadRequest
 from rlvr.tasks.base import DatasetError
 from rlvr.verifiers.base import Verdict
@@ -119,34 +119,34 @@ def config_scorer(flag: str, source: str, pool: dict) -> Scorer:
     task with its settings, its reward section resolved against the task. `flag` "config": a YAML file or preset as
     `rlvr train` takes it; "run": a run directory's resolved config.yaml. `pool` overrides reward.workers /
     reward.timeout_s."""
-    from rlvr.config import resolve
+    from rlvr.config import as_config, resolve
     from rlvr.training.step import configured_reward  # lazy: the training package (torch) only when asked for
 
     path = Path(source) / "config.yaml" if flag == "run" else source
     if flag == "run" and not Path(path).is_file():
         raise ConfigError(f"--run {source}: not a run directory (no config.yaml there)")
     try:
-        cfg = resolve(str(path))
-        cfg = {**cfg, "reward": {**cfg["reward"], **pool}}
+        cfg = as_config(resolve(str(path)))
+        cfg = replace(cfg, reward=replace(cfg.reward, **pool))
         task, _, reward = configured_reward(cfg)
     except (ConfigError, DatasetError) as e:
         raise type(e)(f"--{flag} {source}: {e}") from None
     for line in config_notes(cfg):
         print(f"rlvr serve: --{flag} {source}: {line}", file=sys.stderr)
-    return Scorer(f"task:{cfg['task']['name']}", reward, task)
+    return Scorer(f"task:{cfg.task.name}", reward, task)
 
 
-def config_notes(cfg: dict) -> list[str]:
+def config_notes(cfg: Config) -> list[str]:
     """What the service grades differently from the run: it scores one completion with the run's real reward."""
     notes = []
-    if cfg["reward"].get("control", "none") != "none":
+    if cfg.reward.control != "none":
         notes.append(
-            f"reward.control {cfg['reward']['control']} is a control run's stand-in reward; served: the real reward "
+            f"reward.control {cfg.reward.control} is a control run's stand-in reward; served: the real reward "
             f"its verdicts come from"
         )
-    if cfg.get("episode", {}).get("environment", "none") != "none":
+    if cfg.episode.environment != "none":
         notes.append(
-            f"its rollouts are episodes (episode.environment {cfg['episode']['environment']}); served: one "
+            f"its rollouts are episodes (episode.environment {cfg.episode.environment}); served: one "
             f"completion graded by the task's reward, without the environment"
         )
     return notes

@@ -15,54 +15,56 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
+from rlvr.config import Config
+
 
 def control_name(kind: str) -> str:
     return f"control-{kind}"
 
 
-def without_tools(cfg: dict) -> dict:
+def without_tools(cfg: Config) -> Config:
     """`cfg` single-turn, without tools: episode.environment none, and the task's settings for a prompt that offers
     none where the task has them (its class attribute `without_tools`)."""
     from rlvr.tasks import load_task
 
     sub = copy.deepcopy(cfg)
-    sub["episode"]["environment"], sub["episode"]["tools"] = "none", []  # no tools offered, none named
-    task = load_task(cfg["task"]["name"], **cfg["task"]["settings"])
-    sub["task"]["settings"].update(getattr(task, "without_tools", {}))
+    sub.episode.environment, sub.episode.tools = "none", []  # no tools offered, none named
+    task = load_task(cfg.task.name, **cfg.task.settings)
+    sub.task.settings.update(getattr(task, "without_tools", {}))
     return sub
 
 
-def control_cfg(rl_cfg: dict, root: Path, kind: str) -> dict:
+def control_cfg(rl_cfg: Config, root: Path, kind: str) -> Config:
     """The RLVR phase's config with the control's change (its reward, or no tools), run directory
     root/control-<kind> and tracker name."""
     sub = without_tools(rl_cfg) if kind == "no_tools" else copy.deepcopy(rl_cfg)
-    sub["output_dir"] = str(Path(root) / control_name(kind))
+    sub.output_dir = str(Path(root) / control_name(kind))
     if kind != "no_tools":
-        sub["reward"]["control"] = kind
-    sub["log"]["run_name"] = f"{rl_cfg['log']['run_name'] or Path(root).absolute().name}-{control_name(kind)}"
+        sub.reward.control = kind
+    sub.log.run_name = f"{rl_cfg.log.run_name or Path(root).absolute().name}-{control_name(kind)}"
     return sub
 
 
-def control_eval_cfg(cfg: dict, kind: str) -> dict:
+def control_eval_cfg(cfg: Config, kind: str) -> Config:
     """The main job's config as a control is evaluated: the real grader always; no tools for no_tools."""
     return without_tools(cfg) if kind == "no_tools" else cfg
 
 
-def check_controls(cfg: dict, root: Path, rl_cfg: dict) -> None:
+def check_controls(cfg: Config, root: Path, rl_cfg: Config) -> None:
     """Build each control's components before any phase runs: a control that cannot apply (format_only on a reward
     without a format term) stops the main job at the start (ConfigError), not after the RLVR phase."""
     from rlvr.errors import ConfigError
     from rlvr.training.step import check_components
 
-    for kind in cfg["eval"]["controls"]:
-        if kind == "no_tools" and cfg["episode"]["environment"] == "none":
+    for kind in cfg.eval.controls:
+        if kind == "no_tools" and cfg.episode.environment == "none":
             raise ConfigError(
                 "eval.controls: no_tools compares against RL without tools; this run has none (episode.environment: none)"
             )
         check_components(control_cfg(rl_cfg, root, kind))
 
 
-def run_controls(cfg: dict, root: Path, rl_cfg: dict, rlvr_records, *, train, evaluate, timed, quiet: bool) -> dict:
+def run_controls(cfg: Config, root: Path, rl_cfg: Config, rlvr_records, *, train, evaluate, timed, quiet: bool) -> dict:
     """Train (unless finished) and evaluate every control of eval.controls; compare RLVR against each.
     `train` is rlvr.training.loop.train, `evaluate(name, model, cfg, root, quiet) -> (records, summary)` the main
     job's held-out evaluation, `timed` its PhaseClock (rlvr.training.main_folder). Returns {kind: {"summary",
@@ -70,7 +72,7 @@ def run_controls(cfg: dict, root: Path, rl_cfg: dict, rlvr_records, *, train, ev
     from rlvr.evaluation.compare import compare, write_comparison
 
     out = {}
-    for kind in cfg["eval"]["controls"]:
+    for kind in cfg.eval.controls:
         name, run_dir = control_name(kind), Path(root) / control_name(kind)
         if not (run_dir / "final" / "merged").exists():
             resume = (run_dir / "checkpoints").exists()
@@ -85,7 +87,7 @@ def run_controls(cfg: dict, root: Path, rl_cfg: dict, rlvr_records, *, train, ev
         else:
             timed.read_back(f"train {name}")
         records, summary = timed(f"eval {name}", evaluate, name, str(run_dir), control_eval_cfg(cfg, kind), root, quiet)
-        result = compare({name: records, "rlvr": rlvr_records}, baseline=name, metric="pass@1", seed=cfg["seed"])
+        result = compare({name: records, "rlvr": rlvr_records}, baseline=name, metric="pass@1", seed=cfg.seed)
         write_comparison(result, root, f"compare-{name}")
         out[kind] = {"summary": summary, "compare": result}
     return out

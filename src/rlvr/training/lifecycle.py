@@ -61,7 +61,7 @@ class OpenedRun:
 
 
 def open_run(
-    cfg: dict,
+    cfg: Config,
     c: Config,
     output_dir: str,
     *,
@@ -71,7 +71,8 @@ def open_run(
     policy=None,
     is_main: bool = True,
 ) -> OpenedRun:
-    """Start-up shared by every recipe; `cfg` is the resolved config the run records, `c` its typed view."""
+    """Start-up shared by every recipe; `cfg` is the resolved config the run records (config.yaml, the trackers) and
+    `c` the one it runs with: the recipes pass the same Config as both."""
     path = Path(output_dir)
     if policy is None:  # a hub id the hub cannot give stops here (exit 2), before a run directory exists
         if is_main:  # but an unusable one first. Rank 0 alone: the folder is its to make, and another rank
@@ -89,7 +90,7 @@ def open_run(
     return OpenedRun(path, run, trackers, resume_from)
 
 
-def open_trackers(run: RunDir, cfg: dict, c: Config, resume: bool, resume_from: Path | None) -> Trackers:
+def open_trackers(run: RunDir, cfg: Config, c: Config, resume: bool, resume_from: Path | None) -> Trackers:
     """The trackers of log.report_to, started before any step; on a resume they get the steps before the
     checkpoint they lack. A fresh run whose trackers cannot start leaves no run directory behind."""
     start = json.loads((resume_from / "loop_state.json").read_text())["step"] if resume_from else 0
@@ -99,7 +100,7 @@ def open_trackers(run: RunDir, cfg: dict, c: Config, resume: bool, resume_from: 
             run.path,
             project=c.log.project,
             run_name=run_name(c.log, run.path),
-            config=cfg,
+            config=cfg.to_dict(),
             resume=resume_point(run.path, start) if resume else None,
         )
     except ConfigError:
@@ -108,7 +109,7 @@ def open_trackers(run: RunDir, cfg: dict, c: Config, resume: bool, resume_from: 
         raise
 
 
-def check_config(run: RunDir, cfg: dict, resume: bool, allow_change: bool) -> None:
+def check_config(run: RunDir, cfg: Config, resume: bool, allow_change: bool) -> None:
     """config.yaml written; on a resume it must equal the saved one unless the change is allowed."""
     import yaml
 
@@ -116,13 +117,13 @@ def check_config(run: RunDir, cfg: dict, resume: bool, allow_change: bool) -> No
     if resume:
         saved = yaml.safe_load(path.read_text())
         # the output directory is the run's place, not its settings: a run moved or named by another path resumes
-        changed = [k for k in changed_settings(saved, cfg) if k != "output_dir"]
+        changed = [k for k in changed_settings(saved, cfg.to_dict()) if k != "output_dir"]
         if changed and not allow_change:
             raise ConfigError(
                 f"--resume: config differs from the saved run in {', '.join(changed)}; "
                 f"pass --allow-config-change to accept"
             )
-    run.write_config(dump(cfg))
+    run.write_config(dump(cfg.to_dict()))
 
 
 def config_diff(a, b, prefix=""):

@@ -12,20 +12,20 @@ import json
 import time
 from pathlib import Path
 
-from rlvr.config import ConfigError
+from rlvr.config import Config, ConfigError
 
 
-def phase_cfg(cfg: dict, out: Path) -> dict:
-    """A phase's config: the job's, writing into `out`."""
+def phase_cfg(cfg: Config, out: Path) -> Config:
+    """A phase's config: the job's (a copy: the phases change their own), writing into `out`."""
     sub = copy.deepcopy(cfg)
-    sub["output_dir"] = str(out)
+    sub.output_dir = str(out)
     return sub
 
 
-def rl_phase_cfg(cfg: dict, root: Path) -> dict:
+def rl_phase_cfg(cfg: Config, root: Path) -> Config:
     """The RLVR phase's config: its run directory root/rlvr, and in the trackers the root folder's name."""
     sub = phase_cfg(cfg, root / "rlvr")
-    sub["log"]["run_name"] = sub["log"]["run_name"] or root.absolute().name
+    sub.log.run_name = sub.log.run_name or root.absolute().name
     return sub
 
 
@@ -95,17 +95,17 @@ class PhaseClock:
         return f"{line} in this invocation; read back from an earlier one: " + ", ".join(then)
 
 
-def phase_cfgs(cfg: dict, root: Path, rl: dict) -> dict[str, dict]:
+def phase_cfgs(cfg: Config, root: Path, rl: Config) -> dict[str, Config]:
     """{"rlvr": config, "sft": config} of the two training phases as they run: RL first and SFT matched on as many
     sampled completions as RL generated; with train.init_from_sft, SFT first (on its own data, e.g. reference
     traces) and RL from its merged model (a policy that has never called a tool does not start to by RL alone)."""
     rl_dir, sft_dir = root / "rlvr", root / "sft"
     sft_cfg = phase_cfg(cfg, sft_dir)
-    sft_cfg["sft"]["output_dir"] = str(sft_dir)
-    if cfg["train"]["init_from_sft"]:
-        sft_cfg["model"]["save_merged"] = True  # RL starts from final/merged
+    sft_cfg.sft.output_dir = str(sft_dir)
+    if cfg.train.init_from_sft:
+        sft_cfg.model.save_merged = True  # RL starts from final/merged
         return {"rlvr": from_sft(rl, sft_dir), "sft": sft_cfg}
-    sft_cfg["sft"]["match_run"] = str(rl_dir)
+    sft_cfg.sft.match_run = str(rl_dir)
     return {"rlvr": rl, "sft": sft_cfg}
 
 
@@ -114,7 +114,7 @@ def phase_cfgs(cfg: dict, root: Path, rl: dict) -> dict[str, dict]:
 _FREE_ON_RERUN = ("output_dir", "log.", "eval.", "sft.output_dir", "sft.match_run")
 
 
-def check_finished_phases(cfg: dict, root: Path, rl: dict) -> None:
+def check_finished_phases(cfg: Config, root: Path, rl: Config) -> None:
     """Refuse, before any work, a rerun whose settings differ from those a finished training phase in `root` ran
     with: the phase would be reused and reported under settings it did not train with."""
     import yaml
@@ -127,11 +127,11 @@ def check_finished_phases(cfg: dict, root: Path, rl: dict) -> None:
             continue
         saved = yaml.safe_load((phase / "config.yaml").read_text())
         free = _FREE_ON_RERUN
-        if not planned["reward"]["terms"]:
+        if not planned.reward.terms:
             free += ("reward.terms",)  # the task's own grader, which the phase recorded resolved
-        if name == "rlvr" and cfg["train"]["init_from_sft"]:
+        if name == "rlvr" and cfg.train.init_from_sft:
             free += ("model.name",)  # the SFT phase's merged model, wherever the folder now is; SFT's base is checked
-        changed = [k for k in changed_settings(saved, planned) if not k.startswith(free)]
+        changed = [k for k in changed_settings(saved, planned.to_dict()) if not k.startswith(free)]
         if changed:
             raise ConfigError(
                 f"{phase} finished with other settings than this run's ({', '.join(changed)}): its model would be "
@@ -140,10 +140,10 @@ def check_finished_phases(cfg: dict, root: Path, rl: dict) -> None:
             )
 
 
-def from_sft(rl: dict, sft_dir: Path) -> dict:
+def from_sft(rl: Config, sft_dir: Path) -> Config:
     """The RL phase's config starting from the SFT phase's merged model (a fresh LoRA adapter on it)."""
     sub = copy.deepcopy(rl)
-    sub["model"]["name"] = str(Path(sft_dir).absolute() / "final" / "merged")
+    sub.model.name = str(Path(sft_dir).absolute() / "final" / "merged")
     return sub
 
 

@@ -22,13 +22,13 @@ import json
 import time
 from pathlib import Path
 
-from rlvr.config import Config, dump
+from rlvr.config import Config, as_config, dump
 from rlvr.rundir.files import RunDir, atomic_write_text, check_output_dir
 from rlvr.rundir.final import add_heldout
 from rlvr.training.main_folder import PhaseClock, cached_eval, check_finished_phases, phase_cfgs, rl_phase_cfg
 
 
-def _evaluate(name: str, model, cfg: dict, root: Path, quiet: bool):
+def _evaluate(name: str, model, cfg: Config, root: Path, quiet: bool):
     """Held-out evaluation of one model into root/eval/<name>, as `cfg` says (an environment task: as episodes)."""
     from rlvr.evaluation.run_eval import config_settings, eval_setup, evaluate_model
 
@@ -36,20 +36,12 @@ def _evaluate(name: str, model, cfg: dict, root: Path, quiet: bool):
     return cached_eval(
         root / "eval" / name,
         name,
-        lambda: evaluate_model(
-            model,
-            cfg["task"]["name"],
-            settings,
-            reward_cfg=cfg["reward"],
-            task_settings=cfg["task"]["settings"],
-            rollout=cfg["rollout"],
-            episode=cfg["episode"],
-        ),
-        eval_setup(settings, cfg["task"]["settings"], settings.backend),
+        lambda: evaluate_model(model, cfg.task.name, settings, cfg=cfg, task_settings=cfg.task.settings),
+        eval_setup(settings, cfg.task.settings, settings.backend),
     )
 
 
-def _out_of_domain(cfg: dict, root: Path, models: dict, quiet: bool) -> list[tuple[str, dict]]:
+def _out_of_domain(cfg: Config, root: Path, models: dict, quiet: bool) -> list[tuple[str, dict]]:
     """Every model on every eval.out_of_domain set, compared with the start: [(label, comparison)]."""
     from rlvr.evaluation.compare import compare, write_comparison
     from rlvr.evaluation.out_of_domain import evaluate_set, folder_name, ood_sets, set_setup, trained_problems
@@ -66,13 +58,13 @@ def _out_of_domain(cfg: dict, root: Path, models: dict, quiet: bool) -> list[tup
             )[0]
             for name, model in models.items()
         }
-        result = compare(evals, baseline="start", metric="pass@1", seed=cfg["seed"])
+        result = compare(evals, baseline="start", metric="pass@1", seed=cfg.seed)
         write_comparison(result, root, f"compare-{folder}")
         results.append((spec["label"], result))
     return results
 
 
-def _start_up(cfg: dict, overwrite: bool) -> tuple[Path, dict, RunDir]:
+def _start_up(cfg: Config, overwrite: bool) -> tuple[Path, Config, RunDir]:
     """Every check that can fail before any phase runs (out-of-domain sets, trackers, controls, the output folder,
     the model), then the root folder with its config.yaml; returns (root, the RL phase's config, the root RunDir,
     whose lock keeps a second job out of the folder while this one lives)."""
@@ -82,21 +74,21 @@ def _start_up(cfg: dict, overwrite: bool) -> tuple[Path, dict, RunDir]:
     from rlvr.training.controls import check_controls
 
     check_sets(cfg)
-    root = Path(cfg["output_dir"])
+    root = Path(cfg.output_dir)
     rl_cfg = rl_phase_cfg(cfg, root)
-    check_trackers(rl_cfg["log"]["report_to"], root / "rlvr", rl_cfg["log"]["project"])  # before any phase
+    check_trackers(rl_cfg.log.report_to, root / "rlvr", rl_cfg.log.project)  # before any phase
     check_controls(cfg, root, rl_cfg)  # a control that cannot apply stops here, not after the RLVR phase
     resume = (root / "config.yaml").exists() and not overwrite
     check_output_dir(root, resume=resume, overwrite=overwrite)  # an unusable folder first, then the model:
     if resume:
         check_finished_phases(cfg, root, rl_cfg)
-    resolve_model_path(cfg["model"]["name"])  # a hub id the hub cannot give stops here, before any folder exists
+    resolve_model_path(cfg.model.name)  # a hub id the hub cannot give stops here, before any folder exists
     held = RunDir(root, resume=resume, overwrite=overwrite)
-    atomic_write_text(root / "config.yaml", dump(cfg))
+    atomic_write_text(root / "config.yaml", dump(cfg.to_dict()))
     return root, rl_cfg, held
 
 
-def _train_phases(cfg: dict, root: Path, rl_cfg: dict, timed: PhaseClock, quiet: bool) -> tuple[Path, Path]:
+def _train_phases(cfg: Config, root: Path, rl_cfg: Config, timed: PhaseClock, quiet: bool) -> tuple[Path, Path]:
     """The RLVR and SFT phases in _phase_cfgs' order, each skipped once finished (and reported to the clock as read
     back). Returns (rlvr dir, sft dir)."""
     from rlvr.training.loop import train
@@ -118,32 +110,33 @@ def _train_phases(cfg: dict, root: Path, rl_cfg: dict, timed: PhaseClock, quiet:
         else:
             timed.read_back("train sft")
 
-    for run_phase in (run_sft, run_rl) if cfg["train"]["init_from_sft"] else (run_rl, run_sft):
+    for run_phase in (run_sft, run_rl) if cfg.train.init_from_sft else (run_rl, run_sft):
         run_phase()
     return rl_dir, sft_dir
 
 
-def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict:
-    """Run every phase; returns {"root", "report", "compare", "wall_s", ...} for the summary printout."""
+def run_main(cfg: Config | dict, *, overwrite: bool = False, quiet: bool = False) -> dict:
+    """Run every phase; returns {"root", "report", "compare", "wall_s", ...} for the summary printout. A dict (the
+    Python API) is checked as the command line checks a file (rlvr.config.as_config)."""
     from rlvr.evaluation.compare import compare, compare_markdown, head_to_head, write_comparison
     from rlvr.evaluation.summary import summary_markdown
     from rlvr.training.controls import run_controls
     from rlvr.training.loop import train
 
-    t0 = time.perf_counter()
+    t0, cfg = time.perf_counter(), as_config(cfg)
     root, rl_cfg, _held = _start_up(cfg, overwrite)
     timed = PhaseClock()
-    start_eval = timed("eval start", _evaluate, "start", cfg["model"]["name"], cfg, root, quiet)
+    start_eval = timed("eval start", _evaluate, "start", cfg.model.name, cfg, root, quiet)
     rl_dir, sft_dir = _train_phases(cfg, root, rl_cfg, timed, quiet)
     evals = {"start": start_eval[0]}
     summaries = {"start": start_eval[1]}
     for name, run in (("sft", sft_dir), ("rlvr", rl_dir)):
         evals[name], summaries[name] = timed(f"eval {name}", _evaluate, name, str(run), cfg, root, quiet)
         add_heldout(run / "final", summary_markdown(summaries[name]))  # the model card gets its held-out table
-    result = compare(evals, baseline="start", metric="pass@1", seed=cfg["seed"])
+    result = compare(evals, baseline="start", metric="pass@1", seed=cfg.seed)
     paths = write_comparison(result, root, "compare")
     # the question the supervised baseline is there for: does RL beat it on problems neither trained on?
-    against_sft = head_to_head(evals, "rlvr", "sft", seed=cfg["seed"])
+    against_sft = head_to_head(evals, "rlvr", "sft", seed=cfg.seed)
     atomic_write_text(root / "compare-sft.json", json.dumps(against_sft, indent=2) + "\n")
     controls = run_controls(
         cfg, root, rl_cfg, evals["rlvr"], train=train, evaluate=_evaluate, timed=timed, quiet=quiet
@@ -153,7 +146,7 @@ def run_main(cfg: dict, *, overwrite: bool = False, quiet: bool = False) -> dict
         _out_of_domain,
         cfg,
         root,
-        {"start": cfg["model"]["name"], "sft": str(sft_dir), "rlvr": str(rl_dir)},
+        {"start": cfg.model.name, "sft": str(sft_dir), "rlvr": str(rl_dir)},
         quiet,
     )
     wall = time.perf_counter() - t0
@@ -187,7 +180,7 @@ def _report_plots(root: Path, rows: list[dict], summaries: dict) -> dict:
     return {**plots, **dict(own[1:])}
 
 
-def _write_report(root, cfg, result, summaries, evals, wall_line, ood, controls, against_sft) -> Path:
+def _write_report(root, c: Config, result, summaries, evals, wall_line, ood, controls, against_sft) -> Path:
     from rlvr.evaluation import report
     from rlvr.evaluation.compare import compare_markdown
     from rlvr.evaluation.summary import summary_markdown
@@ -196,12 +189,11 @@ def _write_report(root, cfg, result, summaries, evals, wall_line, ood, controls,
 
     rows = report.read_metrics(root / "rlvr")
     plots = _report_plots(root, rows, summaries)
-    task = load_task(cfg["task"]["name"], **cfg["task"]["settings"])
-    prompts = {p.id: p.prompt for p in task.problems(cfg["eval"]["split"])}
+    task = load_task(c.task.name, **c.task.settings)
+    prompts = {p.id: p.prompt for p in task.problems(c.eval.split)}
     pairs = report.example_pairs(evals["start"], evals["rlvr"], k=10)
-    c = Config.from_dict(cfg)
     meta = {
-        **config_meta(cfg),  # model, task, algorithm, seed, rollout: as the RLVR run's own report says them
+        **config_meta(c),  # model, task, algorithm, seed, rollout: as the RLVR run's own report says them
         "budget": f"{c.train.steps} steps max, {c.train.time_budget_min:g} min of RL training; "
         + (
             "SFT first on reference traces, RL from it"
@@ -282,13 +274,13 @@ def final_for_trackers(root: Path) -> tuple[dict, dict, dict]:
     return heldout_tables(summaries, result), images, heldout_scalars(result)
 
 
-def report_to_trackers(rl_cfg: dict, root: Path) -> None:
+def report_to_trackers(rl_cfg: Config, root: Path) -> None:
     """The end of the main job in each tracker of log.report_to: the RLVR run reopened, the held-out results and
     plots added one step past its last (a tracker that fails warns; the report is already written)."""
     from rlvr.evaluation.report import read_metrics
     from rlvr.rundir.trackers import Trackers
 
-    log, rl_dir = Config.from_dict(rl_cfg).log, Path(rl_cfg["output_dir"])
+    log, rl_dir = rl_cfg.log, Path(rl_cfg.output_dir)
     rows = read_metrics(rl_dir)
     if not log.report_to or not rows:
         return

@@ -1,6 +1,6 @@
 """A training run's own report: RUN/report.md and RUN/plots/*.png, what `rlvr train` leaves when training ends.
 
-    with reporting(cfg["output_dir"]):          # rlvr train: the report after the run ends, or stops by signal
+    with reporting(cfg.output_dir):             # rlvr train: the report after the run ends, or stops by signal
         train(cfg)
     write_run_report("runs/train")              # or rebuilt from any run directory, at any time
 
@@ -18,11 +18,10 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-import yaml
-
+from rlvr.config import Config
 from rlvr.evaluation import report
 from rlvr.evaluation.learning_signal import run_signal_warning
-from rlvr.rundir.files import atomic_write_text
+from rlvr.rundir.files import atomic_write_text, read_config
 from rlvr.training.contention import contention_warning
 
 # The figures the report's table shows at the start and the end of training (the README's stable names).
@@ -86,16 +85,16 @@ def load_line(load: dict | None) -> str:
     return line
 
 
-def config_meta(cfg: dict) -> dict[str, str]:
+def config_meta(cfg: Config) -> dict[str, str]:
     """What was trained, from a resolved config: model, task, algorithm, seed, rollout (both reports' first lines)."""
-    r = cfg["rollout"]
+    r = cfg.rollout
     return {
-        "model": cfg["model"]["name"],
-        "task": f"{cfg['task']['name']} {cfg['task']['settings'] or ''}".strip(),
-        "algorithm": json.dumps(cfg["algorithm"]),
-        "seed": cfg["seed"],
-        "rollout": f"{r['prompts_per_step']} prompts x {r['group_size']} samples, max {r['max_new_tokens']} new "
-        f"tokens, temperature {r['temperature']}, sampler {r['backend']}",
+        "model": cfg.model.name,
+        "task": f"{cfg.task.name} {cfg.task.settings or ''}".strip(),
+        "algorithm": json.dumps(cfg.algorithm),
+        "seed": cfg.seed,
+        "rollout": f"{r.prompts_per_step} prompts x {r.group_size} samples, max {r.max_new_tokens} new "
+        f"tokens, temperature {r.temperature}, sampler {r.backend}",
     }
 
 
@@ -115,9 +114,9 @@ def figures_markdown(rows: list[dict], edge: int = EDGE) -> str:
     return "\n".join(lines)
 
 
-def _ending(run_dir: Path, cfg: dict, rows: list[dict], ended: str) -> str:
+def _ending(run_dir: Path, cfg: Config, rows: list[dict], ended: str) -> str:
     """What the run's steps came to, and what to do next."""
-    steps = f"{len(rows)} of train.steps {cfg['train']['steps']}"
+    steps = f"{len(rows)} of train.steps {cfg.train.steps}"
     if ended:
         return f"{steps}; {ended}; `rlvr train --resume {run_dir}` continues from its last checkpoint"
     if (run_dir / "final" / "README.md").exists():
@@ -135,7 +134,7 @@ def write_run_report(run_dir, ended: str = "") -> Path | None:
     rows = report.read_metrics(run_dir)
     if not rows:
         return None
-    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+    cfg = read_config(run_dir)
     plots = training_plots(rows, run_dir / "plots")
     meta = {
         **config_meta(cfg),
@@ -146,7 +145,7 @@ def write_run_report(run_dir, ended: str = "") -> Path | None:
     lines = [
         f"# rlvr train report: {run_dir.absolute().name}",
         "",
-        *report.warning_lines(run_warnings(run_dir, rows, cfg["log"].get("quiet_steps_per_min", 0.0))),
+        *report.warning_lines(run_warnings(run_dir, rows, cfg.log.quiet_steps_per_min)),
     ]
     lines += ["## What was run", "", *[f"- **{k}**: {v}" for k, v in meta.items()], ""]
     lines += ["## Training figures", "", figures_markdown(rows), ""]

@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from rlvr.config import Config
+from rlvr.config import Config, as_config
 from rlvr.environments.build import build_tools
 from rlvr.environments.openings import EpisodeOpenings
 from rlvr.policy.logprobs import completion_logprobs, real_tokens
@@ -162,12 +162,12 @@ def fine_tune(model, examples: list[dict], c: Config, opened: OpenedRun, pad_id:
     return len(plan)
 
 
-def sft_output_dir(cfg: dict) -> str:
-    return cfg["sft"]["output_dir"] or f"{cfg['output_dir'].rstrip('/')}-sft"
+def sft_output_dir(cfg: Config) -> str:
+    return cfg.sft.output_dir or f"{cfg.output_dir.rstrip('/')}-sft"
 
 
 def sft(
-    cfg: dict,
+    cfg: Config | dict,
     policy=None,
     quiet: bool = False,
     overwrite: bool = False,
@@ -181,17 +181,17 @@ def sft(
     from rlvr.policy.build import load_seeded, make_trainable
     from rlvr.training.step import configured_reward
 
+    cfg = as_config(cfg)  # a dict (the Python API) checked as the command line checks a file
     task, resolved, reward = configured_reward(cfg)
-    cfg = {**cfg, "reward": resolved}
-    c = Config.from_dict(cfg)
+    c = dataclasses.replace(cfg, reward=resolved)
     problems = task.problems("train")
     if not problems:
         raise DatasetError(f"task {c.task.name!r} has no training problems")
-    budget = sample_budget(cfg) if c.sft.source == "samples" else 0
+    budget = sample_budget(c) if c.sft.source == "samples" else 0
     opened = open_run(
-        cfg,
         c,
-        sft_output_dir(cfg),
+        c,
+        sft_output_dir(c),
         resume=resume,
         overwrite=overwrite,
         allow_config_change=allow_config_change,

@@ -18,7 +18,7 @@ from rlvr.environments.build import build_tools
 from rlvr.environments.episode import replay_episode
 from rlvr.environments.figures import transcript
 from rlvr.prompts.chat import encode_prompt
-from rlvr.rundir.files import atomic_write_text, read_jsonl
+from rlvr.rundir.files import atomic_write_text, read_config, read_jsonl
 from rlvr.sampling import build_sampler, draw_settings
 from rlvr.tasks.base import DatasetError
 from rlvr.training.lifecycle import OpenedRun
@@ -28,21 +28,19 @@ from rlvr.training.lifecycle import OpenedRun
 ROWS_PER_CALL = {"hf": 32}
 
 
-def sample_budget(cfg: dict) -> int:
+def sample_budget(cfg: Config) -> int:
     """Completions to sample: sft.samples, else what sft.match_run generated, else the RL config's count."""
-    s, r = cfg["sft"], cfg["rollout"]
-    if s["samples"] > 0:
-        return s["samples"]
-    if s["match_run"]:
-        import yaml
-
-        run = Path(s["match_run"])
+    s, r = cfg.sft, cfg.rollout
+    if s.samples > 0:
+        return s.samples
+    if s.match_run:
+        run = Path(s.match_run)
         rows = read_jsonl(run / "metrics.jsonl", skip_torn=True)
         if not rows:
             raise ConfigError(f"sft.match_run: {run} has no metrics.jsonl rows to match")
-        g = yaml.safe_load((run / "config.yaml").read_text())["rollout"]["group_size"]
-        return int(sum(row.get("dynamic_sampling/generated_groups", r["prompts_per_step"]) for row in rows) * g)
-    return cfg["train"]["steps"] * r["prompts_per_step"] * r["group_size"]
+        g = read_config(run).rollout.group_size
+        return int(sum(row.get("dynamic_sampling/generated_groups", r.prompts_per_step) for row in rows) * g)
+    return cfg.train.steps * r.prompts_per_step * r.group_size
 
 
 def _keep_correct(ro, owners, verdicts, ids, stats: dict, seen: set, kept: list) -> None:

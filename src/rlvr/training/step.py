@@ -8,14 +8,15 @@ stream see the results (curricula); update the policy; the metrics line; the LR 
 
 from __future__ import annotations
 
+import copy
 import itertools
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import torch
 
 from rlvr.algorithms import Algorithm, algorithm_from_config
-from rlvr.config import Config, ConfigError, check_together
+from rlvr.config import Config, ConfigError, RewardConfig, as_config
 from rlvr.environments.build import environment_factory
 from rlvr.environments.figures import episode_metrics
 from rlvr.evaluation.out_of_domain import check_sets
@@ -36,15 +37,19 @@ from rlvr.verifiers.controls import control_reward
 
 @dataclass
 class Components:
-    """What the settings build without touching a model: checked before any file is written. `resolved` is
-    the config dict with the task's grading filled in (what the run directory records)."""
+    """What the settings build without touching a model: checked before any file is written. `cfg` has the task's
+    grading filled in (what the run directory records)."""
 
     cfg: Config
     algo: Algorithm
     reward: object  # rlvr.verifiers.compose.Reward
     task: object
-    resolved: dict
     new_environment: object = None  # one fresh environment per call, when rollouts are episodes (episode section)
+
+    @property
+    def resolved(self) -> Config:
+        """The config the run records: `cfg` itself (one Config; the name is the loop's)."""
+        return self.cfg
 
 
 @dataclass
@@ -84,41 +89,41 @@ class StepResult:
     row: dict
 
 
-def check_components(cfg: dict) -> Components:
-    """Build every component that validates settings, before any file is written."""
-    check_together(cfg)  # as resolve does: a config given as a dict (the API, --from-trl) is checked the same
-    algo = algorithm_from_config(cfg["algorithm"])
-    if cfg["log"]["mismatch_cap"] <= 1:
-        raise ConfigError(f"log.mismatch_cap must be > 1 (a ratio's cap C), got {cfg['log']['mismatch_cap']}")
+def check_components(cfg: Config | dict) -> Components:
+    """Build every component that validates settings, before any file is written. A dict (the Python API's
+    train(cfg)) is checked as the command line checks a file (rlvr.config.as_config)."""
+    cfg = as_config(cfg)
+    algo = algorithm_from_config(cfg.algorithm)
     task, resolved, reward = configured_reward(cfg)
     if not task.problems("train"):  # a heldout-only jsonl config, say: one line, not the stream's traceback
         raise ConfigError(
-            f"task {cfg['task']['name']!r} has no train problems; training needs a train split "
+            f"task {cfg.task.name!r} has no train problems; training needs a train split "
             "(jsonl: task.settings.splits.train, or task.settings.path to cut one file by id)"
         )
-    make_stream(cfg["curriculum"], task.problems("train"), cfg["seed"])  # the curriculum's kind, keys and bands
+    make_stream(cfg.curriculum, task.problems("train"), cfg.seed)  # the curriculum's kind, keys and bands
     check_sets(cfg)  # eval.out_of_domain: the sets the main job and `rlvr eval` will load
-    reward = control_reward(reward, cfg["reward"].get("control", "none"), cfg["seed"])  # a control run's reward
-    cfg = {**cfg, "reward": resolved, "task": {**cfg["task"], "settings": absolute_paths(cfg["task"]["settings"])}}
-    typed = Config.from_dict(cfg)
-    new_environment = environment_factory(typed.episode, task, reward)  # its mistakes too, before any model
-    return Components(typed, algo, reward, task, cfg, new_environment)
+    reward = control_reward(reward, cfg.reward.control, cfg.seed)  # a control run's reward
+    cfg = copy.deepcopy(cfg)  # the run's own: the caller's Config is not changed, nor shared
+    cfg = replace(cfg, reward=resolved, task=replace(cfg.task, settings=absolute_paths(cfg.task.settings)))
+    new_environment = environment_factory(cfg.episode, task, reward)  # its mistakes too, before any model
+    return Components(cfg, algo, reward, task, new_environment)
 
 
-def configured_reward(cfg: dict):
+def configured_reward(cfg: Config) -> tuple[object, RewardConfig, object]:
     """(task, the reward section resolved against it, its Reward) of a resolved config: what a run grades with, for
     training, SFT and `rlvr serve --config / --run`. Mistakes are ConfigErrors (bad data a DatasetError)."""
-    if cfg["reward"].get("terms"):
-        build_reward(cfg["reward"])  # the reward's own mistakes first, named as before
+    section = asdict(cfg.reward)  # rlvr.verifiers.compose reads the section as a dict (TRL's adapters hand it one)
+    if cfg.reward.terms:
+        build_reward(section)  # the reward's own mistakes first, named as before
     task = load_configured_task(cfg)
-    resolved, reward = task_reward(cfg["reward"], task)
-    return task, resolved, reward
+    resolved, reward = task_reward(section, task)
+    return task, RewardConfig(**resolved), reward
 
 
-def load_configured_task(cfg: dict):
+def load_configured_task(cfg: Config):
     """The config's task; an unknown task, band or setting is a config mistake (exit 2), bad data a DatasetError."""
     try:
-        return load_task(cfg["task"]["name"], **cfg["task"]["settings"])
+        return load_task(cfg.task.name, **cfg.task.settings)
     except (DatasetError, ConfigError):
         raise
     except ValueError as e:
