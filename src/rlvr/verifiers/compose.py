@@ -20,16 +20,17 @@ wraps these with verdict counts in TRL's logs and whole-row exclusion; docs/inte
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import copy
+from dataclasses import dataclass, field, fields
 
-from rlvr.config import ConfigError
+from rlvr.config import CHOICES, ConfigError, RewardConfig
 from rlvr.verifiers.base import FAULT_STATUSES, STATUSES, Verdict
 from rlvr.verifiers.format import completion_text
-from rlvr.verifiers.pool import ENGINES, score_batch
+from rlvr.verifiers.pool import score_batch
 from rlvr.verifiers.registry import KINDS, build_verifier
 
 DOMINANCE_RATIO = 0.10
-TOP_KEYS = ("terms", "allow_dominant_shaping", "workers", "timeout_s", "engine", "control")  # control: training's
+TOP_KEYS = tuple(f.name for f in fields(RewardConfig))  # the config's reward section (control: training's)
 TERM_KEYS = ("name", "kind", "weight")
 
 
@@ -127,27 +128,37 @@ class Reward:
         return list(self.terms)
 
 
-def resolve_reward(cfg: dict, task) -> dict:
-    """The reward section with the task's grading filled in: no terms -> the task's own grader (`task.grader`);
-    math terms without an `answer_form` take the task's. A term that cannot grade the task's golds (answer
-    terms on problems that carry only tests, code terms on problems without tests) is a ConfigError naming the
-    task, the term and the grader that fits."""
-    import copy
+def reward_section(cfg: RewardConfig | dict) -> RewardConfig:
+    """The reward section typed. A dict (TRL's adapters and `rlvr verify` hand one) has its keys checked and takes
+    RewardConfig's defaults (rlvr.config, the one place they are set) for the keys it leaves out."""
+    if isinstance(cfg, RewardConfig):
+        return cfg
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"reward: expected a mapping with keys {', '.join(TOP_KEYS)}, got {type(cfg).__name__}")
+    for key in cfg:
+        if key not in TOP_KEYS:
+            raise ConfigError(f"reward.{key}: unknown key; choose from {', '.join(TOP_KEYS)}")
+    return RewardConfig(**copy.deepcopy(cfg))
 
-    cfg = copy.deepcopy(cfg)
-    grader = getattr(task, "grader", None)
-    if not cfg.get("terms"):
+
+def resolve_reward(cfg: dict, task) -> dict:
+    """The reward section (a dict, returned with the keys it has) with the task's grading filled in: no terms -> the
+    task's own grader (`task.grader`); math terms without an `answer_form` take the task's. A term that cannot grade
+    the task's golds (answer terms on problems that carry only tests, code terms on problems without tests) is a
+    ConfigError naming the task, the term and the grader that fits."""
+    terms, grader = copy.deepcopy(reward_section(cfg).terms), getattr(task, "grader", None)
+    if not terms:
         if not grader:
             raise ConfigError(
                 f"reward.terms: empty, and task {getattr(task, 'name', task)!r} names no grader of its own"
             )
-        cfg["terms"] = copy.deepcopy(grader)
+        terms = copy.deepcopy(grader)
     form = getattr(task, "answer_form", None)
-    for term in cfg["terms"]:
+    for term in terms:
         if isinstance(term, dict) and term.get("kind") == "math" and form and "answer_form" not in term:
             term["answer_form"] = form
-    _check_grades(cfg["terms"], task)
-    return cfg
+    _check_grades(terms, task)
+    return {**copy.deepcopy(cfg), "terms": terms}
 
 
 def task_reward(cfg: dict, task) -> tuple[dict, Reward]:
@@ -175,26 +186,21 @@ def _check_grades(terms: list, task) -> None:
             )
 
 
-def build_reward(cfg: dict, answer_format: str | None = None) -> Reward:
+def build_reward(cfg: RewardConfig | dict, answer_format: str | None = None) -> Reward:
     """Validate the config (see module doc) and build the Reward; mistakes raise ConfigError. `answer_format`
     (the task's: "boxed" or "tags") goes to every term whose kind reads one and that does not set its own."""
-    if not isinstance(cfg, dict):
-        raise ConfigError(f"reward: expected a mapping with keys {', '.join(TOP_KEYS)}, got {type(cfg).__name__}")
-    for key in cfg:
-        if key not in TOP_KEYS:
-            raise ConfigError(f"reward.{key}: unknown key; choose from {', '.join(TOP_KEYS)}")
-    specs = cfg.get("terms")
+    section = reward_section(cfg)
+    specs = section.terms
     if not isinstance(specs, list) or not specs:
         raise ConfigError("reward.terms: need a non-empty list of terms (the first is the correctness term)")
-    workers, timeout_s = int(cfg.get("workers", 2)), float(cfg.get("timeout_s", 5.0))
-    engine = cfg.get("engine", "local")
-    if engine not in ENGINES:
-        raise ConfigError(f"reward.engine={engine!r}; choose from {', '.join(ENGINES)}")
+    workers, timeout_s, engine = int(section.workers), float(section.timeout_s), section.engine
+    if engine not in CHOICES["reward.engine"]:
+        raise ConfigError(f"reward.engine={engine!r}; choose from {', '.join(CHOICES['reward.engine'])}")
     terms = [_build_term(spec, i, workers, timeout_s, engine, answer_format) for i, spec in enumerate(specs)]
     names = [t.name for t in terms]
     if len(set(names)) != len(names):
         raise ConfigError(f"reward.terms: term names must be unique, got {names}")
-    if not cfg.get("allow_dominant_shaping", False):
+    if not section.allow_dominant_shaping:
         check_dominance(terms)
     return Reward(terms)
 
