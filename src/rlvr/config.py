@@ -4,7 +4,7 @@ A config is DEFAULTS, then a YAML file (or a named preset), then `--set key=valu
 checked against DEFAULTS: every key must exist there and every value must have the default's type.
 Sections listed in OPEN_KEYS hold free-form settings checked by the component that reads them.
 The sections are dataclasses (`Config` and its parts): their defaults are DEFAULTS, their field metadata the
-choices and open keys, and `Config.from_dict` gives every call site the same typed view.
+choices and open keys; the checked dict becomes one `Config` at the entry (`as_config`) and only it travels on.
 """
 
 from __future__ import annotations
