@@ -3,6 +3,7 @@ staleness exactly, no row older than k trained on (a forced stale group dropped 
 the uninterrupted run, and k = 0 writing nothing new."""
 
 import json
+import threading
 
 import pytest
 import torch
@@ -113,6 +114,22 @@ def test_the_loss_corrects_with_the_older_weights_log_probs(tmp_path, tokenizer)
     assert rows[0]["mismatch/abs_log_ratio"] < 1e-5 and rows[0]["correction/weight_mean"] == pytest.approx(1, abs=1e-5)
     for row in rows[1:]:
         assert row["mismatch/abs_log_ratio"] > 1e-2 and abs(row["correction/weight_mean"] - 1) > 1e-3
+
+
+def test_a_run_ended_by_its_time_budget_stops_the_sampling_thread(tmp_path, tokenizer):
+    """The budget ends the run at step 1 while the thread samples the batch of step 2: it finishes that batch, stops,
+    and the final checkpoint still holds the versions a resume needs."""
+    run = train(
+        tiny_config(tmp_path, **{"train.steps": 50, "train.time_budget_min": 1e-6, "rollout.max_staleness": 1}),
+        policy=(make_tiny_llama(len(tokenizer)), tokenizer),
+        quiet=True,
+    )
+    assert [r["step"] for r in lines(run)] == [0, 1]
+    from safetensors.torch import load_file
+
+    saved = load_file(run / "checkpoints" / "step-2" / ahead.AHEAD_FILE)  # batch 2 samples version 1
+    assert sorted({key.split("/")[0] for key in saved}) == ["1"]
+    assert ahead.THREAD_NAME not in [t.name for t in threading.enumerate()]
 
 
 def test_drop_stale_keeps_the_fresh_rows_with_their_advantages():

@@ -45,6 +45,7 @@ from rlvr.training.batch import StepBatch, select_rows
 from rlvr.training.step import sample_batch
 
 AHEAD_FILE = "ahead.safetensors"  # in a checkpoint: "<version>/<index>" -> a trainable tensor of that version
+THREAD_NAME = "rlvr-sampling-ahead"
 
 
 def check(cfg, comm) -> None:
@@ -123,7 +124,9 @@ class Ahead:
         frozen = {id(p): p for p in model.parameters() if not p.requires_grad}
         self.copy = copy.deepcopy(model, memo=frozen).eval()  # shares the frozen tensors, owns the trainable ones
         self.copy_params = [p for p in self.copy.parameters() if p.requires_grad]
-        self.thread = threading.Thread(target=self._run, args=(step, state.cfg.train.steps), daemon=True)
+        self.thread = threading.Thread(
+            target=self._run, args=(step, state.cfg.train.steps), name=THREAD_NAME, daemon=True
+        )
         self.thread.start()
 
     def version_for(self, step: int) -> int:
