@@ -231,12 +231,12 @@ class SftConfig:
     """The supervised baseline (`rlvr sft`, rlvr.training.sft), read with the sections above: same model, LoRA,
     task, reward, rollout settings and seed, so that it differs from the RL run only in how it learns."""
 
-    # "samples": rejection sampling from the starting model; "reference": dataset traces
-    source: str = _choice("samples", "reference")
+    source: str = _choice("samples", "reference")  # rejection sampling from the start model, or reference traces
     samples: int = _range(0, 0)  # completions to sample; 0 = as many as the RL run samples (steps x P x G)
     match_run: str = ""  # an RL run directory: sample as many completions as its metrics.jsonl generated
     group_size: int = _range(0, 0)  # samples per training prompt; 0 = rollout.group_size
     reference_field: str = "trace"  # source "reference": the dataset column holding a worked solution
+    reference: str = ""  # or package.module:attr, a function (problem) -> trace (rlvr.training.reference_traces)
     epochs: int = _range(2, 1)  # passes over the kept completions
     max_examples: int = _range(0, 0)  # at most this many kept completions or traces, a seeded choice; 0 = all
     batch_size: int = _range(8, 1)  # completions per optimizer step (micro-batched by train.micro_batch_size)

@@ -44,6 +44,7 @@ from rlvr.training.lifecycle import (
     resume_step,
     save_final,
 )
+from rlvr.training.reference_traces import reference_function
 from rlvr.training.sft_data import kept_examples, sample_budget
 
 
@@ -188,6 +189,7 @@ def sft(
     if not problems:
         raise DatasetError(f"task {c.task.name!r} has no training problems")
     budget = sample_budget(c) if c.sft.source == "samples" else 0
+    reference_function(c, problems)  # sft.reference and its column checked before a run directory is made
     opened = open_run(
         c,
         c,

@@ -14,7 +14,7 @@ import torch
 from tqdm.auto import tqdm
 
 from rlvr.config import Config, ConfigError
-from rlvr.environments.build import build_tools
+from rlvr.environments.build import build_tools, environment_factory
 from rlvr.environments.episode import replay_episode
 from rlvr.environments.figures import transcript
 from rlvr.prompts.chat import encode_prompt
@@ -22,6 +22,7 @@ from rlvr.rundir.files import atomic_write_text, read_config, read_jsonl
 from rlvr.sampling import build_sampler, draw_settings
 from rlvr.tasks.base import DatasetError
 from rlvr.training.lifecycle import OpenedRun
+from rlvr.training.reference_traces import reference_function, written_traces
 
 # Sequences per sampler call: at most the RL step's P x G (the shape the run is sized for), and at most 32 for
 # the HF sampler, which holds (rows, T, vocab) logits; the fast sampler decodes 64 rows ~30% faster than 32.
@@ -109,13 +110,19 @@ def collect_correct(
     return kept, stats
 
 
-def reference_examples(tokenizer, task, problems, field: str, tools: dict | None = None) -> list[dict]:
-    """The dataset's own worked solutions (problem.meta[field]) as completions: a text ends in the stop token; a
-    list of chat messages (a tool-use trace: the assistant's turns and the tools' answers) becomes the ids an episode
-    would have sampled, the tools' ids masked out (completion_mask), its opening showing `tools` as episodes do."""
+def reference_examples(
+    tokenizer, task, problems, field: str, tools: dict | None = None, traces: dict | None = None
+) -> list[dict]:
+    """The dataset's own worked solutions (problem.meta[field]), or `traces` ({problem id: trace}, written by
+    sft.reference: rlvr.training.reference_traces), as completions: a text ends in the stop token; a list of chat
+    messages (a tool-use trace: the assistant's turns and the tools' answers) becomes the ids an episode would have
+    sampled, the tools' ids masked out (completion_mask), its opening showing `tools` as episodes do."""
     out = []
     for p in problems:
-        trace = p.meta.get(field) if isinstance(p.meta, dict) else None
+        if traces is not None:
+            trace = traces.get(p.id)
+        else:
+            trace = p.meta.get(field) if isinstance(p.meta, dict) else None
         if not trace:
             continue
         if isinstance(trace, list):
@@ -137,6 +144,8 @@ def reference_examples(tokenizer, task, problems, field: str, tools: dict | None
                 "extracted": None,
             }
         )
+    if not out and traces is not None:
+        raise DatasetError("sft.reference: no written trace grades correct under the task's verifier")
     if not out:
         raise DatasetError(f"sft.source=reference: no training problem has a {field!r} column")
     return out
@@ -161,7 +170,11 @@ def kept_examples(opened: OpenedRun, c: Config, model, tokenizer, task, reward, 
     t0 = time.perf_counter()
     if c.sft.source == "reference":
         tools = build_tools(c.episode) if c.episode.environment != "none" else {}
-        examples, stats = reference_examples(tokenizer, task, problems, c.sft.reference_field, tools), {}
+        traces, stats, fn = None, {}, reference_function(c, problems)
+        if fn is not None:  # traces written by the user's function, played through the run's own environment
+            make_env = environment_factory(c.episode, task, reward)
+            traces, stats = written_traces(fn, c.sft.reference, problems, reward, make_env, c.episode.max_turns)
+        examples = reference_examples(tokenizer, task, problems, c.sft.reference_field, tools, traces)
     else:
         sampler = build_sampler(c.rollout, model.eval(), tokenizer)
         with tqdm(total=budget, desc="rlvr sft: sampling", unit="completion", disable=quiet) as bar:
