@@ -35,19 +35,13 @@ def money(value: float) -> str:
 
 
 def reference_trace(problem) -> list[dict]:
-    """The assistant's turns for one row: the row's own numbers (columns `offers`: [[price, count], ...] and
-    `buy`) in calls, then the answer. The tool messages are left out: rlvr writes them by running the tool."""
+    """The assistant's turns for one row: a call with each of the row's offers (its columns `offers`: [[price,
+    count], ...], and `buy`), then the answer, the lowest of the prices (the only one where there is one offer).
+    The tool messages are left out: rlvr writes them by running the tool."""
     offers, buy = problem.meta["offers"], problem.meta.get("buy", 1)
-    calls = [
-        call(price=price, count=count, buy=buy) if buy > 1 else call(price=price, count=count)
-        for price, count in offers
+    calls = [call(price=price, count=count, buy=buy) for price, count in offers]  # <tool_call>{...}</tool_call>
+    value = min(unit_price(price, count, buy) for price, count in offers)
+    return [
+        {"role": "assistant", "content": "\n".join(calls)},
+        {"role": "assistant", "content": f"That is {money(value)} dollars.\n\\boxed{{{money(value)}}}"},
     ]
-    values = [unit_price(price, count, buy) for price, count in offers]
-    if len(values) == 1:
-        answer = f"That is {money(values[0])} dollars.\n\\boxed{{{money(values[0])}}}"
-    else:
-        each = ", ".join(money(v) for v in values)
-        answer = (
-            f"One item costs {each} dollars; the lower price is {money(min(values))}.\n\\boxed{{{money(min(values))}}}"
-        )
-    return [{"role": "assistant", "content": "\n".join(calls)}, {"role": "assistant", "content": answer}]
