@@ -204,3 +204,8 @@ def test_the_example_config_fine_tunes_on_its_written_traces(example, tokenizer,
     assert stats["examples"] == 6 and stats["steps"] == 2
     kept = [json.loads(line) for line in (run / "kept.jsonl").read_text().splitlines()]
     assert len(kept) == 6 and all("<tool_call>" in k["completion"] for k in kept)
+    # a function that fails stops rlvr sft before its run directory is made (the same command runs again once fixed)
+    bad = as_config(resolve("unit_prices.yaml", [f"output_dir={tmp_path / 'bad'}", "sft.reference=mytools:money"]))
+    with pytest.raises(ConfigError, match=r"^sft.reference='mytools:money' on problem 'train-1-unit-00' raised Type"):
+        sft(bad, policy=(make_tiny_llama(len(tokenizer)), tokenizer), quiet=True)
+    assert not (tmp_path / "bad").exists() and not (tmp_path / "bad-sft").exists()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import sys
 
 from rlvr.config import Config, ConfigError
+from rlvr.environments.build import environment_factory
 from rlvr.environments.episode import release
 from rlvr.registry import is_plugin, load_attr
 
@@ -150,4 +151,14 @@ def written_traces(fn, ref: str, problems: list, reward, new_environment, max_tu
     return traces, {"reference": ref, "reference_traces": len(problems), "reference_dropped": len(dropped)}
 
 
-__all__ = ["reference_function", "written_traces", "play"]
+def written_for(c: Config, task, reward, problems: list) -> tuple[dict, dict] | None:
+    """(traces, stats) of sft.reference on `problems` (written_traces), or None where a column gives the traces (or
+    sft.source is samples). rlvr sft calls it before the run directory is made: a function that fails leaves none."""
+    fn = reference_function(c, problems)
+    if fn is None:
+        return None
+    make_env = environment_factory(c.episode, task, reward)
+    return written_traces(fn, c.sft.reference, problems, reward, make_env, c.episode.max_turns)
+
+
+__all__ = ["reference_function", "written_traces", "written_for", "play"]

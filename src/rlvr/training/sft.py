@@ -44,7 +44,7 @@ from rlvr.training.lifecycle import (
     resume_step,
     save_final,
 )
-from rlvr.training.reference_traces import reference_function
+from rlvr.training.reference_traces import written_for
 from rlvr.training.sft_data import kept_examples, sample_budget
 
 
@@ -189,7 +189,7 @@ def sft(
     if not problems:
         raise DatasetError(f"task {c.task.name!r} has no training problems")
     budget = sample_budget(c) if c.sft.source == "samples" else 0
-    reference_function(c, problems)  # sft.reference and its column checked before a run directory is made
+    written = written_for(c, task, reward, problems)  # sft.reference's traces: a failing function leaves no run dir
     opened = open_run(
         c,
         c,
@@ -202,7 +202,7 @@ def sft(
     try:
         # the starting model samples first; its LoRA adapter is added after, for the fine-tune
         model, tokenizer = load_seeded(c, policy)
-        examples, stats = kept_examples(opened, c, model, tokenizer, task, reward, problems, budget, quiet)
+        examples, stats = kept_examples(opened, c, model, tokenizer, task, reward, problems, budget, quiet, written)
         model = make_trainable(model, c)
         t1 = time.perf_counter()
         steps = 0

@@ -14,7 +14,7 @@ import torch
 from tqdm.auto import tqdm
 
 from rlvr.config import Config, ConfigError
-from rlvr.environments.build import build_tools, environment_factory
+from rlvr.environments.build import build_tools
 from rlvr.environments.episode import replay_episode
 from rlvr.environments.figures import transcript
 from rlvr.prompts.chat import encode_prompt
@@ -22,7 +22,7 @@ from rlvr.rundir.files import atomic_write_text, read_config, read_jsonl
 from rlvr.sampling import build_sampler, draw_settings
 from rlvr.tasks.base import DatasetError
 from rlvr.training.lifecycle import OpenedRun
-from rlvr.training.reference_traces import reference_function, written_traces
+from rlvr.training.reference_traces import written_for
 
 # Sequences per sampler call: at most the RL step's P x G (the shape the run is sized for), and at most 32 for
 # the HF sampler, which holds (rows, T, vocab) logits; the fast sampler decodes 64 rows ~30% faster than 32.
@@ -160,9 +160,12 @@ def take_examples(examples: list[dict], limit: int, seed: int) -> list[dict]:
     return [examples[i] for i in chosen]
 
 
-def kept_examples(opened: OpenedRun, c: Config, model, tokenizer, task, reward, problems, budget: int, quiet: bool):
-    """(examples, stats): the completions to fine-tune on, sampled and kept (or the dataset's traces), written to
-    kept.jsonl (readable) and kept_ids.jsonl (with token ids); a resumed run reads them back instead."""
+def kept_examples(
+    opened: OpenedRun, c: Config, model, tokenizer, task, reward, problems, budget: int, quiet: bool, written=None
+):
+    """(examples, stats): the completions to fine-tune on, sampled and kept (or the dataset's traces, or `written`:
+    sft.reference's (traces, stats) when already made), written to kept.jsonl (readable) and kept_ids.jsonl (with
+    token ids); a resumed run reads them back instead."""
     ids_path = opened.path / "kept_ids.jsonl"
     if opened.resume_from is not None and ids_path.exists():
         examples = read_jsonl(ids_path)
@@ -170,10 +173,8 @@ def kept_examples(opened: OpenedRun, c: Config, model, tokenizer, task, reward, 
     t0 = time.perf_counter()
     if c.sft.source == "reference":
         tools = build_tools(c.episode) if c.episode.environment != "none" else {}
-        traces, stats, fn = None, {}, reference_function(c, problems)
-        if fn is not None:  # traces written by the user's function, played through the run's own environment
-            make_env = environment_factory(c.episode, task, reward)
-            traces, stats = written_traces(fn, c.sft.reference, problems, reward, make_env, c.episode.max_turns)
+        # traces written by the user's function (sft.reference), played through the run's own environment
+        traces, stats = written if written is not None else (written_for(c, task, reward, problems) or (None, {}))
         examples = reference_examples(tokenizer, task, problems, c.sft.reference_field, tools, traces)
     else:
         sampler = build_sampler(c.rollout, model.eval(), tokenizer)
