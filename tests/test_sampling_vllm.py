@@ -210,7 +210,7 @@ def test_config_section_reaches_make_sampler():
     )
     want = {
         "gpu_memory_utilization": 0.4,
-        "dtype": "bfloat16",
+        "engine_dtype": "bfloat16",
         "enforce_eager": False,
         "max_model_len": 0,
         "weight_sync": "lora",

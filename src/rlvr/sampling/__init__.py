@@ -44,7 +44,8 @@ def _remote(model, tokenizer, stop_ids, dtype, threads, settings):
 def _vllm(model, tokenizer, stop_ids, dtype, threads, settings):
     from .vllm import VLLMSampler
 
-    return VLLMSampler(model, tokenizer, stop_ids=stop_ids, **{"dtype": dtype, **settings})  # rollout.vllm.dtype wins
+    # the engine's dtype is rollout.vllm.dtype (vLLM's own "auto" included), not the local samplers' rollout.dtype
+    return VLLMSampler(model, tokenizer, stop_ids=stop_ids, dtype=settings.pop("engine_dtype", dtype), **settings)
 
 
 # name -> maker(model, tokenizer, stop_ids, dtype, threads, settings) -> Sampler; a new backend is a new entry, or
@@ -85,10 +86,18 @@ def backend_settings(rollout) -> dict:
     get = rollout.get if isinstance(rollout, dict) else lambda key, default=None: getattr(rollout, key, default)
     backend = get("backend")
     if backend == "remote":
-        return {"urls": list(get("urls") or []), "adapter_dir": get("adapter_dir") or None}
+        # the temperature makes the sampler check, before the first step, that each server samples this policy
+        return {
+            "urls": list(get("urls") or []),
+            "adapter_dir": get("adapter_dir") or None,
+            "temperature": get("temperature"),
+        }
     if backend == "vllm":
         section = get("vllm") or {}
-        return dict(section) if isinstance(section, dict) else dataclasses.asdict(section)
+        settings = dict(section) if isinstance(section, dict) else dataclasses.asdict(section)
+        if "dtype" in settings:  # make_sampler's own `dtype` is rollout.dtype: a second keyword of that name collides
+            settings["engine_dtype"] = settings.pop("dtype")
+        return settings
     return {}
 
 

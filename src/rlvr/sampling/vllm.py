@@ -288,7 +288,7 @@ class VLLMSampler:
         self.version += 1
         if self.weight_sync == "full":
             weights = list(merged_state_dict(model).items())
-            self.llm.collective_rpc(_load_weights, args=(weights,))
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(weights)})
         else:
             old = self.lora
             name, int_id, path = adapter_request(self.version, self.scratch / "adapters")
