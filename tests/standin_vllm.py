@@ -37,9 +37,10 @@ def fixed_completion(prompt: list[int], j: int, max_tokens: int, stop_ids: list[
 class StandinServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, die_after: int | None = None):
+    def __init__(self, die_after: int | None = None, scorer=None):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.die_after, self.completions, self.served, self.adapters, self.log = die_after, 0, 0, {}, []
+        self.scorer = scorer  # (prompt, tokens, temperature) -> log-probs, as a server of that model would send
         self.lock = threading.Lock()
         self.thread = threading.Thread(target=self.serve_forever, daemon=True)
 
@@ -103,6 +104,8 @@ class _Handler(BaseHTTPRequestHandler):
         choices = []
         for j in range(body["n"]):
             tokens, logps, finish = fixed_completion(body["prompt"], j, body["max_tokens"], body["stop_token_ids"])
+            if server.scorer is not None:
+                logps = server.scorer(body["prompt"], tokens, body["temperature"])
             choices.append(
                 {
                     "index": j,
@@ -114,3 +117,23 @@ class _Handler(BaseHTTPRequestHandler):
         with server.lock:  # counted before the reply goes out: a client that has it may read the count at once
             server.served += 1
         self._reply(200, {"object": "text_completion", "model": body["model"], "choices": choices})
+
+
+def model_scorer(folder, tempered: bool = True):
+    """A scorer for StandinServer: the log-probs the model in `folder` (a folder, or the model) gives the tokens, at
+    the request's temperature (what a vLLM server of that model sends with --logprobs-mode processed_logprobs;
+    tempered=False: untempered, vLLM's default raw_logprobs), so the remote sampler's check that a server serves the
+    policy's base model meets what it would meet against the real one."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(folder)).eval() if isinstance(folder, (str, Path)) else folder
+    lock = threading.Lock()  # the server answers requests on several threads; one forward at a time
+
+    def score(prompt, tokens, temperature):
+        ids = torch.tensor([list(prompt) + list(tokens)])
+        with torch.no_grad(), lock:
+            logits = model(ids).logits[0, len(prompt) - 1 : -1].float() / (max(temperature, 1e-3) if tempered else 1)
+        return logits.log_softmax(-1).gather(-1, torch.tensor(tokens)[:, None])[:, 0].tolist()
+
+    return score

@@ -174,9 +174,9 @@ def test_main_job_with_the_remote_backend(tmp_path, tiny_model_dir):
     SFT's sampling use the servers' base model, the RL run pushes its adapter each step, and each trained run is
     evaluated as its final adapter on that base; the report agrees with its files."""
     from rlvr.training.main_job import run_main
-    from standin_vllm import BASE_MODEL, StandinServer
+    from standin_vllm import BASE_MODEL, StandinServer, model_scorer
 
-    with StandinServer() as server:
+    with StandinServer(scorer=model_scorer(tiny_model_dir)) as server:
         cfg = tiny_config(
             tmp_path,
             **{
@@ -212,7 +212,7 @@ def test_evaluating_a_run_with_the_remote_backend_pushes_its_final_adapter(tmp_p
     from rlvr.evaluation.run_eval import EvalSettings, evaluate_model
     from rlvr.sampling import remote
     from rlvr.training.loop import train
-    from standin_vllm import StandinServer
+    from standin_vllm import StandinServer, model_scorer
 
     pushed = []
     real_sync = remote.RemoteSampler.sync
@@ -222,7 +222,7 @@ def test_evaluating_a_run_with_the_remote_backend_pushes_its_final_adapter(tmp_p
         pushed.append(load_file(self.adapter_dir / self.adapter_name / "adapter_model.safetensors"))
 
     monkeypatch.setattr(remote.RemoteSampler, "sync", sync)
-    with StandinServer() as server:
+    with StandinServer(scorer=model_scorer(tiny_model_dir)) as server:
         cfg = tiny_config(
             tmp_path,
             **{"model.name": str(tiny_model_dir), "rollout.backend": "remote", "rollout.urls": f"[{server.url}]"},

@@ -154,3 +154,40 @@ def test_episodes_through_the_remote_backend_are_token_in_token_out(tokenizer):
             sample = row % 2 if turn == 0 else 0  # the first turn's G samples, then one a row
             assert ep.ids[start : start + n] == fixed_completion(prompt, sample, 6, stop)[0]  # token out
         assert all(m in (0.0, 1.0) for m in ep.mask) and sum(ep.mask) == sum(ep.turn_tokens)
+
+
+@pytest.mark.parametrize(
+    "server_kind, temperature, refusal",
+    [
+        ("same model", 0.7, None),
+        ("same model, raw log-probs", 1.0, None),  # at temperature 1 raw and processed log-probs are the same
+        ("same model, raw log-probs", 0.7, "start it with --logprobs-mode processed_logprobs"),
+        ("another model", 1.0, "does not serve this policy's base model"),
+    ],
+)
+def test_a_server_is_checked_before_the_first_step(tiny_policy, server_kind, temperature, refusal):
+    """With the training temperature (build_sampler passes it), the sampler asks each server for a few tokens of its
+    base model and scores them itself: another model, or log-probs of the untempered logits, is refused in one line
+    naming the server, the cause and the measured gap; the right server passes."""
+    from standin_vllm import model_scorer
+
+    model, tok = tiny_policy
+    with torch.no_grad():  # a random model's logits are nearly flat; a trained model's are peaked, as here
+        model.model.norm.weight.mul_(20.0)
+    torch.manual_seed(1)
+    other = make_tiny_llama(len(tok))  # same shape, other weights: a server of another model
+    scorer = {
+        "same model": model_scorer(model),
+        "same model, raw log-probs": model_scorer(model, tempered=False),
+        "another model": model_scorer(other),
+    }[server_kind]
+    with StandinServer(scorer=scorer) as server:
+        build = lambda: make_sampler(  # noqa: E731
+            "remote", add_lora(model, r=2, alpha=4), tok, stop_ids=STOP, urls=[server.url], temperature=temperature
+        )
+        if refusal is None:
+            assert build().live == [server.url]
+        else:
+            with pytest.raises(RemoteError, match=refusal) as e:
+                build()
+            assert server.url in str(e.value) and "nats over 8 sampled tokens" in str(e.value)

@@ -149,6 +149,7 @@ class RemoteSampler:
         urls: list[str],
         adapter_dir: str | None = None,
         timeout_s: float = 600.0,
+        temperature: float | None = None,
         **_local_only,
     ):
         if not urls or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls):
@@ -161,6 +162,9 @@ class RemoteSampler:
         if adapter_dir is None:  # a temporary folder works when the servers share this machine; removed with us
             weakref.finalize(self, shutil.rmtree, str(self.adapter_dir), True)
         self.version, self._lock, self._base_name = 0, threading.Lock(), None
+        if temperature:  # training (not greedy): each server must serve this base model, log-probs as ours
+            for url in self.live:
+                check_server(self, url, model, temperature)
 
     def served_base(self) -> str:
         """The base model's name as the first live server lists it (vLLM lists it before any adapter)."""
@@ -282,6 +286,67 @@ class RemoteSampler:
         ro.num_prompt_tokens = sum(len(p) for p in prompt_ids)  # the server prefills each prompt once
         ro.seconds = time.perf_counter() - t0
         return ro
+
+
+# A server passes the check when its log-probs of the tokens it sampled are the trainer's within this mean (nats per
+# token): a bf16 server against a float32 trainer differs by a few hundredths, another model by whole nats.
+PROBE_TOLERANCE = 0.25
+PROBE_TEXT = "Question: What is 12 + 30? Answer: 12 + 30 ="
+PROBE_TOKENS = 8
+
+
+def check_server(sampler: RemoteSampler, url: str, model, temperature: float) -> None:
+    """Refuse (RemoteError, one line) a live server that would train the policy wrong: one that does not serve this
+    policy's base model, or sends log-probs of another temperature than the one sampled at (vLLM's default
+    `--logprobs-mode raw_logprobs`). It samples PROBE_TOKENS tokens from the base model; the trainer scores them with
+    its adapter off. A server that does not answer is lost as in a batch (checked: rlvr.sampling.remote tests)."""
+    ids = sampler.tokenizer(PROBE_TEXT)["input_ids"]
+    body = completion_body(
+        sampler.served_base(),
+        ids,
+        1,
+        max_new_tokens=PROBE_TOKENS,
+        temperature=max(temperature, 1e-3),
+        top_p=1.0,
+        top_k=0,
+        seed=0,
+        stop_ids=[],
+    )
+    try:
+        ((tokens, served, _),) = parse_choices(post_json(url, "/v1/completions", body, sampler.timeout_s), 1)
+    except ServerLost as e:
+        sampler._lose(url, f"while checking its model: {e}")
+        return
+    ours, raw = _trainer_logprobs(model, ids, tokens, temperature)
+    gap = sum(abs(a - b) for a, b in zip(served, ours)) / max(len(tokens), 1)
+    if gap <= PROBE_TOLERANCE:
+        return
+    name = getattr(base_model_of(model), "name_or_path", "") or "the policy's base model"
+    if temperature != 1.0 and sum(abs(a - b) for a, b in zip(served, raw)) / max(len(tokens), 1) <= PROBE_TOLERANCE:
+        why = "its log-probs are of the untempered logits: start it with --logprobs-mode processed_logprobs"
+    else:
+        why = f"it does not serve this policy's base model: serve {name}"
+    raise RemoteError(
+        f"rollout server {url}: {why} (mean |log-prob difference| {gap:.2f} nats over {len(tokens)} sampled tokens "
+        f"at temperature {temperature}, over the {PROBE_TOLERANCE} allowed)"
+    )
+
+
+def _trainer_logprobs(model, prompt: list[int], tokens: list[int], temperature: float) -> tuple[list, list]:
+    """The base model's log-probs of `tokens` after `prompt`, at `temperature` and untempered (adapter off)."""
+    import contextlib
+
+    off = model.disable_adapter() if hasattr(model, "disable_adapter") else contextlib.nullcontext()
+    ids = torch.tensor([list(prompt) + list(tokens)])
+    with torch.no_grad(), off:
+        logits = model(ids).logits[0, len(prompt) - 1 : -1].float()
+    pick = torch.tensor(tokens)[:, None]
+    at_t = (logits / max(temperature, 1e-3)).log_softmax(-1).gather(-1, pick)[:, 0]
+    return at_t.tolist(), logits.log_softmax(-1).gather(-1, pick)[:, 0].tolist()
+
+
+def base_model_of(model):
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
 def _has_adapter(model) -> bool:
