@@ -64,10 +64,10 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):  # keep pytest output clean
         pass
 
-    def _reply(self, code: int, body: dict) -> None:
-        data = json.dumps(body).encode()
+    def _reply(self, code: int, body: dict | str) -> None:
+        data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
         self.send_response(code)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", "text/plain" if isinstance(body, str) else "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -84,11 +84,23 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path == "/v1/load_lora_adapter":
             if not (Path(body["lora_path"]) / "adapter_config.json").exists():
                 return self._reply(400, {"error": f"no adapter at {body['lora_path']}"})
-            server.adapters[body["lora_name"]] = body["lora_path"]
-            return self._reply(200, {})
+            if body["lora_name"] in server.adapters and not body.get("load_inplace"):  # as vLLM 0.32 refuses it
+                return self._reply(
+                    400,
+                    {
+                        "error": {
+                            "message": f"The lora adapter '{body['lora_name']}' has already "
+                            "been loaded. If you want to load the adapter in place, set "
+                            "'load_inplace' to True.",
+                            "code": 400,
+                        }
+                    },
+                )
+            server.adapters[body["lora_name"]] = body["lora_path"]  # vLLM 0.32 answers these two in plain text
+            return self._reply(200, f"Success: LoRA adapter '{body['lora_name']}' added successfully.")
         if self.path == "/v1/unload_lora_adapter":
             server.adapters.pop(body["lora_name"], None)
-            return self._reply(200, {})
+            return self._reply(200, f"Success: LoRA adapter '{body['lora_name']}' removed successfully.")
         if self.path != "/v1/completions":
             return self._reply(404, {"error": "not found"})
         with server.lock:

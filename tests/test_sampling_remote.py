@@ -190,4 +190,18 @@ def test_a_server_is_checked_before_the_first_step(tiny_policy, server_kind, tem
         else:
             with pytest.raises(RemoteError, match=refusal) as e:
                 build()
-            assert server.url in str(e.value) and "nats over 8 sampled tokens" in str(e.value)
+            assert server.url in str(e.value) and "nats over 16 sampled tokens" in str(e.value)
+
+
+def test_a_restarted_trainer_pushes_names_the_server_still_holds(lora_model, tokenizer):
+    """A resumed run (or a trainer restarted after a crash) counts its adapters from 1 again, while the servers
+    still hold the names the first one pushed: the push replaces them in place (vLLM refuses a second load of a
+    name with HTTP 400 otherwise), and the completions name the new one."""
+    with StandinServer() as server:
+        sampler_for([server], lora_model, tokenizer)
+        second = sampler_for([server], lora_model, tokenizer)
+        second.generate(PROMPTS[:1], 2, max_new_tokens=4)
+        loads = [body for path, body in server.log if path == "/v1/load_lora_adapter"]
+        assert [b["lora_name"] for b in loads] == ["rlvr-policy-1", "rlvr-policy-1"]
+        assert all(b["load_inplace"] for b in loads)
+        assert server.adapters == {"rlvr-policy-1": str(second.adapter_dir / "rlvr-policy-1")}

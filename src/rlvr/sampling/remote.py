@@ -34,6 +34,8 @@ from pathlib import Path
 
 import torch
 
+from rlvr.errors import ConfigError
+
 from .rollouts import Rollouts, cut_at_stop, pack_rollouts, pad_id_for
 
 # In-flight requests per live server: vLLM batches concurrent requests itself, so a few keep it busy.
@@ -43,6 +45,11 @@ ADAPTER_PREFIX = "rlvr-policy"
 
 class RemoteError(RuntimeError):
     """Rollouts cannot be had: every server is lost, or a server rejected the request itself (HTTP 400)."""
+
+
+class ServerMismatch(RemoteError, ConfigError):
+    """A server that answers but would train the policy wrong (another model, untempered log-probs): a setup
+    mistake, refused before the first step (exit 2 from the CLI)."""
 
 
 class ServerLost(ConnectionError):
@@ -74,8 +81,8 @@ def _send(req, timeout_s: float) -> dict:
         raise ServerLost(f"{type(e).__name__}: {getattr(e, 'reason', e)}") from None
     try:
         return json.loads(raw) if raw else {}
-    except ValueError:
-        raise ServerLost(f"reply is not JSON: {raw[:100]!r}") from None
+    except ValueError:  # vLLM answers its LoRA endpoints in plain text ("Success: LoRA adapter ... added ...")
+        return {"text": raw.decode(errors="replace")}
 
 
 def completion_body(
@@ -219,7 +226,8 @@ class RemoteSampler:
                 post_json(
                     url,
                     "/v1/load_lora_adapter",
-                    {"lora_name": self.adapter_name, "lora_path": str(path)},
+                    # in place: a resumed run, or a restarted trainer, pushes names a server may still hold
+                    {"lora_name": self.adapter_name, "lora_path": str(path), "load_inplace": True},
                     self.timeout_s,
                 )
             except ServerLost as e:
@@ -289,10 +297,11 @@ class RemoteSampler:
 
 
 # A server passes the check when its log-probs of the tokens it sampled are the trainer's within this mean (nats per
-# token): a bf16 server against a float32 trainer differs by a few hundredths, another model by whole nats.
-PROBE_TOLERANCE = 0.25
+# token). Measured here on SmolLM2-135M, 16 tokens: a bf16 server against the float32 trainer 0.04 at temperature 1,
+# 0.09 at 0.7; a float32 server sending untempered log-probs at 0.7: 0.29 (and 0.00 against untempered ones).
+PROBE_TOLERANCE = 0.5
 PROBE_TEXT = "Question: What is 12 + 30? Answer: 12 + 30 ="
-PROBE_TOKENS = 8
+PROBE_TOKENS = 16
 
 
 def check_server(sampler: RemoteSampler, url: str, model, temperature: float) -> None:
@@ -312,6 +321,7 @@ def check_server(sampler: RemoteSampler, url: str, model, temperature: float) ->
         seed=0,
         stop_ids=[],
     )
+    body["ignore_eos"] = True  # all PROBE_TOKENS tokens, however soon the model would stop
     try:
         ((tokens, served, _),) = parse_choices(post_json(url, "/v1/completions", body, sampler.timeout_s), 1)
     except ServerLost as e:
@@ -319,16 +329,17 @@ def check_server(sampler: RemoteSampler, url: str, model, temperature: float) ->
         return
     ours, raw = _trainer_logprobs(model, ids, tokens, temperature)
     gap = sum(abs(a - b) for a, b in zip(served, ours)) / max(len(tokens), 1)
-    if gap <= PROBE_TOLERANCE:
-        return
+    gap_raw = sum(abs(a - b) for a, b in zip(served, raw)) / max(len(tokens), 1)
     name = getattr(base_model_of(model), "name_or_path", "") or "the policy's base model"
-    if temperature != 1.0 and sum(abs(a - b) for a, b in zip(served, raw)) / max(len(tokens), 1) <= PROBE_TOLERANCE:
+    if gap > 2 * gap_raw and gap > 0.1:  # the untempered logits explain its log-probs better than ours do
         why = "its log-probs are of the untempered logits: start it with --logprobs-mode processed_logprobs"
-    else:
+    elif gap > PROBE_TOLERANCE:
         why = f"it does not serve this policy's base model: serve {name}"
-    raise RemoteError(
+    else:
+        return
+    raise ServerMismatch(
         f"rollout server {url}: {why} (mean |log-prob difference| {gap:.2f} nats over {len(tokens)} sampled tokens "
-        f"at temperature {temperature}, over the {PROBE_TOLERANCE} allowed)"
+        f"at temperature {temperature}; against untempered log-probs: {gap_raw:.2f})"
     )
 
 
@@ -353,4 +364,4 @@ def _has_adapter(model) -> bool:
     return hasattr(model, "peft_config") and hasattr(model, "save_pretrained")
 
 
-__all__ = ["RemoteSampler", "RemoteError", "ServerLost", "completion_body", "parse_choices"]
+__all__ = ["RemoteSampler", "RemoteError", "ServerLost", "ServerMismatch", "completion_body", "parse_choices"]
