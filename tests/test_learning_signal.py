@@ -31,7 +31,8 @@ FORMAT_FIX = (
     "it (task.settings.demo on jsonl and hub: auto, one solved training problem, or a worked exchange of your own; "
     "task.settings.one_shot: true on arithmetic); "
     "fine-tune on worked solutions first (rlvr sft with sft.source: reference, the traces in the data's "
-    "sft.reference_field column, then model.name: that run's final/merged; train.init_from_sft: true in rlvr run); "
+    "sft.reference_field column or written by a function of the row, sft.reference, then model.name: that run's "
+    "final/merged; train.init_from_sft: true in rlvr run); "
     "grade answers leniently (require_boxed: false on the correctness term of reward.terms: the final answer is then "
     "read even outside the format); a format reward (a reward.terms term of kind boxed_format) pays only answers "
     "already in the format, so it cannot start from none"
@@ -88,8 +89,8 @@ def figures(nzv, correct=0.0, wrong=0.0, no_answer=0.0, step=0) -> dict:
             f"{HEAD}; 100% of the completions gave no answer: the model never writes the task's answer format "
             "(one ```python block). Fix the prompt or the grading before anything else: ask for the format in "
             "task.settings.system_prompt; fine-tune on worked solutions first (rlvr sft with sft.source: reference, "
-            "the traces in the data's sft.reference_field column, then model.name: that run's final/merged; "
-            "train.init_from_sft: true in rlvr run)",
+            "the traces in the data's sft.reference_field column or written by a function of the row, "
+            "sft.reference, then model.name: that run's final/merged; train.init_from_sft: true in rlvr run)",
         ),
         # half the prompts always solved, half never: no group varies, yet the task is neither too hard nor too easy
         (

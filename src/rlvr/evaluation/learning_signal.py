@@ -49,7 +49,8 @@ def _format_remedies(answer_format: str) -> str:
     ask = "ask for the format in task.settings.system_prompt"
     sft = (
         "fine-tune on worked solutions first (rlvr sft with sft.source: reference, the traces in the data's "
-        "sft.reference_field column, then model.name: that run's final/merged; train.init_from_sft: true in rlvr run)"
+        "sft.reference_field column or written by a function of the row, sft.reference, then model.name: that run's "
+        "final/merged; train.init_from_sft: true in rlvr run)"
     )
     if answer_format == "code":
         return f"{ask}; {sft}"
