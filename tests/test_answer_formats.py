@@ -87,7 +87,7 @@ def test_simple_verifiers_read_answer_tags():
 
 
 def test_the_task_chooses_the_format_for_the_prompt_and_the_reward():
-    from rlvr.tasks.base import TAGS_SYSTEM
+    from rlvr.tasks.answer_formats import TAGS_SYSTEM
     from rlvr.training.step import check_components
 
     parts = check_components(resolve(None, ["task.settings={answer_format: tags, per_band: 20}", "reward.workers=0"]))
@@ -105,7 +105,9 @@ def test_the_task_chooses_the_format_for_the_prompt_and_the_reward():
 def test_a_wrong_answer_format_is_a_config_error(tmp_path):
     from rlvr.training.step import check_components
 
-    with pytest.raises(ConfigError, match="answer_format 'xml': choose from boxed, tags"):
+    with pytest.raises(
+        ConfigError, match="task.settings.answer_format: unknown answer format 'xml'; choose from boxed, tags"
+    ):
         check_components(resolve(None, ["task.settings={answer_format: xml, per_band: 20}"]))
     data = tmp_path / "d.jsonl"
     data.write_text('{"prompt": "1+1?", "answer": "2"}\n')

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rlvr.rundir.files import read_config, read_jsonl
+from rlvr.tasks.answer_formats import ANSWER_FORMATS
 
 # More than this share of no_answer verdicts, with no informative group, is a format problem before anything else:
 # the grader cannot read the answers, so whether they are right is not yet the question.
@@ -21,12 +22,8 @@ MOSTLY_NO_ANSWER = 0.5
 # few prompts (4 prompts x 8 samples at a 10% success rate: 3% of steps); three in a row is a pattern (3e-5).
 WARN_STREAK = 3
 
-# How each answer format looks, for the message (rlvr.tasks.base.ANSWER_FORMATS, and code tasks)
-FORMATS = {
-    "boxed": "a final \\boxed{...}",
-    "tags": "a final <answer>...</answer>",
-    "code": "one ```python block",
-}
+# How each answer format looks, for the message (each entry of rlvr.tasks.answer_formats says, and code tasks)
+FORMATS = {**{e.name: e.value.shape for e in ANSWER_FORMATS.entries()}, "code": "one ```python block"}
 CODE_KINDS = ("python_tests", "stdio")
 
 

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 from rlvr.evaluation.records import EvalRecord, by_problem
 from rlvr.evaluation.stats import fmt_diff, paired_bootstrap, paired_verdict
+from rlvr.tasks.answer_formats import ANSWER_FORMATS
 from rlvr.verifiers.extract import last_answer
 
 OVERALL = "all"
@@ -30,7 +31,7 @@ PARTS = ("format", "answers")
 
 def in_answer_format(answer: str, answer_format: str) -> str:
     """A bare answer written the way the task asks for it: `\\boxed{a}` or `<answer>a</answer>`."""
-    return f"<answer>{answer}</answer>" if answer_format == "tags" else f"\\boxed{{{answer}}}"
+    return ANSWER_FORMATS.get(answer_format).write(answer)
 
 
 def lenient_statuses(

@@ -51,8 +51,9 @@ def _reward_terms(terms: list, conv: Conversion) -> None:
         conv.notes.append("no reward function maps to an rlvr verifier: rlvr's default reward is kept")
         return
     terms.sort(key=lambda t: t["kind"] != "math")  # stable: correctness first, the rest as given
-    if any(t.get("answer_format") == "tags" for t in terms):
-        conv.set("task.settings.answer_format", "tags")
+    fmt = next((t["answer_format"] for t in terms if t.get("answer_format")), None)
+    if fmt:  # a mapped format reward asked for its format (open-r1's: tags); the task's prompt must ask for it
+        conv.set("task.settings.answer_format", fmt)
         for t in terms:
             t.pop("answer_format", None)  # every term follows the task's format
     if terms[0]["kind"] != "math":

@@ -15,7 +15,8 @@ from __future__ import annotations
 import hashlib
 import random
 
-from rlvr.tasks.base import SPLITS, TAGS_SYSTEM, Problem, SplitTask, check_answer_format, math_grader
+from rlvr.tasks.answer_formats import ANSWER_FORMATS
+from rlvr.tasks.base import SPLITS, Problem, SplitTask, check_answer_format, math_grader, system_prompt_for
 
 # band -> (operand digits, operations); "mixed" chains two operations.
 BANDS = {
@@ -119,7 +120,7 @@ class ArithmeticTask(SplitTask):
             raise ValueError(f"arithmetic bands {unknown}: choose from {', '.join(BANDS)}")
         self.bands = list(bands)
         self.answer_format = check_answer_format(answer_format)
-        self.system_prompt = system_prompt or (TAGS_SYSTEM if answer_format == "tags" else DEFAULT_SYSTEM)
+        self.system_prompt = system_prompt_for(answer_format, system_prompt, DEFAULT_SYSTEM)
         self.one_shot = one_shot
         pool = generate(seed, per_band, self.bands)
         self._splits = {s: [p for p in pool if split_of(p.meta["fact"]) == s] for s in SPLITS}
@@ -130,17 +131,16 @@ class ArithmeticTask(SplitTask):
         The one-shot exchange shows the answer format once; it is not one of the generated problems."""
         msgs = [{"role": "system", "content": self.system_prompt}]
         if self.one_shot:
-            msgs += ONE_SHOT_TAGS if self.answer_format == "tags" else ONE_SHOT
+            msgs += one_shot_turns(self.answer_format)
         msgs.append({"role": "user", "content": problem.prompt})
         return msgs
 
 
 DEFAULT_SYSTEM = "Solve the problem. Put the final answer inside \\boxed{}."
-ONE_SHOT = [
-    {"role": "user", "content": "Mia has 4 pens and gets 3 more. How many pens does Mia have now?"},
-    {"role": "assistant", "content": "Mia has 4 + 3 = 7 pens.\n\\boxed{7}"},
-]
-ONE_SHOT_TAGS = [
-    ONE_SHOT[0],
-    {"role": "assistant", "content": "<think>Mia has 4 + 3 = 7 pens.</think>\n<answer>7</answer>"},
-]
+ONE_SHOT_QUESTION = "Mia has 4 pens and gets 3 more. How many pens does Mia have now?"
+
+
+def one_shot_turns(answer_format: str) -> list[dict]:
+    """The solved exchange shown before each question (one_shot: true), worked in the task's answer format."""
+    worked = ANSWER_FORMATS.get(answer_format).worked.format(reasoning="Mia has 4 + 3 = 7 pens.", answer=7)
+    return [{"role": "user", "content": ONE_SHOT_QUESTION}, {"role": "assistant", "content": worked}]

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlvr.tasks.answer_formats import ANSWER_FORMATS
+
 SPLITS = ("train", "validation", "heldout")
 # The one gold-column rule, shared by `rlvr verify`, the jsonl task and the integrations (TRL, verl, OpenRLHF):
 # a row's gold answer is in the first of these columns that the row has (with a value that is not null).
@@ -67,18 +69,16 @@ def validate_problem(problem: Problem, source: str, index: int) -> Problem:
 
 
 CODE_SYSTEM = "You write correct Python. Answer with the code in one ```python block."
-# How a task's prompt asks for the final answer; the reward's answer verifiers and format term read the same
-# (rlvr.verifiers.extract). "tags" is the R1 / open-r1 format.
-ANSWER_FORMATS = ("boxed", "tags")
-TAGS_SYSTEM = (
-    "Think through the problem inside <think></think>, then give only the final answer inside <answer></answer>."
-)
 
 
 def check_answer_format(answer_format: str) -> str:
-    if answer_format not in ANSWER_FORMATS:
-        raise ValueError(f"answer_format {answer_format!r}: choose from {', '.join(ANSWER_FORMATS)}")
-    return answer_format
+    """`answer_format` if it names an answer format (rlvr.tasks.answer_formats); a ConfigError naming the setting."""
+    return ANSWER_FORMATS.check(answer_format, "task.settings.answer_format")
+
+
+def system_prompt_for(answer_format: str, given: str | None, default: str) -> str:
+    """A task's system prompt: the one given, else the answer format's own instruction, else the task's default."""
+    return given or ANSWER_FORMATS.get(answer_format).system_prompt or default
 
 
 def math_grader(answer_form: str = "math") -> list[dict]:

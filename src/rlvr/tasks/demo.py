@@ -27,13 +27,11 @@ from __future__ import annotations
 import re
 
 from rlvr.errors import ConfigError
+from rlvr.tasks.answer_formats import ANSWER_FORMATS
 from rlvr.tasks.base import Problem
 from rlvr.tasks.hygiene import text_hash
 
 DEMO_CHOICES = ("auto", "none")
-# how a demonstration's assistant turn writes the gold, and what its last turn must contain, per answer format
-ANSWER_SHOWN = {"boxed": "The answer is \\boxed{{{}}}.", "tags": "<answer>{}</answer>"}
-FORMAT_MARK = {"boxed": ("\\boxed{", "a final \\boxed{...}"), "tags": ("</answer>", "<answer>...</answer>")}
 FORM = "[{role: user, content: QUESTION}, {role: assistant, content: SOLUTION ending in the answer}]"
 
 
@@ -63,10 +61,11 @@ def check_demo(demo, answer_format: str = "boxed"):
         if not isinstance(m["content"], str) or not m["content"].strip():
             raise ConfigError(f"task.settings.demo[{i}]: empty content; {role} turns are text")
         turns.append({"role": role, "content": m["content"]})
-    mark, shape = FORMAT_MARK.get(answer_format, FORMAT_MARK["boxed"])
-    if turns[-1]["role"] != "assistant" or mark not in turns[-1]["content"]:
+    fmt = ANSWER_FORMATS.get(answer_format, "task.settings.answer_format")
+    if turns[-1]["role"] != "assistant" or fmt.mark not in turns[-1]["content"]:
         raise ConfigError(
-            f"task.settings.demo: the last turn must be the assistant's answer in the task's answer format ({shape}), "
+            f"task.settings.demo: the last turn must be the assistant's answer in the task's answer format "
+            f"({fmt.shape}), "
             f"which is what the demonstration is there to show; got {turns[-1]['content']!r}"
         )
     return turns
@@ -83,7 +82,7 @@ def resolve_demo(demo, splits: dict[str, list[Problem]], answer_format: str = "b
         problem = auto_problem(splits.get("train", []), others)
         if problem is None:
             return [], splits
-        shown = ANSWER_SHOWN.get(answer_format, ANSWER_SHOWN["boxed"]).format(problem.answer)
+        shown = ANSWER_FORMATS.get(answer_format).shown.format(problem.answer)
         demo = [{"role": "user", "content": problem.prompt}, {"role": "assistant", "content": shown}]
     for turn in demo[::2]:
         copy = others.get(text_hash(turn["content"]))

@@ -10,11 +10,11 @@ import hashlib
 
 from rlvr.tasks.base import (
     SPLITS,
-    TAGS_SYSTEM,
     DatasetError,
     Problem,
     ProblemSetTask,
     check_answer_format,
+    system_prompt_for,
     validate_problem,
 )
 from rlvr.tasks.chat import chat_prompt
@@ -78,7 +78,7 @@ def load_hub_task(
     task = ProblemSetTask(
         dataset,
         splits,
-        system_prompt or (TAGS_SYSTEM if answer_format == "tags" else DEFAULT_SYSTEM),
+        system_prompt_for(answer_format, system_prompt, DEFAULT_SYSTEM),
         answer_form=answer_form,
         demo=turns,
         answer_format=answer_format,

@@ -26,12 +26,12 @@ from pathlib import Path
 from rlvr.errors import ConfigError
 from rlvr.tasks.base import (
     SPLITS,
-    TAGS_SYSTEM,
     DatasetError,
     Problem,
     check_answer_format,
     default_grader,
     gold_column,
+    system_prompt_for,
     task_messages,
     validate_problem,
 )
@@ -167,7 +167,7 @@ class JsonlTask:
         if answer_form != "auto":
             ANSWER_FORMS.check(answer_form, "task.settings.answer_form")
         self.answer_format = check_answer_format(answer_format)
-        self.system_prompt = system_prompt or (TAGS_SYSTEM if answer_format == "tags" else DEFAULT_SYSTEM)
+        self.system_prompt = system_prompt_for(answer_format, system_prompt, DEFAULT_SYSTEM)
         check_demo(demo, answer_format)  # a mistake in the setting before a file is read
         if splits:
             located = {s: read_located(p) for s, p in check_splits(splits).items()}

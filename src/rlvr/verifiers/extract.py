@@ -1,11 +1,8 @@
 """Finding the final answer in a completion: boxed answers (or answer tags), which of them count, and prose hedges.
 
-Answer formats (`answer_format=` on the answer verifiers and the format reward, chosen per task):
-- "boxed" (default): the answer is in `\\boxed{...}`;
-- "tags": the answer is in `<answer>...</answer>`, after reasoning in `<think>...</think>` (the R1 / open-r1
-  format). Only answer tags count (a box inside the reasoning is not an answer); a box inside the answer tag is
-  unwrapped (`<answer>\\boxed{5}</answer>` answers 5). An answer tag that is never closed is no answer (a
-  truncated completion).
+Answer formats (`answer_format=` on the answer verifiers and the format reward, chosen per task) are entries of
+rlvr.tasks.answer_formats.ANSWER_FORMATS, each with its own extraction: `\\boxed{...}` ("boxed", the default) or
+`<answer>...</answer>` after `<think>` reasoning ("tags", the R1 format). `find_answers` asks the task's entry.
 
 Pure string functions, no sympy: they run before any parsing, so they are cheap and cannot hang.
 
@@ -24,13 +21,12 @@ The same value boxed twice is one answer under both policies (that check needs p
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from rlvr.tasks.answer_formats import ANSWER_FORMATS, Box, find_answer_tags, find_boxes
 
 HEDGING_POLICIES = ("last", "strict")
-ANSWER_FORMATS = ("boxed", "tags")
 MAX_CONNECTIVE_WORDS = 3
 
-_BOX_START = re.compile(r"\\(?:boxed|fbox)\s*")
 _WORD = re.compile(r"[A-Za-z]{2,}")
 # "3 or 5", "$3$, or maybe $5$": a number (or $math$) joined to another by "or".
 _ALT = r"(?:-?\d[\d,./]*|\$[^$]{1,80}\$)"
@@ -39,80 +35,9 @@ _OR_AFTER_BOX = re.compile(r"^[\s$.,)]*(?:or|and/or)\b\s*(?:maybe|possibly|perha
 _OR_BEFORE_BOX = re.compile(_ALT + r"\s*,?\s*(?:or|and/or)\b\s*(?:maybe|possibly|perhaps)?\s*\$*\s*$", re.I)
 
 
-@dataclass(frozen=True)
-class Box:
-    """One boxed answer: its content and where the whole `\\boxed{...}` sits in the text."""
-
-    content: str
-    start: int
-    end: int
-
-
-def find_boxes(text: str) -> list[Box]:
-    """All `\\boxed{...}` / `\\fbox{...}` in order, braces balanced; `\\boxed 5` takes one token.
-
-    An unclosed brace ends the search (a truncated completion has no final answer there).
-    """
-    boxes, pos = [], 0
-    while (m := _BOX_START.search(text, pos)) is not None:
-        i = m.end()
-        if i < len(text) and text[i] == "{":
-            close = _matching_brace(text, i)
-            if close < 0:
-                break
-            boxes.append(Box(text[i + 1 : close].strip(), m.start(), close + 1))
-            pos = close + 1
-        else:
-            token = re.match(r"[^\s$\\]+", text[i:])
-            if token and m.group(0).endswith((" ", "\t")):
-                boxes.append(Box(token.group(0), m.start(), i + token.end()))
-            pos = i + (token.end() if token else 0) + (0 if token else 1)
-    return boxes
-
-
-_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S)
-
-
-def find_answer_tags(text: str) -> list[Box]:
-    """Every closed `<answer>...</answer>` in order, as Boxes: its content (`$` delimiters dropped) spanning the
-    whole tag; boxes inside a tag are the answers instead, each at its own place (so "\\boxed{3} or \\boxed{4}"
-    inside one tag is a hedge, as it is outside)."""
-    out = []
-    for m in _ANSWER_TAG.finditer(text):
-        inner = find_boxes(m.group(1))
-        if inner:
-            out += [Box(b.content, m.start(1) + b.start, m.start(1) + b.end) for b in inner]
-            continue
-        content = m.group(1).strip()
-        if len(content) >= 2 and content[0] == "$" and content[-1] == "$":
-            content = content.strip("$").strip()
-        out.append(Box(content, m.start(), m.end()))
-    return out
-
-
 def find_answers(text: str, answer_format: str = "boxed") -> list[Box]:
-    """The candidate final answers of a completion in the given answer format (see the module doc)."""
-    if answer_format == "tags":
-        return find_answer_tags(text)
-    if answer_format != "boxed":
-        raise ValueError(f"answer_format={answer_format!r}; choose from {', '.join(ANSWER_FORMATS)}")
-    return find_boxes(text)
-
-
-def _matching_brace(text: str, open_at: int) -> int:
-    """Index of the `}` closing the `{` at open_at, skipping escaped braces; -1 when unclosed."""
-    depth, i = 0, open_at
-    while i < len(text):
-        c = text[i]
-        if c == "\\":
-            i += 2
-            continue
-        depth += c == "{"
-        depth -= c == "}"
-        if depth == 0:
-            return i
-        i += 1
-    return -1
+    """The candidate final answers of a completion in the given answer format (rlvr.tasks.answer_formats)."""
+    return ANSWER_FORMATS.get(answer_format).find(text)
 
 
 def is_connective(gap: str) -> bool:

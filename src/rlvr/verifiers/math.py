@@ -23,6 +23,7 @@ from __future__ import annotations
 import sympy
 
 from rlvr.tasks import forms
+from rlvr.tasks.answer_formats import ANSWER_FORMATS
 from rlvr.verifiers import equiv, extract, guard
 from rlvr.verifiers.base import Verdict
 from rlvr.verifiers.deadline import TimedOut, call_with_deadline
@@ -58,8 +59,7 @@ class MathVerifier:
     ):
         if hedging not in extract.HEDGING_POLICIES:
             raise ValueError(f"hedging={hedging!r}; choose from {', '.join(extract.HEDGING_POLICIES)}")
-        if answer_format not in extract.ANSWER_FORMATS:
-            raise ValueError(f"answer_format={answer_format!r}; choose from {', '.join(extract.ANSWER_FORMATS)}")
+        self.format = ANSWER_FORMATS.get(answer_format)
         self.answer_format = answer_format
         if not 0 <= rel_tol < 1:
             raise ValueError(f"rel_tol={rel_tol!r}; must be in [0, 1)")
@@ -109,7 +109,7 @@ class MathVerifier:
         if not isinstance(completion, str) or not completion.strip():
             return Verdict("no_answer", 0.0, None, "empty completion")
         g = gold_parsed[0]
-        boxes = extract.find_answers(completion, self.answer_format)
+        boxes = self.format.find(completion)
         if not boxes:
             return self._score_unboxed(completion, g, gold_text)
         group = extract.final_group(completion, boxes, self.hedging)
@@ -119,14 +119,13 @@ class MathVerifier:
             refused = guard.refuse(box.content, self.max_answer_chars)
             if refused:
                 return Verdict(refused[0], 0.0, shown, refused[1])
-            if self.answer_format == "tags" and extract.prose_hedge_final(box.content):
+            if self.format.free_text and extract.prose_hedge_final(box.content):
                 return Verdict("multiple_answers", 0.0, shown, "the answer tag offers alternatives ('3 or 5')")
             parsed = self._parse(box.content)
             if equiv.is_parsed(parsed):
                 values.append((parsed[0], "%" in box.content))
         if not values:
-            what = "the answer tag" if self.answer_format == "tags" else "boxed answer"
-            return Verdict("no_answer", 0.0, shown, f"{what} has no parseable math")
+            return Verdict("no_answer", 0.0, shown, f"{self.format.container} has no parseable math")
         prose_hedge = extract.prose_hedge_around(completion, group) or (
             self.hedging == "strict" and extract.prose_hedge_anywhere(completion, boxes)
         )
@@ -146,14 +145,13 @@ class MathVerifier:
         if not content:
             return []
         parsed = equiv.parse_boxed(content)
-        if self.answer_format == "tags" and not equiv.is_parsed(parsed):
+        if self.format.free_text and not equiv.is_parsed(parsed):
             parsed = equiv.parse_free_text(content)
         return parsed
 
     def _score_unboxed(self, completion: str, g, gold_text: str) -> Verdict:
         if self.require_boxed:
-            where = "<answer></answer> tag" if self.answer_format == "tags" else "\\boxed{} answer"
-            return Verdict("no_answer", 0.0, None, f"no {where} (require_boxed=True)")
+            return Verdict("no_answer", 0.0, None, f"no {self.format.missing} (require_boxed=True)")
         if extract.prose_hedge_final(completion):
             return Verdict("multiple_answers", 0.0, None, "final line offers alternatives ('3 or 5')")
         tail = completion[-self.max_answer_chars :]

@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from rlvr.tasks.answer_formats import ANSWER_FORMATS
 from rlvr.verifiers.base import Verdict
-from rlvr.verifiers.extract import ANSWER_FORMATS, final_group, find_answers
+from rlvr.verifiers.extract import final_group
 from rlvr.verifiers.format import completion_text
 
 _ANSWER_IS = re.compile(r"answer\s*(?:is|:)\s*(.+)", re.I)
@@ -24,15 +25,15 @@ def gold_of(problem) -> str | None:
 
 
 def check_format(answer_format: str) -> str:
-    if answer_format not in ANSWER_FORMATS:
-        raise ValueError(f"answer_format={answer_format!r}; choose from {', '.join(ANSWER_FORMATS)}")
+    ANSWER_FORMATS.check(answer_format)
     return answer_format
 
 
 def final_answer(completion, require_boxed: bool, answer_format: str = "boxed") -> tuple[str | None, Verdict | None]:
     """(answer text, None) or (None, the verdict explaining why there is none)."""
     text = completion_text(completion)
-    boxes = find_answers(text, answer_format)
+    fmt = ANSWER_FORMATS.get(answer_format)
+    boxes = fmt.find(text)
     if boxes:
         group = final_group(text, boxes, "last")
         contents = list(dict.fromkeys(normalize_text(b.content) for b in group))
@@ -41,8 +42,7 @@ def final_answer(completion, require_boxed: bool, answer_format: str = "boxed") 
             return None, Verdict("multiple_answers", 0.0, shown, "distinct boxed answers offered together")
         return group[-1].content, None
     if require_boxed:
-        where = "<answer></answer> tag" if answer_format == "tags" else "\\boxed{} answer"
-        return None, Verdict("no_answer", 0.0, None, f"no {where} (require_boxed=True)")
+        return None, Verdict("no_answer", 0.0, None, f"no {fmt.missing} (require_boxed=True)")
     said = _ANSWER_IS.findall(text)
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     found = said[-1].strip() if said else (lines[-1] if lines else "")
