@@ -190,3 +190,51 @@ def test_overlong_filter_keeps_truncated_rows_out_of_the_loss():
     assert out_keep.tolist() == [1.0, 0.0, 1.0, 0.0] and out_rewards.tolist() == [1.0, 0.0, 1.0, 0.0]
     none_rewards, none_keep = overlong_shaping(get_preset("grpo"), rewards, keep, torch.tensor([5, 8, 7, 8]), finish, 8)
     assert none_keep.tolist() == keep.tolist() and none_rewards.tolist() == rewards.tolist()
+
+
+# A plug-in scale (tests/scale_plugin.py) divides by the range of the whole batch's rewards: it gets them as the
+# built-in "batch" does, in one process (its own rewards: range 1 - 0 = 1) and under data parallel (every rank's).
+def test_a_plugin_scale_reads_the_batch_rewards_in_one_process():
+    adv = group_advantages(REWARDS, GROUPS, scale="scale_plugin:batch_range", eps=0.0)
+    assert torch.allclose(adv, torch.tensor([2 / 3, -1 / 3, -1 / 3, 0, 0, 0], dtype=torch.float64), atol=1e-7)
+
+
+class _TwoRanks:
+    """Rank 0 of two; the other rank's rewards are [0, 3], so the global batch's range is 3 - 0 = 3."""
+
+    world = 2
+
+    def __init__(self):
+        self.gathered = 0
+
+    def all_gather(self, obj):
+        self.gathered += 1
+        return [obj, [0.0, 3.0]]
+
+
+class _Batch:
+    rewards, group_ids = REWARDS, GROUPS
+
+    def __len__(self):
+        return len(REWARDS)
+
+
+@pytest.mark.parametrize(
+    "scale, expected, gathers",
+    [
+        # (1 - 1/3) / 3 = 0.2222222 ; (0 - 1/3) / 3 = -0.1111111: the other rank's rewards widen the range
+        ("scale_plugin:batch_range", [0.2222222, -0.1111111, -0.1111111, 0, 0, 0], 1),
+        # the global std of [1, 0, 0, 1, 1, 1, 0, 3]: mean 7/8, sum of squares 6.875, / 7 -> std 0.9910312
+        ("batch", [0.6727000, -0.3363500, -0.3363500, 0, 0, 0], 1),
+        ("group", [1.1547005, -0.5773503, -0.5773503, 0, 0, 0], 0),  # reads no batch: no collective
+    ],
+)
+def test_under_data_parallel_a_scale_that_reads_the_batch_gets_every_ranks_rewards(scale, expected, gathers):
+    from types import SimpleNamespace
+
+    from rlvr.training.batch import _advantages
+
+    comm = _TwoRanks()
+    adv = _advantages(_Batch(), SimpleNamespace(adv_scale=scale, adv_eps=0.0), comm)
+    assert torch.allclose(adv, torch.tensor(expected, dtype=torch.float64), atol=1e-6)
+    assert comm.gathered == gathers

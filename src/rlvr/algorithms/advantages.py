@@ -8,6 +8,7 @@ of one group need not be contiguous.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -57,16 +58,33 @@ def _group_std(r, std, batch_rewards):
 
 
 def _batch_std(r, std, batch_rewards):
-    b = r if batch_rewards is None else _as_float(batch_rewards)
-    return b.std() if b.numel() > 1 else b.new_zeros(())
+    return batch_rewards.std() if batch_rewards.numel() > 1 else batch_rewards.new_zeros(())
 
 
-# How r - mean_g is scaled, by name: fn(r (B,), group std (B,), batch_rewards) -> the std to divide by, or None (do
-# not divide). A new scale is a new entry, or `package.module:attr` in algorithm.adv_scale.
-ADVANTAGE_SCALES: Registry[Callable | None] = Registry("advantage scale", key="algorithm.adv_scale")
-ADVANTAGE_SCALES.add("group", _group_std, "GRPO: divide by the group's sample std")
-ADVANTAGE_SCALES.add("batch", _batch_std, "divide by the std of every reward in the (global) batch")
-ADVANTAGE_SCALES.add("none", None, "Dr. GRPO: no division")
+@dataclass(frozen=True)
+class AdvantageScale:
+    """How r - mean_g is scaled. divisor(r (B,), group std (B,), batch_rewards (N,)) -> the std to divide by, or
+    divisor None: do not divide. batch_rewards are every reward of the step's batch: this process's rewards alone, or
+    under data parallel every rank's, gathered in rank order. reads_batch: whether the divisor reads them; only then
+    does a data-parallel step gather them (a collective), so a scale that never looks at them costs nothing."""
+
+    divisor: Callable | None
+    reads_batch: bool = True
+
+
+def _plugin_scale(obj, name: str) -> AdvantageScale:
+    """A user's scale: an AdvantageScale as it is, or a bare divisor function, which gets the whole batch's rewards
+    as a built-in does (reads_batch)."""
+    return obj if isinstance(obj, AdvantageScale) else AdvantageScale(obj)
+
+
+# by name; a new scale is a new entry, or `package.module:attr` in algorithm.adv_scale
+ADVANTAGE_SCALES: Registry[AdvantageScale] = Registry(
+    "advantage scale", key="algorithm.adv_scale", plugin=_plugin_scale
+)
+ADVANTAGE_SCALES.add("group", AdvantageScale(_group_std, reads_batch=False), "GRPO: divide by the group's sample std")
+ADVANTAGE_SCALES.add("batch", AdvantageScale(_batch_std), "divide by the std of every reward in the (global) batch")
+ADVANTAGE_SCALES.add("none", AdvantageScale(None, reads_batch=False), "Dr. GRPO: no division")
 
 
 def group_advantages(rewards, group_ids, scale: str = "group", eps: float = 1e-4, batch_rewards=None) -> torch.Tensor:
@@ -83,8 +101,12 @@ def group_advantages(rewards, group_ids, scale: str = "group", eps: float = 1e-4
     r = _as_float(rewards)
     mean, std, constant = group_stats(r, group_ids)
     centered = r - mean
-    divisor = ADVANTAGE_SCALES.get(scale)
-    adv = centered if divisor is None else centered / (divisor(r, std, batch_rewards) + eps)
+    divisor = ADVANTAGE_SCALES.get(scale).divisor
+    if divisor is None:
+        adv = centered
+    else:
+        batch = r if batch_rewards is None else _as_float(batch_rewards)
+        adv = centered / (divisor(r, std, batch) + eps)
     return torch.where(constant, torch.zeros_like(adv), adv)
 
 

@@ -12,7 +12,13 @@ from dataclasses import dataclass, field
 
 import torch
 
-from rlvr.algorithms.advantages import dynamic_sampling, group_advantages, overlong_soft_penalty, truncated_rows
+from rlvr.algorithms.advantages import (
+    ADVANTAGE_SCALES,
+    dynamic_sampling,
+    group_advantages,
+    overlong_soft_penalty,
+    truncated_rows,
+)
 from rlvr.sampling import draw_settings
 from rlvr.tasks.base import Problem
 from rlvr.training.comm import Comm
@@ -221,10 +227,10 @@ def _refill(draw, want: int, max_rounds: int, pad_id: int, comm) -> StepBatch:
 
 
 def _advantages(batch: StepBatch, algo, comm) -> torch.Tensor:
-    """Group advantages (a group lives on one rank); scale "batch" divides by the std of the global batch's
-    rewards, gathered in rank order so the float sums run as in one process."""
+    """Group advantages (a group lives on one rank); a scale that reads the whole batch's rewards (its entry says:
+    "batch", a plug-in) gets the global batch's, gathered in rank order so the float sums run as in one process."""
     batch_rewards = None
-    if algo.adv_scale == "batch" and comm.world > 1:  # a collective: every rank, rows or none
+    if comm.world > 1 and ADVANTAGE_SCALES.get(algo.adv_scale).reads_batch:  # a collective: every rank, rows or none
         batch_rewards = torch.cat(
             [torch.as_tensor(r, dtype=torch.float32) for r in comm.all_gather(batch.rewards.tolist())]
         )
