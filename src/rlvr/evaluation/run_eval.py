@@ -251,22 +251,23 @@ def evaluate_model(
     The summary is evaluation.summarize's dict plus "setup" (what was run, wall time) and "hygiene".
     Raises ContaminationError before any sampling when the split overlaps the training data.
     """
-    from rlvr.sampling import build_sampler
+    from rlvr.sampling import BACKENDS, build_sampler
     from rlvr.verifiers.compose import task_reward
 
     e, cfg = settings, cfg or eval_config(model_or_path)
     ks = scored_ks(e)
     backend = e.backend or cfg.rollout.backend
-    # the remote servers hold the base model: a run directory is evaluated as its adapter on that base
+    # servers that hold the base model (remote): a run directory is evaluated as its adapter on that base
+    on_servers = BACKENDS.get(backend).adapter_on_servers
     model, tokenizer, task_obj, task_settings, run_train, label = resolve_model(
-        model_or_path, task, task_settings, as_adapter=backend == "remote"
+        model_or_path, task, task_settings, as_adapter=on_servers
     )
     reward_cfg, reward = task_reward(asdict(cfg.reward), task_obj)
     problems, hygiene = _split_checked(task_obj, task, e, train_problems if train_problems is not None else run_train)
     t0 = time.perf_counter()
     model.eval()
     sampler = build_sampler(cfg.rollout, model, tokenizer, backend=backend)
-    if backend == "remote" and not sampler.base_only:
+    if on_servers and not sampler.base_only:
         sampler.sync(model)  # push the adapter once: the model does not change during an evaluation
     episode = cfg.episode
     new_environment = environment_factory(episode, task_obj, reward)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from rlvr.machine import EMULATED_BF16, auto_dtype, native_bf16
 from rlvr.registry import Registry
@@ -48,13 +50,64 @@ def _vllm(model, tokenizer, stop_ids, dtype, threads, settings):
     return VLLMSampler(model, tokenizer, stop_ids=stop_ids, dtype=settings.pop("engine_dtype", dtype), **settings)
 
 
-# name -> maker(model, tokenizer, stop_ids, dtype, threads, settings) -> Sampler; a new backend is a new entry, or
-# `rollout.backend: package.module:attr` naming a maker of the user's
-BACKENDS = Registry("sampler backend", key="rollout.backend")
-BACKENDS.add("hf", _hf, "transformers generate: any architecture")
-BACKENDS.add("fast", _fast, "rlvr's CPU decoder for the Llama family: shared prompt cache, native bf16 ops")
-BACKENDS.add("remote", _remote, "vLLM servers over HTTP, the LoRA adapter pushed each step")
-BACKENDS.add("vllm", _vllm, "vLLM's engine on the trainer's GPU (extra rlvr[vllm])")
+def _no_settings(get) -> dict:
+    return {}
+
+
+def _remote_settings(get) -> dict:
+    # the temperature makes the sampler check, before the first step, that each server samples this policy
+    return {
+        "urls": list(get("urls") or []),
+        "adapter_dir": get("adapter_dir") or None,
+        "temperature": get("temperature"),
+    }
+
+
+def _vllm_settings(get) -> dict:
+    section = get("vllm") or {}
+    settings = dict(section) if isinstance(section, dict) else dataclasses.asdict(section)
+    if "dtype" in settings:  # make_sampler's own `dtype` is rollout.dtype: a second keyword of that name collides
+        settings["engine_dtype"] = settings.pop("dtype")
+    return settings
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A sampler backend: what builds it and what its callers need to know about it.
+
+    make(model, tokenizer, stop_ids, dtype, threads, settings) -> Sampler;
+    settings(get) -> its own keywords for make_sampler, `get(key, default=None)` reading the rollout section;
+    local_cpu: it computes in this process on this machine's CPU at rollout.dtype (so an emulated bf16 is slow);
+    adapter_on_servers: its servers hold the base model and the policy reaches them as a LoRA adapter pushed by
+    `sync` (a run directory is evaluated as its adapter on that base, pushed once before sampling).
+    """
+
+    make: Callable
+    settings: Callable[[Callable], dict] = _no_settings
+    local_cpu: bool = False
+    adapter_on_servers: bool = False
+
+
+def _plugin_backend(obj, name: str) -> Backend:
+    """A user's backend: a Backend as it is, or a bare maker (no settings of its own, nothing assumed of it)."""
+    return obj if isinstance(obj, Backend) else Backend(obj)
+
+
+# name -> Backend; a new backend is a new entry, or `rollout.backend: package.module:attr` naming a maker of the
+# user's (or a Backend)
+BACKENDS: Registry[Backend] = Registry("sampler backend", key="rollout.backend", plugin=_plugin_backend)
+BACKENDS.add("hf", Backend(_hf, local_cpu=True), "transformers generate: any architecture")
+BACKENDS.add(
+    "fast",
+    Backend(_fast, local_cpu=True),
+    "rlvr's CPU decoder for the Llama family: shared prompt cache, native bf16 ops",
+)
+BACKENDS.add(
+    "remote",
+    Backend(_remote, _remote_settings, adapter_on_servers=True),
+    "vLLM servers over HTTP, the LoRA adapter pushed each step",
+)
+BACKENDS.add("vllm", Backend(_vllm, _vllm_settings), "vLLM's engine on the trainer's GPU (extra rlvr[vllm])")
 
 
 def make_sampler(
@@ -71,7 +124,7 @@ def make_sampler(
     while generating (None leaves the process setting alone); `settings` go to the remote backend
     (urls, adapter_dir, timeout_s) or the vllm one (gpu_memory_utilization, enforce_eager, max_model_len,
     weight_sync); hf and fast take none. Use `build_sampler` to build one from the rollout config."""
-    return BACKENDS.get(backend)(model, tokenizer, stop_ids, dtype, threads, settings)
+    return BACKENDS.get(backend).make(model, tokenizer, stop_ids, dtype, threads, settings)
 
 
 def stop_ids(config, tokenizer) -> list[int]:
@@ -84,21 +137,7 @@ def backend_settings(rollout) -> dict:
     """The keyword settings of make_sampler for `rollout.backend`, from the rollout config section (the
     typed `RolloutConfig`, or its dict)."""
     get = rollout.get if isinstance(rollout, dict) else lambda key, default=None: getattr(rollout, key, default)
-    backend = get("backend")
-    if backend == "remote":
-        # the temperature makes the sampler check, before the first step, that each server samples this policy
-        return {
-            "urls": list(get("urls") or []),
-            "adapter_dir": get("adapter_dir") or None,
-            "temperature": get("temperature"),
-        }
-    if backend == "vllm":
-        section = get("vllm") or {}
-        settings = dict(section) if isinstance(section, dict) else dataclasses.asdict(section)
-        if "dtype" in settings:  # make_sampler's own `dtype` is rollout.dtype: a second keyword of that name collides
-            settings["engine_dtype"] = settings.pop("dtype")
-        return settings
-    return {}
+    return BACKENDS.get(get("backend")).settings(get)
 
 
 def draw_settings(rollout) -> dict:
@@ -119,7 +158,7 @@ def build_sampler(rollout, model, tokenizer, *, backend: str | None = None, thre
     settings = backend_settings(rollout if backend is None else _with_backend(rollout, backend))
     name = backend or (rollout["backend"] if isinstance(rollout, dict) else rollout.backend)
     dtype = auto_dtype(rollout["dtype"] if isinstance(rollout, dict) else rollout.dtype, "float32")
-    if dtype == "bfloat16" and name in ("hf", "fast") and not native_bf16():
+    if dtype == "bfloat16" and BACKENDS.get(name).local_cpu and not native_bf16():
         warnings.warn(EMULATED_BF16.format(what="rollout.dtype"), stacklevel=2)
     return make_sampler(
         name, model, tokenizer, stop_ids=stop_ids(model.config, tokenizer), dtype=dtype, threads=threads, **settings
@@ -134,6 +173,7 @@ def _with_backend(rollout, backend: str):
 
 __all__ = [
     "BACKENDS",
+    "Backend",
     "Rollouts",
     "Sampler",
     "backend_settings",
