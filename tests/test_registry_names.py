@@ -1,0 +1,108 @@
+"""No caller tests a registered name (issue 48): what a caller needs to know about an entry is a field of the entry
+(an answer format's extraction, a scale's inputs, a backend's settings), so a plug-in given as package.module:attr
+gets what a built-in gets. The scan: every `==`, `!=`, `in`, `not in` in src/rlvr whose string is a registered name
+(of any registry rlvr list shows, or of a choice that should be one), outside the entry that owns it.
+
+What is not fixed yet is listed below, each with its reason, so the list says honestly what remains; an entry that
+no longer occurs fails too, so the list only shrinks."""
+
+import ast
+from pathlib import Path
+
+from rlvr.algorithms.presets import OVERLONG
+from rlvr.cli.list import registries
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "rlvr"
+
+# Choices that are tuples of strings with branches on them, not yet registries: their names are checked too.
+NOT_YET_REGISTRIES = {"algorithm.overlong": OVERLONG}
+
+# (file under src/rlvr, name compared) -> why it is allowed. Two kinds: not fixed yet (issue 48, "Registries
+# bypassed"), and a string that happens to spell a registered name but means something else.
+ALLOWED = {
+    # not fixed yet: "none" as "no such thing" beside the registered entries
+    ("algorithms/losses.py", "none"): "not fixed: rollout_correction none skips the correction's figures",
+    ("policy/update.py", "none"): "not fixed: rollout_correction none reports no correction figures",
+    ("environments/build.py", "none"): "not fixed: episode.environment none is no environment (not an entry)",
+    ("serve/scoring.py", "none"): "not fixed: reward.control none and episode.environment none",
+    ("training/controls.py", "none"): "not fixed: episode.environment none",
+    ("training/sft.py", "none"): "not fixed: episode.environment none",
+    ("training/sft_data.py", "none"): "not fixed: episode.environment none (file owned by another change)",
+    ("verifiers/controls.py", "none"): "not fixed: reward.control none is the real reward",
+    ("config.py", "none"): "not fixed: log.report_to none is no tracker (a list value, before any registry)",
+    ("integrations/trl_recipe.py", "none"): "TRL's report_to none, a foreign config's value",
+    # not fixed yet: verifier kind math, curriculum schedule, environment tool, overlong
+    ("verifiers/compose.py", "math"): "not fixed: the task's answer_form goes to math terms by kind name",
+    ("integrations/trl_recipe_rewards.py", "math"): "not fixed: the correctness term found by kind name",
+    ("verifiers/commands.py", "math"): "rlvr audit's suite table, keyed by the kind it attacks",
+    ("prompts/curriculum.py", "schedule"): "not fixed: the schedule curriculum's points checked by name",
+    ("config.py", "tool"): "not fixed: episode.tools need the tool environment",
+    ("training/lifecycle.py", "tool"): "not fixed: episode.tools inert without the tool environment",
+    ("training/batch.py", "soft"): "not fixed: algorithm.overlong branches (not a registry yet)",
+    ("training/batch.py", "filter"): "not fixed: algorithm.overlong branches (not a registry yet)",
+    ("integrations/trl_recipe_rewards.py", "filter"): "not fixed: overlong filter mapped to TRL's mask",
+    # a string that spells a registered name and means something else
+    ("integrations/trl_recipe.py", "token"): "TRL's importance_sampling_level values, mapped onto ours",
+    ("integrations/trl_recipe.py", "sequence"): "TRL's importance_sampling_level values, mapped onto ours",
+    ("cli/config_args.py", "default"): "the --preset argument's default, echoed in a command line",
+    ("tasks/chat.py", "tool"): "a chat message's role",
+    ("tasks/demo.py", "none"): "task.settings.demo none",
+    ("tasks/tool_arithmetic.py", "calculator"): "the task's own tool call, written in its reference traces",
+    ("tasks/tool_arithmetic.py", "python"): "the task's own tool call, written in its reference traces",
+    ("verifiers/reasoning_gym_audit.py", "countdown"): "a reasoning-gym family's name",
+}
+
+
+def registered_names() -> dict[str, list[str]]:
+    """name -> the registries (and not-yet registries) holding it."""
+    names: dict[str, list[str]] = {}
+    for what, registry in registries().items():
+        for name in registry.names():
+            names.setdefault(name, []).append(what)
+    for what, choices in NOT_YET_REGISTRIES.items():
+        for name in choices:
+            names.setdefault(name, []).append(what)
+    return names
+
+
+def _strings(node) -> list[str]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [s for e in node.elts for s in _strings(e)]
+    return []
+
+
+def comparisons(src: Path, names) -> list[tuple[str, int, str]]:
+    """(file, line, name) of every comparison in `src` of a value against a registered name."""
+    out = []
+    for path in sorted(src.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Compare):
+                continue
+            if not all(isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for op in node.ops):
+                continue
+            for side in (node.left, *node.comparators):
+                out += [(path.relative_to(src).as_posix(), node.lineno, s) for s in _strings(side) if s in names]
+    return sorted(set(out))
+
+
+def test_no_registered_name_is_compared_outside_its_entry():
+    names = registered_names()
+    found = comparisons(SRC, names)
+    offenders = [
+        f"{f}:{line} {name!r} ({', '.join(names[name])})" for f, line, name in found if (f, name) not in ALLOWED
+    ]
+    assert offenders == [], "a caller tests a registered name: give the entry a field that says what it needs"
+    stale = sorted(set(ALLOWED) - {(f, name) for f, _, name in found})
+    assert stale == [], "fixed: remove these from ALLOWED"
+
+
+def test_the_scan_sees_the_comparisons_this_issue_removed(tmp_path):
+    """The shapes the fixed callers had (answer formats, an advantage scale, backends) are found."""
+    (tmp_path / "x.py").write_text(
+        'a = fmt == "tags"\nb = name in ("hf", "fast")\nc = algo.adv_scale == "batch"\nd = "boxed" != f\n'
+        'e = backend == "remote"\nf = status == "correct"\n'
+    )
+    found = [(line, name) for _, line, name in comparisons(tmp_path, registered_names())]
+    assert found == [(1, "tags"), (2, "fast"), (2, "hf"), (3, "batch"), (4, "boxed"), (5, "remote")]
