@@ -334,3 +334,14 @@ def test_plot_curriculum_writes_a_png(tmp_path, sim_runs):
 
 def test_plot_band_order_is_natural_by_default():
     assert sorted(["d10", "d2", "d1", "hard", "easy"], key=natural_key) == ["d1", "d2", "d10", "easy", "hard"]
+
+
+def test_a_setting_a_sampler_cannot_do_without_is_named_for_every_kind():
+    """Required settings are read from the sampler's class (schedule's points; a plug-in's own), one message."""
+    pool = toy_pool(["a", "b"], 4)
+    with pytest.raises(ConfigError, match=r"^curriculum\.points: required for kind 'schedule'$"):
+        build_curriculum({"kind": "schedule"}, pool)
+    with pytest.raises(ConfigError, match=r"^curriculum\.band: required for kind 'registry_plugins:OneBandMix'$"):
+        build_curriculum({"kind": "registry_plugins:OneBandMix"}, pool)
+    sampler = build_curriculum({"kind": "registry_plugins:OneBandMix", "band": "b"}, pool)
+    assert {p.band for p in sampler.next_batch(0, 6, random.Random(0))} == {"b"}

@@ -32,10 +32,8 @@ ALLOWED = {
     ("config.py", "none"): "not fixed: log.report_to none is no tracker (a list value, before any registry)",
     ("integrations/trl_recipe.py", "none"): "TRL's report_to none, a foreign config's value",
     # not fixed yet: verifier kind math, curriculum schedule, environment tool, overlong
-    ("verifiers/compose.py", "math"): "not fixed: the task's answer_form goes to math terms by kind name",
     ("integrations/trl_recipe_rewards.py", "math"): "not fixed: the correctness term found by kind name",
     ("verifiers/commands.py", "math"): "rlvr audit's suite table, keyed by the kind it attacks",
-    ("prompts/curriculum.py", "schedule"): "not fixed: the schedule curriculum's points checked by name",
     ("config.py", "tool"): "not fixed: episode.tools need the tool environment",
     ("training/lifecycle.py", "tool"): "not fixed: episode.tools inert without the tool environment",
     ("training/batch.py", "soft"): "not fixed: algorithm.overlong branches (not a registry yet)",

@@ -232,3 +232,17 @@ def test_humaneval_graded_by_its_own_grader_pays_the_canonical_solution():
     completions = ["```python\n" + r["prompt"] + r["canonical_solution"] + "```" for r in rows]
     result = reward(completions, [problems[r["task_id"]] for r in rows])
     assert result.total == [1.0, 1.0] and [v.status for v in result.verdicts] == ["correct", "correct"]
+
+
+def test_a_plugin_kind_with_an_answer_form_setting_takes_the_tasks_as_math_does():
+    """The task's answer form reaches every kind whose settings name it (math's entry; a plug-in's signature), not
+    the kind called "math" alone; a kind without the setting is left as it is."""
+    from rlvr.tasks import load_task
+    from rlvr.verifiers.compose import resolve_reward
+
+    terms = [{"name": "c", "kind": "registry_plugins:FormAwareGrader"}, {"name": "f", "kind": "boxed_format"}]
+    resolved = resolve_reward({"terms": terms}, load_task("arithmetic", per_band=20))
+    assert resolved["terms"] == [
+        {"name": "c", "kind": "registry_plugins:FormAwareGrader", "answer_form": "number"},
+        {"name": "f", "kind": "boxed_format"},
+    ]

@@ -20,6 +20,7 @@ order comes from a seed drawn from the caller's rng and kept in the state, so th
 from __future__ import annotations
 
 import hashlib
+import inspect
 import math
 import random
 from collections.abc import Sequence
@@ -311,6 +312,17 @@ def build_curriculum(cfg: dict | None, problems: Sequence[Problem]) -> _Sampler:
     window = cfg.get("window", 8)
     if not isinstance(window, int) or isinstance(window, bool) or window < 1:
         raise ConfigError(f"curriculum.window: must be an int >= 1, got {window!r}")
-    if kind == "schedule" and "points" not in cfg:
-        raise ConfigError("curriculum.points: required for kind 'schedule'")
+    missing = next((key for key in _required(cls) if key not in cfg), None)
+    if missing:
+        raise ConfigError(f"curriculum.{missing}: required for kind {kind!r}")
     return cls(problems, **cfg)
+
+
+def _required(cls) -> list[str]:
+    """The settings a sampler cannot do without: its constructor's parameters after `problems` that have no default
+    (schedule's points), read from the class so a user's sampler is checked as a built-in is."""
+    try:
+        params = list(inspect.signature(cls).parameters.values())[1:]
+    except (TypeError, ValueError):  # no signature to read: the class checks its own settings
+        return []
+    return [p.name for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]

@@ -154,11 +154,18 @@ def resolve_reward(cfg: dict, task) -> dict:
             )
         terms = copy.deepcopy(grader)
     form = getattr(task, "answer_form", None)
-    for term in terms:
-        if isinstance(term, dict) and term.get("kind") == "math" and form and "answer_form" not in term:
+    for i, term in enumerate(terms):
+        if form and isinstance(term, dict) and "answer_form" not in term and _takes(term.get("kind"), "answer_form", i):
             term["answer_form"] = form
     _check_grades(terms, task)
     return {**copy.deepcopy(cfg), "terms": terms}
+
+
+def _takes(kind, setting: str, i: int) -> bool:
+    """Whether verifier kind `kind` has `setting` (its entry's settings: math's answer_form; a plug-in's from its
+    signature), so the task's value reaches every kind that reads it and no other; a kind that is not a name is
+    left for build_reward to refuse."""
+    return isinstance(kind, str) and setting in KINDS.get(kind, f"reward.terms[{i}].kind").settings
 
 
 def task_reward(cfg: dict, task) -> tuple[dict, Reward]:
