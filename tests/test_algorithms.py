@@ -66,7 +66,7 @@ def test_overrides_replace_fields_and_coerce_strings():
             {"ratio": "seq"},
             "algorithm.ratio: unknown loss ratio level 'seq'; choose from token, sequence, or package.module:attr",
         ),
-        ({"overlong": "cut"}, "is not one of none, filter, soft"),
+        ({"overlong": "cut"}, "algorithm.overlong: unknown overlong shaping 'cut'; choose from none, filter, soft"),
         ({"clip_high": "wide"}, "algorithm.clip_high='wide' is not a valid float"),
         ({"max_sampling_rounds": 2.5}, "is not a valid int"),
         ({"dynamic_sampling": "maybe"}, "is not a valid bool"),

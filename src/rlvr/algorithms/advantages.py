@@ -221,8 +221,30 @@ def truncated_rows(finish: Sequence[str]) -> torch.Tensor:
     return torch.tensor([f == "length" for f in finish], dtype=torch.bool)
 
 
+# DAPO's overlong shaping by name (algorithm.overlong): fn(rewards (B,), keep (B,), lengths (B,), finish (B,), limit,
+# buffer) -> (rewards, keep), for rows of `lengths` out of `limit` tokens with a soft buffer of `buffer` tokens. A new
+# shaping is a new entry, or `package.module:attr`.
+def _no_shaping(rewards, keep, lengths, finish, limit, buffer):
+    return rewards, keep
+
+
+def _soft_shaping(rewards, keep, lengths, finish, limit, buffer):
+    return rewards + overlong_soft_penalty(lengths, limit, buffer), keep
+
+
+def _filter_shaping(rewards, keep, lengths, finish, limit, buffer):
+    return rewards, keep * (~truncated_rows(finish)).to(keep.dtype)
+
+
+OVERLONG_SHAPINGS: Registry[Callable] = Registry("overlong shaping", key="algorithm.overlong")
+OVERLONG_SHAPINGS.add("none", _no_shaping, "no length shaping")
+OVERLONG_SHAPINGS.add("filter", _filter_shaping, "DAPO: a truncated row (finish length) leaves the loss")
+OVERLONG_SHAPINGS.add("soft", _soft_shaping, "DAPO: a linear reward penalty over the last overlong_buffer_frac")
+
+
 __all__ = [
     "ADVANTAGE_SCALES",
+    "OVERLONG_SHAPINGS",
     "group_stats",
     "group_advantages",
     "nonzero_variance_groups",

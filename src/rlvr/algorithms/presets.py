@@ -11,12 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rlvr.algorithms.advantages import ADVANTAGE_SCALES
+from rlvr.algorithms.advantages import ADVANTAGE_SCALES, OVERLONG_SHAPINGS
 from rlvr.algorithms.correction import ROLLOUT_CORRECTIONS
 from rlvr.algorithms.losses import AGGREGATIONS, RATIO_LEVELS, SURROGATES
 from rlvr.registry import ConfigError, Registry
 
-OVERLONG = ("none", "filter", "soft")
+OVERLONG = OVERLONG_SHAPINGS.names()  # the built-in shapings' names
 
 # The registry that names each string field's choices (a name there, or package.module:attr), checked on construction.
 _REGISTRIES = {
@@ -25,6 +25,7 @@ _REGISTRIES = {
     "surrogate": SURROGATES,
     "agg": AGGREGATIONS,
     "rollout_correction": ROLLOUT_CORRECTIONS,
+    "overlong": OVERLONG_SHAPINGS,
 }
 
 
@@ -65,8 +66,6 @@ class Algorithm:
     def __post_init__(self):
         for key, registry in _REGISTRIES.items():
             registry.check(getattr(self, key), f"algorithm.{key}")
-        if self.overlong not in OVERLONG:
-            raise ConfigError(f"algorithm.overlong={self.overlong!r} is not one of {', '.join(OVERLONG)}")
         for key in ("clip_low", "clip_high", "beta", "adv_eps"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"algorithm.{key}={getattr(self, key)!r} must be >= 0")

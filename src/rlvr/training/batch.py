@@ -14,10 +14,9 @@ import torch
 
 from rlvr.algorithms.advantages import (
     ADVANTAGE_SCALES,
+    OVERLONG_SHAPINGS,
     dynamic_sampling,
     group_advantages,
-    overlong_soft_penalty,
-    truncated_rows,
 )
 from rlvr.sampling import draw_settings
 from rlvr.tasks.base import Problem
@@ -96,11 +95,7 @@ def overlong_shaping(algo, rewards, keep, lengths, finish: list[str], limit: int
     (a single-turn row: its tokens of max_new_tokens; an episode: its ids of episode.max_total_tokens):
     "soft" adds a linear penalty inside the last `buffer` tokens before the limit, "filter" keeps a truncated row
     (finish "length") out of the loss, neither rewarded nor punished. Returns (rewards, keep)."""
-    if algo.overlong == "soft":
-        rewards = rewards + overlong_soft_penalty(lengths, limit, algo.overlong_buffer(limit))
-    if algo.overlong == "filter":
-        keep = keep * (~truncated_rows(finish)).to(keep.dtype)
-    return rewards, keep
+    return OVERLONG_SHAPINGS.get(algo.overlong)(rewards, keep, lengths, finish, limit, algo.overlong_buffer(limit))
 
 
 def select_rows(batch: StepBatch, rows: list[int]) -> StepBatch:
