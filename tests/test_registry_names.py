@@ -20,8 +20,6 @@ NOT_YET_REGISTRIES: dict[str, tuple[str, ...]] = {}
 # bypassed"), and a string that happens to spell a registered name but means something else.
 ALLOWED = {
     # not fixed yet: "none" as "no such thing" beside the registered entries
-    ("algorithms/losses.py", "none"): "not fixed: rollout_correction none skips the correction's figures",
-    ("policy/update.py", "none"): "not fixed: rollout_correction none reports no correction figures",
     ("environments/build.py", "none"): "not fixed: episode.environment none is no environment (not an entry)",
     ("serve/scoring.py", "none"): "not fixed: reward.control none and episode.environment none",
     ("training/controls.py", "none"): "not fixed: episode.environment none",

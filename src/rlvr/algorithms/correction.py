@@ -61,4 +61,10 @@ def masked_sequence(logp, sampler_logp, mask, cap):
     return torch.ones_like(logp), keep.contiguous()
 
 
-__all__ = ["ROLLOUT_CORRECTIONS", "no_correction", "truncated_weight", "masked_token", "masked_sequence"]
+def corrects(name: str) -> bool:
+    """Whether the named correction changes the loss: every entry but the one that takes the samples as on-policy
+    (none), which the loss skips, and whose figures (correction/*) a step does not report."""
+    return ROLLOUT_CORRECTIONS.get(name) is not no_correction
+
+
+__all__ = ["ROLLOUT_CORRECTIONS", "corrects", "no_correction", "truncated_weight", "masked_token", "masked_sequence"]

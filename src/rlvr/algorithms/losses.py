@@ -184,7 +184,7 @@ def policy_loss(
     a = adv.to(logp.dtype).unsqueeze(-1)
     per_token = SURROGATES.get(surrogate)(log_r, a, clip_low, clip_high)
     correction = {}
-    if rollout_correction != "none":
+    if _corrects(rollout_correction):
         per_token, correction = _corrected(per_token, old, sampler_logp, mask, rollout_correction, correction_cap)
     r = torch.exp(log_r.detach())
     stats = {
@@ -200,6 +200,12 @@ def policy_loss(
         stats["kl"] = _masked_mean(kl, mask).detach()
     loss = aggregate(per_token, mask, agg, norm_len=norm_len, num_tokens=num_tokens, num_seqs=num_seqs)
     return loss, stats
+
+
+def _corrects(name: str) -> bool:
+    from rlvr.algorithms.correction import corrects
+
+    return corrects(name)
 
 
 def _corrected(per_token, old_logp, sampler_logp, mask, name: str, cap: float):

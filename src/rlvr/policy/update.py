@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
+from rlvr.algorithms.correction import corrects
 from rlvr.algorithms.losses import batch_counts, policy_loss
 from rlvr.algorithms.mismatch import DEFAULT_CAP, empty_sums, merge_sums, mismatch_figures, mismatch_sums
 from rlvr.policy.logprobs import PromptPass, real_tokens
@@ -321,7 +322,7 @@ def _update_stats(totals: dict, grad_norm: float, n_active: int, algo, mu: int, 
         out[k] = totals[k] / max(totals["train_tokens"], 1)
     if algo.beta == 0:
         out.pop("kl")
-    if algo.rollout_correction == "none" or not totals["train_tokens"]:
+    if not corrects(algo.rollout_correction) or not totals["train_tokens"]:
         # no correction, or no token trained on (every group zero-variance): no ratio to report, rather than a 0
         for k in CORRECTION_MEANS:
             out.pop(k)
