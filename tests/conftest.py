@@ -62,11 +62,13 @@ def tiny_policy(tokenizer):
 
 
 @pytest.fixture(scope="module")
-def server():
-    """A stand-in vLLM server on loopback (tests/standin_vllm.py), for runs whose rollouts come from it."""
-    from standin_vllm import StandinServer
+def server(tokenizer):
+    """A stand-in vLLM server on loopback (tests/standin_vllm.py), for runs whose rollouts come from it. It serves
+    the tiny random Llama the tests train (make_tiny_llama is seeded): its log-probs are that model's, so the remote
+    sampler's check that a server serves the policy's base model passes as it would against vLLM."""
+    from standin_vllm import StandinServer, model_scorer
 
-    with StandinServer() as s:
+    with StandinServer(scorer=model_scorer(make_tiny_llama(len(tokenizer)))) as s:
         yield s
 
 

@@ -139,11 +139,13 @@ def setup(parts: Components, policy=None, comm: distributed.Comm | None = None) 
     # With LoRA the reference is the base model with the adapter switched off: no second copy in memory.
     ref_model = _frozen_copy(model) if parts.algo.beta > 0 and not c.model.lora.enabled else None
     comm.broadcast_params([p for p in model.parameters() if p.requires_grad])  # every rank starts from rank 0's
+    # before sharding: a remote sampler checks each server against a forward of the whole model (a forward of the
+    # sharded one here, before the first step, left FSDP's parameters unfit for loading a checkpoint)
+    sampler = build_sampler(c.rollout, model, tokenizer)
     if c.train.fsdp and comm.world > 1:  # the shards replace the parameters: the optimizer is made after
         distributed.shard_model(model, comm)
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=c.train.lr, weight_decay=c.train.weight_decay)
-    sampler = build_sampler(c.rollout, model, tokenizer)
     val = spread_over_bands(parts.task.problems("validation"), c.log.eval_problems) if c.log.eval_every else []
     return TrainState(
         c,
