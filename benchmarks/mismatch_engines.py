@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -33,7 +34,10 @@ RUN = "import sys; from rlvr.cli import main; sys.exit(main())"
 
 
 def train(python, out: Path, steps: int, sets: list[str]) -> list[dict]:
-    args = ["train", "default", "--set", f"train.steps={steps}", "--set", f"output_dir={out}"]
+    done = out / "metrics.jsonl"
+    if done.exists() and len(done.read_text().splitlines()) == steps:  # a finished run of an earlier call: kept
+        return [json.loads(x) for x in done.read_text().splitlines()]
+    args = ["train", "default", "--overwrite", "--set", f"train.steps={steps}", "--set", f"output_dir={out}"]
     for s in [*SMALL, *sets]:
         args += ["--set", s]
     done = subprocess.run([str(python), "-c", RUN, *args], capture_output=True, text=True, env=ENV)
@@ -48,7 +52,16 @@ def serve(model: str, dtype: str) -> tuple[subprocess.Popen, str]:
         port = s.getsockname()[1]
     cmd = [str(VLLM_PY), "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--host", "127.0.0.1"]
     cmd += ["--port", str(port), "--dtype", dtype, "--max-model-len", "1024", "--enforce-eager"]
-    cmd += ["--gpu-memory-utilization", "0.2", "--enable-lora", "--max-lora-rank", "16", "--max-loras", "2"]
+    cmd += [
+        "--gpu-memory-utilization",
+        "0.2",
+        "--enable-lora",
+        "--max-lora-rank",
+        "16",
+        "--max-loras",
+        "2",
+        "--no-enable-chunked-prefill",
+    ]
     cmd += ["--logprobs-mode", "processed_logprobs"]
     log = open(tempfile.mktemp(suffix=".log"), "w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=ENV, start_new_session=True)
@@ -82,8 +95,10 @@ def main() -> None:
     table = {}
     for name, (python, sets) in runs.items():
         t0 = time.time()
-        table[name] = (train(python, args.out / name.split()[0], args.steps, [f"model.name={model}", *sets]), t0)
-        table[name] = (table[name][0], time.time() - t0)
+        rows = train(
+            python, args.out / re.sub(r"\W+", "-", name).strip("-"), args.steps, [f"model.name={model}", *sets]
+        )
+        table[name] = (rows, time.time() - t0)
     proc, url = serve(model, "bfloat16")
     try:
         t0 = time.time()

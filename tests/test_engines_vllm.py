@@ -135,7 +135,17 @@ def start_server(model: str, log: Path, *extra: str) -> tuple[subprocess.Popen, 
     port = free_port()
     cmd = [str(VLLM_PY), "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--host", "127.0.0.1"]
     cmd += ["--port", str(port), "--dtype", "float32", "--max-model-len", "1024", "--enforce-eager"]
-    cmd += ["--gpu-memory-utilization", "0.15", "--enable-lora", "--max-lora-rank", "16", "--max-loras", "2", *extra]
+    cmd += [
+        "--gpu-memory-utilization",
+        "0.15",
+        "--enable-lora",
+        "--max-lora-rank",
+        "16",
+        "--max-loras",
+        "2",
+        "--no-enable-chunked-prefill",
+        *extra,
+    ]
     proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, env=ENV, start_new_session=True)
     return proc, f"http://127.0.0.1:{port}"
 

@@ -100,8 +100,10 @@ def engine_kwargs(
     enforce_eager: bool,
     max_model_len: int,
     lora_rank: int = 0,
+    cpu: bool = False,
 ) -> dict:
-    """Arguments of `vllm.LLM` for a colocated rollout engine (lora_rank > 0: serve one LoRA adapter)."""
+    """Arguments of `vllm.LLM` for a colocated rollout engine (lora_rank > 0: serve one LoRA adapter; cpu: vLLM's
+    CPU build)."""
     if not 0.0 < gpu_memory_utilization <= 1.0:
         raise ValueError(f"rollout.vllm.gpu_memory_utilization = {gpu_memory_utilization}: a fraction in (0, 1]")
     kwargs = {
@@ -121,6 +123,8 @@ def engine_kwargs(
         kwargs["max_model_len"] = max_model_len
     if lora_rank:
         kwargs.update(enable_lora=True, max_lora_rank=lora_rank_slot(lora_rank), max_loras=1)
+    if cpu:  # vLLM 0.32's CPU engine dies on seeded requests batched with chunked prefill ("CPU Generator does not
+        kwargs["enable_chunked_prefill"] = False  # use offset", seen here); without it they run (docs/scaling.md)
     return kwargs
 
 
@@ -219,6 +223,12 @@ def own_folder(model) -> str | None:
     return None
 
 
+def _on_cpu() -> bool:
+    from vllm.platforms import current_platform
+
+    return current_platform.is_cpu()
+
+
 def _refuse_data_parallel() -> None:
     if (
         torch.distributed.is_available()
@@ -277,6 +287,7 @@ class VLLMSampler:
                 enforce_eager=enforce_eager,
                 max_model_len=max_model_len,
                 lora_rank=lora_rank,
+                cpu=_on_cpu(),
             )
         )
         self.version, self.lora, self.warned = 0, None, False
