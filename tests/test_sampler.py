@@ -425,13 +425,16 @@ def test_build_sampler_passes_the_stop_ids_and_the_backends_settings(tokenizer):
     rollout = Config.from_dict(resolve(None, ["rollout.backend=hf"])).rollout
     assert tokenizer.eos_token_id == 2
     assert build_sampler(rollout, model, tokenizer).stop_ids == [2, 7]
-    remote = resolve(
-        None, ["rollout.backend=remote", "rollout.urls=[http://127.0.0.1:9]", "rollout.adapter_dir=/tmp/x"]
-    )
-    # another backend for an evaluation still takes the section's settings
-    assert build_sampler(Config.from_dict(remote).rollout, model, tokenizer, backend="hf").stop_ids == [2, 7]
-    sampler = build_sampler(remote["rollout"], add_lora(model, r=2, alpha=4), tokenizer)
-    assert sampler.urls == ["http://127.0.0.1:9"] and str(sampler.adapter_dir) == "/tmp/x"
+    from standin_vllm import StandinServer, model_scorer
+
+    # the remote sampler checks its server when built: a stand-in serving this model's log-probs
+    with StandinServer(scorer=model_scorer(make_tiny_llama(len(tokenizer)))) as server:
+        remote = resolve(None, ["rollout.backend=remote", f"rollout.urls=[{server.url}]", "rollout.adapter_dir=/tmp/x"])
+        # another backend for an evaluation still takes the section's settings
+        assert build_sampler(Config.from_dict(remote).rollout, model, tokenizer, backend="hf").stop_ids == [2, 7]
+        sampler = build_sampler(remote["rollout"], add_lora(model, r=2, alpha=4), tokenizer)
+        assert sampler.urls == [server.url] and str(sampler.adapter_dir) == "/tmp/x"
+        assert [path for path, _ in server.log] == ["/v1/completions"]  # the check's one request, at build
 
 
 @pytest.mark.parametrize("dtype, tol", [("float32", 1e-4), ("bfloat16", 0.15)])
