@@ -174,15 +174,6 @@ def test_adapter_request_names_a_new_adapter_each_sync(tmp_path):
         vb.adapter_request(0, tmp_path)  # vLLM reserves id 0
 
 
-def test_load_weights_runs_on_the_worker_model():
-    # a stand-in for vLLM's worker: model_runner.get_model() returns the model that owns load_weights
-    seen = []
-    model = SimpleNamespace(load_weights=lambda weights: seen.extend(weights))
-    worker = SimpleNamespace(model_runner=SimpleNamespace(get_model=lambda: model))
-    assert vb._load_weights(worker, [("a.weight", torch.ones(2)), ("b.weight", torch.zeros(1))]) == 2
-    assert [name for name, _ in seen] == ["a.weight", "b.weight"]
-
-
 def test_missing_vllm_names_the_install_command(tiny_policy, monkeypatch):
     model, tok = tiny_policy
     monkeypatch.setitem(sys.modules, "vllm", None)  # `import vllm` raises ImportError, installed or not

@@ -20,6 +20,7 @@ log-probs as a large k3 KL. Seeds are sent per request, but a server's samples a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import tempfile
@@ -35,6 +36,7 @@ from pathlib import Path
 import torch
 
 from rlvr.errors import ConfigError
+from rlvr.policy.load import base_model
 
 from .rollouts import Rollouts, cut_at_stop, pack_rollouts, pad_id_for
 
@@ -298,14 +300,14 @@ class RemoteSampler:
 
 # A server passes the check when its log-probs of the tokens it sampled are the trainer's within this mean (nats per
 # token). Measured here on SmolLM2-135M, 16 tokens: a bf16 server against the float32 trainer 0.04 at temperature 1,
-# 0.09 at 0.7; a float32 server sending untempered log-probs at 0.7: 0.29 (and 0.00 against untempered ones).
+# 0.09 at 0.7; a float32 server sending untempered log-probs at 0.7: 0.15 (and 0.00 against untempered ones).
 PROBE_TOLERANCE = 0.5
 PROBE_TEXT = "Question: What is 12 + 30? Answer: 12 + 30 ="
 PROBE_TOKENS = 16
 
 
 def check_server(sampler: RemoteSampler, url: str, model, temperature: float) -> None:
-    """Refuse (RemoteError, one line) a live server that would train the policy wrong: one that does not serve this
+    """Refuse (ServerMismatch, one line, exit 2 from the CLI) a live server that would train the policy wrong: one that does not serve this
     policy's base model, or sends log-probs of another temperature than the one sampled at (vLLM's default
     `--logprobs-mode raw_logprobs`). It samples PROBE_TOKENS tokens from the base model; the trainer scores them with
     its adapter off. A server that does not answer is lost as in a batch (checked: rlvr.sampling.remote tests)."""
@@ -330,7 +332,7 @@ def check_server(sampler: RemoteSampler, url: str, model, temperature: float) ->
     ours, raw = _trainer_logprobs(model, ids, tokens, temperature)
     gap = sum(abs(a - b) for a, b in zip(served, ours)) / max(len(tokens), 1)
     gap_raw = sum(abs(a - b) for a, b in zip(served, raw)) / max(len(tokens), 1)
-    name = getattr(base_model_of(model), "name_or_path", "") or "the policy's base model"
+    name = getattr(base_model(model), "name_or_path", "") or "the policy's base model"
     if gap > 2 * gap_raw and gap > 0.1:  # the untempered logits explain its log-probs better than ours do
         why = "its log-probs are of the untempered logits: start it with --logprobs-mode processed_logprobs"
     elif gap > PROBE_TOLERANCE:
@@ -345,8 +347,6 @@ def check_server(sampler: RemoteSampler, url: str, model, temperature: float) ->
 
 def _trainer_logprobs(model, prompt: list[int], tokens: list[int], temperature: float) -> tuple[list, list]:
     """The base model's log-probs of `tokens` after `prompt`, at `temperature` and untempered (adapter off)."""
-    import contextlib
-
     off = model.disable_adapter() if hasattr(model, "disable_adapter") else contextlib.nullcontext()
     ids = torch.tensor([list(prompt) + list(tokens)])
     with torch.no_grad(), off:
@@ -354,10 +354,6 @@ def _trainer_logprobs(model, prompt: list[int], tokens: list[int], temperature: 
     pick = torch.tensor(tokens)[:, None]
     at_t = (logits / max(temperature, 1e-3)).log_softmax(-1).gather(-1, pick)[:, 0]
     return at_t.tolist(), logits.log_softmax(-1).gather(-1, pick)[:, 0].tolist()
-
-
-def base_model_of(model):
-    return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
 def _has_adapter(model) -> bool:

