@@ -19,7 +19,10 @@ class Comm:
     def __init__(self, rank: int = 0, world: int = 1, owns_group: bool = False):
         self.rank, self.world, self.owns_group = rank, world, owns_group
         self.sharded = False  # FSDP2 holds the model (shard_model): it reduces gradients itself
-        backend = dist.get_backend() if world > 1 and dist.is_initialized() else "none"
+        # Collectives run on several ranks, and on a group of one that setup() made (RLVR_DIST_BACKEND under a
+        # launcher of one process: one GPU cannot hold two NCCL ranks, yet it can run NCCL's code path); else no-ops.
+        self.grouped = world > 1 or owns_group
+        backend = dist.get_backend() if self.grouped and dist.is_initialized() else "none"
         # NCCL moves only CUDA tensors; gloo (CPU) moves CPU tensors.
         self.device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
 
@@ -39,7 +42,7 @@ class Comm:
 
     def all_sum(self, *values) -> list:
         """Sum numbers or 0-d tensors over ranks (in float64, exact for counts); same types back."""
-        if self.world == 1:
+        if not self.grouped:
             return list(values)
         buf = torch.tensor([float(v) for v in values], dtype=torch.float64, device=self.device)
         dist.all_reduce(buf)
@@ -48,11 +51,11 @@ class Comm:
 
     def any(self, flag: bool) -> bool:
         """True on every rank when it is True on any: for decisions all ranks must take together."""
-        return bool(flag) if self.world == 1 else self.all_sum(int(bool(flag)))[0] > 0
+        return bool(flag) if not self.grouped else self.all_sum(int(bool(flag)))[0] > 0
 
     def all_gather(self, obj) -> list:
         """Every rank's object, in rank order (pickled; for per-row data, not for weights)."""
-        if self.world == 1:
+        if not self.grouped:
             return [obj]
         out = [None] * self.world
         dist.all_gather_object(out, obj)
@@ -61,7 +64,7 @@ class Comm:
     def sum_grads(self, params) -> None:
         """Replace each parameter's gradient by its sum over ranks; a missing gradient counts as zero
         (a rank with no trainable rows this step still takes part, and still steps)."""
-        if self.world == 1:
+        if not self.grouped:
             return
         params = [p for p in params if p.requires_grad]
         if self.sharded:  # FSDP reduce-scattered the gradients as a mean over ranks: times W is the sum
@@ -98,7 +101,7 @@ class Comm:
 
     def broadcast_params(self, params) -> None:
         """Give every rank rank 0's values (the start of a run must be identical everywhere)."""
-        if self.world == 1:
+        if not self.grouped:
             return
         with torch.no_grad():
             for p in params:
@@ -107,7 +110,7 @@ class Comm:
                 p.copy_(buf)
 
     def barrier(self) -> None:
-        if self.world > 1:
+        if self.grouped:
             dist.barrier()
 
     def close(self) -> None:

@@ -28,24 +28,44 @@ import os
 import torch
 import torch.distributed as dist
 
+from rlvr.errors import ConfigError
 from rlvr.policy.load import base_model
 from rlvr.training.batch import StepBatch, concat
 from rlvr.training.comm import Comm
 
+# The process group's backend, when the default (nccl where CUDA is available, else gloo) is not wanted.
+BACKEND_ENV = "RLVR_DIST_BACKEND"
+BACKENDS = ("gloo", "nccl")
 # Stats where the global value is the max over ranks: wall times (the step waits for the slowest rank), and
 # the round count (every rank runs the same rounds).
 _MAX_STATS = ("time/generate", "time/verify", "dynamic_sampling/rounds")
 
 
+def choose_backend(asked: str, cuda: bool) -> str:
+    """The process group's backend: `asked` (RLVR_DIST_BACKEND) when set, else nccl where CUDA is available and
+    gloo elsewhere. NCCL moves only CUDA tensors, so nccl without CUDA is refused here, not at the first collective."""
+    if not asked:
+        return "nccl" if cuda else "gloo"
+    if asked not in BACKENDS:
+        raise ConfigError(
+            f"{BACKEND_ENV}={asked}: choose gloo or nccl (unset: nccl where CUDA is available, else gloo)"
+        )
+    if asked == "nccl" and not cuda:
+        raise ConfigError(f"{BACKEND_ENV}=nccl: CUDA is not available in this process; use gloo or unset it")
+    return asked
+
+
 def setup() -> Comm:
-    """The Comm of this process: joins the group that torchrun describes in the environment (gloo on CPU,
-    nccl on GPU), or reuses one already initialised; a world of one when there is neither."""
+    """The Comm of this process: joins the group that torchrun describes in the environment (choose_backend), or
+    reuses one already initialised; a world of one when there is neither. With RLVR_DIST_BACKEND set, a launcher's
+    world of one process joins a group of one too, whose collectives run for real: how benchmarks/gpu_check.sh takes
+    the update through NCCL on one GPU."""
     if dist.is_available() and dist.is_initialized():
         return Comm(dist.get_rank(), dist.get_world_size())
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
+    world, asked = int(os.environ.get("WORLD_SIZE", "1")), os.environ.get(BACKEND_ENV, "")
+    if world <= 1 and not (asked and "WORLD_SIZE" in os.environ):
         return Comm()
-    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    backend = choose_backend(asked, torch.cuda.is_available())
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group(backend)
@@ -85,8 +105,6 @@ def check_resume(comm: Comm, loop_state: dict) -> None:
     rank samples (and with which seed), so another count could not redo the same steps."""
     saved = int(loop_state.get("world_size", 1))
     if saved != comm.world:
-        from rlvr.config import ConfigError
-
         raise ConfigError(f"--resume: the run was saved on {saved} rank(s); relaunch it on {saved}, not {comm.world}")
 
 
