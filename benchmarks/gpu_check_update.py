@@ -9,7 +9,7 @@ under a launcher: rlvr.training.distributed.setup) takes the same eight update c
 loss normalisers' all-reduce, the gradient sum (CPU gradients to the GPU and back under NCCL), the clipping norm.
 Each must give the single-process loss, gradient norm and weights to the tests' tolerances (loss 1e-6, gradient
 norm 1e-5 relative, weights 1e-6 + 1e-5 relative). Prints one JSON line; exit 1 when a case disagrees or no
-all-reduce went through the group. Run by benchmarks/gpu_check.sh; tests/test_gpu_check.py runs it on gloo.
+all-reduce went through the group. Run by benchmarks/gpu_check.sh; tests/test_distributed_backend.py runs it on gloo.
 """
 
 from __future__ import annotations

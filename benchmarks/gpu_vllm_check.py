@@ -5,7 +5,7 @@
 SmolLM2-135M-Instruct (rlvr's embedded model, converted offline), float32 policy on the GPU with LoRA r=16
 as rlvr's default preset, 4 arithmetic-task prompts x 8 completions x at most 128 new tokens at temperature 1,
 one warm-up batch, then `--batches` timed ones, each after a weight sync (as in training). Prints figures;
-asserts nothing. Run by benchmarks/gpu_vllm_check.sh after the gpu tests.
+asserts nothing. The engine alone; benchmarks/gpu_check.sh checks the backend inside training runs.
 """
 
 from __future__ import annotations

@@ -234,7 +234,7 @@ def test_engine_folder_holds_the_base_weights_not_the_merged_ones(tokenizer, tmp
     assert vb.own_folder(SimpleNamespace(name_or_path=str(folder))) == str(folder)
 
 
-# ---- the real engine: needs vLLM and a CUDA GPU (benchmarks/gpu_vllm_check.sh runs this) ------------------
+# ---- the real engine: needs vLLM and a CUDA GPU (benchmarks/gpu_check.sh runs this) ------------------
 
 needs_gpu = pytest.mark.skipif(
     importlib.util.find_spec("vllm") is None or not torch.cuda.is_available(), reason="needs vLLM and a CUDA GPU"

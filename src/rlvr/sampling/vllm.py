@@ -32,7 +32,7 @@ the processed logits for that mode too.
 Run for real on vLLM 0.32's CPU build in the engines tier (tests/test_engines_vllm.py: at top-k/top-p off, its
 float32 log-probs equal the trainer's to 1e-3; both syncs; episodes). Limits: one trainer process (data-parallel
 ranks would each start vLLM's own distributed setup: use the "remote" backend for several GPUs); never run on a GPU
-here (benchmarks/gpu_vllm_check.sh is the check for the day one is lent).
+here (benchmarks/gpu_check.sh is the check for the day one is lent).
 """
 
 from __future__ import annotations
