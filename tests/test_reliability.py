@@ -376,7 +376,8 @@ def oom_batch():
 )
 def test_out_of_memory_names_the_micro_batch_shape_and_the_fix(error, forward, message):
     from rlvr.algorithms import get_preset
-    from rlvr.policy.update import MicroBatchOOM, UpdateSettings, update_policy
+    from rlvr.policy.memory import MicroBatchOOM
+    from rlvr.policy.update import UpdateSettings, update_policy
 
     model = make_tiny_llama(64)
     calls = []

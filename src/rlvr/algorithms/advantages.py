@@ -9,18 +9,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from rlvr.registry import Registry
 
+Values = torch.Tensor | Sequence[float]  # per-row numbers (B,): a tensor, or a list (rewards as verifiers give them)
+Ids = torch.Tensor | Sequence[int]  # per-row group ids (B,)
 
-def _as_float(x) -> torch.Tensor:
+
+def _as_float(x: Values) -> torch.Tensor:
     t = torch.as_tensor(x)
     return t if t.is_floating_point() else t.to(torch.float32)
 
 
-def _group_index(group_ids) -> tuple[torch.Tensor, int]:
+def _group_index(group_ids: Ids) -> tuple[torch.Tensor, int]:
     """Map arbitrary group ids (B,) to dense indices 0..K-1 (B,) and return K."""
     ids = torch.as_tensor(group_ids)
     if ids.dim() != 1:
@@ -29,7 +33,7 @@ def _group_index(group_ids) -> tuple[torch.Tensor, int]:
     return inverse, int(inverse.max().item()) + 1 if ids.numel() else 0
 
 
-def group_stats(rewards, group_ids) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def group_stats(rewards: Values, group_ids: Ids) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per-row statistics of the row's group.
 
     rewards (B,), group_ids (B,) -> (mean (B,), sample std (B,), constant (B,) bool).
@@ -53,12 +57,16 @@ def group_stats(rewards, group_ids) -> tuple[torch.Tensor, torch.Tensor, torch.T
     return mean[idx], var.sqrt()[idx], (lo == hi)[idx]
 
 
-def _group_std(r, std, batch_rewards):
+def _group_std(r: torch.Tensor, std: torch.Tensor, batch_rewards: torch.Tensor) -> torch.Tensor:
     return std
 
 
-def _batch_std(r, std, batch_rewards):
+def _batch_std(r: torch.Tensor, std: torch.Tensor, batch_rewards: torch.Tensor) -> torch.Tensor:
     return batch_rewards.std() if batch_rewards.numel() > 1 else batch_rewards.new_zeros(())
+
+
+# divisor(r (B,), group std (B,), batch_rewards (N,)) -> the std to divide r - mean_g by
+Divisor = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 @dataclass(frozen=True)
@@ -68,11 +76,11 @@ class AdvantageScale:
     under data parallel every rank's, gathered in rank order. reads_batch: whether the divisor reads them; only then
     does a data-parallel step gather them (a collective), so a scale that never looks at them costs nothing."""
 
-    divisor: Callable | None
+    divisor: Divisor | None
     reads_batch: bool = True
 
 
-def _plugin_scale(obj, name: str) -> AdvantageScale:
+def _plugin_scale(obj: Any, name: str) -> AdvantageScale:
     """A user's scale: an AdvantageScale as it is, or a bare divisor function, which gets the whole batch's rewards
     as a built-in does (reads_batch)."""
     return obj if isinstance(obj, AdvantageScale) else AdvantageScale(obj)
@@ -87,7 +95,9 @@ ADVANTAGE_SCALES.add("batch", AdvantageScale(_batch_std), "divide by the std of 
 ADVANTAGE_SCALES.add("none", AdvantageScale(None, reads_batch=False), "Dr. GRPO: no division")
 
 
-def group_advantages(rewards, group_ids, scale: str = "group", eps: float = 1e-4, batch_rewards=None) -> torch.Tensor:
+def group_advantages(
+    rewards: Values, group_ids: Ids, scale: str = "group", eps: float = 1e-4, batch_rewards: Values | None = None
+) -> torch.Tensor:
     """Group-relative advantage of every row.
 
     rewards (B,) float, group_ids (B,) int -> advantages (B,) float (rewards' dtype, float32 for ints).
@@ -110,12 +120,12 @@ def group_advantages(rewards, group_ids, scale: str = "group", eps: float = 1e-4
     return torch.where(constant, torch.zeros_like(adv), adv)
 
 
-def nonzero_variance_groups(rewards, group_ids) -> torch.Tensor:
+def nonzero_variance_groups(rewards: Values, group_ids: Ids) -> torch.Tensor:
     """Row mask (B,) bool: True where the row's group has at least two different rewards."""
     return ~group_stats(rewards, group_ids)[2]
 
 
-def nonzero_variance_frac(rewards, group_ids) -> torch.Tensor:
+def nonzero_variance_frac(rewards: Values, group_ids: Ids) -> torch.Tensor:
     """Fraction of *groups* (not rows) with nonzero reward variance, a 0-d float tensor.
 
     This is the metric `groups/nonzero_var_frac`: the share of prompts that give any gradient.
@@ -130,7 +140,7 @@ def nonzero_variance_frac(rewards, group_ids) -> torch.Tensor:
     return per_group.mean()
 
 
-def _group_order(group_ids) -> tuple[torch.Tensor, torch.Tensor]:
+def _group_order(group_ids: Ids) -> tuple[torch.Tensor, torch.Tensor]:
     """Dense group index per row (B,) and the groups (K,) ordered by first appearance."""
     idx, k = _group_index(group_ids)
     first = torch.full((k,), idx.numel(), dtype=torch.long)
@@ -138,7 +148,7 @@ def _group_order(group_ids) -> tuple[torch.Tensor, torch.Tensor]:
     return idx, torch.argsort(first)
 
 
-def select_informative_groups(rewards, group_ids, max_groups: int | None = None) -> torch.Tensor:
+def select_informative_groups(rewards: Values, group_ids: Ids, max_groups: int | None = None) -> torch.Tensor:
     """DAPO's dynamic-sampling filter: row mask (B,) bool of the groups worth training on.
 
     Keeps every row of each group whose rewards are not all equal (a constant group has advantage 0
@@ -196,7 +206,7 @@ def dynamic_sampling(
     return kept, stats
 
 
-def overlong_soft_penalty(lengths, max_len: int, buffer: int) -> torch.Tensor:
+def overlong_soft_penalty(lengths: Values, max_len: int, buffer: int) -> torch.Tensor:
     """DAPO's soft overlong punishment, added to the reward: lengths (B,) -> penalty (B,) float.
 
     With L = completion length, Lmax = max_len, Lc = buffer:
@@ -224,19 +234,30 @@ def truncated_rows(finish: Sequence[str]) -> torch.Tensor:
 # DAPO's overlong shaping by name (algorithm.overlong): fn(rewards (B,), keep (B,), lengths (B,), finish (B,), limit,
 # buffer) -> (rewards, keep), for rows of `lengths` out of `limit` tokens with a soft buffer of `buffer` tokens. A new
 # shaping is a new entry, or `package.module:attr`.
-def _no_shaping(rewards, keep, lengths, finish, limit, buffer):
+Shaping = Callable[
+    [torch.Tensor, torch.Tensor, torch.Tensor, Sequence[str], int, int], tuple[torch.Tensor, torch.Tensor]
+]
+
+
+def _no_shaping(
+    rewards: torch.Tensor, keep: torch.Tensor, lengths: torch.Tensor, finish: Sequence[str], limit: int, buffer: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     return rewards, keep
 
 
-def _soft_shaping(rewards, keep, lengths, finish, limit, buffer):
+def _soft_shaping(
+    rewards: torch.Tensor, keep: torch.Tensor, lengths: torch.Tensor, finish: Sequence[str], limit: int, buffer: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     return rewards + overlong_soft_penalty(lengths, limit, buffer), keep
 
 
-def _filter_shaping(rewards, keep, lengths, finish, limit, buffer):
+def _filter_shaping(
+    rewards: torch.Tensor, keep: torch.Tensor, lengths: torch.Tensor, finish: Sequence[str], limit: int, buffer: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     return rewards, keep * (~truncated_rows(finish)).to(keep.dtype)
 
 
-OVERLONG_SHAPINGS: Registry[Callable] = Registry("overlong shaping", key="algorithm.overlong")
+OVERLONG_SHAPINGS: Registry[Shaping] = Registry("overlong shaping", key="algorithm.overlong")
 OVERLONG_SHAPINGS.add("none", _no_shaping, "no length shaping")
 OVERLONG_SHAPINGS.add("filter", _filter_shaping, "DAPO: a truncated row (finish length) leaves the loss")
 OVERLONG_SHAPINGS.add("soft", _soft_shaping, "DAPO: a linear reward penalty over the last overlong_buffer_frac")

@@ -19,12 +19,15 @@ of the tokens (or whole sequences) that stay in it. `logp` is the trainer's log-
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 
 from rlvr.registry import Registry
 
-ROLLOUT_CORRECTIONS = Registry("rollout correction", key="algorithm.rollout_correction")
+# (logp (B, T), sampler_logp (B, T), mask (B, T), cap) -> (weight (B, T), keep (B, T))
+Correction = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, float], tuple[torch.Tensor, torch.Tensor]]
+ROLLOUT_CORRECTIONS: Registry[Correction] = Registry("rollout correction", key="algorithm.rollout_correction")
 
 
 def _log_ratio(logp: torch.Tensor, sampler_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -33,19 +36,25 @@ def _log_ratio(logp: torch.Tensor, sampler_logp: torch.Tensor, mask: torch.Tenso
 
 
 @ROLLOUT_CORRECTIONS.register("none")
-def no_correction(logp, sampler_logp, mask, cap):
+def no_correction(
+    logp: torch.Tensor, sampler_logp: torch.Tensor, mask: torch.Tensor, cap: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The samples taken as on-policy: weight 1, every token kept."""
     return torch.ones_like(logp), torch.ones_like(mask)
 
 
 @ROLLOUT_CORRECTIONS.register("truncated")
-def truncated_weight(logp, sampler_logp, mask, cap):
+def truncated_weight(
+    logp: torch.Tensor, sampler_logp: torch.Tensor, mask: torch.Tensor, cap: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Truncated importance sampling per token: weight min(pi_train / pi_sampler, cap), detached."""
     return torch.exp(_log_ratio(logp, sampler_logp, mask)).clamp(max=cap), torch.ones_like(mask)
 
 
 @ROLLOUT_CORRECTIONS.register("masked-token")
-def masked_token(logp, sampler_logp, mask, cap):
+def masked_token(
+    logp: torch.Tensor, sampler_logp: torch.Tensor, mask: torch.Tensor, cap: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Masked importance sampling per token: tokens whose ratio lies outside [1/cap, cap] leave the loss."""
     log_r = _log_ratio(logp, sampler_logp, mask)
     keep = (log_r.abs() <= math.log(cap)).to(mask.dtype)
@@ -53,7 +62,9 @@ def masked_token(logp, sampler_logp, mask, cap):
 
 
 @ROLLOUT_CORRECTIONS.register("masked-sequence")
-def masked_sequence(logp, sampler_logp, mask, cap):
+def masked_sequence(
+    logp: torch.Tensor, sampler_logp: torch.Tensor, mask: torch.Tensor, cap: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Masked importance sampling per sequence, from the mean token log ratio: outside [1/cap, cap] drops the row."""
     log_r = _log_ratio(logp, sampler_logp, mask)
     mean = log_r.sum(-1, keepdim=True) / mask.sum(-1, keepdim=True).clamp(min=1)

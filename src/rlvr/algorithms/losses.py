@@ -15,16 +15,22 @@ and tensors and returns tensors: nothing here calls `.item()`, so nothing forces
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from rlvr.registry import Registry
 
+Count = torch.Tensor | float  # a denominator: a 0-d tensor (batch_counts) or a number
 # (logp, old_logp, mask) -> log importance ratio per token (B, T)
-RATIO_LEVELS = Registry("loss ratio level", key="algorithm.ratio")
+RatioLevel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+RATIO_LEVELS: Registry[RatioLevel] = Registry("loss ratio level", key="algorithm.ratio")
 # (log_ratio (B, T), adv (B, 1), clip_low, clip_high) -> per-token loss to minimise (B, T)
-SURROGATES = Registry("loss surrogate", key="algorithm.surrogate")
+Surrogate = Callable[[torch.Tensor, torch.Tensor, float, float], torch.Tensor]
+SURROGATES: Registry[Surrogate] = Registry("loss surrogate", key="algorithm.surrogate")
 # (masked per-token loss (B, T), mask (B, T), n_tok, n_seq, norm_len) -> 0-d loss
-AGGREGATIONS = Registry("loss aggregation", key="algorithm.agg")
+Aggregation = Callable[[torch.Tensor, torch.Tensor, Count, Count, float], torch.Tensor]
+AGGREGATIONS: Registry[Aggregation] = Registry("loss aggregation", key="algorithm.agg")
 
 # exp() of a log-ratio beyond this overflows float32 long before it means anything; the clamp only
 # touches tokens whose probability moved by a factor of e^20, which clipping ignores anyway.
@@ -41,19 +47,21 @@ def batch_counts(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return mask.sum(), (mask.sum(-1) > 0).sum().to(mask.dtype)
 
 
-def _count(n, like: torch.Tensor) -> torch.Tensor:
+def _count(n: Count, like: torch.Tensor) -> torch.Tensor:
     """A denominator as a tensor on like's device, at least 1 so an empty batch gives 0, not NaN."""
     return torch.as_tensor(n, dtype=like.dtype, device=like.device).clamp(min=1)
 
 
 @AGGREGATIONS.register("token-mean")
-def token_mean(masked, mask, n_tok, n_seq, norm_len):
+def token_mean(masked: torch.Tensor, mask: torch.Tensor, n_tok: Count, n_seq: Count, norm_len: float) -> torch.Tensor:
     """DAPO: sum_{i,t} m_it l_it / N_tok, every token weighs the same."""
     return masked.sum() / _count(n_tok, masked)
 
 
 @AGGREGATIONS.register("seq-mean-token-mean")
-def seq_mean_token_mean(masked, mask, n_tok, n_seq, norm_len):
+def seq_mean_token_mean(
+    masked: torch.Tensor, mask: torch.Tensor, n_tok: Count, n_seq: Count, norm_len: float
+) -> torch.Tensor:
     """GRPO, GSPO: (1/N_seq) sum_i [sum_t m_it l_it / |o_i|], every sequence weighs the same."""
     # |o_i| clamped to 1 so an all-masked row contributes 0 instead of 0/0
     seq_means = masked.sum(-1) / mask.sum(-1).clamp(min=1)
@@ -61,7 +69,9 @@ def seq_mean_token_mean(masked, mask, n_tok, n_seq, norm_len):
 
 
 @AGGREGATIONS.register("seq-mean-token-sum-norm")
-def seq_mean_token_sum_norm(masked, mask, n_tok, n_seq, norm_len):
+def seq_mean_token_sum_norm(
+    masked: torch.Tensor, mask: torch.Tensor, n_tok: Count, n_seq: Count, norm_len: float
+) -> torch.Tensor:
     """Dr. GRPO: sum_{i,t} m_it l_it / (N_seq * norm_len), a constant normaliser: no length bias."""
     return masked.sum() / (_count(n_seq, masked) * norm_len)
 
@@ -72,8 +82,8 @@ def aggregate(
     mode: str,
     *,
     norm_len: float | None = None,
-    num_tokens=None,
-    num_seqs=None,
+    num_tokens: Count | None = None,
+    num_seqs: Count | None = None,
 ) -> torch.Tensor:
     """Reduce a per-token loss (B, T) to a scalar, the way each paper does: AGGREGATIONS[mode].
 
@@ -157,8 +167,8 @@ def policy_loss(
     ref_logp: torch.Tensor | None = None,
     beta: float = 0.0,
     norm_len: float | None = None,
-    num_tokens=None,
-    num_seqs=None,
+    num_tokens: Count | None = None,
+    num_seqs: Count | None = None,
     sampler_logp: torch.Tensor | None = None,
     rollout_correction: str = "none",
     correction_cap: float = 2.0,
@@ -176,14 +186,12 @@ def policy_loss(
     counts as a zero loss, so micro-batches still sum to the batch). Stats then add "correction/ratio_mean" (the
     sampler ratio before the cap), "correction/weight_mean" (after it) and "correction/kept_frac".
     """
-    if beta > 0 and ref_logp is None:
-        raise ValueError("beta > 0 needs ref_logp (the reference policy's log-probs)")
     old = logp.detach() if old_logp is None else old_logp
     mask = mask.to(logp.dtype)
     log_r = log_ratio(logp, old, mask, ratio)
     a = adv.to(logp.dtype).unsqueeze(-1)
     per_token = SURROGATES.get(surrogate)(log_r, a, clip_low, clip_high)
-    correction = {}
+    correction: dict[str, torch.Tensor] = {}
     if _corrects(rollout_correction):
         per_token, correction = _corrected(per_token, old, sampler_logp, mask, rollout_correction, correction_cap)
     r = torch.exp(log_r.detach())
@@ -194,6 +202,8 @@ def policy_loss(
         **correction,
     }
     if beta > 0:
+        if ref_logp is None:
+            raise ValueError("beta > 0 needs ref_logp (the reference policy's log-probs)")
         kl = kl_k3(logp, ref_logp)
         # J = surrogate + beta * KL(pi || pi_ref), KL estimated per token by k3
         per_token = per_token + beta * kl
@@ -208,7 +218,14 @@ def _corrects(name: str) -> bool:
     return corrects(name)
 
 
-def _corrected(per_token, old_logp, sampler_logp, mask, name: str, cap: float):
+def _corrected(
+    per_token: torch.Tensor,
+    old_logp: torch.Tensor,
+    sampler_logp: torch.Tensor | None,
+    mask: torch.Tensor,
+    name: str,
+    cap: float,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """(per-token loss times the rollout correction's weight and kept mask, its figures over the batch's tokens)."""
     from rlvr.algorithms.correction import ROLLOUT_CORRECTIONS
 

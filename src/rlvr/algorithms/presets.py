@@ -19,7 +19,7 @@ from rlvr.registry import ConfigError, Registry
 OVERLONG = OVERLONG_SHAPINGS.names()  # the built-in shapings' names
 
 # The registry that names each string field's choices (a name there, or package.module:attr), checked on construction.
-_REGISTRIES = {
+_REGISTRIES: dict[str, Registry[Any]] = {
     "adv_scale": ADVANTAGE_SCALES,
     "ratio": RATIO_LEVELS,
     "surrogate": SURROGATES,
@@ -63,7 +63,7 @@ class Algorithm:
     rollout_correction: str = "none"
     correction_cap: float = 2.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for key, registry in _REGISTRIES.items():
             registry.check(getattr(self, key), f"algorithm.{key}")
         for key in ("clip_low", "clip_high", "beta", "adv_eps"):

@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from rlvr.config import ConfigError
-    from rlvr.policy.update import MicroBatchOOM
+    from rlvr.policy.memory import MicroBatchOOM
     from rlvr.rundir.files import RunDirError
     from rlvr.tasks.base import DatasetError
     from rlvr.training.lifecycle import RunStopped

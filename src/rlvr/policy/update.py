@@ -12,45 +12,34 @@ term their forward is skipped; they still count in the denominators, so the loss
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import functools
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import torch
 
 from rlvr.algorithms.correction import corrects
 from rlvr.algorithms.losses import batch_counts, policy_loss
 from rlvr.algorithms.mismatch import DEFAULT_CAP, empty_sums, merge_sums, mismatch_figures, mismatch_sums
+from rlvr.algorithms.presets import Algorithm
+from rlvr.algorithms.step_batch import StepBatch
+from rlvr.config import Config
 from rlvr.policy.logprobs import PromptPass, real_tokens
+from rlvr.policy.memory import oom_report, returns_freed_memory
 
 
-class MicroBatchOOM(RuntimeError):
-    """Out of memory in one micro-batch; the message names its shape and the setting that shrinks it."""
+class Collectives(Protocol):
+    """What the update asks of data parallel: rlvr.training.comm.Comm's collectives (training comes later in the
+    package order, so the update names the four it calls rather than importing the class)."""
+
+    def all_sum(self, *values: Any) -> list[Any]: ...
+    def all_gather(self, obj: Any) -> list[Any]: ...
+    def sum_grads(self, params: list[torch.nn.Parameter]) -> None: ...
+    def idle_micro_batches(self, n: int) -> int: ...
 
 
-def _is_oom(e: BaseException) -> bool:
-    # torch raises torch.OutOfMemoryError on accelerators, a plain RuntimeError from the CPU allocator.
-    text = str(e).lower()
-    return (
-        isinstance(e, (MemoryError, torch.OutOfMemoryError))
-        or "out of memory" in text
-        or "can't allocate memory" in text
-    )
-
-
-@contextlib.contextmanager
-def oom_report(what: str, hint: str):
-    """Turn an out-of-memory inside a forward/backward into MicroBatchOOM naming what ran out (its shape) and
-    the setting that shrinks it; any other error passes through unchanged."""
-    try:
-        yield
-    except (RuntimeError, MemoryError) as e:
-        if not _is_oom(e):
-            raise
-        raise MicroBatchOOM(f"out of memory in {what}; {hint} ({type(e).__name__}: {str(e)[:200]})") from e
-
-
-def _chunk_oom(batch, rows: list[int], micro_batch_size: int, micro_batch_tokens: int):
+def _chunk_oom(
+    batch: StepBatch, rows: list[int], micro_batch_size: int, micro_batch_tokens: int
+) -> contextlib.AbstractContextManager[None]:
     lp = max(len(batch.prompt_ids[r]) for r in rows)
     t = max(int(batch.lengths[rows].max()), 1)
     return oom_report(
@@ -83,23 +72,32 @@ def micro_batches(
             cost = best[i] + (j - i) * max(lengths[order[i]], 1) + overhead
             if cost < best[j]:
                 best[j], cut[j] = cost, i
-    chunks, j = [], n
+    chunks: list[list[int]] = []
+    j = n
     while j:
         chunks.append(order[cut[j] : j])
         j = cut[j]
     return chunks[::-1]
 
 
-def _autocast(kind: str):
+def _autocast(kind: str) -> contextlib.AbstractContextManager[Any]:
     if kind == "bfloat16":
         return torch.autocast("cpu", dtype=torch.bfloat16)
     return contextlib.nullcontext()
 
 
 _IDLE = None  # a chunk that stands for the one-token zero-weight row of an idle FSDP rank
+Chunk = list[int] | None  # a micro-batch's rows, or _IDLE
 
 
-def _prompt_pass(model, batch, chunks, pad_id, autocast, split_graph=False) -> PromptPass | None:
+def _prompt_pass(
+    model: torch.nn.Module,
+    batch: StepBatch,
+    chunks: list[Chunk],
+    pad_id: int,
+    autocast: str,
+    split_graph: bool = False,
+) -> PromptPass | None:
     """Pass 1 of the forward: the prompts of the chunks' rows, each once (an idle rank runs a 1-token one)."""
     if not chunks:
         return None
@@ -109,7 +107,9 @@ def _prompt_pass(model, batch, chunks, pad_id, autocast, split_graph=False) -> P
         return PromptPass(model, prompts, pad_id=pad_id, split_graph=split_graph)
 
 
-def _chunk_logprobs(model, prompts: PromptPass, batch, rows, temperature, autocast):
+def _chunk_logprobs(
+    model: torch.nn.Module, prompts: PromptPass, batch: StepBatch, rows: Chunk, temperature: float, autocast: str
+) -> tuple[torch.Tensor, int]:
     """(logp (b, t) float32, t) for the chunk's rows, trimmed to their longest completion t; for _IDLE, one
     padding token after the pass's first prompt."""
     if rows is _IDLE:
@@ -129,12 +129,19 @@ def _chunk_logprobs(model, prompts: PromptPass, batch, rows, temperature, autoca
     return logp, t
 
 
+Fixed = dict[tuple[int, ...], torch.Tensor]  # a chunk's rows -> its log-probs (b, t), fixed over the passes
+
+
 @torch.no_grad()
-def fixed_logprobs(model, batch, chunks, pad_id, temperature, autocast) -> dict:
+def fixed_logprobs(
+    model: torch.nn.Module, batch: StepBatch, chunks: list[Chunk], pad_id: int, temperature: float, autocast: str
+) -> Fixed:
     """Log-probs that stay fixed over the step's passes (the sampling policy's for mu > 1, the reference's),
     by chunk (keyed by the tuple of its rows); an _IDLE chunk is computed for the collectives, not kept."""
     prompts = _prompt_pass(model, batch, chunks, pad_id, autocast)
-    out = {}
+    out: Fixed = {}
+    if prompts is None:  # no chunk
+        return out
     for rows in chunks:
         logp, _ = _chunk_logprobs(model, prompts, batch, rows, temperature, autocast)
         if rows is not _IDLE:
@@ -142,45 +149,25 @@ def fixed_logprobs(model, batch, chunks, pad_id, temperature, autocast) -> dict:
     return out
 
 
-def reference_logprobs(model, ref_model, batch, chunks, pad_id, temperature, autocast) -> dict:
+def reference_logprobs(
+    model: torch.nn.Module,
+    ref_model: torch.nn.Module | None,
+    batch: StepBatch,
+    chunks: list[Chunk],
+    pad_id: int,
+    temperature: float,
+    autocast: str,
+) -> Fixed:
     """Log-probs under the reference: the base model with the LoRA adapter switched off, or a frozen copy."""
-    ctx = model.disable_adapter() if ref_model is None else contextlib.nullcontext()
+    # no reference model: LoRA is on and `model` is a peft PeftModel, whose disable_adapter nn.Module's type lacks
+    ctx = model.disable_adapter() if ref_model is None else contextlib.nullcontext()  # type: ignore[operator]
     with ctx:
         return fixed_logprobs(ref_model or model, batch, chunks, pad_id, temperature, autocast)
 
 
-def _as_float(norm) -> float:
+def _as_float(norm: torch.Tensor) -> float:
     """The clipped total norm; under FSDP a replicated DTensor, whose full value every rank holds."""
     return float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
-
-
-def returns_freed_memory(fn):
-    """Decorator: after `fn`, hand the pages it freed back to the OS (glibc's malloc_trim; elsewhere nothing).
-
-    Why: an update allocates and frees about a gigabyte of activations in tensors of ever-different sizes;
-    glibc kept the freed pages, fragmented, and the process's resident size crept up step after step (peak
-    3.25 GB after 12 replayed updates of the bench shape, 3.11 GB with this; the live set is ~1.75 GB).
-    """
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            libc = _libc()
-            if libc is not None:
-                libc.malloc_trim(0)
-
-    return wrapper
-
-
-@functools.cache
-def _libc():
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        return libc if hasattr(libc, "malloc_trim") else None
-    except OSError:
-        return None
 
 
 @dataclass(frozen=True)
@@ -205,7 +192,7 @@ class UpdateSettings:
     mismatch_cap: float = DEFAULT_CAP
 
     @classmethod
-    def from_config(cls, cfg, pad_id: int) -> UpdateSettings:
+    def from_config(cls, cfg: Config, pad_id: int) -> UpdateSettings:
         t = cfg.train
         return cls(
             pad_id=pad_id,
@@ -226,7 +213,16 @@ TOKEN_MEANS = ("clip/low_frac", "clip/high_frac", "kl", *CORRECTION_MEANS)
 
 
 @returns_freed_memory
-def update_policy(model, optimizer, batch, algo, settings: UpdateSettings, *, ref_model=None, comm=None) -> dict:
+def update_policy(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batch: StepBatch,
+    algo: Algorithm,
+    settings: UpdateSettings,
+    *,
+    ref_model: torch.nn.Module | None = None,
+    comm: Collectives | None = None,
+) -> dict[str, float]:
     """One pass (or mu passes) of gradient steps over the batch; returns floats for the metrics line.
     With `comm` (a rlvr.training.comm.Comm) this rank's batch is its share of a global batch; the returned
     stats are those of the global batch."""
@@ -234,7 +230,8 @@ def update_policy(model, optimizer, batch, algo, settings: UpdateSettings, *, re
     num_tokens, num_seqs = batch_counts(batch.mask)
     if comm is not None:  # data parallel: normalise by the global batch's counts
         num_tokens, num_seqs = comm.all_sum(num_tokens, num_seqs)
-    active = [r for r in range(len(batch)) if batch.mask[r].sum() > 0 and (batch.advantages[r] != 0 or algo.beta > 0)]
+    adv = _advantages(batch)
+    active = [r for r in range(len(batch)) if batch.mask[r].sum() > 0 and (adv[r] != 0 or algo.beta > 0)]
     chunks = micro_batches(active, batch.lengths.tolist(), s.micro_batch_size, s.micro_batch_tokens)
     trainable = [p for p in model.parameters() if p.requires_grad]
     # FSDP: every forward/backward is a collective; a rank with fewer micro-batches adds zero-weight ones
@@ -243,7 +240,13 @@ def update_policy(model, optimizer, batch, algo, settings: UpdateSettings, *, re
     # several passes: the ratio is against the policy that sampled, fixed before the first pass
     old = fixed_logprobs(model, *fixed) if s.mu > 1 else None
     ref = reference_logprobs(model, ref_model, *fixed) if algo.beta > 0 else None
-    totals = {"loss": 0.0, **dict.fromkeys(TOKEN_MEANS, 0.0), "train_tokens": 0, "mismatch": empty_sums()}
+    # sums over the passes' micro-batches: floats, and the mismatch sums (a dict of them) under "mismatch"
+    totals: dict[str, Any] = {
+        "loss": 0.0,
+        **dict.fromkeys(TOKEN_MEANS, 0.0),
+        "train_tokens": 0,
+        "mismatch": empty_sums(),
+    }
     grad_norm = 0.0
     for _pass in range(s.mu):
         optimizer.zero_grad(set_to_none=True)
@@ -263,7 +266,25 @@ def update_policy(model, optimizer, batch, algo, settings: UpdateSettings, *, re
     return _update_stats(totals, grad_norm, len(active), algo, s.mu, comm)
 
 
-def _one_pass(model, batch, runs, algo, s: UpdateSettings, old, ref, counts, totals, measure: bool = False) -> float:
+def _advantages(batch: StepBatch) -> torch.Tensor:
+    """The batch's (B,) advantages: a batch made without them (rlvr.training.batch.collect sets them) is refused."""
+    if batch.advantages is None:
+        raise ValueError("update_policy: the batch has no advantages (rlvr.training.batch.collect computes them)")
+    return batch.advantages
+
+
+def _one_pass(
+    model: torch.nn.Module,
+    batch: StepBatch,
+    runs: list[Chunk],
+    algo: Algorithm,
+    s: UpdateSettings,
+    old: Fixed | None,
+    ref: Fixed | None,
+    counts: tuple[torch.Tensor, torch.Tensor],
+    totals: dict[str, Any],
+    measure: bool = False,
+) -> float:
     """Forward and backward over every micro-batch (gradients accumulate); adds to `totals`; returns the loss.
     With `measure` (the first pass) the log-probs it computes anyway are held against the sampler's: the mismatch
     sums of the tokens the update trains on (rows it skips, with advantage 0 and no KL term, are not measured)."""
@@ -271,6 +292,8 @@ def _one_pass(model, batch, runs, algo, s: UpdateSettings, old, ref, counts, tot
     pass_loss = 0.0
     # each prompt once per pass; micro-batches backward into its keys and values, then it backward once
     prompts = _prompt_pass(model, batch, runs, s.pad_id, s.autocast, split_graph=True)
+    if prompts is None:  # no micro-batch
+        return pass_loss
     for rows in runs:
         if rows is _IDLE:  # same collectives in the same order as a real micro-batch, zero gradient
             logp, _ = _chunk_logprobs(model, prompts, batch, rows, s.temperature, s.autocast)
@@ -282,7 +305,7 @@ def _one_pass(model, batch, runs, algo, s: UpdateSettings, old, ref, counts, tot
             loss, stats = policy_loss(
                 logp,
                 old[tuple(rows)] if old else None,
-                batch.advantages[rows],
+                _advantages(batch)[rows],
                 mask,
                 ref_logp=ref[tuple(rows)] if ref else None,
                 norm_len=s.norm_len,
@@ -300,12 +323,13 @@ def _one_pass(model, batch, runs, algo, s: UpdateSettings, old, ref, counts, tot
         totals["train_tokens"] += int(tokens)
         for k in TOKEN_MEANS:
             totals[k] += float(stats.get(k, 0.0)) * tokens
-    if prompts is not None:
-        prompts.backward()
+    prompts.backward()
     return pass_loss
 
 
-def _update_stats(totals: dict, grad_norm: float, n_active: int, algo, mu: int, comm) -> dict:
+def _update_stats(
+    totals: dict[str, Any], grad_norm: float, n_active: int, algo: Algorithm, mu: int, comm: Collectives | None
+) -> dict[str, float]:
     """The update's figures for the metrics line: token-weighted means (of the global batch under data parallel)."""
     if comm is not None:
         keys = (*TOKEN_MEANS, "train_tokens")
@@ -330,7 +354,7 @@ def _update_stats(totals: dict, grad_norm: float, n_active: int, algo, mu: int, 
     return out
 
 
-def _mismatch_stats(sums: dict, comm) -> dict:
+def _mismatch_stats(sums: dict[str, float], comm: Collectives | None) -> dict[str, float]:
     """The mismatch figures of the batch (the global batch under data parallel: sums added, the max the max)."""
     if comm is not None:
         added = comm.all_sum(*(sums[k] for k in ("tokens", "k3", "abs_log_ratio", "outside")))

@@ -1,14 +1,16 @@
 """One training step's batch: sample G completions for each of P prompts, score them, turn rewards into
 advantages. With dynamic sampling (DAPO) rounds repeat until the batch holds P informative groups.
 
-Shapes: B rows (P groups x G samples, prompt-major), T completion positions.
+Shapes: B rows (P groups x G samples, prompt-major), T completion positions. The record, `StepBatch`, is
+rlvr.algorithms.step_batch's (there so that the update can import it); this module builds and reshapes it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -18,48 +20,34 @@ from rlvr.algorithms.advantages import (
     dynamic_sampling,
     group_advantages,
 )
+from rlvr.algorithms.presets import Algorithm
+from rlvr.algorithms.step_batch import StepBatch
 from rlvr.sampling import draw_settings
 from rlvr.tasks.base import Problem
 from rlvr.training.comm import Comm
 from rlvr.verifiers.base import FAULT_STATUSES
 
+if TYPE_CHECKING:
+    from rlvr.config import RolloutConfig
+    from rlvr.sampling.rollouts import Sampler
+    from rlvr.verifiers.compose import RewardResult
 
-@dataclass
-class StepBatch:
-    problems: list[Problem]  # (B,) the problem of each row
-    prompt_ids: list[list[int]]  # (B,) prompt token ids of each row
-    completion_ids: torch.Tensor  # (B, T) long
-    mask: torch.Tensor  # (B, T) float: sampled tokens that enter the loss
-    sampler_logp: torch.Tensor  # (B, T) float32
-    group_ids: torch.Tensor  # (B,) long
-    lengths: torch.Tensor  # (B,) long: sampled tokens per row (whether or not it enters the loss)
-    finish: list[str]  # (B,) "stop" | "length"
-    texts: list[str]  # (B,)
-    verdicts: list  # (B,) Verdict of the correctness term
-    rewards: torch.Tensor  # (B,) float32: weighted reward terms (+ overlong penalty)
-    terms: dict[str, list[float]]  # reward term name -> (B,) unweighted values
-    advantages: torch.Tensor | None = None  # (B,)
-    stats: dict[str, float] = field(default_factory=dict)  # times, token and group counts
-    # with dynamic sampling: every row generated this step (the kept rows are a subset), for the metrics;
-    # and, under data parallel, the rounds one by one (rlvr.training.distributed.gather_batch merges them in order)
-    generated: StepBatch | None = None
-    rounds: list[StepBatch] | None = None
-    episodes: list | None = None  # (B,) rlvr.environments.episode.Episode of each row, when rollouts are episodes
-    # (B,) long: the policy version (updates applied) whose weights sampled each row; set when sampled ahead
-    # (rollout.max_staleness >= 1, rlvr.training.ahead), None on the synchronous step (every row: the current one)
-    versions: torch.Tensor | None = None
-
-    @property
-    def all_generated(self) -> StepBatch:
-        """Every row generated this step: the metrics, samples and curriculum see these, the loss the kept ones."""
-        return self.generated if self.generated is not None else self
-
-    def __len__(self) -> int:
-        return len(self.problems)
+# what a round grades with: (completions (B,), problems (B,)) -> RewardResult (a Reward, or a control run's)
+RewardFn = Callable[[list[str], list[Problem]], "RewardResult"]
+# one round's rows: (sampler, problems (P,), prompt_ids (P,), reward, algo, rollout, generator) -> StepBatch
+RoundFn = Callable[
+    ["Sampler", list[Problem], list[list[int]], RewardFn, Algorithm, "RolloutConfig", torch.Generator], StepBatch
+]
 
 
 def rollout_round(
-    sampler, problems: list[Problem], prompt_ids: list[list[int]], reward, algo, rollout, generator
+    sampler: Sampler,
+    problems: list[Problem],
+    prompt_ids: list[list[int]],
+    reward: RewardFn,
+    algo: Algorithm,
+    rollout: RolloutConfig,
+    generator: torch.Generator,
 ) -> StepBatch:
     """Generate G completions for each problem and score them (no advantages yet)."""
     t0 = time.perf_counter()
@@ -90,7 +78,9 @@ def rollout_round(
     )
 
 
-def overlong_shaping(algo, rewards, keep, lengths, finish: list[str], limit: int):
+def overlong_shaping(
+    algo: Algorithm, rewards: torch.Tensor, keep: torch.Tensor, lengths: torch.Tensor, finish: list[str], limit: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """DAPO's overlong shaping of (B,) rewards and (B,) keep weights, for rows of (B,) `lengths` out of `limit`
     (a single-turn row: its tokens of max_new_tokens; an episode: its ids of episode.max_total_tokens):
     "soft" adds a linear penalty inside the last `buffer` tokens before the limit, "filter" keeps a truncated row
@@ -124,7 +114,7 @@ def concat(batches: list[StepBatch], pad_id: int) -> StepBatch:
     """Stack batches from several rounds: re-pad to the longest T and renumber groups so none collide."""
     t = max(b.completion_ids.shape[1] for b in batches)
 
-    def pad(x, value):
+    def pad(x: torch.Tensor, value: float) -> torch.Tensor:
         return torch.nn.functional.pad(x, (0, t - x.shape[1]), value=value)
 
     offset, gids = 0, []
@@ -132,7 +122,9 @@ def concat(batches: list[StepBatch], pad_id: int) -> StepBatch:
         _, inverse = torch.unique(b.group_ids, return_inverse=True)
         gids.append(inverse + offset)
         offset += int(inverse.max().item()) + 1 if len(b) else 0
-    stats = {}
+    episodes = [b.episodes for b in batches if b.episodes is not None]
+    versions = [b.versions for b in batches if b.versions is not None]
+    stats: dict[str, float] = {}
     for b in batches:
         for k, v in b.stats.items():
             stats[k] = stats.get(k, 0) + v
@@ -150,8 +142,8 @@ def concat(batches: list[StepBatch], pad_id: int) -> StepBatch:
         rewards=torch.cat([b.rewards for b in batches]),
         terms={k: sum((b.terms.get(k, [0.0] * len(b)) for b in batches), []) for k in _term_names(batches)},
         stats=stats,
-        episodes=sum((b.episodes for b in batches), []) if all(b.episodes is not None for b in batches) else None,
-        versions=torch.cat([b.versions for b in batches]) if all(b.versions is not None for b in batches) else None,
+        episodes=sum(episodes, []) if len(episodes) == len(batches) else None,  # every batch's, or none
+        versions=torch.cat(versions) if len(versions) == len(batches) else None,
     )
 
 
@@ -161,7 +153,15 @@ def _term_names(batches: list[StepBatch]) -> list[str]:
 
 
 def collect(
-    sampler, next_prompts, reward, algo, rollout, generator, pad_id: int, comm=None, round_fn=rollout_round
+    sampler: Sampler,
+    next_prompts: Callable[[], tuple[list[Problem], list[list[int]]]],
+    reward: RewardFn,
+    algo: Algorithm,
+    rollout: RolloutConfig,
+    generator: torch.Generator,
+    pad_id: int,
+    comm: Comm | None = None,
+    round_fn: RoundFn = rollout_round,
 ) -> StepBatch:
     """The step's batch (on this rank: its block of it). next_prompts() -> (problems (P,), prompt_ids (P,)) draws
     the next prompts; with `comm` (rlvr.training.comm.Comm) every rank makes the same call and keeps its
@@ -195,11 +195,11 @@ def collect(
     return batch
 
 
-def _refill(draw, want: int, max_rounds: int, pad_id: int, comm) -> StepBatch:
+def _refill(draw: Callable[[], StepBatch], want: int, max_rounds: int, pad_id: int, comm: Comm) -> StepBatch:
     """DAPO's dynamic sampling over rollout rounds: the kept rows of each round, with every generated row beside."""
     rounds: list[StepBatch] = []
 
-    def next_round(_round):
+    def next_round(_round: int) -> tuple[torch.Tensor, torch.Tensor]:
         rounds.append(draw())
         return rounds[-1].rewards, rounds[-1].group_ids
 
@@ -221,7 +221,7 @@ def _refill(draw, want: int, max_rounds: int, pad_id: int, comm) -> StepBatch:
     return batch
 
 
-def _advantages(batch: StepBatch, algo, comm) -> torch.Tensor:
+def _advantages(batch: StepBatch, algo: Algorithm, comm: Comm) -> torch.Tensor:
     """Group advantages (a group lives on one rank); a scale that reads the whole batch's rewards (its entry says:
     "batch", a plug-in) gets the global batch's, gathered in rank order so the float sums run as in one process."""
     batch_rewards = None
