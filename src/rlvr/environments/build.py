@@ -13,6 +13,7 @@ from collections.abc import Callable
 from rlvr.environments.builtin import calculator, python_tool
 from rlvr.environments.calls import TOOL_CALL_PARSERS
 from rlvr.environments.episode import release
+from rlvr.environments.protocol import Environment
 from rlvr.environments.retry import RetryEnvironment
 from rlvr.environments.tool_env import ToolEnvironment
 from rlvr.environments.tools import Tool, tool_from_function
@@ -95,7 +96,7 @@ def build_tools(episode) -> dict[str, Tool]:
     return {t.name: t for t in tools}
 
 
-def environment_factory(episode, task, reward) -> Callable[[], object] | None:
+def environment_factory(episode, task, reward) -> Callable[[], Environment] | None:
     """A function that makes one fresh environment per episode, or None for single-turn rollouts. Checks the
     environment, tools and call format now (before any model loads) by building one environment."""
     if episode.environment == "none":

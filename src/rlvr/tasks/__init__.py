@@ -6,10 +6,12 @@ that asks the question). Loaders import their data lazily. `TASKS` is the regist
 and returns such an object (docs/extending.md).
 """
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rlvr.registry import ConfigError, Registry
-from rlvr.tasks.base import CODE_SYSTEM, SPLITS, DatasetError, Problem, ProblemSetTask, validate_problem
+from rlvr.tasks.base import CODE_SYSTEM, SPLITS, DatasetError, Problem, ProblemSetTask, Task, validate_problem
 
 
 def _arithmetic(**kw):
@@ -78,7 +80,7 @@ def _verifiers(env: str = "", args: dict | None = None, limit: int = 0):
     return VerifiersTask(env, args, limit)
 
 
-TASKS = Registry("task", key="task.name")
+TASKS: Registry[Callable[..., Any]] = Registry("task", key="task.name")  # a class or factory of settings
 for _name, _make, _doc in (
     ("arithmetic", _arithmetic, "the default: arithmetic word problems in difficulty bands, id-hash splits"),
     (
@@ -192,6 +194,7 @@ __all__ = [
     "DatasetError",
     "Problem",
     "ProblemSetTask",
+    "Task",
     "validate_problem",
     "load_task",
     "TASKS",

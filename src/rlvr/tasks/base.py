@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from rlvr.tasks.answer_formats import ANSWER_FORMATS
 
@@ -40,7 +41,7 @@ class DatasetError(ValueError):
     """A data row that cannot be used; the message names its source and row."""
 
 
-def task_messages(system_prompt: str | None, problem: Problem, shots: list[dict] = ()) -> list[dict]:
+def task_messages(system_prompt: str | None, problem: Problem, shots: Sequence[dict] = ()) -> list[dict]:
     """The chat for a problem: its own messages when the data gave a chat prompt (the task's system prompt added
     only when they have no system turn; no demonstration, the data's own turns are kept as written), else the system
     prompt, the demonstration's turns (`shots`, rlvr.tasks.demo) and the question."""
@@ -101,6 +102,18 @@ def default_grader(problems, answer_form: str = "math") -> list[dict]:
     return math_grader(answer_form)
 
 
+class Task(Protocol):
+    """What every task is to the rest of rlvr (a built-in, or the object a plug-in's factory returns): its name, the
+    problems of a split (one of SPLITS) and the chat that asks one problem. Tasks also carry `bands` and, most of
+    them, grading settings (`grader`, `answer_form`, `answer_format`) that their readers look up with getattr."""
+
+    name: str
+
+    def problems(self, split: str) -> list[Problem]: ...
+
+    def messages(self, problem: Problem) -> list[dict[str, Any]]: ...
+
+
 class SplitTask:
     """What every task with problem lists per split shares: `problems(split)` from `self._splits` (a split it does
     not have is empty; a name that is no split is a ValueError naming the splits)."""
@@ -129,7 +142,7 @@ class ProblemSetTask(SplitTask):
         bands=None,
         grader: list[dict] | None = None,
         answer_form: str = "math",
-        demo: list[dict] = (),
+        demo: Sequence[dict] = (),
         answer_format: str = "boxed",
     ):
         self.name, self._splits, self.system_prompt = name, splits, system_prompt

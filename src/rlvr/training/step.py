@@ -11,7 +11,9 @@ from __future__ import annotations
 import copy
 import itertools
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
@@ -19,20 +21,37 @@ from rlvr.algorithms import Algorithm, algorithm_from_config
 from rlvr.config import Config, ConfigError, RewardConfig, as_config
 from rlvr.environments.build import environment_factory
 from rlvr.environments.figures import episode_metrics
+from rlvr.environments.protocol import Environment
 from rlvr.evaluation.out_of_domain import check_sets
 from rlvr.evaluation.validation import validate
 from rlvr.policy.build import build_policy
 from rlvr.policy.update import UpdateSettings, update_policy
 from rlvr.prompts.chat import PromptCache
-from rlvr.prompts.stream import make_stream, spread_over_bands, step_band_metrics
+from rlvr.prompts.stream import CurriculumStream, PromptStream, make_stream, spread_over_bands, step_band_metrics
 from rlvr.sampling import build_sampler
-from rlvr.tasks import DatasetError, absolute_paths, load_task
+from rlvr.sampling.rollouts import Sampler
+from rlvr.tasks import DatasetError, Problem, Task, absolute_paths, load_task
 from rlvr.training import distributed
-from rlvr.training.batch import StepBatch, collect, rollout_round
+from rlvr.training.batch import RoundFn, StepBatch, collect, rollout_round
 from rlvr.training.episodes import EpisodeRound
 from rlvr.training.metrics import step_metrics_row
-from rlvr.verifiers.compose import build_reward, task_reward
-from rlvr.verifiers.controls import control_reward
+from rlvr.verifiers.compose import Reward, build_reward, task_reward
+from rlvr.verifiers.controls import ControlReward, control_reward
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+
+class SamplingAhead(Protocol):
+    """What the step and the loop ask of rlvr.training.ahead.Ahead, the thread that samples ahead (named here, not
+    imported: ahead.py imports this module)."""
+
+    def take(self, step: int) -> StepBatch: ...
+    def publish(self, version: int) -> None: ...
+    def validate(self, run: Callable[[TrainState], dict[str, float]]) -> dict[str, float]: ...
+    def figures(self, step: int) -> dict[str, float]: ...
+    def checkpoint(self, done: int) -> tuple[dict, dict]: ...
+    def close(self) -> None: ...
 
 
 @dataclass
@@ -42,9 +61,10 @@ class Components:
 
     cfg: Config
     algo: Algorithm
-    reward: object  # rlvr.verifiers.compose.Reward
-    task: object
-    new_environment: object = None  # one fresh environment per call, when rollouts are episodes (episode section)
+    reward: Reward | ControlReward  # a control run's reward wraps the real one (rlvr.verifiers.controls)
+    task: Task
+    # one fresh environment per call, when rollouts are episodes (episode section); None: single-turn rollouts
+    new_environment: Callable[[], Environment] | None = None
 
     @property
     def resolved(self) -> Config:
@@ -59,21 +79,21 @@ class TrainState:
 
     cfg: Config
     algo: Algorithm
-    reward: object
-    task: object
+    reward: Reward | ControlReward
+    task: Task
     comm: distributed.Comm
     model: torch.nn.Module
-    tokenizer: object
+    tokenizer: PreTrainedTokenizerBase
     ref_model: torch.nn.Module | None
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
-    sampler: object
-    stream: object
+    sampler: Sampler
+    stream: PromptStream | CurriculumStream
     prompt_ids: PromptCache
     update: UpdateSettings
-    val_problems: list = field(default_factory=list)
-    rollout_round: object = rollout_round  # one round's rows: one completion each, or one episode each
-    ahead: object = None  # rollout.max_staleness >= 1: the thread sampling ahead (rlvr.training.ahead.Ahead)
+    val_problems: list[Problem] = field(default_factory=list)
+    rollout_round: RoundFn = rollout_round  # one round's rows: one completion each, or one episode each
+    ahead: SamplingAhead | None = None  # rollout.max_staleness >= 1: the thread sampling ahead (rlvr.training.ahead)
 
 
 @dataclass
@@ -109,7 +129,7 @@ def check_components(cfg: Config | dict) -> Components:
     return Components(cfg, algo, reward, task, new_environment)
 
 
-def configured_reward(cfg: Config) -> tuple[object, RewardConfig, object]:
+def configured_reward(cfg: Config) -> tuple[Task, RewardConfig, Reward]:
     """(task, the reward section resolved against it, its Reward) of a resolved config: what a run grades with, for
     training, SFT and `rlvr serve --config / --run`. Mistakes are ConfigErrors (bad data a DatasetError)."""
     section = asdict(cfg.reward)  # rlvr.verifiers.compose reads the section as a dict (TRL's adapters hand it one)
@@ -120,7 +140,7 @@ def configured_reward(cfg: Config) -> tuple[object, RewardConfig, object]:
     return task, RewardConfig(**resolved), reward
 
 
-def load_configured_task(cfg: Config):
+def load_configured_task(cfg: Config) -> Task:
     """The config's task; an unknown task, band or setting is a config mistake (exit 2), bad data a DatasetError."""
     try:
         return load_task(cfg.task.name, **cfg.task.settings)
