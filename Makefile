@@ -25,10 +25,12 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(VENV)/bin/rlvr run
 
-# ruff first: formatting and lint are checked as the tests are (the rules in pyproject.toml)
+# ruff first: formatting and lint are checked as the tests are (the rules in pyproject.toml); then mypy over src/rlvr
+# (pyproject.toml's [tool.mypy]: strict on the algorithms and the update, elsewhere every written annotation must hold)
 test: $(STAMP)
 	$(VENV)/bin/ruff format --check --quiet .
 	$(VENV)/bin/ruff check --quiet .
+	$(VENV)/bin/mypy
 	$(PY) -m pytest -q -m "not slow and not gpu and not engines"
 
 test-slow: $(STAMP)

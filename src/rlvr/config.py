@@ -295,8 +295,8 @@ def _walk(cls, prefix=""):
             yield f"{prefix}{f.name}", f
 
 
-_SECTIONS = {c.__name__: c for c in (LoraConfig, ModelConfig, TaskConfig, RewardConfig, VllmConfig, RolloutConfig)}
-_SECTIONS |= {c.__name__: c for c in (EpisodeConfig, TrainConfig, EvalConfig, LogConfig, SftConfig)}
+_SECTIONS: dict[object, type] = {c.__name__: c for c in (LoraConfig, ModelConfig, TaskConfig, RewardConfig, VllmConfig)}
+_SECTIONS |= {c.__name__: c for c in (RolloutConfig, EpisodeConfig, TrainConfig, EvalConfig, LogConfig, SftConfig)}
 DEFAULTS: dict = asdict(Config())
 # Values that are dicts/lists read by another component (which validates them itself).
 OPEN_KEYS = {key for key, f in _walk(Config) if f.metadata.get("open")}
@@ -375,7 +375,7 @@ def _set_open(current, value):
     return out
 
 
-def resolve(source: str | None = None, sets: list[str] = ()) -> dict:
+def resolve(source: str | None = None, sets: list[str] | tuple[str, ...] = ()) -> dict:
     """DEFAULTS <- file or preset <- --set overrides, validated, `auto` dtypes made concrete for this machine
     (rlvr.machine). Returns a plain dict."""
     cfg = merge(DEFAULTS, read_yaml(source)) if source else copy.deepcopy(DEFAULTS)

@@ -5,6 +5,7 @@ commands that read YAML import it."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import yaml
 
@@ -38,7 +39,7 @@ def parse_set(item: str) -> dict:
         raise ConfigError(f"--set {item!r}: expected key=value")
     key, raw = item.split("=", 1)
     value = load_yaml(raw, f"--set {item!r}") if raw.strip() else ""
-    nested: dict = value
+    nested: Any = value  # the value, then {part: ...} around it, innermost key first
     for part in reversed(key.strip().split(".")):
         nested = DottedKey({part: nested})
     return nested

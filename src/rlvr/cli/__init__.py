@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
             from rlvr.cli.config_args import resume_command
 
             print(f"resume with: {resume_command(args, e.run_path)}")
-        return e.code
+        return e.exit_code
     except KeyboardInterrupt:  # Ctrl-C outside a training step (start-up, a second Ctrl-C): no traceback
         print(f"rlvr {args.verb}: interrupted", file=sys.stderr)
         return 130

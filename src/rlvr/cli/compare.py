@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from rlvr.evaluation.compare import compare, compare_markdown, write_comparison
-from rlvr.evaluation.records import read_records
+from rlvr.evaluation.records import EvalRecord, read_records
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -55,7 +56,7 @@ def run(args) -> int:
     try:
         paths = parse_models(args.models)
         baseline = args.baseline or next(iter(paths))
-        evals = {name: read_records(path) for name, path in paths.items()}
+        evals: dict[str, Sequence[EvalRecord]] = {name: read_records(path) for name, path in paths.items()}
         result = compare(evals, baseline=baseline, metric=args.metric, n_boot=args.n_boot, seed=args.seed)
     except (OSError, ValueError) as e:
         print(f"rlvr compare: {e}", file=sys.stderr)
@@ -65,7 +66,9 @@ def run(args) -> int:
         from rlvr.evaluation.coverage import as_summaries
         from rlvr.evaluation.report import pass_at_k_plot
 
-        written["coverage"] = pass_at_k_plot(as_summaries(result["coverage"]), Path(args.out) / "coverage.png")
+        plot = pass_at_k_plot(as_summaries(result["coverage"]), Path(args.out) / "coverage.png")
+        if plot is not None:  # None: nothing to plot
+            written["coverage"] = plot
     print(compare_markdown(result))
     print("wrote " + ", ".join(str(p) for p in written.values()))
     return 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import operator
+from collections.abc import Callable
 from fractions import Fraction
 
 from rlvr.environments.tools import Tool, tool_from_function
@@ -24,7 +25,7 @@ _BINARY = {
     ast.Mod: operator.mod,
     ast.Pow: operator.pow,
 }
-_UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_UNARY: dict[type[ast.unaryop], Callable[[Fraction], Fraction]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 
 
 def _check_size(value: Fraction) -> Fraction:
@@ -43,7 +44,7 @@ def _evaluate(node: ast.AST) -> Fraction:
         if isinstance(node.op, ast.Pow):
             if right.denominator != 1 or abs(right) > MAX_EXPONENT:
                 raise ValueError(f"exponents must be whole numbers up to {MAX_EXPONENT}")
-            right = int(right)
+            return _check_size(Fraction(left ** int(right)))
         if isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)) and right == 0:
             raise ZeroDivisionError("division by zero")
         return _check_size(Fraction(_BINARY[type(node.op)](left, right)))

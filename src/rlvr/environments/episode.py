@@ -211,7 +211,7 @@ def sample_turn(sampler, prompts: list[list[int]], **kw):
     """One turn for each row. Rows that share their prompt in equal runs (a problem's G episodes at their first
     turn) are sampled as one prompt with n = G, so the sampler prefills it once; rows come back in the given order
     either way (the sampler's groups are prompt-major)."""
-    runs = []
+    runs: list[list] = []  # [prompt, how many rows in a row ask it]
     for p in prompts:
         if runs and runs[-1][0] == p:
             runs[-1][1] += 1

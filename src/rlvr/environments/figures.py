@@ -28,7 +28,7 @@ def episode_metrics(episodes: list) -> dict:
     seconds per episode, the share ended by each limit, the policy's share of the episodes' ids, and the share
     solved by each turn (correct_by_turn_k: accuracy by attempt under `retry`)."""
     n = max(len(episodes), 1)
-    calls = Counter()
+    calls: Counter[str] = Counter()
     for ep in episodes:
         calls.update(ep.tool_calls)
     n_calls = sum(calls.values())

@@ -24,6 +24,7 @@ import typing
 
 from rlvr.environments.foreign import EnvironmentFault, final_grade
 from rlvr.environments.tool_env import ToolStep
+from rlvr.environments.tools import Tool
 from rlvr.errors import ConfigError
 from rlvr.registry import load_attr
 
@@ -43,7 +44,8 @@ def load_openenv_class(ref: str):
     cls = load_attr(ref, "episode.source")
     if not (inspect.isclass(cls) and issubclass(cls, Environment)):
         raise ConfigError(f"episode.source={ref!r} is not an openenv Environment subclass")
-    action = typing.get_type_hints(cls.step).get("action")
+    # openenv-core ships no type information: to mypy its Environment is Any, and `cls` an object's type
+    action = typing.get_type_hints(cls.step).get("action")  # type: ignore[attr-defined]
     if not (inspect.isclass(action) and issubclass(action, Action)):
         raise ConfigError(f"episode.source={ref!r}: annotate {cls.__name__}.step(action: YourAction) with its Action")
     return cls, action
@@ -75,7 +77,8 @@ class OpenEnvEnvironment:
         self.text_field = text[0] if len(fields) == 1 and text else None
         accepts = inspect.signature(self.env.reset).parameters
         self.reset_keys = {k for k in ("seed", "episode_id") if k in accepts or "kwargs" in accepts}
-        self.tools, self.problem, self.total = {}, None, 0.0
+        self.tools: dict[str, Tool] = {}
+        self.problem, self.total = None, 0.0
 
     def reset(self, problem) -> list[dict]:
         self.problem, self.total = problem, 0.0

@@ -49,7 +49,7 @@ def take_steps(envs: list, texts: list[str], step_timeout_s: float, workers: int
     if workers <= 1 or len(envs) <= 1:
         return [take_step(env, text, step_timeout_s) for env, text in zip(envs, texts)]
     with ThreadPoolExecutor(max_workers=min(workers, len(envs)), thread_name_prefix="rlvr-env") as pool:
-        return list(pool.map(lambda pair: take_step(*pair, step_timeout_s), zip(envs, texts)))
+        return list(pool.map(lambda env, text: take_step(env, text, step_timeout_s), envs, texts))
 
 
 def _batched_steps(envs: list, texts: list[str], step_timeout_s: float) -> list | None:

@@ -36,10 +36,10 @@ def _json_type(annotation, where: str) -> dict:
         annotation = args[0]
     origin = typing.get_origin(annotation) or annotation
     if origin in JSON_TYPES:
-        out = {"type": JSON_TYPES[origin]}
-        args = typing.get_args(annotation)
-        if origin is list and args and args[0] in JSON_TYPES:
-            out["items"] = {"type": JSON_TYPES[args[0]]}
+        out: dict[str, Any] = {"type": JSON_TYPES[origin]}
+        items = typing.get_args(annotation)
+        if origin is list and items and items[0] in JSON_TYPES:
+            out["items"] = {"type": JSON_TYPES[items[0]]}
         return out
     raise ConfigError(
         f"{where}: type {annotation!r} has no JSON schema type; use one of {', '.join(t.__name__ for t in JSON_TYPES)}"
@@ -67,9 +67,10 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
 def tool_from_function(fn: Callable[..., Any], name: str | None = None) -> Tool:
     """The Tool of a typed function with a Google-style docstring; ConfigError naming what is missing."""
     where = f"tool {getattr(fn, '__qualname__', fn)!r}"
-    if not inspect.getdoc(fn):
+    doc = inspect.getdoc(fn)
+    if not doc:
         raise ConfigError(f"{where}: no docstring; a tool needs one (its description and an Args: line per argument)")
-    description, described = parse_docstring(inspect.getdoc(fn))
+    description, described = parse_docstring(doc)
     hints = typing.get_type_hints(fn)
     properties, required = {}, []
     for param in inspect.signature(fn).parameters.values():

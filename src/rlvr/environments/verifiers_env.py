@@ -18,6 +18,7 @@ import asyncio
 import json
 import time
 import uuid
+from typing import Any
 
 from rlvr.environments.calls import TOOL_CALL_PARSERS
 from rlvr.environments.foreign import EnvironmentFault, final_grade, owner_verdict
@@ -40,8 +41,13 @@ def _tools(tool_defs) -> dict[str, Tool]:
             "type": "function",
             "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
         }
-        tools[t.name] = Tool(t.name, None, schema)
+        tools[t.name] = Tool(t.name, _run_by_the_environment, schema)
     return tools
+
+
+def _run_by_the_environment(**arguments: Any) -> Any:
+    """A verifiers environment's tool: the environment calls it in its own rollout, never rlvr."""
+    raise RuntimeError("a verifiers environment runs its own tools")
 
 
 def turn_client(vf, parse):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rlvr.evaluation.coverage import coverage, coverage_markdown
 from rlvr.evaluation.lenient import gain_split, split_markdown
@@ -68,7 +69,7 @@ def compare(
     # a task without bands has the one band "all": it is the overall one, listed once
     bands = list(dict.fromkeys([*(values[baseline][pid][0] for pid in pids), OVERALL]))
     members = {b: [pid for pid in pids if b == OVERALL or values[baseline][pid][0] == b] for b in bands}
-    result = {
+    result: dict[str, Any] = {
         "metric": metric,
         "alpha": alpha,
         "baseline": baseline,

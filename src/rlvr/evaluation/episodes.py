@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from rlvr.environments.episode import episode_limits, run_episodes
+from rlvr.environments.episode import Episode, episode_limits, run_episodes
 from rlvr.environments.figures import episode_metrics, episode_verdict, transcript
 from rlvr.evaluation.records import EvalRecord
 
@@ -33,7 +33,7 @@ def evaluate_episodes(
     records, figures = [], {}
     passes = ([("sampled", n, temperature)] if n else []) + ([("greedy", 1, 0.0)] if greedy else [])
     for mode, count, temp in passes:
-        episodes_of_pass = []
+        episodes_of_pass: list[Episode] = []
         for start in range(0, len(problems), batch_size):
             rows = [p for p in problems[start : start + batch_size] for _ in range(count)]
             episodes = run_episodes(

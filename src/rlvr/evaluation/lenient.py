@@ -95,7 +95,7 @@ def gain_split(
     rates = {name: per_problem_rates(recs) for name, recs in evals.items()}
     base = rates[baseline]
     bands = list(dict.fromkeys(band for band, *_ in base.values())) + [OVERALL]
-    out = {}
+    out: dict[str, dict] = {}
     for name, per in rates.items():
         if name == baseline:
             continue

@@ -20,18 +20,18 @@ def is_run_dir(path) -> bool:
     return p.is_dir() and (p / "config.yaml").exists()
 
 
-def read_run(path) -> tuple[Path, Config]:
+def read_run(path) -> tuple[Path | None, Config]:
     """(final/merged folder, resolved config) of a training or SFT run directory; the folder is None for a run
     saved without its merged model (model.save_merged: false), which is evaluated as its adapter on its model."""
     path = Path(path)
     merged = path / "final" / "merged"
     if not (merged / "config.json").exists() and (path / "final" / "adapter" / "adapter_config.json").exists():
-        return None, run_config(path)  # model.save_merged: false: the adapter on the run's model (resolve_model)
+        return None, _config_of_run(path)  # model.save_merged: false: the adapter on the run's model (resolve_model)
     if not (merged / "config.json").exists():
         raise FileNotFoundError(
             f"{path} is a run directory without a final model ({merged} is missing); is it still training?"
         )
-    return merged, run_config(path)
+    return merged, _config_of_run(path)
 
 
 def is_checkpoint_dir(path) -> bool:
@@ -48,6 +48,14 @@ def is_adapter_dir(path) -> bool:
         return False
     p = Path(path)
     return (p / "adapter_config.json").exists() and not (p / "config.json").exists()
+
+
+def _config_of_run(path) -> Config:
+    """run_config of what is known to be a run directory or a checkpoint of one."""
+    cfg = run_config(path)
+    if cfg is None:
+        raise FileNotFoundError(f"{path}: no config.yaml (not a run directory or a checkpoint of one)")
+    return cfg
 
 
 def run_config(path) -> Config | None:
@@ -137,7 +145,7 @@ def resolve_model(model_or_path, task, task_settings: dict | None, as_adapter: b
         label = str(model_or_path)
         task, settings, run_train = _as_run(cfg, task, settings)
     elif is_checkpoint_dir(model_or_path):
-        cfg = run_config(model_or_path)
+        cfg = _config_of_run(model_or_path)
         model, tokenizer = checkpoint_policy(model_or_path, cfg)
         task, settings, run_train = _as_run(cfg, task, settings)
         label = str(model_or_path)

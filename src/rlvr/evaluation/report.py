@@ -7,6 +7,7 @@ so a report can be rebuilt from a run directory at any time, and its numbers are
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from rlvr.rundir.files import atomic_write_text
@@ -270,7 +271,7 @@ def write_report(
     examples_md: str,
     reading: str = "",
     out_of_domain_md: str = "",
-    warnings: tuple = (),
+    warnings: Sequence[str | None] = (),
     sections: dict[str, str] | None = None,
 ) -> Path:
     """root/report.md; plots are linked by path relative to root. `warnings` come first, right under the title

@@ -72,7 +72,7 @@ def limit_problems(problems: Sequence[Problem], limit: int | None) -> list[Probl
     by_band: dict[str, list[int]] = {}
     for i, p in enumerate(problems):
         by_band.setdefault(p.band, []).append(i)
-    queues, chosen = [list(v) for v in by_band.values()], []
+    queues, chosen = [list(v) for v in by_band.values()], list[int]()
     while len(chosen) < limit:
         for q in queues:
             if q and len(chosen) < limit:
@@ -160,7 +160,7 @@ def scored_ks(e: EvalSettings) -> list[int]:
     return sorted({k for k in e.ks if k <= e.n} | ({1} if e.n else set()))
 
 
-def eval_setup(e: EvalSettings, task_settings, backend: str) -> dict:
+def eval_setup(e: EvalSettings, task_settings, backend: str | None) -> dict:
     """The summary's record of what was sampled and how (SETUP_KEYS, the task's settings, the backend, the k)."""
     return {
         **{k: getattr(e, k) for k in SETUP_KEYS},
@@ -267,7 +267,7 @@ def evaluate_model(
     t0 = time.perf_counter()
     model.eval()
     sampler = build_sampler(cfg.rollout, model, tokenizer, backend=backend)
-    if on_servers and not sampler.base_only:
+    if on_servers and not getattr(sampler, "base_only", False):  # a remote sampler's: servers of the base model
         sampler.sync(model)  # push the adapter once: the model does not change during an evaluation
     episode = cfg.episode
     new_environment = environment_factory(episode, task_obj, reward)

@@ -8,6 +8,7 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rlvr.evaluation.lenient import has_lenient, per_problem_rates
 from rlvr.evaluation.records import EvalRecord, atomic_write_text, by_problem
@@ -68,7 +69,7 @@ def _block(records: Sequence[EvalRecord], ks: Sequence[int], n_boot: int, alpha:
     sampled = [r for r in records if r.mode == "sampled"]
     greedy = [r for r in records if r.mode == "greedy"]
     counts = [len(h) for _, h in by_problem(sampled).values()]
-    block = {
+    block: dict[str, Any] = {
         "n_problems": len({r.problem_id for r in records}),
         "samples_per_problem": min(counts) if counts else 0,
         "pass@k": {},

@@ -83,7 +83,7 @@ def compute_score_batch(
         result = reward([solution_strs[i] for i in rows], [_problem(ground_truths[i], infos[i]) for i in rows])
         for j, i in enumerate(rows):
             out[i] = result_dict(result, j)
-    return out
+    return [d for d in out if d is not None]  # every row is in one group: each is filled
 
 
 __all__ = ["compute_score", "compute_score_batch", "spec_for", "DEFAULT_KIND"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import types
 import warnings
+from typing import Any
 
 import torch
 
@@ -25,7 +26,7 @@ from rlvr.policy.load import base_model, cast_frozen_base
 def prepare_for_update(model, train) -> dict:
     """Apply the fast path that `train` (train.autocast, train.attention, train.fsdp) allows, and
     train.gradient_checkpointing; returns what was applied."""
-    done = {"attention": attention.configure(model, train.attention)}
+    done: dict[str, Any] = {"attention": attention.configure(model, train.attention)}
     if train.gradient_checkpointing:
         # memory for time: each decoder layer keeps only its input and recomputes the rest in the backward
         base = base_model(model)
@@ -65,7 +66,7 @@ def cache_frozen_head_cast(model, dtype) -> bool:
         or hasattr(head, "_rlvr_cast")
     ):
         return False
-    head._rlvr_cast = (None, None)  # (weight version it was made from, the copy)
+    head._rlvr_cast = (None, None)  # type: ignore[assignment]  # (weight version it was made from, the copy)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         device = x.device.type
@@ -77,7 +78,7 @@ def cache_frozen_head_cast(model, dtype) -> bool:
         bias = self.bias.to(dtype) if self.bias is not None else None
         return torch.nn.functional.linear(x.to(dtype), self._rlvr_cast[1], bias)
 
-    head.forward = types.MethodType(forward, head)
+    head.forward = types.MethodType(forward, head)  # type: ignore[method-assign]  # this one head's forward
     return True
 
 

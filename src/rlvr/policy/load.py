@@ -246,8 +246,9 @@ def load_policy(name: str = DEFAULT_MODEL, dtype: str = "float32"):
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
     own_weights(model)
-    model.rlvr_base_model = base_model_id(name)  # what save_policy writes as the adapter's base model
-    model.rlvr_stored_dtype = stored_dtype(name, path)  # what save_dtype "auto" saves the merged model in
+    # plain attributes (nn.Module's __setattr__ is typed for tensors and modules only):
+    model.rlvr_base_model = base_model_id(name)  # type: ignore[assignment]  # the adapter's base model, as saved
+    model.rlvr_stored_dtype = stored_dtype(name, path)  # type: ignore[assignment]  # what save_dtype "auto" saves in
     return model, tokenizer
 
 
@@ -343,7 +344,7 @@ def save_policy(model, tokenizer, out_dir: Path, *, merged: bool = True, save_dt
 
     out_dir = Path(out_dir)
     if isinstance(model, PeftModel):
-        model.save_pretrained(out_dir / "adapter")
+        model.save_pretrained(str(out_dir / "adapter"))
         tokenizer.save_pretrained(out_dir / "adapter")
         name_base_model(out_dir / "adapter", getattr(base_model(model), "rlvr_base_model", None))
         if merged:

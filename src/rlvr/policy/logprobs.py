@@ -25,7 +25,8 @@ def cache_kwarg(model) -> str:
     """The name the model's forward takes its key/value cache under: transformers 5.2x renamed `past_key_values` to
     `cache` (the old name warns at every first call, and goes in 5.40), older versions know only the old one."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model  # a PEFT wrapper takes **kwargs
-    return _cache_kwarg_of(type(base))
+    cls: type = type(base)
+    return _cache_kwarg_of(cls)
 
 
 @functools.cache
@@ -141,7 +142,8 @@ class PromptPass:
             use_cache=True,
             logits_to_keep=last_positions(1, ids.shape[1]),
         ).logits[:, -1]
-        outputs = [first] + [t for layer in cache.layers for t in (layer.keys, layer.values)]
+        # a decoder of full attention layers: each cache layer has keys and values (transformers' type allows others)
+        outputs = [first] + [t for layer in cache.layers for t in (layer.keys, layer.values)]  # type: ignore[union-attr]
         self._graph: list[tuple[torch.Tensor, torch.Tensor]] = []
         if split_graph and torch.is_grad_enabled():
             leaves = [o.detach().requires_grad_() for o in outputs]
@@ -165,7 +167,7 @@ class PromptPass:
         counts = [row_prompt.count(u) for u in range(len(self.index))]
         cache = DynamicCache(config=self.config)
         for layer, (k, v) in zip(cache.layers, self.kv):  # each row gets its prompt's keys and values
-            layer.update(_repeat_rows(k, counts), _repeat_rows(v, counts))
+            layer.update(_repeat_rows(k, counts), _repeat_rows(v, counts))  # type: ignore[union-attr]  # as above
         # The completions of every row (in prompt order), attending to their prompt through the cache.
         # It runs even for 1-token rows (FSDP: every rank must make the same forward calls); the last position
         # predicts nothing that is scored and is given a zero mask.

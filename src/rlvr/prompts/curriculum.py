@@ -158,9 +158,10 @@ class _Sampler:
         out: dict[str, dict[str, float] | None] = {}
         for b, rows in self.history.items():
             n = sum(r[1] for r in rows)
-            out[b] = {k: sum(r[1] * r[2 + i] for r in rows) / n for i, k in enumerate(STAT_KEYS)} if n else None
-            if out[b] is not None:
-                out[b]["groups"] = n
+            est = {k: sum(r[1] * r[2 + i] for r in rows) / n for i, k in enumerate(STAT_KEYS)} if n else None
+            if est is not None:
+                est["groups"] = n
+            out[b] = est
         return out
 
     def state_dict(self) -> dict[str, Any]:
@@ -222,7 +223,7 @@ class ScheduleMix(_Sampler):
         super().__init__(problems, window)
         if not points:
             raise ConfigError("curriculum.points: need at least one (step, weights) point")
-        parsed = []
+        parsed: list[tuple[int, dict[str, float]]] = []
         for i, pt in enumerate(points):
             step, w = (pt.get("step"), pt.get("weights")) if isinstance(pt, dict) else pt
             if not isinstance(step, int) or (parsed and step <= parsed[-1][0]):

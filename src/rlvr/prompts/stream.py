@@ -11,6 +11,7 @@ import random
 
 from rlvr.prompts.bands import band_metrics, band_stats
 from rlvr.prompts.curriculum import build_curriculum
+from rlvr.tasks.base import Problem
 
 
 class PromptStream:
@@ -86,7 +87,7 @@ def spread_over_bands(problems, n: int):
     by_band: dict[str, list] = {}
     for p in problems:
         by_band.setdefault(p.band, []).append(p)
-    out, i = [], 0
+    out, i = list[Problem](), 0
     while len(out) < n and any(i < len(v) for v in by_band.values()):
         out += [v[i] for v in by_band.values() if i < len(v)][: n - len(out)]
         i += 1

@@ -15,7 +15,7 @@ from pathlib import Path
 try:
     import fcntl
 except ImportError:  # not POSIX: no lock, the rest works
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]  # the module or None: callers test for None
 
 # held (flock) by the process writing the run: a second one, or --overwrite of a run that is still stopping, is
 # refused instead of interleaving two runs' lines and checkpoints in one folder
@@ -208,7 +208,7 @@ def read_config(run_dir: str | Path):
 
 def read_jsonl(path: Path, *, skip_torn: bool = False) -> list[dict]:
     """Read a JSON-lines file; a torn last line (a crash mid-write) is dropped when skip_torn."""
-    rows = []
+    rows: list[dict] = []
     if not Path(path).exists():
         return rows
     lines = Path(path).read_text().splitlines()

@@ -281,7 +281,7 @@ def _card_body(record: dict | None, base: str) -> list[str]:
                 "",
             ]
     question = json.dumps((record or {}).get("example", {}).get("question") or "What is 12 + 30?", ensure_ascii=False)
-    faithful = bool(record) and record["chat_template"].startswith("puts")
+    faithful = bool(record and record["chat_template"].startswith("puts"))
     hint = "  # the chat template adds the training turns" if faithful else "  # put prompt_template.json's turns first"
     lines += [
         "## Use",

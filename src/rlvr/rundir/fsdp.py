@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -67,7 +68,8 @@ def gather_optimizer(model, optimizer) -> dict:
 
     if not optimizer.state:  # no step taken yet (same on every rank): nothing is sharded, and torch's call
         return optimizer.state_dict() if torch.distributed.get_rank() == 0 else {}  # would take a zero-lr step
-    state = get_optimizer_state_dict(model, optimizer, options=_options(cpu_offload=True))
+    # torch types it as any state dict's union of values; an optimizer's holds "state" and "param_groups"
+    state: Any = get_optimizer_state_dict(model, optimizer, options=_options(cpu_offload=True))
     if not state:
         return {}
     index = {n: i for i, n in enumerate(_param_names(model, optimizer))}
@@ -92,7 +94,7 @@ def load_full(model, optimizer, weights: dict, optim_state: dict) -> None:
         optimizer.load_state_dict(optim_state)
         return
     names = _param_names(model, optimizer)
-    by_name = {
+    by_name: Any = {
         "state": {names[i]: s for i, s in optim_state["state"].items()},
         "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in optim_state["param_groups"]],
     }
@@ -110,6 +112,8 @@ def save_policy(model, tokenizer, out_dir: Path | None, *, is_main: bool, save_d
     merged = merged_state_dict(model)
     if not is_main:
         return
+    if out_dir is None:
+        raise ValueError("rank 0 writes the final model: it needs out_dir")
     out_dir = Path(out_dir)
     if adapter is not None:
         model.save_pretrained(out_dir / "adapter", state_dict=adapter)

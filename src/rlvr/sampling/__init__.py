@@ -18,6 +18,7 @@ import dataclasses
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from rlvr.machine import EMULATED_BF16, auto_dtype, native_bf16
 from rlvr.registry import Registry
@@ -136,7 +137,9 @@ def stop_ids(config, tokenizer) -> list[int]:
 def backend_settings(rollout) -> dict:
     """The keyword settings of make_sampler for `rollout.backend`, from the rollout config section (the
     typed `RolloutConfig`, or its dict)."""
-    get = rollout.get if isinstance(rollout, dict) else lambda key, default=None: getattr(rollout, key, default)
+    get: Callable[..., Any] = (
+        rollout.get if isinstance(rollout, dict) else lambda key, default=None: getattr(rollout, key, default)
+    )
     return BACKENDS.get(get("backend")).settings(get)
 
 

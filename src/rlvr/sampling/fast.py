@@ -39,7 +39,7 @@ class FastSampler(LocalSampler):
         self.sync(model)
 
     def sync(self, model) -> None:
-        self.w = None  # memory: the old weights go before the new ones are built
+        self.w: llama.LlamaWeights | None = None  # memory: the old weights go before the new ones are built
         self.prefix.clear()  # keys and values of the old weights
         self.w = llama.load_weights(model, self.dtype)
 
@@ -47,7 +47,10 @@ class FastSampler(LocalSampler):
         t0 = time.perf_counter()
         per = max(1, MAX_ROWS // n)
         rows, logps, finish, timings = [], [], [], {"prefill": 0.0, "decode": 0.0}
-        prefix, entries = (self.prefix, {}) if self.prefix.enabled else (None, None)
+        prefix = self.prefix if self.prefix.enabled else None
+        entries: dict | None = {} if self.prefix.enabled else None
+        if self.w is None:
+            raise RuntimeError("the fast sampler has no weights: its sync(model) failed")
         for c in range(0, len(prompt_ids), per):
             chunk = _generate_chunk(
                 self.w,
@@ -106,7 +109,8 @@ def _generate_chunk(
     stopped = torch.zeros(B, dtype=torch.bool)
     stops = torch.tensor(stop_ids)
     prompt_len = torch.tensor([len(p) for p in prompts]).repeat_interleave(G)
-    generated = {}  # row -> the keys and values of its generated tokens but the last, saved as it leaves
+    # row -> the keys and values of its generated tokens but the last, saved as it leaves
+    generated: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
     for t in range(max_new):
         rows = cache.rows
         out[rows, t], out_lp[rows, t] = tok, lp

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -52,7 +53,7 @@ class LlamaWeights:
     head_gain: torch.Tensor  # (Hq + Hkv, 1) float32: rope attention_scaling, times 1/sqrt(D) on q heads
     dtype: torch.dtype
     linear: Callable = F.linear  # (x, weight, bias) -> x @ weight.T + bias, for weights as stored here
-    fused: object | None = None  # rlvr.sampling.native's decode ops (bf16 only), or None for the torch ops
+    fused: Any = None  # rlvr.sampling.native's decode ops (bf16 only), or None for the torch ops
 
 
 def check_supported(config) -> None:
@@ -111,14 +112,13 @@ def load_weights(model, dtype: torch.dtype, batch_hint: int = 32, native: bool =
         if any(sd.get(f"{p}{n}.bias") is not None for n in ("self_attn.o_proj", "mlp.gate_proj", "mlp.down_proj")):
             raise Unsupported("biases on o_proj or the MLP")
         qkv[0], qkv[1] = _interleave(qkv[0], D), _interleave(qkv[1], D)
-        if biases[0] is not None:
-            biases[0], biases[1] = _interleave(biases[0], D), _interleave(biases[1], D)
+        bqkv = _qkv_bias(biases, D)
         layers.append(
             Layer(
                 ln1=f32(f"{p}input_layernorm.weight"),
                 ln2=f32(f"{p}post_attention_layernorm.weight"),
                 wqkv=mat(torch.cat(qkv)),
-                bqkv=cd(torch.cat(biases)) if biases[0] is not None else None,
+                bqkv=cd(bqkv) if bqkv is not None else None,
                 wo=mat(sd[f"{p}self_attn.o_proj.weight"]),
                 wgu=mat(torch.cat([sd[f"{p}mlp.gate_proj.weight"], sd[f"{p}mlp.up_proj.weight"]])),
                 wd=mat(sd[f"{p}mlp.down_proj.weight"]),
@@ -156,6 +156,16 @@ def _interleave(w: torch.Tensor, D: int) -> torch.Tensor:
     order = torch.stack([half, half + D // 2], dim=-1).flatten()  # (D,)
     heads = w.shape[0] // D
     return w.reshape(heads, D, *w.shape[1:])[:, order].reshape(w.shape)
+
+
+def _qkv_bias(biases: list[torch.Tensor | None], D: int) -> torch.Tensor | None:
+    """The q|k|v biases as one vector, q's and k's in the interleaved order of their weights; None without them."""
+    bq, bk, bv = biases
+    if bq is None:
+        return None
+    if bk is None or bv is None:
+        raise Unsupported("a q bias without k and v biases")
+    return torch.cat([_interleave(bq, D), _interleave(bk, D), bv])
 
 
 def rope_tables(model) -> tuple[torch.Tensor, float]:

@@ -27,7 +27,7 @@ class PrefixCache:
     def longest(self, prompt: list[int]) -> tuple[int, torch.Tensor | None, torch.Tensor | None]:
         """(n, keys, values) of the longest cached row that `prompt` continues with at least one new token;
         (0, None, None) where none. keys/values: (layers, Hkv, n, D)."""
-        best = (0, None, None)
+        best: tuple[int, torch.Tensor | None, torch.Tensor | None] = (0, None, None)
         for key, (k, v) in self.entries.items():
             n = len(key)
             if best[0] < n < len(prompt) and tuple(prompt[:n]) == key:

@@ -166,7 +166,7 @@ class RemoteSampler:
         self.base_only = not _has_adapter(model)  # sample the servers' base model; no sync
         self.tokenizer, self.stop_ids, self.timeout_s = tokenizer, list(stop_ids), timeout_s
         self.pad_id = pad_id_for(tokenizer, self.stop_ids)
-        self.urls, self.lost = list(urls), []  # lost: [(url, reason)] in the order they were lost
+        self.urls, self.lost = list(urls), list[tuple[str, str]]()  # lost: [(url, reason)] in the order lost
         self.adapter_dir = Path(adapter_dir or tempfile.mkdtemp(prefix="rlvr-adapters-"))
         if adapter_dir is None:  # a temporary folder works when the servers share this machine; removed with us
             weakref.finalize(self, shutil.rmtree, str(self.adapter_dir), True)
@@ -185,6 +185,8 @@ class RemoteSampler:
                     break
                 except ServerLost as e:
                     self._lose(url, f"while listing its models: {e}")
+        if self._base_name is None:  # unreachable: losing the last server raised in _lose
+            raise RemoteError(f"no rollout server listed its models: {self.lost}")
         return self._base_name
 
     @property

@@ -145,3 +145,15 @@ class LocalSampler:
     ) -> Rollouts:
         with torch_threads(self.threads), torch.inference_mode():
             return self._generate(prompt_ids, n, max_new_tokens, temperature, top_p, top_k, generator)
+
+    def _generate(
+        self,
+        prompt_ids: list[list[int]],
+        n: int,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        top_k: int,
+        generator: torch.Generator | None,
+    ) -> Rollouts:
+        raise NotImplementedError  # each backend's own sampling

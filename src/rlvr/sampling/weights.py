@@ -4,6 +4,7 @@ touching the trainer's model (no in-place merge/unmerge, which would perturb its
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable, Mapping
 
 import torch
@@ -30,13 +31,13 @@ def merged_weights(model, merge_lora: bool = True) -> dict[str, Callable[[], tor
     base = base_model(model)
     is_peft = base is not model
     if not is_peft:
-        return {k: (lambda v=v: v.detach()) for k, v in base.state_dict().items()}
+        return {k: v.detach for k, v in base.state_dict().items()}
     out: dict[str, Callable[[], torch.Tensor]] = {}
     for name, module in base.named_modules():
         if hasattr(module, "base_layer") and hasattr(module, "get_delta_weight"):
-            out[f"{name}.weight"] = lambda name=name, module=module: _merged(name, module, merge_lora)
+            out[f"{name}.weight"] = functools.partial(_merged, name, module, merge_lora)
             if getattr(module.base_layer, "bias", None) is not None:
-                out[f"{name}.bias"] = lambda module=module: module.base_layer.bias.detach()
+                out[f"{name}.bias"] = functools.partial(_base_bias, module)
     for key, value in base.state_dict().items():
         clean = key.replace(".base_layer.", ".")
         if "lora_" in key or "original_module" in key or clean in out:
@@ -44,8 +45,13 @@ def merged_weights(model, merge_lora: bool = True) -> dict[str, Callable[[], tor
         if ".modules_to_save." in clean:  # trained copy of a whole module: it replaces the original
             head, _, tail = clean.partition(".modules_to_save.")
             clean = f"{head}.{tail.partition('.')[2]}"
-        out[clean] = lambda value=value: value.detach()
+        out[clean] = value.detach
     return out
+
+
+def _base_bias(module) -> torch.Tensor:
+    """A LoRA layer's bias: its base layer's (LoRA adds none)."""
+    return module.base_layer.bias.detach()
 
 
 class LazyWeights(Mapping):
@@ -106,7 +112,7 @@ def _gathered(state: dict) -> dict:
 
 def tied_keys(model) -> set[str]:
     """Names that share a tensor with another one (an output head tied to the embedding): a state dict may omit them."""
-    seen, tied = {}, set()
+    seen, tied = dict[int, str](), set[str]()
     for name, p in model.named_parameters(remove_duplicate=False):
         if id(p) in seen:
             tied.add(name)

@@ -41,6 +41,7 @@ class BadRequest(Exception):
     def __init__(self, status: int, message: str):
         super().__init__(message)
         self.status, self.message = status, message
+        self.retry_after: float | None = None  # seconds, on a 429 (Retry-After)
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,7 @@ def build_scorers(
             f"--config or --run carries its own task settings)"
         )
     pool = {k: v for k, v in (("workers", workers), ("timeout_s", timeout_s)) if v is not None}
-    out, given = {}, {}
+    out, given = dict[str, Scorer](), dict[str, str]()
     for flag, value in sources:
         if flag == "verifier":
             scorer = verifier_scorer(value, settings, {**DEFAULT_POOL, **pool})
@@ -191,7 +191,8 @@ class Job:
     """One request's items for one scorer, and the future its answers arrive on."""
 
     def __init__(self, completions: list, problems: list):
-        self.completions, self.problems, self.future = completions, problems, Future()
+        self.completions, self.problems = completions, problems
+        self.future: Future[list] = Future()
 
 
 class Scheduler:
@@ -204,7 +205,7 @@ class Scheduler:
         self.observe = observe or (lambda *a: None)
         self.pending, self.rate = 0, 0.0  # items admitted and not yet answered; recent items/s (for Retry-After)
         self._lock = threading.Lock()
-        self._queues = {name: queue.Queue() for name in scorers}
+        self._queues: dict[str, queue.Queue[Job | None]] = {name: queue.Queue() for name in scorers}
         self._threads = [
             threading.Thread(target=self._run, args=(name,), name=f"rlvr-serve-{name}", daemon=True) for name in scorers
         ]

@@ -150,7 +150,8 @@ def serve(opts: ServeOptions) -> int:
     metrics, reaper = Metrics(), Reaper()
     scheduler = Scheduler(scorers, opts.max_queue_items, opts.max_batch_items, metrics.observe_batch)
     app = create_app(scheduler, metrics, token, opts.max_body_bytes, opts.max_items, reaper)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=opts.grace_s)
+    # uvicorn's hint says int; it hands the value to asyncio.timeout, which takes seconds as a float
+    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=opts.grace_s)  # type: ignore[arg-type]
     server = uvicorn.Server(config)
     stops = []
     for sig in (signal.SIGTERM, signal.SIGINT):  # uvicorn re-raises the signal after its graceful stop: caught here

@@ -101,7 +101,7 @@ def is_local(source: str | Path) -> bool:
 def load_math500(source: str | Path = MATH500_HUB_ID, split: str = "test", limit: int | None = None) -> list[Problem]:
     """MATH-500 from a local file (jsonl / json / parquet) or, when source is not a path, the hub."""
     rows = read_rows(source) if is_local(source) else _hub_rows(str(source), split)
-    problems = []
+    problems: list[Problem] = []
     for index, (where, row) in enumerate(rows, start=1):
         if limit is not None and len(problems) >= limit:
             break

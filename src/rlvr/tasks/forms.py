@@ -47,7 +47,7 @@ def _strip_decorations(text: str) -> str:
 def _is_fraction_gold(gold: str) -> bool:
     g = _strip_decorations(gold or "")
     m = _FRACTION.fullmatch(g)
-    return bool(m) and int(m.group(3) or m.group(5)) not in (0, 1)
+    return m is not None and int(m.group(3) or m.group(5)) not in (0, 1)
 
 
 def number_form(answer: str, gold: str = "") -> str | None:

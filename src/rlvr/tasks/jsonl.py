@@ -79,7 +79,7 @@ def read_located(path: str | Path) -> list[tuple[str, Problem]]:
             if not path.exists()
             else f"jsonl task: data file {path} is not a file"
         )
-    out, first = [], {}
+    out, first = [], dict[str, int]()
     with path.open() as f:
         for line_no, line in enumerate(f, start=1):
             if not line.strip():

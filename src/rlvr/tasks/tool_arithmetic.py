@@ -94,7 +94,7 @@ class ToolArithmeticTask(SplitTask):
         if tool not in ("calculator", "python"):
             raise ValueError(f"tool_arithmetic tool {tool!r}: choose from calculator, python")
         self.bands, self.one_shot, self.with_tools = list(bands), one_shot, with_tools
-        rng, pool, seen = random.Random(seed), [], set()
+        rng, pool, seen = random.Random(seed), list[Problem](), set[str]()
         for band in self.bands:
             for _ in range(per_band * 20):
                 if sum(p.band == band for p in pool) >= per_band:

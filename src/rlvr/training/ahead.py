@@ -32,6 +32,7 @@ a thread shares the frozen weights and the tokenizer for free. One rank only: th
 from __future__ import annotations
 
 import copy
+import functools
 import queue
 import threading
 import time
@@ -87,6 +88,8 @@ def load_versions(path: Path) -> dict[int, list[torch.Tensor]]:
 def drop_stale(batch: StepBatch, step: int, k: int) -> tuple[StepBatch, int]:
     """(the rows sampled at most k versions before `step`, how many were older). The kept rows keep their
     advantages (a group is sampled by one version, so a group is kept or dropped whole) and `generated`."""
+    if batch.versions is None:  # sampled by the current weights (the synchronous step): none is stale
+        return batch, 0
     stale = step - batch.versions > k
     if not bool(stale.any()):
         return batch, 0
@@ -200,7 +203,7 @@ class Ahead:
                 version = self.version_for(step)
                 t0 = time.perf_counter()
                 with self.ready:
-                    self.ready.wait_for(lambda v=version: self.closed or v in self.versions)
+                    self.ready.wait_for(functools.partial(self._arrived, version))
                     if self.closed:
                         return
                     weights = self.versions[version]
@@ -210,6 +213,10 @@ class Ahead:
                 self.batches.put((step, batch, copy.deepcopy(self.state.stream.state_dict()), waited))
         except BaseException as e:  # the trainer raises it at its next take
             self.batches.put(e)
+
+    def _arrived(self, version: int) -> bool:
+        """Closed, or the weights of `version` published: what the sampling thread waits for."""
+        return self.closed or version in self.versions
 
     def _sample(self, step: int, version: int, weights: list[torch.Tensor]) -> StepBatch:
         with self.sampler_lock:

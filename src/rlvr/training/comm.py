@@ -75,7 +75,8 @@ class Comm:
         for p in params:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
-        bucket, size = [], 0
+        bucket: list[torch.Tensor] = []
+        size = 0
         for p in params:
             if bucket and size + p.numel() > _BUCKET:
                 self._sum_bucket(bucket)

@@ -22,6 +22,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # Other processes taking more than this share of the machine's CPU capacity during training are worth a warning:
 # on the 2-core machine it is half a core all the time. The update runs its matmuls on every core, so a step
@@ -87,9 +88,10 @@ def _tree(root: int) -> set[int]:
     tree, frontier = {root}, [root]
     while frontier:
         kids = [_children(pid) for pid in frontier]
-        if any(k is None for k in kids):
+        listed = [k for k in kids if k is not None]
+        if len(listed) < len(kids):  # a children list not readable: scan instead
             return _tree_by_scan(root)
-        frontier = [c for k in kids for c in k if c not in tree]
+        frontier = [c for k in listed for c in k if c not in tree]
         tree.update(frontier)
     return tree
 
@@ -150,7 +152,11 @@ def run_figures(before: CpuSnapshot | None, after: CpuSnapshot | None, steps: in
     where /proc is not readable)."""
     import torch
 
-    out = {"steps": steps, "train_s": train_s, "steps_per_min": 60 * steps / train_s if train_s > 0 else 0.0}
+    out: dict[str, Any] = {
+        "steps": steps,
+        "train_s": train_s,
+        "steps_per_min": 60 * steps / train_s if train_s > 0 else 0.0,
+    }
     out |= {"torch_threads": torch.get_num_threads(), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")}
     return {**out, **(other_cpu(before, after) or {})}
 

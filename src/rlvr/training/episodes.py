@@ -56,6 +56,8 @@ class EpisodeRound:
 def shape_overlong(batch: StepBatch, algo, episode) -> StepBatch:
     """algorithm.overlong on episodes: the length is the episode's ids (the policy's and the environment's) out of
     episode.max_total_tokens, and an episode is truncated when that limit ended it."""
+    if batch.episodes is None:
+        raise ValueError("shape_overlong: the batch holds no episodes")
     truncated = ["length" if ep.ended_by == "tokens" else "stop" for ep in batch.episodes]
     ones = torch.ones(len(truncated))
     batch.rewards, keep = overlong_shaping(

@@ -85,7 +85,7 @@ def open_run(
         run = RunDir(output_dir, resume=resume, overwrite=overwrite)
         check_config(run, cfg, resume, allow_config_change)
     resume_from = ckpt.latest_complete(path / "checkpoints") if resume else None
-    if is_main:
+    if run is not None:  # rank 0's
         trackers = open_trackers(run, cfg, c, resume, resume_from)
     return OpenedRun(path, run, trackers, resume_from)
 
@@ -183,6 +183,7 @@ class RunStopped(SystemExit):
 
     def __init__(self, code: int, run_path: Path, step: int, is_main: bool = True):
         super().__init__(code)
+        self.exit_code = code  # SystemExit's `code` may be anything; this one is an int
         self.run_path, self.step, self.is_main = Path(run_path), step, is_main
 
 
@@ -202,16 +203,15 @@ def save_final(
     """final/: the adapter and the merged model, then what makes them travel (the prompt template, the faithful
     tokenizer, the model card: rlvr.rundir.final). Under FSDP every rank gathers, rank 0 writes."""
     is_main = comm is None or comm.is_main
+    final = run.path / "final" if run is not None else None  # rank 0 holds the run directory
     if comm is not None and comm.sharded:
-        fsdp.save_policy(
-            model, tokenizer, run.path / "final" if run else None, is_main=is_main, save_dtype=c.model.save_dtype
-        )
-    elif is_main:
-        save_policy(model, tokenizer, run.path / "final", save_dtype=c.model.save_dtype, merged=c.model.save_merged)
-    if is_main:
+        fsdp.save_policy(model, tokenizer, final, is_main=is_main, save_dtype=c.model.save_dtype)
+    elif is_main and final is not None:
+        save_policy(model, tokenizer, final, save_dtype=c.model.save_dtype, merged=c.model.save_merged)
+    if is_main and final is not None:
         base, loaded_from = model_origin(model, c.model.name)
         local = getattr(getattr(base_model(model), "config", None), "_name_or_path", None)  # the folder it loaded
-        write_final(run.path / "final", c, tokenizer, task, steps, base, loaded_from, kind=kind, local_base=local)
+        write_final(final, c, tokenizer, task, steps, base, loaded_from, kind=kind, local_base=local)
     if comm is not None:
         comm.barrier()
 

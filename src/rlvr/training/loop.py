@@ -27,6 +27,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from rlvr.config import Config
 from rlvr.rundir import checkpoint as ckpt
 from rlvr.rundir import fsdp
 from rlvr.rundir.files import RunDir, atomic_write_text
@@ -49,7 +50,7 @@ MAX_BAD_STEPS = 3
 
 
 def train(
-    cfg: dict,
+    cfg: Config | dict,
     *,
     resume: bool = False,
     overwrite: bool = False,
@@ -110,7 +111,7 @@ def _loop(state: TrainState, run: RunDir | None, trackers: Trackers, start: int,
     bad_steps, started, done = 0, time.perf_counter(), start
     saved_at = started  # log.checkpoint_minutes counts from here, then from each checkpoint
     first = prev = contention.snapshot() if comm.is_main else None  # what other processes take (rank 0 reports)
-    watch = SignalWatch.open(run, c, start) if comm.is_main else None  # steps without learning signal (rank 0)
+    watch = SignalWatch.open(run, c, start) if run is not None else None  # steps without learning signal (rank 0)
     bar = tqdm(
         range(start, c.train.steps),
         initial=start,
@@ -132,7 +133,7 @@ def _loop(state: TrainState, run: RunDir | None, trackers: Trackers, start: int,
             # train.stop_without_signal: this step ends the run as the budget's last would (checkpoint, final/)
             last = comm.any(watch is not None and watch.see(step, result.row)) or last
             stopping = comm.any(stop.signum is not None)
-            if comm.is_main:
+            if run is not None:  # rank 0, which holds the run directory
                 prev = _note_contention(result.row, prev)
                 _log_step(run, trackers, c, step, result)
                 if last or stopping:  # the training phase's figures, before a signal's exit
@@ -193,7 +194,7 @@ def _save_checkpoint(run: RunDir | None, state: TrainState, step: int) -> None:
     full = fsdp.gather_checkpoint(state.model, state.optimizer) if comm.sharded else None
     # sampled ahead: the stream as it was after this step's batch, and the weights the pending batches sample from
     stream, tensors = state.ahead.checkpoint(step) if state.ahead is not None else (state.stream.state_dict(), None)
-    if comm.is_main:
+    if run is not None:  # rank 0
         run.check_ours()  # a folder reused while this run was stopping gets none of its checkpoints
         ckpt.save_checkpoint(
             run.path / "checkpoints",

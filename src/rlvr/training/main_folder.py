@@ -126,7 +126,7 @@ def check_finished_phases(cfg: Config, root: Path, rl: Config) -> None:
         if not (phase / "final" / "merged").exists() or not (phase / "config.yaml").exists():
             continue
         saved = yaml.safe_load((phase / "config.yaml").read_text())
-        free = _FREE_ON_RERUN
+        free: tuple[str, ...] = _FREE_ON_RERUN
         if not planned.reward.terms:
             free += ("reward.terms",)  # the task's own grader, which the phase recorded resolved
         if name == "rlvr" and cfg.train.init_from_sft:

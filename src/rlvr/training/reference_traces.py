@@ -111,6 +111,8 @@ def play(env, p, trace: list[dict], where: str, max_turns: int) -> tuple[list[di
                 f"tools returned {answers!r:.80}; leave the tools' messages out and rlvr writes them"
             )
         played += [{"role": "assistant", "content": turn}, *step.messages]
+    if step is None:
+        raise ConfigError(f"{where}: the trace has no assistant turn")
     if not step.done:
         raise ConfigError(f"{where}: the trace ends with a tool call; its last assistant turn gives the answer")
     return played, step

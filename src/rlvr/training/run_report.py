@@ -85,7 +85,7 @@ def load_line(load: dict | None) -> str:
     return line
 
 
-def config_meta(cfg: Config) -> dict[str, str]:
+def config_meta(cfg: Config) -> dict[str, str | int]:
     """What was trained, from a resolved config: model, task, algorithm, seed, rollout (both reports' first lines)."""
     r = cfg.rollout
     return {

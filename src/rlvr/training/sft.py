@@ -126,6 +126,9 @@ def fine_tune(model, examples: list[dict], c: Config, opened: OpenedRun, pad_id:
     continues from the newest one. Returns the number of steps taken."""
     from rlvr.training.step import make_scheduler
 
+    run = opened.run
+    if run is None:  # SFT runs on one process, the one that holds the run directory
+        raise ValueError("fine_tune: SFT needs the run directory (one process)")
     plan = batch_plan(examples, c.sft.epochs, c.sft.batch_size, c.seed)
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=c.sft.lr, weight_decay=c.train.weight_decay)
@@ -141,7 +144,7 @@ def fine_tune(model, examples: list[dict], c: Config, opened: OpenedRun, pad_id:
             epoch, batch = plan[step]
             figures = sft_step(model, [examples[i] for i in batch], optimizer, scheduler, trainable, c.train, pad_id)
             row = {"step": step, "epoch": epoch, **figures, "time/step": time.perf_counter() - t0}
-            opened.run.append(opened.run.metrics_path, [row])
+            run.append(run.metrics_path, [row])
             opened.trackers.log_step(row)
             bar.update(1)
             bar.set_postfix({"loss": f"{figures['loss']:.3f}"})

@@ -83,7 +83,7 @@ def collect_correct(
     random.Random(f"{seed}-sft").shuffle(order)
     rows = rollout.prompts_per_step * rollout.group_size
     per_call = max(1, min(rows, ROWS_PER_CALL.get(rollout.backend, rows)) // group_size)
-    kept, seen = [], set()
+    kept, seen = list[dict](), set[tuple[str, str]]()
     stats = {"generated": 0, "correct": 0, "correct_truncated": 0, "duplicates": 0, "prompts": 0}
     position, n_round = 0, 0
     while stats["generated"] < budget:

@@ -61,7 +61,7 @@ class SignalWatch:
             self._record(step if stop else None)
         return stop
 
-    def line(self, step: int, why: str, stop: bool) -> str | None:
+    def line(self, step: int, why: str | None, stop: bool) -> str | None:
         """What to say after `step` (None: nothing new): the stop, a fresh run's first step, or a streak."""
         first = step - self.streak + 1
         where = f"step {step}" if first == step else f"steps {first}-{step}"

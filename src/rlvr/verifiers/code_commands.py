@@ -13,6 +13,7 @@ import json
 import sys
 import tempfile
 from dataclasses import replace
+from typing import Any
 
 from rlvr.tasks.base import Problem
 from rlvr.verifiers.code import DEFAULT_LIMITS, PythonTestsVerifier
@@ -94,7 +95,7 @@ def audit_code(args) -> int:
             [a.problem for a in attacks],
             workers=max(1, int(getattr(args, "workers", 2) or 2)),
         )
-        results = [
+        results: list[dict[str, Any]] = [
             {
                 "attack": a.name,
                 "status": v.status,

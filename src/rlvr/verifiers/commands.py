@@ -139,7 +139,7 @@ def run_verify(args) -> int:
     except ConfigError as e:
         print(f"rlvr verify: {e}", file=sys.stderr)
         return 2
-    counts, bad, pending, code = Counter(), 0, [], 0
+    counts, bad, pending, code = Counter[str](), 0, [], 0
     try:
         with open(args.input, encoding="utf-8") as src, open(args.output, "w", encoding="utf-8") as out:
             for lineno, raw in enumerate(src, 1):

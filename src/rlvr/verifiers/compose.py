@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, fields
 from rlvr.config import CHOICES, ConfigError, RewardConfig
 from rlvr.verifiers.base import FAULT_STATUSES, STATUSES, Verdict
 from rlvr.verifiers.format import completion_text
-from rlvr.verifiers.pool import score_batch
+from rlvr.verifiers.pool import VerifierPool, score_batch
 from rlvr.verifiers.registry import KINDS, build_verifier
 
 DOMINANCE_RATIO = 0.10
@@ -53,7 +53,8 @@ class Term:
         self.name, self.kind, self.weight, self.verifier = name, kind, float(weight), verifier
         self.workers = 0 if KINDS[kind].cheap else workers
         self.timeout_s, self.engine = timeout_s, engine
-        self.pool = None  # a VerifierPool kept across calls (rlvr serve); None: a pool per call, as training uses
+        # a VerifierPool kept across calls (rlvr serve); None: a pool per call, as training uses
+        self.pool: VerifierPool | None = None
         self.__name__ = name  # TRL logs a reward function under its __name__
 
     @property

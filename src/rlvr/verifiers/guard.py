@@ -51,7 +51,7 @@ def refuse(content: str, max_chars: int) -> tuple[str, str] | None:
 
 def power_depth(text: str) -> int:
     """Longest chain of nested exponents: `2^3` is 1, `2^{3^4}` is 2, `2^{2^{2^2}}` and `2^2^2` are 3."""
-    best, memo = 0, {}
+    best, memo = 0, dict[int, int]()
     for i, c in enumerate(text):
         if c == "^":
             best = max(best, _depth_at(text, i, memo))

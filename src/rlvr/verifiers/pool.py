@@ -126,7 +126,7 @@ class VerifierPool:
         if not busy:
             return
         limit = self.timeout_s + GRACE_S
-        nearest = min(s.item[1] for s in busy) + limit
+        nearest = min(s.item[1] for s in busy if s.item is not None) + limit
         ready = wait([s.conn for s in busy], timeout=max(0.0, nearest - time.monotonic()))
         for k, slot in enumerate(self.slots):
             if slot.item is None:

@@ -29,8 +29,8 @@ def check_format(answer_format: str) -> str:
     return answer_format
 
 
-def final_answer(completion, require_boxed: bool, answer_format: str = "boxed") -> tuple[str | None, Verdict | None]:
-    """(answer text, None) or (None, the verdict explaining why there is none)."""
+def final_answer(completion, require_boxed: bool, answer_format: str = "boxed") -> str | Verdict:
+    """The answer text, or the verdict explaining why there is none."""
     text = completion_text(completion)
     fmt = ANSWER_FORMATS.get(answer_format)
     boxes = fmt.find(text)
@@ -39,16 +39,16 @@ def final_answer(completion, require_boxed: bool, answer_format: str = "boxed") 
         contents = list(dict.fromkeys(normalize_text(b.content) for b in group))
         if len(contents) > 1:
             shown = " | ".join(b.content for b in group)
-            return None, Verdict("multiple_answers", 0.0, shown, "distinct boxed answers offered together")
-        return group[-1].content, None
+            return Verdict("multiple_answers", 0.0, shown, "distinct boxed answers offered together")
+        return group[-1].content
     if require_boxed:
-        return None, Verdict("no_answer", 0.0, None, f"no {fmt.missing} (require_boxed=True)")
+        return Verdict("no_answer", 0.0, None, f"no {fmt.missing} (require_boxed=True)")
     said = _ANSWER_IS.findall(text)
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     found = said[-1].strip() if said else (lines[-1] if lines else "")
     if not found:
-        return None, Verdict("no_answer", 0.0, None, "empty completion")
-    return found.rstrip("."), None
+        return Verdict("no_answer", 0.0, None, "empty completion")
+    return found.rstrip(".")
 
 
 def normalize_text(s: str) -> str:
@@ -75,9 +75,9 @@ class ExactMatchVerifier:
         gold = gold_of(problem)
         if gold is None or not str(gold).strip():
             return Verdict("invalid_gold", 0.0, None, "empty gold")
-        got, why = final_answer(completion, self.require_boxed, self.answer_format)
-        if why:
-            return why
+        got = final_answer(completion, self.require_boxed, self.answer_format)
+        if isinstance(got, Verdict):
+            return got
         norm = (lambda s: " ".join(s.split())) if self.case_sensitive else normalize_text
         return _judged(norm(got) == norm(str(gold)), got)
 
@@ -97,15 +97,15 @@ class NumericVerifier:
         gold = parse_number(str(gold_of(problem) or ""))
         if gold is None:
             return Verdict("invalid_gold", 0.0, None, f"gold {gold_of(problem)!r} is not one number")
-        got, why = final_answer(completion, self.require_boxed, self.answer_format)
-        if why:
-            return why
+        got = final_answer(completion, self.require_boxed, self.answer_format)
+        if isinstance(got, Verdict):
+            return got
         numbers = _NUMBER.findall(got)
         if not numbers:
             return Verdict("no_answer", 0.0, got, "no number in the answer")
         if len(set(numbers)) > 1:
             return Verdict("multiple_answers", 0.0, got, "several numbers in the answer")
-        value = parse_number(numbers[0])
+        value = _numeral(numbers[0])
         if isinstance(value, int) and isinstance(gold, int):
             return _judged(value == gold, got)
         ok = abs(value - gold) <= max(self.rel_tol * max(abs(value), abs(gold)), self.abs_tol)
@@ -117,6 +117,11 @@ def parse_number(s: str) -> int | float | None:
     s = s.strip().replace("$", "").rstrip(".")
     if not _NUMBER.fullmatch(s):
         return None
+    return _numeral(s)
+
+
+def _numeral(s: str) -> int | float:
+    """A string the number pattern matches whole, as a number: an integer exactly."""
     s = s.replace(",", "")
     try:
         return int(s)
@@ -137,9 +142,9 @@ class MultipleChoiceVerifier:
         gold = str(gold_of(problem) or "").strip().strip("()").upper()
         if len(gold) != 1 or gold not in self.choices:
             return Verdict("invalid_gold", 0.0, None, f"gold {gold_of(problem)!r} is not one of {self.choices}")
-        got, why = final_answer(completion, self.require_boxed, self.answer_format)
-        if why:
-            return why
+        got = final_answer(completion, self.require_boxed, self.answer_format)
+        if isinstance(got, Verdict):
+            return got
         letters = set(re.findall(rf"(?<![A-Za-z])([{self.choices}{self.choices.lower()}])(?![A-Za-z])", got))
         letters = {c.upper() for c in letters}
         if not letters:

@@ -24,19 +24,19 @@ from rlvr.verifiers.base import Verdict
 from rlvr.verifiers.format import completion_text
 
 
-def final_box(completion) -> tuple[str | None, Verdict | None]:
-    """(the final boxed answer, None), or (None, the verdict when there is no single one)."""
+def final_box(completion) -> str | Verdict:
+    """The final boxed answer, or the verdict when there is no single one."""
     text = completion_text(completion)
     boxes = extract.find_boxes(text)
     if not boxes:
-        return None, Verdict("no_answer", 0.0, None, "no \\boxed{} answer")
+        return Verdict("no_answer", 0.0, None, "no \\boxed{} answer")
     group = extract.final_group(text, boxes, "last")
     contents = list(dict.fromkeys(b.content.strip() for b in group))
     if len(contents) > 1:
-        return None, Verdict("multiple_answers", 0.0, " | ".join(contents), f"{len(contents)} different boxed answers")
+        return Verdict("multiple_answers", 0.0, " | ".join(contents), f"{len(contents)} different boxed answers")
     if extract.prose_hedge_around(text, group):
-        return None, Verdict("multiple_answers", 0.0, contents[0], "another answer offered in prose")
-    return contents[0], None
+        return Verdict("multiple_answers", 0.0, contents[0], "another answer offered in prose")
+    return contents[0]
 
 
 def parse_number_list(text: str) -> list[Decimal] | None:
@@ -63,9 +63,9 @@ class OrderedListVerifier:
         gold = parse_number_list(str(getattr(problem, "answer", problem) or ""))
         if not gold:
             return Verdict("invalid_gold", 0.0, None, "gold is not a list of numbers")
-        answer, verdict = final_box(completion)
-        if verdict:
-            return verdict
+        answer = final_box(completion)
+        if isinstance(answer, Verdict):
+            return answer
         got = parse_number_list(answer)
         if got is None:
             return Verdict("wrong", 0.0, answer, "answer form ordered list: not a list of numbers")
@@ -84,16 +84,18 @@ def countdown_value(expression: str) -> tuple[Fraction, Counter]:
     tree = ast.parse(text.strip(), mode="eval")
     used: Counter = Counter()
 
-    def value(node) -> Fraction:
+    def value(node: ast.AST) -> Fraction:
         if not isinstance(node, _ALLOWED) or (isinstance(node, ast.Constant) and type(node.value) is not int):
             raise ValueError(f"not allowed in a countdown answer: {ast.dump(node)[:60]}")
         if isinstance(node, ast.Expression):
             return value(node.body)
-        if isinstance(node, ast.Constant):
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):  # an int exactly (checked above)
             used[node.value] += 1
             return Fraction(node.value)
         if isinstance(node, ast.UnaryOp):
             return -value(node.operand)
+        if not isinstance(node, ast.BinOp):  # an operator (ast.Add, ...) alone is never a value
+            raise ValueError(f"not allowed in a countdown answer: {ast.dump(node)[:60]}")
         left, right = value(node.left), value(node.right)
         if isinstance(node.op, ast.Div) and right == 0:
             raise ValueError("division by zero")
@@ -110,9 +112,9 @@ class CountdownVerifier:
         numbers, target = meta.get("numbers"), meta.get("target")
         if not numbers or target is None:
             return Verdict("invalid_gold", 0.0, None, "no numbers and target for this countdown problem")
-        answer, verdict = final_box(completion)
-        if verdict:
-            return verdict
+        answer = final_box(completion)
+        if isinstance(answer, Verdict):
+            return answer
         expression = re.sub(rf"\s*=\s*{int(target)}\s*$", "", answer)  # "... = 309" states the target: allowed
         try:
             value, used = countdown_value(expression)
@@ -140,9 +142,9 @@ class TextVerifier:
         gold = self.normal(str(getattr(problem, "answer", problem) or ""))
         if not gold:
             return Verdict("invalid_gold", 0.0, None, "empty gold")
-        answer, verdict = final_box(completion)
-        if verdict:
-            return verdict
+        answer = final_box(completion)
+        if isinstance(answer, Verdict):
+            return answer
         ok = self.normal(answer) == gold
         return Verdict("correct" if ok else "wrong", float(ok), answer, "same text" if ok else "differs from gold")
 

@@ -10,6 +10,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rlvr.rundir.files import WALL_TIME
 
@@ -112,7 +113,7 @@ class RunLogTracker(Tracker):
     `Image(path)` from its top-level module: trackio and W&B share this shape. Subclasses set `self.run`; `log`
     takes no time of its own (a subclass whose library takes one overrides log_metrics and `_log`)."""
 
-    run = None
+    run: Any = None  # the library's run object (trackio's, W&B's): no shared type
 
     def _lib(self):
         import importlib

@@ -46,7 +46,7 @@ class TensorBoardTracker(Tracker):
 
         flat = flatten(config)
         for summary in hparams(flat, {k: 0.0 for k in HPARAM_METRICS}):
-            self.writer.file_writer.add_summary(summary)
+            self.writer.file_writer.add_summary(summary)  # type: ignore[attr-defined]  # made by SummaryWriter()
         self.writer.add_text("config", "```yaml\n" + yaml.safe_dump(config, sort_keys=False) + "```", 0)
 
     def log_metrics(self, step: int, metrics: dict, wall_time: float | None = None) -> None:

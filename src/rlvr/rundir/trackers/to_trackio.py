@@ -45,7 +45,7 @@ class TrackioTracker(RunLogTracker):
 
     def start(self, config: dict, resume: Resume | None) -> int:
         old, old_name = self.state.get("id"), self.state.get("name")
-        if old and resume is not None:
+        if old and old_name and resume is not None:
             from trackio.sqlite_storage import SQLiteStorage
 
             SQLiteStorage.delete_run(self.where.project, old_name, run_id=old)

@@ -19,6 +19,7 @@ import shutil
 import time
 import uuid
 from pathlib import Path
+from typing import Literal
 
 from rlvr.rundir.trackers.base import Resume, RunLogTracker
 
@@ -41,7 +42,7 @@ class WandbTracker(RunLogTracker):
         """This run's local folders: offline-run-<time>-<id> (offline) and run-<time>-<id> (online)."""
         return sorted(p for p in (self.location() / "wandb").glob(f"*run-*-{run_id}") if p.is_dir())
 
-    def _init(self, config: dict | None, run_id: str, resume: str | None) -> None:
+    def _init(self, config: dict | None, run_id: str, resume: Literal["allow"] | None) -> None:
         import wandb
 
         # W&B names a segment's folder by the second it started: two segments of one id in one second would collide
