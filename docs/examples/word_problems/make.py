@@ -24,21 +24,42 @@ def one_step(r: random.Random, name: str, thing: str) -> tuple[str, int, str]:
     k = r.randint(2, 12)
     return r.choice(
         [
-            (f"{name} has {a} {thing} and buys {b * 3} more. How many {thing} does {name} have now?", a + b * 3,
-             f"{a} + {b * 3} = {a + b * 3}"),
-            (f"A shelf holds {a} jars. {b} jars are taken away. How many jars are left on the shelf?", a - b,
-             f"{a} - {b} = {a - b}"),
+            (
+                f"{name} has {a} {thing} and buys {b * 3} more. How many {thing} does {name} have now?",
+                a + b * 3,
+                f"{a} + {b * 3} = {a + b * 3}",
+            ),
+            (
+                f"A shelf holds {a} jars. {b} jars are taken away. How many jars are left on the shelf?",
+                a - b,
+                f"{a} - {b} = {a - b}",
+            ),
             (f"Each bag holds {a} {thing}. How many {thing} are in {b} bags?", a * b, f"{a} * {b} = {a * b}"),
-            (f"{k * b} {thing} are shared equally among {b} friends. How many {thing} does each friend get?", k,
-             f"{k * b} / {b} = {k}"),
-            (f"A train travels {a} km every hour. How many km does it travel in {b} hours?", a * b,
-             f"{a} * {b} = {a * b}"),
-            (f"{name} had {a} dollars and spent {b * 2} dollars on lunch. How many dollars are left?", a - b * 2,
-             f"{a} - {b * 2} = {a - b * 2}"),
-            (f"A class has {a} boys and {a // 2 + b} girls. How many children are in the class?", a + a // 2 + b,
-             f"{a} + {a // 2 + b} = {a + a // 2 + b}"),
-            (f"A rope is {a} meters long. {name} cuts off {b} meters. How long is the rope now, in meters?", a - b,
-             f"{a} - {b} = {a - b}"),
+            (
+                f"{k * b} {thing} are shared equally among {b} friends. How many {thing} does each friend get?",
+                k,
+                f"{k * b} / {b} = {k}",
+            ),
+            (
+                f"A train travels {a} km every hour. How many km does it travel in {b} hours?",
+                a * b,
+                f"{a} * {b} = {a * b}",
+            ),
+            (
+                f"{name} had {a} dollars and spent {b * 2} dollars on lunch. How many dollars are left?",
+                a - b * 2,
+                f"{a} - {b * 2} = {a - b * 2}",
+            ),
+            (
+                f"A class has {a} boys and {a // 2 + b} girls. How many children are in the class?",
+                a + a // 2 + b,
+                f"{a} + {a // 2 + b} = {a + a // 2 + b}",
+            ),
+            (
+                f"A rope is {a} meters long. {name} cuts off {b} meters. How long is the rope now, in meters?",
+                a - b,
+                f"{a} - {b} = {a - b}",
+            ),
         ]
     )
 
@@ -48,8 +69,11 @@ def two_step(r: random.Random, name: str, thing: str) -> tuple[str, int, str]:
     n = r.randint(20, 60)
     return r.choice(
         [
-            (f"{name} buys {a} packs of {b} {thing} and gives away {c}. How many {thing} are left?", a * b - c,
-             f"{a} * {b} = {a * b}, then {a * b} - {c} = {a * b - c}"),
+            (
+                f"{name} buys {a} packs of {b} {thing} and gives away {c}. How many {thing} are left?",
+                a * b - c,
+                f"{a} * {b} = {a * b}, then {a * b} - {c} = {a * b - c}",
+            ),
             (
                 f"A farm has {n} cows and {b * 2} sheep. The farmer sells {c} sheep. How many animals are left?",
                 n + b * 2 - c,
@@ -78,8 +102,11 @@ def two_step(r: random.Random, name: str, thing: str) -> tuple[str, int, str]:
                 a + b + c,
                 f"{b} + {a} = {a + b}, then {a + b} + {c} = {a + b + c}",
             ),
-            (f"A baker makes {a} trays of {b} rolls and drops {c} of them. How many rolls are left?", a * b - c,
-             f"{a} * {b} = {a * b}, then {a * b} - {c} = {a * b - c}"),
+            (
+                f"A baker makes {a} trays of {b} rolls and drops {c} of them. How many rolls are left?",
+                a * b - c,
+                f"{a} * {b} = {a * b}, then {a * b} - {c} = {a * b - c}",
+            ),
             (
                 f"A tank holds {n + a * c} liters. {a} liters are used each day for {c} days. How many liters are "
                 f"left?",
