@@ -10,6 +10,7 @@ import time
 import pytest
 import torch
 
+import rlvr
 from rlvr.config import dump
 from rlvr.training.contention import CpuSnapshot, contention_warning, other_cpu, run_figures, snapshot
 from test_pipeline import tiny_model_dir  # noqa: F401  (a fixture)
@@ -50,6 +51,15 @@ def test_rlvr_waits_passively_unless_told_otherwise():
         check=True,
     )
     assert out.stdout.split() == ["ACTIVE", "False"]
+
+
+def test_the_test_process_imports_rlvr_before_torch():
+    """The tests run as a user's process does: rlvr's OMP_WAIT_POLICY reaches libgomp only when rlvr is imported
+    before torch (tests/conftest.py does so), and rlvr records whether it was. A subprocess shows the record."""
+    assert rlvr.TORCH_BEFORE_RLVR is False
+    code = "import torch, rlvr; print(rlvr.TORCH_BEFORE_RLVR)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True"]
 
 
 def test_the_warning_names_its_reason_and_threshold():

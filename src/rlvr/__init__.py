@@ -5,6 +5,7 @@ Heavy parts (torch, transformers, math-verify) are imported by the modules that 
 """
 
 import os
+import sys
 
 __version__ = "0.1.0"
 
@@ -25,3 +26,6 @@ os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "64")
 # it, so it must be set before torch is imported; a value the user set (ACTIVE for a dedicated machine) is kept.
 OMP_WAIT_POLICY_SET_HERE = "OMP_WAIT_POLICY" not in os.environ
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# True when torch was imported before rlvr: then libgomp has read the environment already and the policy above does
+# not apply to this process (tests/conftest.py imports rlvr first for that reason).
+TORCH_BEFORE_RLVR = "torch" in sys.modules
