@@ -5,7 +5,7 @@ import torch
 
 from rlvr.algorithms import PRESETS, Algorithm, algorithm_from_config, get_preset, with_overrides
 from rlvr.algorithms.losses import policy_loss
-from rlvr.config import ConfigError
+from rlvr.config import ConfigError, as_config
 
 # name: (adv_scale, ratio, clip_low, clip_high, agg, beta, dynamic_sampling, overlong)
 PAPER_CHOICES = {
@@ -44,13 +44,26 @@ def test_unknown_preset_lists_the_choices():
         get_preset("ppo")
 
 
-def test_overrides_replace_fields_and_coerce_strings():
+def test_overrides_replace_fields_and_an_int_becomes_a_float():
     a = with_overrides(
-        get_preset("dapo"), {"clip_high": "0.3", "beta": 0, "dynamic_sampling": "false", "max_sampling_rounds": "5"}
+        get_preset("dapo"), {"clip_high": 0.3, "beta": 0, "dynamic_sampling": False, "max_sampling_rounds": 5}
     )
     assert (a.clip_high, a.beta, a.dynamic_sampling, a.max_sampling_rounds) == (0.3, 0.0, False, 5)
     assert isinstance(a.beta, float) and a.name == "dapo"
     assert get_preset("dapo").clip_high == 0.28  # the preset itself is untouched
+
+
+def test_algorithm_keys_are_checked_by_the_rule_that_checks_every_config_key():
+    """One rule (rlvr.config.check_value) for algorithm.* and the typed sections: the same messages, and a string is
+    not a number here either (YAML and --set read `0.3` as a float; the old string coercion was this section's alone)."""
+    with pytest.raises(ConfigError, match=r"^config key 'algorithm.clip_high' must be float, got '0.3'$"):
+        with_overrides(get_preset("grpo"), {"clip_high": "0.3"})
+    with pytest.raises(ConfigError, match=r"^config key 'train.lr' must be float, got '0.3'$"):
+        as_config({"train": {"lr": "0.3"}})
+    with pytest.raises(ConfigError, match=r"^config key 'algorithm.beta' = -0.1; must be >= 0$"):
+        algorithm_from_config({"preset": "dapo", "beta": -0.1})
+    with pytest.raises(ConfigError, match=r"^config key 'train.weight_decay' = -0.1; must be >= 0$"):
+        as_config({"train": {"weight_decay": -0.1}})
 
 
 @pytest.mark.parametrize(
@@ -67,12 +80,15 @@ def test_overrides_replace_fields_and_coerce_strings():
             "algorithm.ratio: unknown loss ratio level 'seq'; choose from token, sequence, or package.module:attr",
         ),
         ({"overlong": "cut"}, "algorithm.overlong: unknown overlong shaping 'cut'; choose from none, filter, soft"),
-        ({"clip_high": "wide"}, "algorithm.clip_high='wide' is not a valid float"),
-        ({"max_sampling_rounds": 2.5}, "is not a valid int"),
-        ({"dynamic_sampling": "maybe"}, "is not a valid bool"),
-        ({"beta": -0.1}, "algorithm.beta=-0.1 must be >= 0"),
-        ({"clip_low": 1.0}, "must be < 1"),
-        ({"max_sampling_rounds": 0}, "must be >= 1"),
+        ({"clip_high": "wide"}, "config key 'algorithm.clip_high' must be float, got 'wide'"),
+        ({"max_sampling_rounds": 2.5}, "config key 'algorithm.max_sampling_rounds' must be int, got 2.5"),
+        ({"dynamic_sampling": "maybe"}, "config key 'algorithm.dynamic_sampling' must be bool, got 'maybe'"),
+        ({"dynamic_sampling": 1}, "config key 'algorithm.dynamic_sampling' must be bool, got 1"),
+        ({"beta": -0.1}, "config key 'algorithm.beta' = -0.1; must be >= 0"),
+        ({"clip_low": 1.0}, "config key 'algorithm.clip_low' = 1.0; must be >= 0 and < 1"),
+        ({"overlong_buffer_frac": 1.5}, "config key 'algorithm.overlong_buffer_frac' = 1.5; must be >= 0 and <= 1"),
+        ({"correction_cap": 1}, "config key 'algorithm.correction_cap' = 1; must be > 1"),
+        ({"max_sampling_rounds": 0}, "config key 'algorithm.max_sampling_rounds' = 0; must be >= 1"),
     ],
 )
 def test_bad_overrides_name_the_key(overrides, message):
@@ -98,3 +114,6 @@ def test_overlong_buffer_in_tokens():
 def test_direct_construction_is_validated_too():
     with pytest.raises(ConfigError, match="adv_scale"):
         Algorithm(name="x", adv_scale="rank")
+    with pytest.raises(ConfigError, match=r"^config key 'algorithm.clip_low' = -0.5; must be >= 0 and < 1$"):
+        Algorithm(name="x", clip_low=-0.5)
+    assert isinstance(Algorithm(name="x", beta=1).beta, float)

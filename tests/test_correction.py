@@ -93,7 +93,7 @@ def test_a_correction_without_sampler_logprobs_and_bad_settings_are_refused():
         policy_loss(LOGP, None, torch.ones(2, dtype=F64), MASK, rollout_correction="truncated")
     with pytest.raises(ConfigError, match="algorithm.rollout_correction: unknown rollout correction 'tis'"):
         algorithm_from_config({"preset": "grpo", "rollout_correction": "tis"})
-    with pytest.raises(ConfigError, match="correction_cap=1.0 must be > 1"):
+    with pytest.raises(ConfigError, match=r"^config key 'algorithm.correction_cap' = 1.0; must be > 1$"):
         algorithm_from_config({"preset": "grpo", "rollout_correction": "truncated", "correction_cap": 1.0})
     assert algorithm_from_config("dapo").rollout_correction == "none"  # the presets unchanged
 

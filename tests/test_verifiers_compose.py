@@ -72,7 +72,18 @@ def test_dominance_scales_with_correctness_weight():
         ({"terms": [{"kind": "math", "hedge": "x"}]}, r"terms\[0\]\.hedge: unknown setting .*hedging"),
         ({"terms": [{"kind": "math", "hedging": "any"}]}, r"terms\[0\]: bad settings .*hedging"),
         ({"terms": [], "workers": 1}, r"reward\.terms: need a non-empty list"),
-        ({"terms": [{"kind": "math"}], "wokers": 1}, r"reward\.wokers: unknown key; choose from .*workers"),
+        # the section is checked by the rule that checks the config's (rlvr.config.merge), in its words
+        (
+            {"terms": [{"kind": "math"}], "wokers": 1},
+            r"^unknown config key 'reward\.wokers'; allowed keys in 'reward': allow_dominant_shaping, control, engine, "
+            r"terms, timeout_s, workers$",
+        ),
+        ({"terms": [{"kind": "math"}], "workers": -1}, r"^config key 'reward\.workers' = -1; must be >= 0$"),
+        ({"terms": [{"kind": "math"}], "timeout_s": "5"}, r"^config key 'reward\.timeout_s' must be float, got '5'$"),
+        (
+            {"terms": [{"kind": "math"}], "control": "random"},
+            r"^config key 'reward\.control' = 'random'; choose from none, random_rate, format_only$",
+        ),
         ({"terms": [{"name": "a", "kind": "math"}, {"name": "a", "kind": "boxed_format", "weight": 0.1}]}, "unique"),
         ({"terms": [{"name": "a"}]}, r"terms\[0\]\.kind: missing"),
     ],

@@ -11,7 +11,7 @@ from rlvr.verifiers.pool import score_batch
 
 
 def test_unknown_engine_is_a_config_error():
-    with pytest.raises(ConfigError, match="reward.engine='spark'; choose from local, ray"):
+    with pytest.raises(ConfigError, match=r"^config key 'reward.engine' = 'spark'; choose from local, ray$"):
         build_reward({"terms": [{"name": "correct", "kind": "math"}], "engine": "spark"})
     with pytest.raises(ValueError, match="unknown verification engine"):
         score_batch(MathVerifier(), ["x"], [Problem("0", "q", "4")], workers=1, engine="spark")

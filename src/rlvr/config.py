@@ -10,7 +10,9 @@ choices and open keys; the checked dict becomes one `Config` at the entry (`as_c
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
+from typing import Any
 
 import yaml
 
@@ -34,10 +36,10 @@ def _each(*choices, plugin: bool = False):
     return field(default_factory=list, metadata={"each": choices, "plugin": plugin})
 
 
-def _range(default, low=None, high=None, *, above: bool = False):
-    """A number that must be >= low (> low with `above`) and <= high (checked by `merge`): a negative step count
-    or learning rate is a mistake, refused before anything runs."""
-    return field(default=default, metadata={"range": (low, high, above)})
+def in_range(default: Any, low: float | None = None, high: float | None = None, *, above=False, below=False) -> Any:
+    """A number that must be >= low (> low with `above`) and <= high (< high with `below`), checked by `check_value`
+    for the config and the algorithm's fields alike: a negative step count or learning rate is refused at once."""
+    return field(default=default, metadata={"range": (low, high, above, below)})
 
 
 def _open(factory):
@@ -48,9 +50,9 @@ def _open(factory):
 @dataclass
 class LoraConfig:
     enabled: bool = True
-    r: int = _range(16, 1)
-    alpha: int = _range(32, 0, above=True)
-    dropout: float = _range(0.0, 0.0, 1.0)
+    r: int = in_range(16, 1)
+    alpha: int = in_range(32, 0, above=True)
+    dropout: float = in_range(0.0, 0.0, 1.0)
     target_modules: str | list = field(default="all-linear", metadata={"open": True})
 
 
@@ -77,8 +79,8 @@ class RewardConfig:
     # math in the task's answer form + boxed format for answer tasks, python_tests for code tasks)
     terms: list = _open(list)
     allow_dominant_shaping: bool = False
-    workers: int = _range(2, 0)
-    timeout_s: float = _range(5.0, 0.0, above=True)
+    workers: int = in_range(2, 0)
+    timeout_s: float = in_range(5.0, 0.0, above=True)
     # where verification runs when workers > 0: local processes, or "ray" (optional extra)
     engine: str = _choice("local", "ray")
     # a control run's reward instead of the real one (rlvr.verifiers.controls): "random_rate" pays Bernoulli(p) at the
@@ -93,22 +95,22 @@ class VllmConfig:
     weights; max_model_len 0 = the model's own; weight_sync: "full" (merged weights each step) or "lora" (the
     adapter, applied by vLLM)."""
 
-    gpu_memory_utilization: float = _range(0.3, 0.0, 1.0, above=True)
+    gpu_memory_utilization: float = in_range(0.3, 0.0, 1.0, above=True)
     dtype: str = _choice("bfloat16", "float16", "float32", "auto")
     enforce_eager: bool = False
-    max_model_len: int = _range(0, 0)
+    max_model_len: int = in_range(0, 0)
     weight_sync: str = _choice("full", "lora")
 
 
 @dataclass
 class RolloutConfig:
     backend: str = _choice("hf", "fast", "remote", "vllm", plugin=True)  # rlvr.sampling.BACKENDS
-    prompts_per_step: int = _range(4, 1)  # P
-    group_size: int = _range(8, 1)  # G
-    max_new_tokens: int = _range(128, 1)
-    temperature: float = _range(1.0, 0.0, above=True)  # log-probs are of logits / temperature
-    top_p: float = _range(1.0, 0.0, 1.0, above=True)
-    top_k: int = _range(0, 0)
+    prompts_per_step: int = in_range(4, 1)  # P
+    group_size: int = in_range(8, 1)  # G
+    max_new_tokens: int = in_range(128, 1)
+    temperature: float = in_range(1.0, 0.0, above=True)  # log-probs are of logits / temperature
+    top_p: float = in_range(1.0, 0.0, 1.0, above=True)
+    top_k: int = in_range(0, 0)
     # local samplers' compute dtype; "float32" is the reference path (docs/performance.md); "auto" = bfloat16 where the
     # CPU has it in hardware, else float32 (rlvr.machine)
     dtype: str = _choice("bfloat16", "float32", "auto")
@@ -118,7 +120,7 @@ class RolloutConfig:
     adapter_dir: str = ""
     vllm: VllmConfig = field(default_factory=VllmConfig)
     # k >= 1: step s samples (while the trainer updates) from the weights after max(0, s-k) updates (training.ahead)
-    max_staleness: int = _range(0, 0)  # 0: synchronous, each step samples from the weights it trains
+    max_staleness: int = in_range(0, 0)  # 0: synchronous, each step samples from the weights it trains
 
 
 @dataclass
@@ -132,15 +134,15 @@ class EpisodeConfig:
     environment: str = _choice("none", "tool", "retry", "trl", "verifiers", "openenv", plugin=True)
     tools: list = _each("calculator", "python", plugin=True)  # rlvr.environments.TOOLS
     call_format: str = _choice("hermes", plugin=True)  # rlvr.environments.calls.TOOL_CALL_PARSERS
-    max_turns: int = _range(4, 1)
-    max_total_tokens: int = _range(512, 1)
-    tool_timeout_s: float = _range(5.0, 0.0, above=True)  # the python tool's hard deadline per call
-    step_timeout_s: float = _range(30.0, 0.0)  # an environment step's deadline (0: none); past it, status timeout
+    max_turns: int = in_range(4, 1)
+    max_total_tokens: int = in_range(512, 1)
+    tool_timeout_s: float = in_range(5.0, 0.0, above=True)  # the python tool's hard deadline per call
+    step_timeout_s: float = in_range(30.0, 0.0)  # an environment step's deadline (0: none); past it, status timeout
     # a round's environment steps run on this many threads, so one slow tool call holds the round for its own time,
     # not for the sum of every row's (1: one after another)
-    step_workers: int = _range(8, 1)
-    attempts: int = _range(3, 1)
-    discount: float = _range(0.5, 0.0, 1.0)
+    step_workers: int = in_range(8, 1)
+    attempts: int = in_range(3, 1)
+    discount: float = in_range(0.5, 0.0, 1.0)
     # environments others wrote: trl / openenv: the class (package.module:Class) and its constructor's arguments;
     # trl's reward functions; who grades the final answer: its owner, rlvr's verifier for the task, or both
     source: str = ""
@@ -151,18 +153,18 @@ class EpisodeConfig:
 
 @dataclass
 class TrainConfig:
-    steps: int = _range(20, 1)
-    lr: float = _range(1e-5, 0.0, above=True)
+    steps: int = in_range(20, 1)
+    lr: float = in_range(1e-5, 0.0, above=True)
     lr_schedule: str = _choice("constant", "cosine")  # after train.warmup_steps of linear warm-up
-    warmup_steps: int = _range(0, 0)
-    weight_decay: float = _range(0.0, 0.0)
-    max_grad_norm: float = _range(1.0, 0.0, above=True)
+    warmup_steps: int = in_range(0, 0)
+    weight_decay: float = in_range(0.0, 0.0)
+    max_grad_norm: float = in_range(1.0, 0.0, above=True)
     # at most this many rows, and (if > 0) this many completion tokens counting padding, a forward/backward:
     # they bound the update's memory. Rows are sorted by length across groups and cut where padding would
     # cost more than another chunk (rlvr.policy.update.micro_batches); a row longer than the token cap goes alone.
-    micro_batch_size: int = _range(8, 1)
-    micro_batch_tokens: int = _range(0, 0)
-    updates_per_batch: int = _range(1, 1)  # mu: optimisation passes over each rollout batch
+    micro_batch_size: int = in_range(8, 1)
+    micro_batch_tokens: int = in_range(0, 0)
+    updates_per_batch: int = in_range(1, 1)  # mu: optimisation passes over each rollout batch
     autocast: str = _choice("none", "bfloat16", "auto")  # "auto" as rollout.dtype: bf16 where the CPU has it
     # attention in the update: "auto" = rlvr's CPU kernel on the CPU (rlvr.policy.attention), the model's own on
     # a GPU; "rlvr"; "model" = whatever the model was loaded with (sdpa)
@@ -170,12 +172,12 @@ class TrainConfig:
     # recompute each decoder layer's activations in the backward instead of keeping them: a third to a half
     # more update time for a fraction of its memory (docs/performance.md has both)
     gradient_checkpointing: bool = False
-    time_budget_min: float = _range(0.0, 0.0)  # stop (and save) after this many minutes of training; 0 = no limit
+    time_budget_min: float = in_range(0.0, 0.0)  # stop (and save) after this many minutes of training; 0 = no limit
     # stop (and save) after this many steps in a row without an informative group; 0 = never (rlvr.training.
     # signal_watch). Such a step makes no update. 10: at the presets' 8 prompts x 8 samples, a model that solves 2%
     # of its samples has 10 in a row with probability 2e-6 (at 1%: 0.002), while a run that cannot learn stops
     # within a minute on the default preset instead of spending its whole budget
-    stop_without_signal: int = _range(10, 0)
+    stop_without_signal: int = in_range(10, 0)
     # shard the policy over the ranks with torch's FSDP2 (models that do not fit one device); a no-op on one
     # rank. Pair it with rollout.backend: remote (a local sampler holds the whole model). docs/scaling.md
     fsdp: bool = False
@@ -189,9 +191,9 @@ class EvalConfig:
     every model compared. limit = problems per split (spread over bands); 0 = all."""
 
     split: str = "heldout"
-    n: int = _range(4, 1)
+    n: int = in_range(4, 1)
     ks: list = field(default_factory=lambda: [1, 4])
-    limit: int = _range(0, 0)
+    limit: int = in_range(0, 0)
     greedy: bool = True
     # task sets evaluated beside the in-domain bands (same models, samples per problem and seed, each set graded
     # by its own task's grader): [{name, settings, split, limit, label}], e.g. the CHAMP numeric subset or
@@ -205,17 +207,17 @@ class EvalConfig:
 
 @dataclass
 class LogConfig:
-    samples_every: int = _range(5, 0)
-    checkpoint_every: int = _range(10, 0)
+    samples_every: int = in_range(5, 0)
+    checkpoint_every: int = in_range(10, 0)
     # also a checkpoint once this many minutes have passed since the last (0: steps alone), so a kill costs at most about
     # this much, however long a step or short the run is (checkpoint_every 10 never saves a 9-step run before its end)
-    checkpoint_minutes: float = _range(10.0, 0.0)
-    keep_checkpoints: int = _range(2, 0)
-    eval_every: int = _range(0, 0)  # greedy accuracy on validation problems every N steps (0 = never)
-    eval_problems: int = _range(60, 1)  # how many validation problems (spread over the bands)
+    checkpoint_minutes: float = in_range(10.0, 0.0)
+    keep_checkpoints: int = in_range(2, 0)
+    eval_every: int = in_range(0, 0)  # greedy accuracy on validation problems every N steps (0 = never)
+    eval_problems: int = in_range(60, 1)  # how many validation problems (spread over the bands)
     # C of mismatch/outside_frac: the share of trained tokens whose ratio pi_train / pi_sampler lies outside
     # [1/C, C] (rlvr.algorithms.mismatch; 2 = the cap verl's corrections use by default)
-    mismatch_cap: float = _range(2.0, 1.0, above=True)
+    mismatch_cap: float = in_range(2.0, 1.0, above=True)
     # a quiet machine's RL steps per minute for this preset (0 = unknown): the main job's report warns when a run
     # trains at less than half of it (rlvr.training.contention)
     quiet_steps_per_min: float = 0.0
@@ -232,15 +234,15 @@ class SftConfig:
     task, reward, rollout settings and seed, so that it differs from the RL run only in how it learns."""
 
     source: str = _choice("samples", "reference")  # rejection sampling from the start model, or reference traces
-    samples: int = _range(0, 0)  # completions to sample; 0 = as many as the RL run samples (steps x P x G)
+    samples: int = in_range(0, 0)  # completions to sample; 0 = as many as the RL run samples (steps x P x G)
     match_run: str = ""  # an RL run directory: sample as many completions as its metrics.jsonl generated
-    group_size: int = _range(0, 0)  # samples per training prompt; 0 = rollout.group_size
+    group_size: int = in_range(0, 0)  # samples per training prompt; 0 = rollout.group_size
     reference_field: str = "trace"  # source "reference": the dataset column holding a worked solution
     reference: str = ""  # or package.module:attr, a function (problem) -> trace (rlvr.training.reference_traces)
-    epochs: int = _range(2, 1)  # passes over the kept completions
-    max_examples: int = _range(0, 0)  # at most this many kept completions or traces, a seeded choice; 0 = all
-    batch_size: int = _range(8, 1)  # completions per optimizer step (micro-batched by train.micro_batch_size)
-    lr: float = _range(1e-4, 0.0, above=True)  # supervised LoRA fine-tuning wants a larger step than the RL update
+    epochs: int = in_range(2, 1)  # passes over the kept completions
+    max_examples: int = in_range(0, 0)  # at most this many kept completions or traces, a seeded choice; 0 = all
+    batch_size: int = in_range(8, 1)  # completions per optimizer step (micro-batched by train.micro_batch_size)
+    lr: float = in_range(1e-4, 0.0, above=True)  # supervised LoRA fine-tuning wants a larger step than the RL update
     output_dir: str = ""  # "" = <output_dir>-sft, so one config gives the RL and SFT runs side by side
 
 
@@ -298,24 +300,15 @@ def _walk(cls, prefix=""):
 _SECTIONS: dict[object, type] = {c.__name__: c for c in (LoraConfig, ModelConfig, TaskConfig, RewardConfig, VllmConfig)}
 _SECTIONS |= {c.__name__: c for c in (RolloutConfig, EpisodeConfig, TrainConfig, EvalConfig, LogConfig, SftConfig)}
 DEFAULTS: dict = asdict(Config())
-# Values that are dicts/lists read by another component (which validates them itself).
-OPEN_KEYS = {key for key, f in _walk(Config) if f.metadata.get("open")}
+OPEN_KEYS = {key for key, f in _walk(Config) if f.metadata.get("open")}  # read and checked by another component
 CHOICES = {key: f.metadata["choices"] for key, f in _walk(Config) if "choices" in f.metadata}
 EACH = {key: f.metadata["each"] for key, f in _walk(Config) if "each" in f.metadata}
-PLUGGABLE = {key for key, f in _walk(Config) if f.metadata.get("plugin")}
-RANGES = {key: f.metadata["range"] for key, f in _walk(Config) if "range" in f.metadata}
-
-
-def _type_ok(value, default) -> bool:
-    if isinstance(default, bool) or isinstance(value, bool):
-        return isinstance(value, bool) and isinstance(default, bool)
-    if isinstance(default, float):
-        return isinstance(value, (int, float))
-    return isinstance(value, type(default))
+NO_ITEMS = ("", "none")  # words for an empty list (log.report_to: none, as Hugging Face writes it), no registry's
+_META = {key: f.metadata for key, f in _walk(Config)}  # each leaf's choices and range, for check_value
 
 
 def merge(base: dict, update: dict, prefix: str = "") -> dict:
-    """Merge `update` into a copy of `base`, refusing unknown keys and wrong types."""
+    """Merge `update` into a copy of `base`, refusing unknown keys and wrong values (`check_value`)."""
     out = copy.deepcopy(base)
     for key, value in update.items():
         path = f"{prefix}{key}"
@@ -332,34 +325,40 @@ def merge(base: dict, update: dict, prefix: str = "") -> dict:
             if not isinstance(value, dict):
                 raise ConfigError(f"config key '{path}' must be a mapping, got {value!r}")
             out[key] = merge(default, value, path + ".")
-        elif not _type_ok(value, default):
-            raise ConfigError(f"config key '{path}' must be {type(default).__name__}, got {value!r}")
         else:
-            if path in CHOICES and value not in CHOICES[path] and not (path in PLUGGABLE and is_plugin(value)):
-                raise ConfigError(f"config key '{path}' = {value!r}; choose from {', '.join(CHOICES[path])}")
-            _check_range(path, value)
-            out[key] = float(value) if isinstance(default, float) else value
+            out[key] = check_value(path, value, default, _META[path])
     return out
 
 
-def _check_range(path: str, value) -> None:
-    """RANGES[path] = (low, high, above): refuse a value outside it, naming the key and the range."""
-    if path not in RANGES:
-        return
-    low, high, above = RANGES[path]
-    if (low is not None and (value <= low if above else value < low)) or (high is not None and value > high):
-        lower = f"{'>' if above else '>='} {low:g}" if low is not None else ""
-        bound = " and ".join(b for b in (lower, f"<= {high:g}" if high is not None else "") if b)
-        raise ConfigError(f"config key '{path}' = {value!r}; must be {bound}")
+def check_value(path: str, value: Any, default: Any, meta: Mapping[str, Any]) -> Any:
+    """A setting against its default's type and its field's choices and range (one line naming the key if not);
+    an int where a float is due becomes the float. For every leaf of `merge` and every field of Algorithm."""
+    if isinstance(default, bool) or isinstance(value, bool):  # True is an int to Python, never to a config
+        type_ok = isinstance(value, bool) and isinstance(default, bool)
+    else:
+        type_ok = isinstance(value, (int, float) if isinstance(default, float) else type(default))
+    if not type_ok:
+        raise ConfigError(f"config key '{path}' must be {type(default).__name__}, got {value!r}")
+    choices = meta.get("choices")
+    if choices and value not in choices and not (meta.get("plugin") and is_plugin(value)):
+        raise ConfigError(f"config key '{path}' = {value!r}; choose from {', '.join(choices)}")
+    low, high, above, below = meta.get("range", (None, None, False, False))
+    if (low is not None and (value <= low if above else value < low)) or (
+        high is not None and (value >= high if below else value > high)
+    ):
+        bounds = [f"{'>' if above else '>='} {low:g}"] if low is not None else []
+        bounds += [f"{'<' if below else '<='} {high:g}"] if high is not None else []
+        raise ConfigError(f"config key '{path}' = {value!r}; must be {' and '.join(bounds)}")
+    return float(value) if isinstance(default, float) else value
 
 
 def _each_value(path: str, value) -> list:
     """A list whose items are each one of EACH[path], duplicates dropped; "a,b" -> [a, b]; "none" or "" -> []."""
     if isinstance(value, str):
-        value = [] if value.strip().lower() in ("", "none") else [v.strip() for v in value.split(",")]
+        value = [] if value.strip().lower() in NO_ITEMS else [v.strip() for v in value.split(",")]
     if not isinstance(value, list):
         raise ConfigError(f"config key '{path}' must be a list, got {value!r}")
-    bad = [v for v in value if v not in EACH[path] and not (path in PLUGGABLE and is_plugin(v))]
+    bad = [v for v in value if v not in EACH[path] and not (_META[path].get("plugin") and is_plugin(v))]
     if bad:
         raise ConfigError(f"config key '{path}' lists {bad[0]!r}; choose from {', '.join(EACH[path])}")
     return list(dict.fromkeys(value))

@@ -14,6 +14,7 @@ from typing import Any
 from rlvr.algorithms.advantages import ADVANTAGE_SCALES, OVERLONG_SHAPINGS
 from rlvr.algorithms.correction import ROLLOUT_CORRECTIONS
 from rlvr.algorithms.losses import AGGREGATIONS, RATIO_LEVELS, SURROGATES
+from rlvr.config import check_value, in_range
 from rlvr.registry import ConfigError, Registry
 
 OVERLONG = OVERLONG_SHAPINGS.names()  # the built-in shapings' names
@@ -51,35 +52,28 @@ class Algorithm:
     adv_scale: str = "group"
     ratio: str = "token"
     surrogate: str = "clip"
-    clip_low: float = 0.2
-    clip_high: float = 0.2
+    clip_low: float = in_range(0.2, 0.0, 1.0, below=True)  # < 1: the ratio's lower bound 1 - clip_low stays positive
+    clip_high: float = in_range(0.2, 0.0)
     agg: str = "seq-mean-token-mean"
-    beta: float = 0.0
+    beta: float = in_range(0.0, 0.0)
     dynamic_sampling: bool = False
-    max_sampling_rounds: int = 3
+    max_sampling_rounds: int = in_range(3, 1)
     overlong: str = "none"
-    overlong_buffer_frac: float = 0.2
-    adv_eps: float = 1e-4
+    overlong_buffer_frac: float = in_range(0.2, 0.0, 1.0)
+    adv_eps: float = in_range(1e-4, 0.0)
     rollout_correction: str = "none"
-    correction_cap: float = 2.0
+    correction_cap: float = in_range(2.0, 1.0, above=True)  # > 1: ratios beyond it are capped or dropped
 
     def __post_init__(self) -> None:
+        """Each field checked as the config checks its keys (rlvr.config.check_value: the default's type, the field's
+        range; an int given for a float becomes the float), then each string field against its registry."""
+        for f in dataclasses.fields(self):
+            if f.default is not dataclasses.MISSING:  # every field but `name`
+                object.__setattr__(
+                    self, f.name, check_value(f"algorithm.{f.name}", getattr(self, f.name), f.default, f.metadata)
+                )
         for key, registry in _REGISTRIES.items():
             registry.check(getattr(self, key), f"algorithm.{key}")
-        for key in ("clip_low", "clip_high", "beta", "adv_eps"):
-            if getattr(self, key) < 0:
-                raise ConfigError(f"algorithm.{key}={getattr(self, key)!r} must be >= 0")
-        if self.clip_low >= 1:
-            raise ConfigError(f"algorithm.clip_low={self.clip_low!r} must be < 1 (the ratio is positive)")
-        if not 0 <= self.overlong_buffer_frac <= 1:
-            frac = self.overlong_buffer_frac
-            raise ConfigError(f"algorithm.overlong_buffer_frac={frac!r} must be in [0, 1]")
-        if self.correction_cap <= 1:
-            raise ConfigError(
-                f"algorithm.correction_cap={self.correction_cap!r} must be > 1 (ratios beyond it are capped or dropped)"
-            )
-        if self.max_sampling_rounds < 1:
-            raise ConfigError(f"algorithm.max_sampling_rounds={self.max_sampling_rounds!r} must be >= 1")
 
     def loss_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of `losses.policy_loss` that this algorithm fixes."""
@@ -182,37 +176,14 @@ def get_preset(name: str) -> Algorithm:
     return algorithm
 
 
-def _coerce(key: str, value: Any, like: Any) -> Any:
-    """Convert a config value (possibly a string from `--set`) to the type of the preset's value."""
-    try:
-        if isinstance(like, bool):
-            if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
-                return value.lower() in ("true", "1", "yes")
-            if isinstance(value, bool):
-                return value
-            raise ValueError
-        if isinstance(like, int):
-            if isinstance(value, bool) or float(value) != int(float(value)):
-                raise ValueError
-            return int(float(value))
-        if isinstance(like, float):
-            if isinstance(value, bool):
-                raise ValueError
-            return float(value)
-        return str(value)
-    except (TypeError, ValueError):
-        kind = type(like).__name__
-        raise ConfigError(f"algorithm.{key}={value!r} is not a valid {kind}") from None
-
-
 def with_overrides(base: Algorithm, overrides: Mapping[str, Any]) -> Algorithm:
-    """A copy of `base` with some fields replaced; an unknown field names itself and the allowed ones."""
+    """A copy of `base` with some fields replaced, each checked as the config's keys are (`Algorithm.__post_init__`);
+    an unknown field names itself and the allowed ones."""
     unknown = [k for k in overrides if k not in FIELDS or k == "name"]
     if unknown:
         allowed = ", ".join(f for f in FIELDS if f != "name")
         raise ConfigError(f"algorithm.{unknown[0]} is not a field; allowed: preset, {allowed}")
-    values = {k: _coerce(k, v, getattr(base, k)) for k, v in overrides.items()}
-    return dataclasses.replace(base, **values)
+    return dataclasses.replace(base, **overrides)
 
 
 def algorithm_from_config(cfg: str | Mapping[str, Any] | None) -> Algorithm:

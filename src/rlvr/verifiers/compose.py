@@ -23,7 +23,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field, fields
 
-from rlvr.config import CHOICES, ConfigError, RewardConfig
+from rlvr.config import DEFAULTS, ConfigError, RewardConfig, merge
 from rlvr.verifiers.base import FAULT_STATUSES, STATUSES, Verdict
 from rlvr.verifiers.format import completion_text
 from rlvr.verifiers.pool import VerifierPool, score_batch
@@ -130,16 +130,14 @@ class Reward:
 
 
 def reward_section(cfg: RewardConfig | dict) -> RewardConfig:
-    """The reward section typed. A dict (TRL's adapters and `rlvr verify` hand one) has its keys checked and takes
-    RewardConfig's defaults (rlvr.config, the one place they are set) for the keys it leaves out."""
+    """The reward section typed. A dict (TRL's adapters and `rlvr verify` hand one) is checked as the config's reward
+    section is (rlvr.config.merge: its keys, types, choices and ranges) over RewardConfig's defaults (the one place
+    they are set) for the keys it leaves out."""
     if isinstance(cfg, RewardConfig):
         return cfg
     if not isinstance(cfg, dict):
         raise ConfigError(f"reward: expected a mapping with keys {', '.join(TOP_KEYS)}, got {type(cfg).__name__}")
-    for key in cfg:
-        if key not in TOP_KEYS:
-            raise ConfigError(f"reward.{key}: unknown key; choose from {', '.join(TOP_KEYS)}")
-    return RewardConfig(**copy.deepcopy(cfg))
+    return RewardConfig(**merge(DEFAULTS["reward"], cfg, "reward."))
 
 
 def resolve_reward(cfg: dict, task) -> dict:
@@ -201,9 +199,7 @@ def build_reward(cfg: RewardConfig | dict, answer_format: str | None = None) -> 
     specs = section.terms
     if not isinstance(specs, list) or not specs:
         raise ConfigError("reward.terms: need a non-empty list of terms (the first is the correctness term)")
-    workers, timeout_s, engine = int(section.workers), float(section.timeout_s), section.engine
-    if engine not in CHOICES["reward.engine"]:
-        raise ConfigError(f"reward.engine={engine!r}; choose from {', '.join(CHOICES['reward.engine'])}")
+    workers, timeout_s, engine = section.workers, section.timeout_s, section.engine  # checked as the config is
     terms = [_build_term(spec, i, workers, timeout_s, engine, answer_format) for i, spec in enumerate(specs)]
     names = [t.name for t in terms]
     if len(set(names)) != len(names):
