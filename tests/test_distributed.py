@@ -326,7 +326,7 @@ def test_only_rank_0_checks_the_output_dir(tmp_path):
     cfg = resolve(None, [f"output_dir={tmp_path / 'run'}", f"model.name={tmp_path / 'model'}"])
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "config.yaml").write_text("written by rank 0\n")
-    opened = open_run(Config.from_dict(cfg), Config.from_dict(cfg), cfg["output_dir"], is_main=False)
+    opened = open_run(Config.from_dict(cfg), cfg["output_dir"], is_main=False)
     assert opened.run is None and opened.path == tmp_path / "run"
     with pytest.raises(RunDirError, match="exists; pass --resume"):  # rank 0 still refuses a folder in the way
-        open_run(Config.from_dict(cfg), Config.from_dict(cfg), cfg["output_dir"])
+        open_run(Config.from_dict(cfg), cfg["output_dir"])

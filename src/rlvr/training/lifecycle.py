@@ -1,8 +1,8 @@
 """One run lifecycle for every recipe (the RL loop, SFT, the main job's phases): start-up and save-out.
 
-    opened = open_run(cfg, c, resume=..., overwrite=..., policy=policy)   # checks first, then the run directory
+    opened = open_run(cfg, output_dir, resume=..., overwrite=..., policy=policy)   # checks first, then the run directory
     with StopFlag() as stop: ... recipe's loop, checkpointing on stop ...
-    save_final(opened.run, model, tokenizer, c, task, steps)
+    save_final(opened.run, model, tokenizer, cfg, task, steps)
 
 Start-up, in the order that loses nothing: an unusable output directory and a model that cannot load are refused
 before anything is written; a tracker that is not installed too; then the run directory and its config.yaml (on a
@@ -62,7 +62,6 @@ class OpenedRun:
 
 def open_run(
     cfg: Config,
-    c: Config,
     output_dir: str,
     *,
     resume: bool = False,
@@ -71,35 +70,35 @@ def open_run(
     policy=None,
     is_main: bool = True,
 ) -> OpenedRun:
-    """Start-up shared by every recipe; `cfg` is the resolved config the run records (config.yaml, the trackers) and
-    `c` the one it runs with: the recipes pass the same Config as both."""
+    """Start-up shared by every recipe; `cfg` is the resolved config the run runs with and records (config.yaml, the
+    trackers)."""
     path = Path(output_dir)
     if policy is None:  # a hub id the hub cannot give stops here (exit 2), before a run directory exists
         if is_main:  # but an unusable one first. Rank 0 alone: the folder is its to make, and another rank
             # checking it raced rank 0's lock (a second node was refused: "in use by a running rlvr process")
             check_output_dir(output_dir, resume=resume, overwrite=overwrite)
-        resolve_model_path(c.model.name)
+        resolve_model_path(cfg.model.name)
     run, trackers = None, Trackers([], None)
     if is_main:
-        check_trackers(c.log.report_to, path, c.log.project)  # a missing extra: before anything is written
+        check_trackers(cfg.log.report_to, path, cfg.log.project)  # a missing extra: before anything is written
         run = RunDir(output_dir, resume=resume, overwrite=overwrite)
         check_config(run, cfg, resume, allow_config_change)
     resume_from = ckpt.latest_complete(path / "checkpoints") if resume else None
     if run is not None:  # rank 0's
-        trackers = open_trackers(run, cfg, c, resume, resume_from)
+        trackers = open_trackers(run, cfg, resume, resume_from)
     return OpenedRun(path, run, trackers, resume_from)
 
 
-def open_trackers(run: RunDir, cfg: Config, c: Config, resume: bool, resume_from: Path | None) -> Trackers:
+def open_trackers(run: RunDir, cfg: Config, resume: bool, resume_from: Path | None) -> Trackers:
     """The trackers of log.report_to, started before any step; on a resume they get the steps before the
     checkpoint they lack. A fresh run whose trackers cannot start leaves no run directory behind."""
     start = json.loads((resume_from / "loop_state.json").read_text())["step"] if resume_from else 0
     try:
         return Trackers.open(
-            c.log.report_to,
+            cfg.log.report_to,
             run.path,
-            project=c.log.project,
-            run_name=run_name(c.log, run.path),
+            project=cfg.log.project,
+            run_name=run_name(cfg.log, run.path),
             config=cfg.to_dict(),
             resume=resume_point(run.path, start) if resume else None,
         )

@@ -67,8 +67,7 @@ def train(
     # data parallel: rank 0 alone owns the run directory and the trackers
     opened = open_run(
         cfg,
-        parts.cfg,
-        parts.cfg.output_dir,
+        cfg.output_dir,
         resume=resume,
         overwrite=overwrite,
         allow_config_change=allow_config_change,

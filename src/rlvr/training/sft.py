@@ -195,7 +195,6 @@ def sft(
     written = written_for(c, task, reward, problems)  # sft.reference's traces: a failing function leaves no run dir
     opened = open_run(
         c,
-        c,
         sft_output_dir(c),
         resume=resume,
         overwrite=overwrite,
