@@ -7,6 +7,8 @@ import pytest
 import torch
 
 from rlvr.algorithms.advantages import (
+    OVERLONG_SHAPINGS,
+    OverlongShaping,
     dynamic_sampling,
     group_advantages,
     nonzero_variance_frac,
@@ -190,6 +192,30 @@ def test_overlong_filter_keeps_truncated_rows_out_of_the_loss():
     assert out_keep.tolist() == [1.0, 0.0, 1.0, 0.0] and out_rewards.tolist() == [1.0, 0.0, 1.0, 0.0]
     none_rewards, none_keep = overlong_shaping(get_preset("grpo"), rewards, keep, torch.tensor([5, 8, 7, 8]), finish, 8)
     assert none_keep.tolist() == keep.tolist() and none_rewards.tolist() == rewards.tolist()
+
+
+def _cap_at_half(rewards, keep, lengths, finish, limit, buffer):
+    """A plug-in overlong shaping (algorithm.overlong: test_advantages:_cap_at_half): rewards capped at 0.5."""
+    return rewards.clamp(max=0.5), keep
+
+
+MASKING = OverlongShaping(_cap_at_half, masks_truncated=True)  # the same, declaring that it masks truncated rows
+
+
+def test_an_overlong_shaping_says_whether_it_masks_truncated_rows():
+    """What the TRL recipe converter asks of algorithm.overlong (mask_truncated_completions), from the entry."""
+    assert {n: OVERLONG_SHAPINGS.get(n).masks_truncated for n in OVERLONG_SHAPINGS} == {
+        "none": False,
+        "filter": True,
+        "soft": False,
+    }
+    plugin = OVERLONG_SHAPINGS.get("test_advantages:_cap_at_half")  # a bare function: masks nothing
+    assert plugin == OverlongShaping(_cap_at_half) and not plugin.masks_truncated
+    assert OVERLONG_SHAPINGS.get("test_advantages:MASKING").masks_truncated
+    rewards, keep = plugin(
+        torch.tensor([1.0, 0.25]), torch.tensor([1.0, 1.0]), torch.tensor([3, 8]), ["stop"] * 2, 8, 2
+    )
+    assert rewards.tolist() == [0.5, 0.25] and keep.tolist() == [1.0, 1.0]
 
 
 # A plug-in scale (tests/scale_plugin.py) divides by the range of the whole batch's rewards: it gets them as the

@@ -27,12 +27,10 @@ ALLOWED = {
     ("training/sft_data.py", "none"): "not fixed: episode.environment none (file owned by another change)",
     ("verifiers/controls.py", "none"): "not fixed: reward.control none is the real reward",
     ("integrations/trl_recipe.py", "none"): "TRL's report_to none, a foreign config's value",
-    # not fixed yet: verifier kind math, environment tool, overlong filter in the TRL recipe
-    ("integrations/trl_recipe_rewards.py", "math"): "not fixed: the correctness term found by kind name",
+    # not fixed yet: environment tool; the audit's suites keyed by verifier kind
     ("verifiers/commands.py", "math"): "rlvr audit's suite table, keyed by the kind it attacks",
     ("config.py", "tool"): "not fixed: episode.tools need the tool environment",
     ("training/lifecycle.py", "tool"): "not fixed: episode.tools inert without the tool environment",
-    ("integrations/trl_recipe_rewards.py", "filter"): "not fixed: overlong filter mapped to TRL's mask",
     # a string that spells a registered name and means something else
     ("integrations/trl_recipe.py", "token"): "TRL's importance_sampling_level values, mapped onto ours",
     ("integrations/trl_recipe.py", "sequence"): "TRL's importance_sampling_level values, mapped onto ours",

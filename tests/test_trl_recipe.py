@@ -189,6 +189,43 @@ def test_trl_grpo_config_recipe():
     assert any("smollm2-135m-instruct" in n and "offline" in n for n in conv.notes)
 
 
+class ExactGrader:
+    """A plug-in verifier kind (test_trl_recipe:ExactGrader) that grades against the gold, as math does."""
+
+    grades = "answer"
+
+    def score(self, completion, problem):
+        raise NotImplementedError  # never scored here: the converter only orders the terms
+
+
+def test_the_correctness_term_is_the_one_whose_kind_grades_the_answer():
+    """Correctness first by the kind's entry (`grades`), a plug-in kind as math: no kind name is tested."""
+    from rlvr.integrations.conversion import Conversion
+    from rlvr.integrations.trl_recipe_rewards import _reward_terms
+
+    conv = Conversion()
+    fmt = {"name": "format", "kind": "boxed_format", "weight": 0.1}
+    _reward_terms([fmt, {"name": "mine", "kind": "test_trl_recipe:ExactGrader", "weight": 1.0}], conv)
+    assert [t["name"] for t in conv.config["reward"]["terms"]] == ["mine", "format"]
+    assert not any("no correctness reward" in n for n in conv.notes)
+    conv = Conversion()
+    _reward_terms([dict(fmt)], conv)  # shaping alone: said, and kept first as the only term
+    assert "no correctness reward among reward_funcs: rlvr treats 'format' as the correctness term" in conv.notes
+
+
+def test_soft_overlong_replaces_a_shaping_that_masks_truncated_rows_by_its_entry():
+    """mask_truncated_completions then soft_overlong_punishment: the soft shaping is kept and the mask reported,
+    for any algorithm.overlong whose entry masks truncated rows (test_advantages:MASKING, a plug-in, too)."""
+    from rlvr.integrations.conversion import Conversion
+    from rlvr.integrations.trl_recipe_rewards import _overlong
+
+    for before, reported in (("filter", True), ("test_advantages:MASKING", True), ("none", False)):
+        conv = Conversion(config={"algorithm": {"overlong": before}})
+        _overlong({}, conv, "soft_overlong_punishment")
+        assert conv.config["algorithm"] == {"overlong": "soft", "overlong_buffer_frac": 0.25}  # 4096 of 16384
+        assert ("mask_truncated_completions" in unmapped(conv)) is reported
+
+
 def test_bad_recipes_are_config_errors(tmp_path):
     with pytest.raises(ConfigError, match="2 reward_funcs but 1 reward_weights"):
         convert({"reward_funcs": ["accuracy", "format"], "reward_weights": [1.0]})

@@ -257,15 +257,49 @@ def _filter_shaping(
     return rewards, keep * (~truncated_rows(finish)).to(keep.dtype)
 
 
-OVERLONG_SHAPINGS: Registry[Shaping] = Registry("overlong shaping", key="algorithm.overlong")
-OVERLONG_SHAPINGS.add("none", _no_shaping, "no length shaping")
-OVERLONG_SHAPINGS.add("filter", _filter_shaping, "DAPO: a truncated row (finish length) leaves the loss")
-OVERLONG_SHAPINGS.add("soft", _soft_shaping, "DAPO: a linear reward penalty over the last overlong_buffer_frac")
+@dataclass(frozen=True)
+class OverlongShaping:
+    """An OVERLONG_SHAPINGS entry, called as its `shape`. masks_truncated: whether it takes a truncated row (finish
+    "length") out of the loss, as TRL's mask_truncated_completions does (what the TRL recipe converter asks)."""
+
+    shape: Shaping
+    masks_truncated: bool = False
+
+    def __call__(
+        self,
+        rewards: torch.Tensor,
+        keep: torch.Tensor,
+        lengths: torch.Tensor,
+        finish: Sequence[str],
+        limit: int,
+        buffer: int,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.shape(rewards, keep, lengths, finish, limit, buffer)
+
+
+def _plugin_shaping(obj: Any, name: str) -> OverlongShaping:
+    """A user's shaping: an OverlongShaping as it is, or a bare Shaping function (it declares no masking)."""
+    return obj if isinstance(obj, OverlongShaping) else OverlongShaping(obj)
+
+
+OVERLONG_SHAPINGS: Registry[OverlongShaping] = Registry(
+    "overlong shaping", key="algorithm.overlong", plugin=_plugin_shaping
+)
+OVERLONG_SHAPINGS.add("none", OverlongShaping(_no_shaping), "no length shaping")
+OVERLONG_SHAPINGS.add(
+    "filter",
+    OverlongShaping(_filter_shaping, masks_truncated=True),
+    "DAPO: a truncated row (finish length) leaves the loss",
+)
+OVERLONG_SHAPINGS.add(
+    "soft", OverlongShaping(_soft_shaping), "DAPO: a linear reward penalty over the last overlong_buffer_frac"
+)
 
 
 __all__ = [
     "ADVANTAGE_SCALES",
     "OVERLONG_SHAPINGS",
+    "OverlongShaping",
     "group_stats",
     "group_advantages",
     "nonzero_variance_groups",

@@ -4,10 +4,12 @@ applied. Part of rlvr.integrations.trl_recipe."""
 
 from __future__ import annotations
 
+from rlvr.algorithms.advantages import OVERLONG_SHAPINGS
 from rlvr.config import ConfigError
 from rlvr.integrations.conversion import Conversion
 from rlvr.integrations.trl_recipe_keys import OPEN_R1_REWARDS, OVERLONG, REWARDS, REWARDS_UNMAPPED
 from rlvr.verifiers.compose import DOMINANCE_RATIO
+from rlvr.verifiers.registry import KINDS
 
 
 def map_rewards(r: dict, conv: Conversion, open_r1: bool) -> set:
@@ -50,13 +52,14 @@ def _reward_terms(terms: list, conv: Conversion) -> None:
     if not terms:
         conv.notes.append("no reward function maps to an rlvr verifier: rlvr's default reward is kept")
         return
-    terms.sort(key=lambda t: t["kind"] != "math")  # stable: correctness first, the rest as given
+    # stable: correctness first (a term that grades against the gold, by its kind's entry), the rest as given
+    terms.sort(key=lambda t: not _grades(t))
     fmt = next((t["answer_format"] for t in terms if t.get("answer_format")), None)
     if fmt:  # a mapped format reward asked for its format (open-r1's: tags); the task's prompt must ask for it
         conv.set("task.settings.answer_format", fmt)
         for t in terms:
             t.pop("answer_format", None)  # every term follows the task's format
-    if terms[0]["kind"] != "math":
+    if not _grades(terms[0]):
         conv.notes.append(
             f"no correctness reward among reward_funcs: rlvr treats {terms[0]['name']!r} as the correctness term"
         )
@@ -75,6 +78,11 @@ def _reward_terms(terms: list, conv: Conversion) -> None:
         conv.config["reward"]["allow_dominant_shaping"] = True
 
 
+def _grades(term: dict) -> bool:
+    """Whether a term checks the answer against the gold (its kind's `grades`), rather than shaping it."""
+    return KINDS.get(term["kind"]).grades is not None
+
+
 def _overlong(r: dict, conv: Conversion, name: str) -> None:
     """The soft overlong punishment as rlvr's soft overlong shaping; its buffer as a fraction of the budget
     (open-r1's defaults: 4096 of 16384 tokens; TRL's CLI registers 256 of 1280)."""
@@ -82,7 +90,7 @@ def _overlong(r: dict, conv: Conversion, name: str) -> None:
     budget, cache = int(r.get("max_completion_len", budget)), int(r.get("soft_punish_cache", cache))
     frac = min(1.0, cache / budget) if budget else 0.2
     algo = conv.config.setdefault("algorithm", {})
-    if algo.get("overlong") == "filter":
+    if "overlong" in algo and OVERLONG_SHAPINGS.get(algo["overlong"]).masks_truncated:
         conv.unmapped.append(
             (
                 "mask_truncated_completions",
