@@ -8,7 +8,7 @@ import pytest
 from rlvr.config import ConfigError
 from rlvr.tasks.base import Problem
 from rlvr.verifiers.base import Verdict
-from rlvr.verifiers.controls import ControlReward, random_at_rate
+from rlvr.verifiers.controls import CONTROLS, Control, ControlReward, control_reward, random_at_rate
 from test_pipeline import tiny_model_dir  # noqa: F401  (a fixture)
 from test_trainer import tiny_config
 
@@ -41,7 +41,7 @@ def test_format_only_pays_the_box_and_keeps_the_real_verdicts():
     gold = Problem(id="g", prompt="?", answer="12", band="b")
     texts = ["so \\boxed{5}", "it is 12", "\\boxed{12}"]
     real = reward(texts, [gold] * 3)
-    got = ControlReward(reward, "format_only", seed=0)(texts, [gold] * 3)
+    got = control_reward(reward, "format_only", seed=0)(texts, [gold] * 3)
     assert [v.status for v in got.verdicts] == [v.status for v in real.verdicts] == ["wrong", "no_answer", "correct"]
     assert got.total == [1.0, 0.0, 1.0] and got.terms["control"] == [1.0, 0.0, 1.0]
     assert real.total == pytest.approx([0.1, 0.0, 1.1])  # the real reward: the answer counts
@@ -51,9 +51,46 @@ def test_random_rate_pays_at_the_batch_success_rate():
     reward = _arithmetic_reward()
     gold = Problem(id="g", prompt="?", answer="12", band="b")
     texts = ["\\boxed{12}", "\\boxed{12}.", "\\boxed{3}", "\\boxed{4}"]
-    got = ControlReward(reward, "random_rate", seed=7)(texts, [gold] * 4)
+    got = control_reward(reward, "random_rate", seed=7)(texts, [gold] * 4)
     assert [v.status for v in got.verdicts] == ["correct", "correct", "wrong", "wrong"]
     assert got.total == random_at_rate(got.verdicts, 7, texts)  # Bernoulli(1/2) draws, seeded by the texts
+
+
+class HalfPay(ControlReward):
+    """A plug-in control (reward.control: test_controls:HalfPay): half the real total."""
+
+    def control_total(self, real, completions):
+        return [t / 2 for t in real.total]
+
+
+def test_none_is_the_real_reward_and_every_other_control_wraps_it():
+    reward = _arithmetic_reward()
+    assert CONTROLS.names() == ("none", "random_rate", "format_only")
+    assert [name for name in CONTROLS if CONTROLS.get(name).wraps] == ["random_rate", "format_only"]
+    assert control_reward(reward, "none", seed=0) is reward
+    assert isinstance(control_reward(reward, "random_rate", seed=0), ControlReward)
+    with pytest.raises(ConfigError, match=r"^reward.control: unknown reward control 'coin'; choose from none, "):
+        control_reward(reward, "coin", seed=0)
+
+
+def test_a_plugin_control_wraps_the_reward_as_a_builtin_does():
+    reward = _arithmetic_reward()
+    assert CONTROLS.get("test_controls:HalfPay") == Control(HalfPay)
+    gold = Problem(id="g", prompt="?", answer="12", band="b")
+    got = control_reward(reward, "test_controls:HalfPay", seed=0)(["\\boxed{12}", "\\boxed{3}"], [gold] * 2)
+    assert got.total == pytest.approx([0.55, 0.05]) and [v.status for v in got.verdicts] == ["correct", "wrong"]
+    with pytest.raises(ConfigError, match=r"reward.control='math:pi' is not a class or function"):
+        CONTROLS.get("math:pi")
+
+
+def test_rlvr_serve_notes_a_control_run_and_serves_its_real_reward(tmp_path):
+    from rlvr.config import as_config
+    from rlvr.serve.scoring import config_notes
+
+    assert config_notes(as_config({"output_dir": str(tmp_path), "reward": {"control": "none"}})) == []
+    assert config_notes(as_config({"output_dir": str(tmp_path), "reward": {"control": "random_rate"}})) == [
+        "reward.control random_rate is a control run's stand-in reward; served: the real reward its verdicts come from"
+    ]
 
 
 def test_a_control_that_cannot_apply_is_a_config_error(tmp_path):

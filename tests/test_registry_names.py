@@ -20,12 +20,7 @@ NOT_YET_REGISTRIES: dict[str, tuple[str, ...]] = {}
 # bypassed"), and a string that happens to spell a registered name but means something else.
 ALLOWED = {
     # not fixed yet: "none" as "no such thing" beside the registered entries
-    ("environments/build.py", "none"): "not fixed: episode.environment none is no environment (not an entry)",
-    ("serve/scoring.py", "none"): "not fixed: reward.control none and episode.environment none",
-    ("training/controls.py", "none"): "not fixed: episode.environment none",
-    ("training/sft.py", "none"): "not fixed: episode.environment none",
     ("training/sft_data.py", "none"): "not fixed: episode.environment none (file owned by another change)",
-    ("verifiers/controls.py", "none"): "not fixed: reward.control none is the real reward",
     ("integrations/trl_recipe.py", "none"): "TRL's report_to none, a foreign config's value",
     # not fixed yet: environment tool; the audit's suites keyed by verifier kind
     ("verifiers/commands.py", "math"): "rlvr audit's suite table, keyed by the kind it attacks",

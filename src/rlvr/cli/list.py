@@ -12,6 +12,7 @@ REGISTRY_MODULES = (
     "rlvr.tasks.forms",
     "rlvr.prompts.curriculum",
     "rlvr.verifiers.registry",
+    "rlvr.verifiers.controls",
     "rlvr.environments.build",
     "rlvr.algorithms",
     "rlvr.algorithms.correction",

@@ -1,14 +1,17 @@
 """The environment and tool registries, and the one builder of a run's environment from its `episode` section.
 
-An ENVIRONMENTS entry is a factory `(task, reward, episode) -> environment`, called once per episode (so an
-environment may keep the episode's state); `episode.environment: package.module:attr` names your own class or function
-of that shape (docs/environments.md). A TOOLS entry is a factory `(episode) -> Tool`; `episode.tools` may name a
-typed function with an `Args:` docstring as `package.module:attr`, which becomes a tool as it is.
+An ENVIRONMENTS entry is an `EnvironmentKind`: its factory `(task, reward, episode) -> environment`, called once per
+episode (so an environment may keep the episode's state), or none for `none`, the single-turn rollout; callers ask
+`episodic(episode)` rather than test the name. `episode.environment: package.module:attr` names your own class or
+function of the factory's shape (docs/environments.md), an episodic kind as the built-ins are. A TOOLS entry is a
+factory `(episode) -> Tool`; `episode.tools` may name a typed function with an `Args:` docstring as
+`package.module:attr`, which becomes a tool as it is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from rlvr.environments.builtin import calculator, python_tool
 from rlvr.environments.calls import TOOL_CALL_PARSERS
@@ -42,10 +45,39 @@ TOOLS.add(
     "a Python program in rlvr's sandbox (own uid, rlimits, no network, hard deadline), its output back",
 )
 
-ENVIRONMENTS: Registry[Callable] = Registry("environment", key="episode.environment")
+
+@dataclass(frozen=True)
+class EnvironmentKind:
+    """An ENVIRONMENTS entry. make: `(task, reward, episode) -> environment`, one per episode; None for `none`."""
+
+    make: Callable[..., Environment] | None
+
+    @property
+    def episodic(self) -> bool:
+        """Whether a rollout is an episode of an environment's turns, rather than one answer per prompt."""
+        return self.make is not None
 
 
-@ENVIRONMENTS.register("tool")
+def _environment_plugin(obj, ref: str) -> EnvironmentKind:
+    """A user's environment class or function (`package.module:attr`): an episodic kind, as the built-ins are."""
+    return obj if isinstance(obj, EnvironmentKind) else EnvironmentKind(obj)
+
+
+ENVIRONMENTS: Registry[EnvironmentKind] = Registry("environment", key="episode.environment", plugin=_environment_plugin)
+ENVIRONMENTS.add("none", EnvironmentKind(None), "one answer per prompt: single-turn rollouts, no environment")
+
+
+def _environment(name: str) -> Callable[[Callable[..., Environment]], Callable[..., Environment]]:
+    """Register a factory as an episodic environment, its docstring the description."""
+
+    def wrap(make: Callable[..., Environment]) -> Callable[..., Environment]:
+        ENVIRONMENTS.add(name, EnvironmentKind(make), make.__doc__ or "")
+        return make
+
+    return wrap
+
+
+@_environment("tool")
 def _tool(task, reward, episode):
     """the task's question with episode.tools offered; tool outputs back each turn; the first turn without a call is
     the answer, graded by the task's reward"""
@@ -53,13 +85,13 @@ def _tool(task, reward, episode):
     return ToolEnvironment(task.messages, reward, tools, call_format=episode.call_format)
 
 
-@ENVIRONMENTS.register("retry")
+@_environment("retry")
 def _retry(task, reward, episode):
     """any task as up to episode.attempts answers, a wrong one told so; reward discounted per attempt"""
     return RetryEnvironment(task, reward, attempts=episode.attempts, discount=episode.discount)
 
 
-@ENVIRONMENTS.register("trl")
+@_environment("trl")
 def _trl(task, reward, episode):
     """a TRL environment_factory class (episode.source) on the task's problems: its public methods are the tools,
     get_reward() and episode.reward_funcs its reward"""
@@ -71,7 +103,7 @@ def _trl(task, reward, episode):
     return TRLClassEnvironment(cls, task, reward, funcs, episode.grader, episode.call_format)
 
 
-@ENVIRONMENTS.register("verifiers")
+@_environment("verifiers")
 def _verifiers(task, reward, episode):
     """a verifiers environment (0.2: SingleTurnEnv, MultiTurnEnv, ToolEnv) on its own dataset (task.name: verifiers):
     its rollout, tools and stop conditions, its rubric as the reward (extra rlvr[verifiers])"""
@@ -80,7 +112,7 @@ def _verifiers(task, reward, episode):
     return VerifiersEnvironment(task, reward, episode.grader, episode.call_format)
 
 
-@ENVIRONMENTS.register("openenv")
+@_environment("openenv")
 def _openenv(task, reward, episode):
     """an OpenEnv environment class (episode.source, constructed with episode.args) run in process: its observation
     is the prompt, the policy's turn its typed action, its observations' rewards the reward (extra rlvr[openenv])"""
@@ -96,12 +128,17 @@ def build_tools(episode) -> dict[str, Tool]:
     return {t.name: t for t in tools}
 
 
+def episodic(episode) -> bool:
+    """Whether `episode.environment` makes episodes (any environment but `none`, a plug-in's too)."""
+    return ENVIRONMENTS.get(episode.environment).episodic
+
+
 def environment_factory(episode, task, reward) -> Callable[[], Environment] | None:
     """A function that makes one fresh environment per episode, or None for single-turn rollouts. Checks the
     environment, tools and call format now (before any model loads) by building one environment."""
-    if episode.environment == "none":
+    make = ENVIRONMENTS.get(episode.environment).make
+    if make is None:
         return None
-    make = ENVIRONMENTS.get(episode.environment)
     TOOL_CALL_PARSERS.get(episode.call_format)
     build_tools(episode)
 
@@ -137,4 +174,12 @@ def probe_environment(env, name: str, task) -> None:
         raise ConfigError(f"episode.environment={name!r}: {who}.reset must return a list of chat messages")
 
 
-__all__ = ["ENVIRONMENTS", "TOOLS", "build_tools", "environment_factory", "probe_environment"]
+__all__ = [
+    "ENVIRONMENTS",
+    "TOOLS",
+    "EnvironmentKind",
+    "build_tools",
+    "environment_factory",
+    "episodic",
+    "probe_environment",
+]

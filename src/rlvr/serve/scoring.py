@@ -26,10 +26,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rlvr.config import DEFAULTS, Config, ConfigError
+from rlvr.environments.build import episodic
 from rlvr.serve.items import BadRequest
 from rlvr.tasks.base import DatasetError
 from rlvr.verifiers.base import Verdict
 from rlvr.verifiers.compose import Reward, build_reward, task_reward
+from rlvr.verifiers.controls import CONTROLS
 from rlvr.verifiers.registry import KINDS
 
 DEFAULT_POOL = {"workers": DEFAULTS["reward"]["workers"], "timeout_s": DEFAULTS["reward"]["timeout_s"]}
@@ -129,9 +131,10 @@ def config_scorer(flag: str, source: str, pool: dict) -> Scorer:
         cfg = as_config(resolve(str(path)))
         cfg = replace(cfg, reward=replace(cfg.reward, **pool))
         task, _, reward = configured_reward(cfg)
+        notes = config_notes(cfg)  # a plug-in environment is imported to ask it: its failure names the source too
     except (ConfigError, DatasetError) as e:
         raise type(e)(f"--{flag} {source}: {e}") from None
-    for line in config_notes(cfg):
+    for line in notes:
         print(f"rlvr serve: --{flag} {source}: {line}", file=sys.stderr)
     return Scorer(f"task:{cfg.task.name}", reward, task)
 
@@ -139,12 +142,12 @@ def config_scorer(flag: str, source: str, pool: dict) -> Scorer:
 def config_notes(cfg: Config) -> list[str]:
     """What the service grades differently from the run: it scores one completion with the run's real reward."""
     notes = []
-    if cfg.reward.control != "none":
+    if CONTROLS.get(cfg.reward.control).wraps:
         notes.append(
             f"reward.control {cfg.reward.control} is a control run's stand-in reward; served: the real reward "
             f"its verdicts come from"
         )
-    if cfg.episode.environment != "none":
+    if episodic(cfg.episode):
         notes.append(
             f"its rollouts are episodes (episode.environment {cfg.episode.environment}); served: one "
             f"completion graded by the task's reward, without the environment"

@@ -16,6 +16,7 @@ import copy
 from pathlib import Path
 
 from rlvr.config import Config
+from rlvr.environments.build import episodic
 
 
 def control_name(kind: str) -> str:
@@ -57,7 +58,7 @@ def check_controls(cfg: Config, root: Path, rl_cfg: Config) -> None:
     from rlvr.training.step import check_components
 
     for kind in cfg.eval.controls:
-        if kind == "no_tools" and cfg.episode.environment == "none":
+        if kind == "no_tools" and not episodic(cfg.episode):
             raise ConfigError(
                 "eval.controls: no_tools compares against RL without tools; this run has none (episode.environment: none)"
             )

@@ -29,7 +29,7 @@ import torch
 from tqdm.auto import tqdm
 
 from rlvr.config import Config, as_config
-from rlvr.environments.build import build_tools
+from rlvr.environments.build import build_tools, episodic
 from rlvr.environments.openings import EpisodeOpenings
 from rlvr.policy.logprobs import completion_logprobs, real_tokens
 from rlvr.rundir import checkpoint as ckpt
@@ -224,7 +224,7 @@ def sft(
 
 def _recorded_prompts(c: Config, task, tokenizer):
     """The task as final/ records its prompts: reference traces of an episode task open with the tools shown."""
-    if c.sft.source == "reference" and c.episode.environment != "none":
+    if c.sft.source == "reference" and episodic(c.episode):
         return EpisodeOpenings(task, tokenizer, tools=build_tools(c.episode))
     return task
 

@@ -10,6 +10,11 @@ seed and settings under one of these instead of the real reward (reward.control)
 - "format_only": the reward is the format term alone (its unweighted value, 0 to 1): the policy is paid for
   writing `\\boxed{}` (or the answer tags), whatever it puts inside.
 
+Each is an entry of CONTROLS (`rlvr list control`), and so is "none", the real reward: an entry says whether it
+wraps the reward (`Control.wraps`), so no caller tests the name. `control_reward` also takes `package.module:attr`,
+a class or function `(reward, seed) -> reward` of your own, a wrapping control as these are (the config's
+reward.control accepts the registered names only).
+
 Why a wrapper around the whole Reward rather than a new term kind: a term kind scores one completion at a time
 (in worker processes, under a deadline) and never sees the batch, while the random control needs the batch's
 success rate. Wrapping the Reward keeps one code path for every step (rlvr.training.batch.collect calls it as it
@@ -21,42 +26,90 @@ a resumed run draws exactly what the uninterrupted one drew.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from rlvr.config import ConfigError
+from rlvr.registry import Registry
 
-CONTROLS = ("random_rate", "format_only")
 FORMAT_KINDS = ("boxed_format",)
 
 
 class ControlReward:
-    """`ControlReward(reward, kind, seed)(completions, problems) -> RewardResult`: the real reward's verdicts and
-    terms, with `total` (what the advantages use) replaced by the control's and added as the term "control"."""
+    """`ControlReward(reward, seed)(completions, problems) -> RewardResult`: the real reward's verdicts and terms,
+    with `total` (what the advantages use) replaced by the control's (`control_total`, a subclass's) and added as
+    the term "control"."""
 
-    def __init__(self, reward, kind: str, seed: int):
-        if kind not in CONTROLS:
-            raise ConfigError(f"reward.control={kind!r}; choose from none, {', '.join(CONTROLS)}")
-        self.format_terms = [t.name for t in reward.terms if t.kind in FORMAT_KINDS]
-        if kind == "format_only" and not self.format_terms:
-            raise ConfigError(
-                f"reward.control=format_only: the reward has no format term (kind "
-                f"{' or '.join(FORMAT_KINDS)}) to pay alone"
-            )
-        self.reward, self.kind, self.seed = reward, kind, seed
+    def __init__(self, reward, seed: int):
+        self.reward, self.seed = reward, seed
 
     def __getattr__(self, name):  # terms, weights, as_trl: the real reward's
         return getattr(self.reward, name)
 
+    def control_total(self, real, completions: list) -> list[float]:
+        raise NotImplementedError
+
     def __call__(self, completions: list, problems: list):
         real = self.reward(completions, problems)
-        if self.kind == "random_rate":
-            total = random_at_rate(real.verdicts, self.seed, completions)
-        else:
-            total = [sum(real.terms[name][i] for name in self.format_terms) for i in range(len(completions))]
+        total = self.control_total(real, completions)
         real.total = total
         real.terms = {**real.terms, "control": list(total)}
         return real
+
+
+class RandomRate(ControlReward):
+    """Bernoulli(p) rewards at the batch's own success rate p (random_at_rate)."""
+
+    def control_total(self, real, completions: list) -> list[float]:
+        return random_at_rate(real.verdicts, self.seed, completions)
+
+
+class FormatOnly(ControlReward):
+    """The format terms' unweighted values alone; a reward without one is refused (ConfigError)."""
+
+    def __init__(self, reward, seed: int):
+        super().__init__(reward, seed)
+        self.format_terms = [t.name for t in reward.terms if t.kind in FORMAT_KINDS]
+        if not self.format_terms:
+            raise ConfigError(
+                f"reward.control=format_only: the reward has no format term (kind "
+                f"{' or '.join(FORMAT_KINDS)}) to pay alone"
+            )
+
+    def control_total(self, real, completions: list) -> list[float]:
+        return [sum(real.terms[name][i] for name in self.format_terms) for i in range(len(completions))]
+
+
+@dataclass(frozen=True)
+class Control:
+    """A CONTROLS entry. wrap: `(reward, seed) -> the reward a run trains on`; None for `none`, the real reward,
+    which wraps nothing (what `rlvr serve` serves as it is, what the main job's report calls RLVR)."""
+
+    wrap: Callable[[Any, int], Any] | None
+
+    @property
+    def wraps(self) -> bool:
+        """Whether the run trains on a stand-in built around the real reward rather than on the real reward."""
+        return self.wrap is not None
+
+
+def _control_plugin(obj, ref: str) -> Control:
+    """A user's control (`package.module:attr`): a class or function `(reward, seed)`, a wrapping control as the
+    built-ins are."""
+    if isinstance(obj, Control):
+        return obj
+    if not callable(obj):
+        raise ConfigError(f"reward.control={ref!r} is not a class or function (reward, seed) -> reward")
+    return Control(obj)
+
+
+CONTROLS: Registry[Control] = Registry("reward control", key="reward.control", plugin=_control_plugin)
+CONTROLS.add("none", Control(None), "the real reward (no control)")
+CONTROLS.add("random_rate", Control(RandomRate), "Bernoulli(p) at the policy's own success rate p, per batch")
+CONTROLS.add("format_only", Control(FormatOnly), "the format term alone, whatever the answer")
 
 
 def random_at_rate(verdicts: list, seed: int, texts: list) -> list[float]:
@@ -72,8 +125,17 @@ def random_at_rate(verdicts: list, seed: int, texts: list) -> list[float]:
 
 
 def control_reward(reward, kind: str, seed: int):
-    """The reward a run trains on: the real one for "none", else its control (ControlReward)."""
-    return reward if kind == "none" else ControlReward(reward, kind, seed)
+    """The reward a run trains on: reward.control's wrapper around the real one, or the real one (`none`)."""
+    wrap = CONTROLS.get(kind).wrap
+    return reward if wrap is None else wrap(reward, seed)
 
 
-__all__ = ["CONTROLS", "ControlReward", "random_at_rate", "control_reward"]
+__all__ = [
+    "CONTROLS",
+    "Control",
+    "ControlReward",
+    "FormatOnly",
+    "RandomRate",
+    "random_at_rate",
+    "control_reward",
+]
