@@ -6,6 +6,10 @@ Written against two callables so that it runs with any sampler and any reward:
         n completion texts per prompt; temperature 0.0 asks for greedy decoding.
     reward(completions: list[str], problems: list[Problem]) -> result with
         .verdicts: list[Verdict] and .total: list[float], one per completion.
+
+policy_generate returns texts only (an external sampler has no token ids or Rollouts), so the driver cannot call
+rlvr.sampling.scored.sample_and_score as training, SFT data and validation do; it shares that path's scoring half,
+score_rows (P*n flat rows, one reward call, verdicts aligned to rows).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from collections.abc import Callable, Sequence
 
 from rlvr.evaluation.lenient import lenient_statuses
 from rlvr.evaluation.records import EvalRecord
+from rlvr.sampling.scored import score_rows
 from rlvr.tasks.base import Problem
 
 PolicyGenerate = Callable[[list[list[dict]], int, float], list[list[str]]]
@@ -42,13 +47,12 @@ def _score(
     lenient_format: str | None = None,
     lenient_reward=None,
 ) -> list[EvalRecord]:
-    """Flatten (P, n) completions into P*n rows, score them in one reward call, one record per row; with
+    """Flatten (P, n) completions into P*n rows, score them in one reward call (rlvr.sampling.scored.score_rows, the
+    scoring half of the path training, SFT data and validation take), one record per row; with
     lenient_format (the task's answer format) each is also scored leniently (rlvr.evaluation.lenient)."""
     flat = [t for row in texts for t in row]
     owners = [p for p, row in zip(problems, texts) for _ in row]
-    result = reward(flat, owners)
-    if len(result.verdicts) != len(flat) or len(result.total) != len(flat):
-        raise ValueError(f"reward returned {len(result.verdicts)} verdicts for {len(flat)} completions")
+    result = score_rows(reward, flat, owners)
     lenient = (
         lenient_statuses(lenient_reward or reward, flat, owners, [v.status for v in result.verdicts], lenient_format)
         if lenient_format

@@ -8,7 +8,6 @@ rlvr.algorithms.step_batch's (there so that the update can import it); this modu
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -23,6 +22,7 @@ from rlvr.algorithms.advantages import (
 from rlvr.algorithms.presets import Algorithm
 from rlvr.algorithms.step_batch import StepBatch
 from rlvr.sampling import draw_settings
+from rlvr.sampling.scored import RewardFn, sample_and_score
 from rlvr.tasks.base import Problem
 from rlvr.training.comm import Comm
 from rlvr.verifiers.base import FAULT_STATUSES
@@ -30,10 +30,7 @@ from rlvr.verifiers.base import FAULT_STATUSES
 if TYPE_CHECKING:
     from rlvr.config import RolloutConfig
     from rlvr.sampling.rollouts import Sampler
-    from rlvr.verifiers.compose import RewardResult
 
-# what a round grades with: (completions (B,), problems (B,)) -> RewardResult (a Reward, or a control run's)
-RewardFn = Callable[[list[str], list[Problem]], "RewardResult"]
 # one round's rows: (sampler, problems (P,), prompt_ids (P,), reward, algo, rollout, generator) -> StepBatch
 RoundFn = Callable[
     ["Sampler", list[Problem], list[list[int]], RewardFn, Algorithm, "RolloutConfig", torch.Generator], StepBatch
@@ -49,13 +46,12 @@ def rollout_round(
     rollout: RolloutConfig,
     generator: torch.Generator,
 ) -> StepBatch:
-    """Generate G completions for each problem and score them (no advantages yet)."""
-    t0 = time.perf_counter()
-    ro = sampler.generate(prompt_ids, rollout.group_size, **draw_settings(rollout), generator=generator)
-    t1 = time.perf_counter()
-    row_problems = [problems[g] for g in ro.group_ids.tolist()]
-    result = reward(ro.texts, row_problems)
-    t2 = time.perf_counter()
+    """Generate G completions for each problem and score them (rlvr.sampling.scored.sample_and_score, the path SFT
+    data and validation take too); then fault rows out of the loss and overlong shaping (no advantages yet)."""
+    scored = sample_and_score(
+        sampler, problems, prompt_ids, rollout.group_size, reward, **draw_settings(rollout), generator=generator
+    )
+    ro, row_problems, result = scored.rollouts, scored.problems, scored.result
     lengths = ro.mask.sum(-1)
     keep = torch.tensor([v.status not in FAULT_STATUSES for v in result.verdicts], dtype=torch.float32)
     rewards, keep = overlong_shaping(
@@ -74,7 +70,11 @@ def rollout_round(
         verdicts=list(result.verdicts),
         rewards=rewards,
         terms={k: list(v) for k, v in result.terms.items()},
-        stats={"time/generate": t1 - t0, "time/verify": t2 - t1, "gen_tokens": int(ro.mask.sum().item())},
+        stats={
+            "time/generate": scored.generate_s,
+            "time/verify": scored.verify_s,
+            "gen_tokens": int(ro.mask.sum().item()),
+        },
     )
 
 

@@ -10,7 +10,6 @@ import random
 import time
 from pathlib import Path
 
-import torch
 from tqdm.auto import tqdm
 
 from rlvr.config import Config, ConfigError
@@ -20,6 +19,7 @@ from rlvr.environments.figures import transcript
 from rlvr.prompts.chat import encode_prompt
 from rlvr.rundir.files import atomic_write_text, read_config, read_jsonl
 from rlvr.sampling import build_sampler, draw_settings
+from rlvr.sampling.scored import draw_generator, sample_and_score
 from rlvr.tasks.base import DatasetError
 from rlvr.training.lifecycle import OpenedRun
 from rlvr.training.reference_traces import written_for
@@ -77,8 +77,9 @@ def collect_correct(
     sampler, tokenizer, task, reward, problems, *, budget: int, group_size: int, rollout, seed: int, progress=None
 ) -> tuple[list[dict], dict]:
     """Sample `budget` completions (group_size per prompt, prompts in a seeded order, cycling if needed) and
-    keep the verifier-correct, stop-terminated, distinct ones. Returns (examples, stats); an example is
-    {problem_id, band, prompt, prompt_ids, completion_ids, completion, extracted}."""
+    keep the verifier-correct, stop-terminated, distinct ones. Each call samples and scores as the RL round does
+    (rlvr.sampling.scored.sample_and_score; round r draws with draw_generator(seed, r)). Returns (examples, stats);
+    an example is {problem_id, band, prompt, prompt_ids, completion_ids, completion, extracted}."""
     order = list(range(len(problems)))
     random.Random(f"{seed}-sft").shuffle(order)
     rows = rollout.prompts_per_step * rollout.group_size
@@ -91,16 +92,12 @@ def collect_correct(
         batch = [problems[order[(position + i) % len(order)]] for i in range(want)]
         position, n_round = position + want, n_round + 1
         ids = [encode_prompt(tokenizer, task.messages(p)) for p in batch]
-        generator = torch.Generator().manual_seed(seed * 1_000_003 + n_round)
-        ro = sampler.generate(
-            ids,
-            group_size,
-            **draw_settings(rollout),
-            generator=generator,
+        generator = draw_generator(seed, n_round)
+        scored = sample_and_score(
+            sampler, batch, ids, group_size, reward, **draw_settings(rollout), generator=generator
         )
-        owners = [batch[g] for g in ro.group_ids.tolist()]
-        verdicts = reward(ro.texts, owners).verdicts
-        _keep_correct(ro, owners, verdicts, ids, stats, seen, kept)
+        owners = scored.problems
+        _keep_correct(scored.rollouts, owners, scored.result.verdicts, ids, stats, seen, kept)
         stats["generated"] += len(owners)
         stats["prompts"] += len(batch)
         if progress is not None:

@@ -30,6 +30,7 @@ from rlvr.prompts.chat import PromptCache
 from rlvr.prompts.stream import CurriculumStream, PromptStream, make_stream, spread_over_bands, step_band_metrics
 from rlvr.sampling import build_sampler
 from rlvr.sampling.rollouts import Sampler
+from rlvr.sampling.scored import draw_generator
 from rlvr.tasks import DatasetError, Problem, Task, absolute_paths, load_task
 from rlvr.training import distributed
 from rlvr.training.batch import RoundFn, StepBatch, collect, rollout_round
@@ -247,7 +248,7 @@ def sample_batch(state: TrainState, step: int) -> StepBatch:
     """Step `step`'s batch (this rank's block) from the sampler as it is now: the step's seeded generator, the
     stream's prompts (fresh ones each round of dynamic sampling), then rollouts, verdicts and advantages."""
     c, comm = state.cfg, state.comm
-    generator = torch.Generator().manual_seed(c.seed * 1_000_003 + step + comm.seed_offset)
+    generator = draw_generator(c.seed, step + comm.seed_offset)  # as the SFT baseline's rounds draw
     rounds = itertools.count()
 
     def next_prompts():  # dynamic sampling draws fresh prompts each round
