@@ -23,8 +23,9 @@ mu = train.updates_per_batch; Lmax = rollout.max_new_tokens.
  1 prompts   q_1..q_P = the stream's next P (seeded, or a curriculum)   prompts.stream.PromptStream.take
              (CurriculumStream.take); their ids by the chat template    prompts.chat.PromptCache
  2 sample    o_i ~ pi_sampler(. | q_g(i)) at tau, G per prompt;         sampler.generate (sampling.*), called in
-             sampler_logp_it = log softmax(z_it / tau)[o_it]              training.batch.rollout_round
- 3 reward    r_i = sum_k w_k s_k(o_i, gold_g(i)); Verdict of term 1     verifiers.compose.Reward.__call__
+             sampler_logp_it = log softmax(z_it / tau)[o_it]              sampling.scored.sample_and_score
+ 3 reward    r_i = sum_k w_k s_k(o_i, gold_g(i)); Verdict of term 1     verifiers.compose.Reward.__call__,
+             (one call over the B rows; SFT data and validation too)    called in sampling.scored.score_rows
              a fault verdict (invalid_gold, error): m_i. = 0            training.batch.rollout_round
  4 overlong  soft: r_i += clamp((Lmax - Lc - L_i) / Lc, -1, 0),         algorithms.advantages.overlong_soft_penalty
              Lc = overlong_buffer_frac Lmax; L_i the row's length (an episode: its ids of episode.max_total_tokens)
