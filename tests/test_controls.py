@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from rlvr.config import ConfigError
+from rlvr.config import ConfigError, RewardConfig
 from rlvr.tasks.base import Problem
 from rlvr.verifiers.base import Verdict
 from rlvr.verifiers.controls import CONTROLS, Control, ControlReward, control_reward, random_at_rate
@@ -33,7 +33,7 @@ def _arithmetic_reward():
     from rlvr.tasks import load_task
     from rlvr.verifiers.compose import task_reward
 
-    return task_reward({"terms": [], "workers": 0, "timeout_s": 5.0}, load_task("arithmetic", per_band=5))[1]
+    return task_reward(RewardConfig(workers=0, timeout_s=5.0), load_task("arithmetic", per_band=5))[1]
 
 
 def test_format_only_pays_the_box_and_keeps_the_real_verdicts():

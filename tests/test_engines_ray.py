@@ -16,6 +16,7 @@ import pytest
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
+from rlvr.config import RewardConfig  # noqa: E402
 from rlvr.tasks.base import Problem  # noqa: E402
 from rlvr.verifiers import ray_pool  # noqa: E402
 from rlvr.verifiers.code_attacks import ATTACKS, SOLVED_SQ, TARGET, host_damage, hostile_suite  # noqa: E402
@@ -161,12 +162,12 @@ def test_hostile_suite_through_reward_engine_ray(ray, tmp_path):
     too: before the item's clock started at the task's start, every item here timed out, and a fork bomb's 8
     processes outlived the cluster)."""
     reward = build_reward(
-        {
-            "terms": [{"name": "tests", "kind": "python_tests", "wall_s": 4, "memory_mb": 512}],
-            "engine": "ray",
-            "workers": 2,
-            "timeout_s": 1.5,
-        }
+        RewardConfig(
+            terms=[{"name": "tests", "kind": "python_tests", "wall_s": 4, "memory_mb": 512}],
+            engine="ray",
+            workers=2,
+            timeout_s=1.5,
+        )
     )
     attacks, listener = hostile_suite(str(tmp_path))
     try:

@@ -11,7 +11,7 @@ from conftest import train_two_steps
 
 pytest.importorskip("openenv.core.env_server.interfaces", reason="the openenv extra is not installed")
 
-from rlvr.config import DEFAULTS, Config, ConfigError, resolve  # noqa: E402
+from rlvr.config import Config, ConfigError, RewardConfig, resolve  # noqa: E402
 from rlvr.environments.build import environment_factory  # noqa: E402
 from rlvr.tasks import load_task  # noqa: E402
 from rlvr.training.step import check_components  # noqa: E402
@@ -99,7 +99,7 @@ def make(source, **episode):
     sets = {"environment": "openenv", "source": source, **episode}
     cfg = resolve(None, [f"episode.{k}={v}" for k, v in sets.items()])
     task = load_task("arithmetic")
-    _, reward = task_reward({**DEFAULTS["reward"], "workers": 0}, task)
+    _, reward = task_reward(RewardConfig(workers=0), task)
     return environment_factory(Config.from_dict(cfg).episode, task, reward), task
 
 

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from rlvr.config import RewardConfig
 from rlvr.environments.builtin import calculator, python_tool
 from rlvr.environments.calls import TOOL_CALL_PARSERS, ToolCall, parse_hermes, run_call
 from rlvr.environments.tools import tool_from_function
@@ -174,7 +175,7 @@ def test_the_hostile_code_suite_as_python_tool_calls_in_episodes_escapes_nothing
     from rlvr.verifiers.compose import build_reward
     from rlvr.verifiers.sandbox import sandbox_processes
 
-    reward = build_reward({"terms": [{"kind": "math", "answer_form": "number"}], "workers": 0})
+    reward = build_reward(RewardConfig(terms=[{"kind": "math", "answer_form": "number"}], workers=0))
     attacks, listener = hostile_suite()
     try:
         for attack in attacks:
@@ -208,7 +209,7 @@ def test_the_tool_environment_answers_calls_then_grades_the_final_answer():
     from rlvr.tasks.base import Problem
     from rlvr.verifiers.compose import build_reward
 
-    reward = build_reward({"terms": [{"kind": "math", "answer_form": "number"}], "workers": 0})
+    reward = build_reward(RewardConfig(terms=[{"kind": "math", "answer_form": "number"}], workers=0))
     env = ToolEnvironment(
         lambda p: [{"role": "user", "content": p.prompt}], reward, {"calculator": tool_from_function(calculator)}
     )

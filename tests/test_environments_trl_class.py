@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from conftest import train_two_steps, trl_python
-from rlvr.config import ConfigError, resolve
+from rlvr.config import ConfigError, RewardConfig, resolve
 from rlvr.environments.build import environment_factory
 from rlvr.environments.episode import answer_turn, start_episode
 from rlvr.tasks import load_task
@@ -108,10 +108,9 @@ def trl_module(tmp_path, monkeypatch):
 
 
 def arithmetic():
-    from rlvr.config import DEFAULTS
 
     task = load_task("arithmetic")
-    _, reward = task_reward({**DEFAULTS["reward"], "workers": 0}, task)
+    _, reward = task_reward(RewardConfig(workers=0), task)
     return task, reward
 
 
@@ -232,7 +231,9 @@ def test_our_environment_as_a_trl_class_shows_and_runs_the_same_tools(tokenizer)
 
     cls = environment_class("tool_arithmetic", tools=["calculator", "python"])
     task = load_task("tool_arithmetic")
-    _, reward = task_reward({**resolve(None, ["task.name=tool_arithmetic"])["reward"], "workers": 0}, task)
+    _, reward = task_reward(
+        RewardConfig(**{**resolve(None, ["task.name=tool_arithmetic"])["reward"], "workers": 0}), task
+    )
     env = TRLClassEnvironment(cls, task, reward, grader="task")
     ours = build_tools(
         Config.from_dict(resolve(None, ["episode.environment=tool", "episode.tools=[calculator, python]"])).episode

@@ -17,7 +17,7 @@ import types
 import pytest
 
 from conftest import train_two_steps
-from rlvr.config import DEFAULTS, ConfigError, resolve
+from rlvr.config import ConfigError, RewardConfig, resolve
 from rlvr.environments.episode import answer_turn, start_episode
 from rlvr.environments.verifiers_env import VerifiersEnvironment
 from rlvr.tasks import load_task
@@ -116,7 +116,7 @@ def call(name, **arguments):
 
 def environment(env, grader="environment", **args):
     task = load_task("verifiers", env=env, args=args)
-    _, reward = task_reward({**DEFAULTS["reward"], "workers": 0}, task)
+    _, reward = task_reward(RewardConfig(workers=0), task)
     return task, VerifiersEnvironment(task, reward, grader)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from rlvr.cli import main
+from rlvr.config import RewardConfig
 from rlvr.integrations.trl import reward_funcs
 from rlvr.integrations.trl_recipe import convert
 from rlvr.tasks.base import Problem
@@ -169,7 +170,7 @@ def test_numeric_golds_get_the_number_form(tmp_path):
     assert load_task("jsonl", path=str(tmp_path / "n.jsonl")).answer_form == "number"
     assert load_task("jsonl", path=str(tmp_path / "m.jsonl")).answer_form == "math"
     task = load_task("jsonl", splits={"train": str(tmp_path / "n.jsonl")})
-    reward = build_reward({"terms": task.grader, "workers": 0})
+    reward = build_reward(RewardConfig(terms=task.grader, workers=0))
     problems = [Problem("1", "8 - 3?", "5"), Problem("2", "6/8?", "3/4")]
     assert reward([r"\boxed{8-3}", r"\boxed{\frac{6}{8}}"], problems).verdicts[0].status == "wrong"
 
@@ -193,9 +194,8 @@ def test_a_fault_verdict_earns_nothing(tmp_path, capsys):
     assert main(["verify", "--task", "arithmetic", "--input", str(rows), "--output", str(tmp_path / "out.jsonl")]) == 0
     out = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert [(r["status"], r["reward"]) for r in out] == [("invalid_gold", 0.0), ("correct", 1.1)]
-    reward = build_reward(
-        {"terms": [{"kind": "math"}, {"name": "format", "kind": "boxed_format", "weight": 0.1}], "workers": 0}
-    )
+    terms = [{"kind": "math"}, {"name": "format", "kind": "boxed_format", "weight": 0.1}]
+    reward = build_reward(RewardConfig(terms=terms, workers=0))
     result = reward([r"\boxed{5}"], [Problem("1", "q", "\\frac{1}{")])
     assert (result.total, result.terms["format"]) == ([0.0], [0.0])
 

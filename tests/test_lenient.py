@@ -3,6 +3,7 @@ the strict gain split into format learned and answers learned, on hand-built rec
 
 import pytest
 
+from rlvr.config import RewardConfig
 from rlvr.evaluation.compare import compare, compare_markdown
 from rlvr.evaluation.lenient import gain_split, in_answer_format, lenient_statuses, per_problem_rates
 from rlvr.evaluation.records import EvalRecord
@@ -42,7 +43,7 @@ def test_lenient_statuses_with_the_task_reward():
     from rlvr.verifiers.compose import task_reward
 
     task = load_task("arithmetic", per_band=5)
-    _, reward = task_reward({"terms": [], "workers": 0, "timeout_s": 5.0}, task)
+    _, reward = task_reward(RewardConfig(workers=0, timeout_s=5.0), task)
     gold = Problem(id="g", prompt="?", answer="12", band="b")
     code = Problem(id="c", prompt="?", answer=None, band="b", tests="assert True")
     texts = [

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from rlvr.config import DEFAULTS
+from rlvr.config import RewardConfig
 from rlvr.tasks import load_task
 from rlvr.tasks.base import Problem
 from rlvr.verifiers.compose import task_reward
@@ -50,7 +50,7 @@ ITEMS = [
 def test_verdicts_equal_local_scoring_in_order(service):
     status, body, _ = service.post("/v1/verify", {"items": ITEMS})
     assert status == 200
-    reward = task_reward(DEFAULTS["reward"], load_task("arithmetic"))[1]
+    reward = task_reward(RewardConfig(), load_task("arithmetic"))[1]
     golds = ["12", "12", "12", "4"]
     local = reward([it["completion"] for it in ITEMS], [Problem(str(i), "", answer=g) for i, g in enumerate(golds)])
     got = body["verdicts"]

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from rlvr.cli import main
-from rlvr.config import DEFAULTS
+from rlvr.config import RewardConfig
 from rlvr.tasks import load_task
 from rlvr.verifiers.compose import build_reward, task_reward
 from serve_util import Service, wait_for
@@ -41,9 +41,9 @@ def test_remote_verdicts_equal_local_scoring_with_failover(arithmetic):
     task = load_task("arithmetic")
     problems = task.problems("train")[:10]
     texts = completions_for(problems)
-    local = task_reward(DEFAULTS["reward"], task)[1](texts, problems)
+    local = task_reward(RewardConfig(), task)[1](texts, problems)
     terms = [{"kind": "remote", "urls": [dead_url(), arithmetic.url], "backoff_s": 0.05, "batch_items": 3}]
-    remote = build_reward({"terms": terms})(texts, problems)
+    remote = build_reward(RewardConfig(terms=terms))(texts, problems)
     assert [(v.status, v.reward, v.extracted) for v in remote.verdicts] == [
         (v.status, t, v.extracted) for v, t in zip(local.verdicts, local.total)
     ]
@@ -53,7 +53,7 @@ def test_remote_verdicts_equal_local_scoring_with_failover(arithmetic):
 
 def test_after_the_retry_budget_items_are_error_and_nothing_raises(capsys):
     url = dead_url()
-    reward = build_reward({"terms": [{"kind": "remote", "urls": [url], "retries": 1, "backoff_s": 0.01}]})
+    reward = build_reward(RewardConfig(terms=[{"kind": "remote", "urls": [url], "retries": 1, "backoff_s": 0.01}]))
     task = load_task("arithmetic")
     result = reward(["\\boxed{1}", "\\boxed{2}"], task.problems("train")[:2])
     assert [(v.status, v.reward) for v in result.verdicts] == [("error", 0.0), ("error", 0.0)]
@@ -67,13 +67,13 @@ def test_the_token_travels_and_a_wrong_one_is_an_error_verdict(tmp_path, monkeyp
     problems = task.problems("train")[:2]
     with Service("--task", "arithmetic", "--workers", "0", "--token-file", str(tmp_path / "token")) as s:
         monkeypatch.setenv("RLVR_TEST_TOKEN", "t0ken")
-        good = build_reward({"terms": [{"kind": "remote", "urls": [s.url], "token_env": "RLVR_TEST_TOKEN"}]})
+        good = build_reward(RewardConfig(terms=[{"kind": "remote", "urls": [s.url], "token_env": "RLVR_TEST_TOKEN"}]))
         assert [v.status for v in good([f"\\boxed{{{p.answer}}}" for p in problems], problems).verdicts] == [
             "correct",
             "correct",
         ]
         monkeypatch.setenv("RLVR_TEST_TOKEN", "wrong")
-        bad = build_reward({"terms": [{"kind": "remote", "urls": [s.url], "token_env": "RLVR_TEST_TOKEN"}]})
+        bad = build_reward(RewardConfig(terms=[{"kind": "remote", "urls": [s.url], "token_env": "RLVR_TEST_TOKEN"}]))
         verdicts = bad(["\\boxed{1}", "\\boxed{2}"], problems).verdicts
     assert [v.status for v in verdicts] == ["error", "error"]
     assert verdicts[0].detail == (
@@ -100,7 +100,7 @@ def test_remote_term_mistakes_are_config_errors(term, message):
     from rlvr.config import ConfigError
 
     with pytest.raises(ConfigError, match=None) as e:
-        build_reward({"terms": [term]})
+        build_reward(RewardConfig(terms=[term]))
     assert message in str(e.value)
 
 

@@ -108,7 +108,7 @@ def test_rejection_sampling_run(tmp_path, tokenizer):
     kept = [json.loads(line) for line in (run / "kept.jsonl").read_text().splitlines()]
     assert len(kept) == stats["kept"]
     # every kept completion is one the verifier marks correct, and none repeats within its problem
-    reward = build_reward(cfg["reward"])
+    reward = build_reward(as_config(cfg).reward)
     from rlvr.tasks import load_task
 
     train = {p.id: p for p in load_task("jsonl", **cfg["task"]["settings"]).problems("train")}

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from conftest import make_tiny_llama, train_two_steps
-from rlvr.config import DEFAULTS, Config, ConfigError, resolve
+from rlvr.config import Config, ConfigError, RewardConfig, resolve
 from rlvr.environments.build import build_tools
 from rlvr.environments.calls import parse_hermes, run_call
 from rlvr.environments.episode import Episode
@@ -177,7 +177,7 @@ def test_two_steps_from_the_command_line_with_the_tool_environment(tmp_path, mod
 
 def test_retry_tells_a_wrong_answer_and_pays_the_right_one_discounted():
     task = load_task("arithmetic", per_band=30)
-    _, reward = task_reward(DEFAULTS["reward"], task)
+    _, reward = task_reward(RewardConfig(), task)
     problem = task.problems("train")[0]
     gold = int(problem.answer)
     env = RetryEnvironment(task, reward, attempts=3, discount=0.5)
@@ -208,7 +208,7 @@ def test_a_round_of_retry_steps_graded_as_one_batch_is_the_round_taken_one_by_on
     from rlvr.environments.stepping import take_steps
 
     task = load_task("arithmetic", per_band=30)
-    _, reward = task_reward(DEFAULTS["reward"], task)
+    _, reward = task_reward(RewardConfig(), task)
     problems = task.problems("train")[:6]
     g = [int(p.answer) for p in problems]
     rounds = [  # each episode's answer, round by round; None once its episode is over
@@ -423,7 +423,7 @@ def test_tool_arithmetic_golds_traces_and_splits():
         (parsed,) = parse_hermes(call["content"])
         assert run_call(parsed, tools).text == tool_msg["content"] == p.answer
         assert final["content"].endswith(f"\\boxed{{{p.answer}}}")
-    _, reward = task_reward(DEFAULTS["reward"], task)
+    _, reward = task_reward(RewardConfig(), task)
     p = splits["heldout"][0]
     assert reward([p.meta["trace"][-1]["content"]], [p]).verdicts[0].status == "correct"
     assert {p.band for p in splits["train"]} == {"3x2", "4x3", "5x4", "two-step"}

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from conftest import make_tiny_llama
-from rlvr.config import DEFAULTS, ConfigError, merge
+from rlvr.config import DEFAULTS, ConfigError, RewardConfig, merge
 from rlvr.integrations.trl_recipe import convert, read_recipe
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -147,7 +147,7 @@ def test_open_r1_recipe(tmp_path):
     from rlvr.verifiers.compose import build_reward
 
     algorithm_from_config(cfg["algorithm"])
-    reward = build_reward(cfg["reward"], cfg["task"]["settings"]["answer_format"])
+    reward = build_reward(RewardConfig(**cfg["reward"]), cfg["task"]["settings"]["answer_format"])
     assert [t.verifier.answer_format for t in reward.terms] == ["tags", "tags"]
 
 

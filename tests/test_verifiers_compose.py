@@ -2,7 +2,7 @@
 
 import pytest
 
-from rlvr.config import ConfigError
+from rlvr.config import ConfigError, RewardConfig, as_config
 from rlvr.tasks.base import Problem
 from rlvr.verifiers.base import Verdict
 from rlvr.verifiers.compose import build_reward, verdict_fractions
@@ -18,19 +18,27 @@ CFG = {
     "workers": 0,
     "timeout_s": 2.0,
 }
+
+
+def typed(section: dict) -> RewardConfig:
+    """A reward section as YAML or a user's dict gives it, checked and typed where such dicts enter (rlvr.config):
+    build_reward and resolve_reward take the typed section alone."""
+    return as_config({"reward": section}).reward
+
+
 COMPLETIONS = [r"\boxed{4}", r"\boxed{5}", "4", r"\boxed{3} or \boxed{4}"]
 PROBLEMS = [Problem(str(i), "What is 2+2?", "4") for i in range(4)]
 
 
 def test_weighted_sum_and_unweighted_terms():
-    res = build_reward(CFG)(COMPLETIONS, PROBLEMS)
+    res = build_reward(typed(CFG))(COMPLETIONS, PROBLEMS)
     assert res.terms == {"correct": [1.0, 0.0, 0.0, 0.0], "format": [1.0, 1.0, 0.0, 0.0]}
     assert res.total == pytest.approx([1.1, 0.1, 0.0, 0.0])
     assert [v.status for v in res.verdicts] == ["correct", "wrong", "no_answer", "multiple_answers"]
 
 
 def test_pool_workers_give_the_same_result():
-    res = build_reward({**CFG, "workers": 2})(COMPLETIONS, PROBLEMS)
+    res = build_reward(typed({**CFG, "workers": 2}))(COMPLETIONS, PROBLEMS)
     assert res.total == pytest.approx([1.1, 0.1, 0.0, 0.0])
 
 
@@ -52,17 +60,16 @@ def test_dominance_rule(weight, ok):
         ]
     }
     if ok:
-        build_reward(cfg)
+        build_reward(typed(cfg))
     else:
         with pytest.raises(ConfigError, match="format.*10%.*allow_dominant_shaping"):
-            build_reward(cfg)
-        build_reward({**cfg, "allow_dominant_shaping": True})  # the explicit opt-out works
+            build_reward(typed(cfg))
+        build_reward(typed({**cfg, "allow_dominant_shaping": True}))  # the explicit opt-out works
 
 
 def test_dominance_scales_with_correctness_weight():
-    build_reward(
-        {"terms": [{"name": "c", "kind": "math", "weight": 2.0}, {"name": "f", "kind": "boxed_format", "weight": 0.2}]}
-    )
+    terms = [{"name": "c", "kind": "math", "weight": 2.0}, {"name": "f", "kind": "boxed_format", "weight": 0.2}]
+    build_reward(typed({"terms": terms}))
 
 
 @pytest.mark.parametrize(
@@ -72,7 +79,7 @@ def test_dominance_scales_with_correctness_weight():
         ({"terms": [{"kind": "math", "hedge": "x"}]}, r"terms\[0\]\.hedge: unknown setting .*hedging"),
         ({"terms": [{"kind": "math", "hedging": "any"}]}, r"terms\[0\]: bad settings .*hedging"),
         ({"terms": [], "workers": 1}, r"reward\.terms: need a non-empty list"),
-        # the section is checked by the rule that checks the config's (rlvr.config.merge), in its words
+        # the section's own keys are checked where the dict enters (as_config), by the rule that checks a config file's
         (
             {"terms": [{"kind": "math"}], "wokers": 1},
             r"^unknown config key 'reward\.wokers'; allowed keys in 'reward': allow_dominant_shaping, control, engine, "
@@ -90,7 +97,7 @@ def test_dominance_scales_with_correctness_weight():
 )
 def test_config_errors_name_the_key_and_choices(cfg, match):
     with pytest.raises(ConfigError, match=match):
-        build_reward(cfg)
+        build_reward(typed(cfg))
 
 
 def test_register_kind_adds_a_verifier():
@@ -102,7 +109,7 @@ def test_register_kind_adds_a_verifier():
 
     register_kind("always_test", lambda: Always(), (), cheap=True)
     try:
-        res = build_reward({"terms": [{"name": "x", "kind": "always_test"}], "workers": 0})(
+        res = build_reward(typed({"terms": [{"name": "x", "kind": "always_test"}], "workers": 0}))(
             ["a"], [Problem("1", "q", "z")]
         )
         assert res.total == [1.0]
@@ -125,7 +132,7 @@ TRL_SHAPES = [
 
 @pytest.mark.parametrize("completions,expected,expected_format", TRL_SHAPES)
 def test_terms_have_trl_signature(completions, expected, expected_format):
-    reward = build_reward(CFG)
+    reward = build_reward(typed(CFG))
     correct, fmt = reward.as_trl()
     prompts = [[{"role": "user", "content": "2+2?"}]] * 2
     got = correct(completions, prompts=prompts, answer=["4", "4"], completion_ids=[[1], [2]], trainer_state=None)
@@ -193,20 +200,20 @@ def test_no_terms_means_the_tasks_own_grader():
     from rlvr.tasks import load_task
     from rlvr.verifiers.compose import resolve_reward
 
-    arithmetic = resolve_reward({"terms": []}, load_task("arithmetic", per_band=20))
-    assert arithmetic["terms"] == [
+    arithmetic = resolve_reward(typed({"terms": []}), load_task("arithmetic", per_band=20))
+    assert arithmetic.terms == [
         {"name": "correct", "kind": "math", "weight": 1.0, "answer_form": "number"},
         {"name": "format", "kind": "boxed_format", "weight": 0.1},
     ]
-    humaneval = resolve_reward({"terms": []}, load_task("humaneval"))
-    assert humaneval["terms"] == [{"name": "correct", "kind": "python_tests", "weight": 1.0}]
+    humaneval = resolve_reward(typed({"terms": []}), load_task("humaneval"))
+    assert humaneval.terms == [{"name": "correct", "kind": "python_tests", "weight": 1.0}]
     # a math term the config names takes the task's answer form unless it sets its own
-    named = resolve_reward({"terms": [{"name": "c", "kind": "math"}]}, load_task("arithmetic", per_band=20))
-    assert named["terms"][0]["answer_form"] == "number"
+    named = resolve_reward(typed({"terms": [{"name": "c", "kind": "math"}]}), load_task("arithmetic", per_band=20))
+    assert named.terms[0]["answer_form"] == "number"
     own = resolve_reward(
-        {"terms": [{"name": "c", "kind": "math", "answer_form": "math"}]}, load_task("arithmetic", per_band=20)
+        typed({"terms": [{"name": "c", "kind": "math", "answer_form": "math"}]}), load_task("arithmetic", per_band=20)
     )
-    assert own["terms"][0]["answer_form"] == "math"
+    assert own.terms[0]["answer_form"] == "math"
 
 
 def test_a_reward_that_cannot_grade_the_tasks_golds_is_a_config_error():
@@ -218,13 +225,13 @@ def test_a_reward_that_cannot_grade_the_tasks_golds_is_a_config_error():
         match=r"reward.terms\[0\] \(kind 'math'\) grades answer, but task 'humaneval' "
         r"carries hidden tests; the grader that fits is python_tests",
     ):
-        resolve_reward({"terms": [{"name": "c", "kind": "math"}]}, load_task("humaneval"))
+        resolve_reward(typed({"terms": [{"name": "c", "kind": "math"}]}), load_task("humaneval"))
     with pytest.raises(
         ConfigError,
         match=r"kind 'python_tests'\) grades tests, but task 'arithmetic' carries "
         r"answers; the grader that fits is math",
     ):
-        resolve_reward({"terms": [{"name": "c", "kind": "python_tests"}]}, load_task("arithmetic", per_band=20))
+        resolve_reward(typed({"terms": [{"name": "c", "kind": "python_tests"}]}), load_task("arithmetic", per_band=20))
 
 
 def test_humaneval_graded_by_its_own_grader_pays_the_canonical_solution():
@@ -236,7 +243,7 @@ def test_humaneval_graded_by_its_own_grader_pays_the_canonical_solution():
     from rlvr.verifiers.compose import build_reward, resolve_reward
 
     task = load_task("humaneval")
-    reward = build_reward(resolve_reward({"terms": [], "workers": 0}, task))
+    reward = build_reward(resolve_reward(typed({"terms": [], "workers": 0}), task))
     with gzip.open(data_path(), "rt") as f:
         rows = [json.loads(line) for line, _ in zip(f, range(2))]
     problems = {p.id: p for p in task.problems("heldout")}
@@ -252,8 +259,8 @@ def test_a_plugin_kind_with_an_answer_form_setting_takes_the_tasks_as_math_does(
     from rlvr.verifiers.compose import resolve_reward
 
     terms = [{"name": "c", "kind": "registry_plugins:FormAwareGrader"}, {"name": "f", "kind": "boxed_format"}]
-    resolved = resolve_reward({"terms": terms}, load_task("arithmetic", per_band=20))
-    assert resolved["terms"] == [
+    resolved = resolve_reward(typed({"terms": terms}), load_task("arithmetic", per_band=20))
+    assert resolved.terms == [
         {"name": "c", "kind": "registry_plugins:FormAwareGrader", "answer_form": "number"},
         {"name": "f", "kind": "boxed_format"},
     ]

@@ -262,7 +262,7 @@ def evaluate_model(
     model, tokenizer, task_obj, task_settings, run_train, label = resolve_model(
         model_or_path, task, task_settings, as_adapter=on_servers
     )
-    reward_cfg, reward = task_reward(asdict(cfg.reward), task_obj)
+    reward_cfg, reward = task_reward(cfg.reward, task_obj)
     problems, hygiene = _split_checked(task_obj, task, e, train_problems if train_problems is not None else run_train)
     t0 = time.perf_counter()
     model.eval()
@@ -279,7 +279,7 @@ def evaluate_model(
         "model": label,
         "task": getattr(task_obj, "name", str(task)),
         **eval_setup(e, task_settings, backend),
-        **{"reward": reward_cfg, "wall_s": round(time.perf_counter() - t0, 2)},
+        **{"reward": asdict(reward_cfg), "wall_s": round(time.perf_counter() - t0, 2)},
     }
     if figures:  # an environment task: tool use and what ended the episodes, per pass
         summary["episodes"], summary["setup"]["episode"] = figures, asdict(episode)

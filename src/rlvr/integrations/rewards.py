@@ -7,8 +7,9 @@ A spec is what a user of another framework names rlvr's reward by:
 - a dict: a reward section {"terms": [...], ...}, one term {"kind": ...}, or a whole config (its reward section, or
   rlvr's default one when it has none);
 - a Reward, used as it is.
-The reward section is completed from rlvr's defaults and checked by build_reward (unknown keys, the 10% shaping
-rule), so a spec that rlvr's own training refuses is refused here too.
+The reward section is completed from rlvr's defaults and checked as a config file's is (rlvr.config: unknown keys,
+types, choices, ranges), its terms by build_reward (kinds, settings, the 10% shaping rule), so a spec that rlvr's own
+training refuses is refused here too.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from rlvr.config import DEFAULTS, ConfigError, as_config
+from rlvr.config import DEFAULTS, ConfigError, RewardConfig, as_config
 from rlvr.presets import read_yaml
 from rlvr.tasks import load_task
 from rlvr.tasks.base import math_grader
@@ -29,11 +30,11 @@ from rlvr.verifiers.registry import KINDS
 _CACHE: dict[str, Reward] = {}
 
 
-def reward_and_format(spec=None, **overrides) -> tuple[dict, str | None]:
-    """(the reward section a spec names, the answer format its terms read: the config's task's for a whole config,
-    else None, which is each term's own default, boxed)."""
+def reward_and_format(spec=None, **overrides) -> tuple[RewardConfig, str | None]:
+    """(the reward section a spec names, checked as a config file's is, and the answer format its terms read: the
+    config's task's for a whole config, else None, which is each term's own default, boxed)."""
     if spec is None:
-        section = copy.deepcopy(DEFAULTS["reward"])
+        section: dict = {}
     elif isinstance(spec, str) and spec in KINDS:
         section = {"terms": [{"name": spec, "kind": spec, "weight": 1.0}]}
     elif isinstance(spec, (str, Path)):
@@ -47,15 +48,21 @@ def reward_and_format(spec=None, **overrides) -> tuple[dict, str | None]:
     ):  # a whole rlvr config, checked as train checks it
         cfg = as_config(spec)
         task = load_task(cfg.task.name, **cfg.task.settings)
-        return {**resolve_reward(asdict(cfg.reward), task), **overrides}, getattr(task, "answer_format", None)
+        resolved = asdict(resolve_reward(cfg.reward, task))
+        return _typed({**resolved, **overrides}), getattr(task, "answer_format", None)
     else:
         raise ConfigError(
             f"reward spec {spec!r}: give a verifier kind ({', '.join(sorted(KINDS))}), a config file "
             f"or preset, a reward section {{terms: [...]}}, one term {{kind: ...}}, or None"
         )
-    section = {**{k: v for k, v in DEFAULTS["reward"].items() if k != "terms"}, **section, **overrides}
+    section = {**section, **overrides}
     # no task here to take a grader from: rlvr's answer grader (math + the boxed format term at 0.1)
-    return {**section, "terms": section.get("terms") or math_grader("math")}, None
+    return _typed({**section, "terms": section.get("terms") or math_grader("math")}), None
+
+
+def _typed(section: dict) -> RewardConfig:
+    """A user's reward section (this API's entry) over rlvr's defaults, checked as a config file's reward section."""
+    return as_config({"reward": section}).reward
 
 
 def build(spec=None, **overrides) -> Reward:

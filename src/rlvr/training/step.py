@@ -12,7 +12,7 @@ import copy
 import itertools
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
 import torch
@@ -133,12 +133,11 @@ def check_components(cfg: Config | dict) -> Components:
 def configured_reward(cfg: Config) -> tuple[Task, RewardConfig, Reward]:
     """(task, the reward section resolved against it, its Reward) of a resolved config: what a run grades with, for
     training, SFT and `rlvr serve --config / --run`. Mistakes are ConfigErrors (bad data a DatasetError)."""
-    section = asdict(cfg.reward)  # rlvr.verifiers.compose reads the section as a dict (TRL's adapters hand it one)
     if cfg.reward.terms:
-        build_reward(section)  # the reward's own mistakes first, named as before
+        build_reward(cfg.reward)  # the reward's own mistakes first, named as before
     task = load_configured_task(cfg)
-    resolved, reward = task_reward(section, task)
-    return task, RewardConfig(**resolved), reward
+    resolved, reward = task_reward(cfg.reward, task)
+    return task, resolved, reward
 
 
 def load_configured_task(cfg: Config) -> Task:

@@ -1,6 +1,6 @@
-"""The reward the trainer calls: a weighted sum of verifier terms, built from a config dict.
+"""The reward the trainer calls: a weighted sum of verifier terms, built from the config's reward section.
 
-Config shape (from YAML):
+The section (rlvr.config.RewardConfig), as YAML writes it:
 
     {"terms": [{"name": "correct", "kind": "math", "weight": 1.0, "hedging": "last"},
                {"name": "format", "kind": "boxed_format", "weight": 0.1}],
@@ -21,16 +21,15 @@ wraps these with verdict counts in TRL's logs and whole-row exclusion; docs/inte
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, replace
 
-from rlvr.config import DEFAULTS, ConfigError, RewardConfig, merge
+from rlvr.config import ConfigError, RewardConfig
 from rlvr.verifiers.base import FAULT_STATUSES, STATUSES, Verdict
 from rlvr.verifiers.format import completion_text
 from rlvr.verifiers.pool import VerifierPool, score_batch
 from rlvr.verifiers.registry import KINDS, build_verifier
 
 DOMINANCE_RATIO = 0.10
-TOP_KEYS = tuple(f.name for f in fields(RewardConfig))  # the config's reward section (control: training's)
 TERM_KEYS = ("name", "kind", "weight")
 
 
@@ -129,23 +128,12 @@ class Reward:
         return list(self.terms)
 
 
-def reward_section(cfg: RewardConfig | dict) -> RewardConfig:
-    """The reward section typed. A dict (TRL's adapters and `rlvr verify` hand one) is checked as the config's reward
-    section is (rlvr.config.merge: its keys, types, choices and ranges) over RewardConfig's defaults (the one place
-    they are set) for the keys it leaves out."""
-    if isinstance(cfg, RewardConfig):
-        return cfg
-    if not isinstance(cfg, dict):
-        raise ConfigError(f"reward: expected a mapping with keys {', '.join(TOP_KEYS)}, got {type(cfg).__name__}")
-    return RewardConfig(**merge(DEFAULTS["reward"], cfg, "reward."))
-
-
-def resolve_reward(cfg: dict, task) -> dict:
-    """The reward section (a dict, returned with the keys it has) with the task's grading filled in: no terms -> the
-    task's own grader (`task.grader`); math terms without an `answer_form` take the task's. A term that cannot grade
-    the task's golds (answer terms on problems that carry only tests, code terms on problems without tests) is a
-    ConfigError naming the task, the term and the grader that fits."""
-    terms, grader = copy.deepcopy(reward_section(cfg).terms), getattr(task, "grader", None)
+def resolve_reward(section: RewardConfig, task) -> RewardConfig:
+    """The reward section with the task's grading filled in: no terms -> the task's own grader (`task.grader`); math
+    terms without an `answer_form` take the task's. A term that cannot grade the task's golds (answer terms on
+    problems that carry only tests, code terms on problems without tests) is a ConfigError naming the task, the term
+    and the grader that fits."""
+    terms, grader = copy.deepcopy(section.terms), getattr(task, "grader", None)
     if not terms:
         if not grader:
             raise ConfigError(
@@ -157,7 +145,7 @@ def resolve_reward(cfg: dict, task) -> dict:
         if form and isinstance(term, dict) and "answer_form" not in term and _takes(term.get("kind"), "answer_form", i):
             term["answer_form"] = form
     _check_grades(terms, task)
-    return {**copy.deepcopy(cfg), "terms": terms}
+    return replace(section, terms=terms)
 
 
 def _takes(kind, setting: str, i: int) -> bool:
@@ -167,10 +155,10 @@ def _takes(kind, setting: str, i: int) -> bool:
     return isinstance(kind, str) and setting in KINDS.get(kind, f"reward.terms[{i}].kind").settings
 
 
-def task_reward(cfg: dict, task) -> tuple[dict, Reward]:
+def task_reward(section: RewardConfig, task) -> tuple[RewardConfig, Reward]:
     """(the reward section resolved against the task, the Reward it builds reading answers in the task's format):
     what training, SFT, evaluation and `rlvr verify --task` all grade with."""
-    resolved = resolve_reward(cfg, task)
+    resolved = resolve_reward(section, task)
     return resolved, build_reward(resolved, getattr(task, "answer_format", None))
 
 
@@ -192,10 +180,10 @@ def _check_grades(terms: list, task) -> None:
             )
 
 
-def build_reward(cfg: RewardConfig | dict, answer_format: str | None = None) -> Reward:
-    """Validate the config (see module doc) and build the Reward; mistakes raise ConfigError. `answer_format`
+def build_reward(section: RewardConfig, answer_format: str | None = None) -> Reward:
+    """Check the terms (see module doc) and build the Reward; mistakes raise ConfigError. The section's own keys were
+    checked where it was made (rlvr.config: a dict becomes one by `as_config({"reward": ...}).reward`). `answer_format`
     (the task's: "boxed" or "tags") goes to every term whose kind reads one and that does not set its own."""
-    section = reward_section(cfg)
     specs = section.terms
     if not isinstance(specs, list) or not specs:
         raise ConfigError("reward.terms: need a non-empty list of terms (the first is the correctness term)")
