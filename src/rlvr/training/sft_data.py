@@ -13,7 +13,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from rlvr.config import Config, ConfigError
-from rlvr.environments.build import build_tools
+from rlvr.environments.build import build_tools, episodic
 from rlvr.environments.episode import replay_episode
 from rlvr.environments.figures import transcript
 from rlvr.prompts.chat import encode_prompt
@@ -169,7 +169,7 @@ def kept_examples(
         return examples, json.loads((opened.path / "sft_data.json").read_text())
     t0 = time.perf_counter()
     if c.sft.source == "reference":
-        tools = build_tools(c.episode) if c.episode.environment != "none" else {}
+        tools = build_tools(c.episode) if episodic(c.episode) else {}
         # traces written by the user's function (sft.reference), played through the run's own environment
         traces, stats = written if written is not None else (written_for(c, task, reward, problems) or (None, {}))
         examples = reference_examples(tokenizer, task, problems, c.sft.reference_field, tools, traces)
