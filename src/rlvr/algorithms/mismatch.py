@@ -26,10 +26,13 @@ import math
 
 import torch
 
-# The default cap C of `outside_frac`: a token whose two probabilities differ by more than a factor 2. It is the
-# cap the truncated and masked corrections in verl use by default (TRL's masked sequence weight uses 3), so the
-# figure reads as "the share of tokens such a correction would touch"; log.mismatch_cap changes it.
-DEFAULT_CAP = 2.0
+from rlvr.config import DEFAULTS
+
+# The default cap C of `outside_frac`, log.mismatch_cap's default (set once, in rlvr.config): a token whose two
+# probabilities differ by more than a factor 2. It is the cap the truncated and masked corrections in verl use by
+# default (TRL's masked sequence weight uses 3), so the figure reads as "the share of tokens such a correction would
+# touch".
+DEFAULT_CAP: float = DEFAULTS["log"]["mismatch_cap"]
 
 # exp() of a log-ratio past this overflows float32; a token this far off is counted, its size capped.
 _MAX_LOG_RATIO = 20.0
