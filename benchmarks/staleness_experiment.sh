@@ -2,12 +2,13 @@
 # Sampling ahead (issue 47): is rollout.max_staleness 1 or 2 better than the synchronous step (0) on this machine?
 # Each k trains the default preset for the same wall-time budget (MINUTES, the training phase), 3 seeds a side; each
 # trained run is then evaluated on the same held-out problems (pass@1 from N samples, plus greedy) and compared with
-# the synchronous run of its seed, paired by problem (rlvr compare, k = 0 the baseline). Last, one table per run:
-# steps done, steps per minute (RUN/contention.json), the staleness, wait, mismatch and correction figures (means
-# over steps of metrics.jsonl), and pass@1 per seed from the comparisons. Run with nothing else on the machine: the
-# arms are time-budgeted. The default of rollout.max_staleness follows the result (docs/scaling.md, "Sampling ahead").
+# the synchronous run of its seed, paired by problem (rlvr compare, k = 0 the baseline). Last, the tables of
+# benchmarks/staleness_pool.py (one row per run, then each k pooled over the seeds, paired by problem) and each
+# seed's comparison. Run with nothing else on the machine: the arms are time-budgeted. The default of
+# rollout.max_staleness follows the result (docs/scaling.md, "Sampling ahead", has the run of 2026-12-04).
 #
 #   benchmarks/staleness_experiment.sh                      # k = 0 1 2, seeds 0 1 2, 15 minutes each: about 2.5 h
+#   MINUTES=5 benchmarks/staleness_experiment.sh            # the run in docs/scaling.md: about 80 minutes
 #   KS="0 1" SEEDS=0 MINUTES=3 OUT=/tmp/st benchmarks/staleness_experiment.sh
 #   DRY_RUN=1 benchmarks/staleness_experiment.sh            # print the commands only
 set -euo pipefail
@@ -47,27 +48,10 @@ done
 date
 [ -n "${DRY_RUN:-}" ] && exit 0
 
-"$PY" - "$OUT" $KS -- $SEEDS <<'EOF'
-import json, sys
-from pathlib import Path
-
-out, rest = Path(sys.argv[1]), sys.argv[2:]
-ks, seeds = rest[: rest.index("--")], rest[rest.index("--") + 1 :]
-keys = ["async/staleness_mean", "time/wait_rollouts_s", "time/wait_weights_s", "mismatch/k3_kl",
-        "mismatch/abs_log_ratio", "correction/weight_mean", "reward/mean"]
-print("| run | steps | steps/min | " + " | ".join(keys) + " |")
-print("|---" * (3 + len(keys)) + "|")
-for s in seeds:
-    for k in ks:
-        run = out / f"k{k}-seed{s}"
-        rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
-        speed = json.loads((run / "contention.json").read_text())
-        means = [sum(r[x] for r in rows if x in r) / max(1, sum(x in r for r in rows)) if any(x in r for r in rows)
-                 else float("nan") for x in keys]
-        cells = [f"{v:.4f}" for v in means]
-        print(f"| k{k} seed {s} | {speed['steps']} | {speed['steps_per_min']:.2f} | " + " | ".join(cells) + " |")
-print()
-for s in seeds:
-    print(f"## seed {s}: held-out pass@1, paired by problem against k = {ks[0]}\n")
-    print((out / f"compare-seed{s}" / "compare.md").read_text())
-EOF
+"$PY" benchmarks/staleness_pool.py "$OUT" "$KS" "$SEEDS"
+echo
+for s in $SEEDS; do
+  echo "## seed $s: held-out pass@1 per band, paired by problem against k = ${KS%% *}"
+  echo
+  cat "$OUT/compare-seed$s/compare.md"
+done
