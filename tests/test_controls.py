@@ -83,6 +83,15 @@ def test_a_plugin_control_wraps_the_reward_as_a_builtin_does():
         CONTROLS.get("math:pi")
 
 
+def test_a_run_config_takes_a_plugin_control(tmp_path):
+    """reward.control: package.module:attr passes the config's check (as a plug-in of any registry does) and the run's
+    reward is the plug-in's wrapper of the real one."""
+    from rlvr.training.step import check_components
+
+    parts = check_components(tiny_config(tmp_path, **{"reward.control": "test_controls:HalfPay"}))
+    assert isinstance(parts.reward, HalfPay)
+
+
 def test_rlvr_serve_notes_a_control_run_and_serves_its_real_reward(tmp_path):
     from rlvr.config import as_config
     from rlvr.serve.scoring import config_notes

@@ -85,7 +85,7 @@ class RewardConfig:
     engine: str = _choice("local", "ray")
     # a control run's reward instead of the real one (rlvr.verifiers.controls): "random_rate" pays Bernoulli(p) at the
     # policy's own success rate p each batch, "format_only" the format term alone; verdicts stay the real verifier's
-    control: str = _choice("none", "random_rate", "format_only")
+    control: str = _choice("none", "random_rate", "format_only", plugin=True)
 
 
 @dataclass
