@@ -11,9 +11,8 @@ seed and settings under one of these instead of the real reward (reward.control)
   writing `\\boxed{}` (or the answer tags), whatever it puts inside.
 
 Each is an entry of CONTROLS (`rlvr list control`), and so is "none", the real reward: an entry says whether it
-wraps the reward (`Control.wraps`), so no caller tests the name. `control_reward` also takes `package.module:attr`,
-a class or function `(reward, seed) -> reward` of your own, a wrapping control as these are (the config's
-reward.control accepts the registered names only).
+wraps the reward (`Control.wraps`), so no caller tests the name. reward.control (and `control_reward`) also takes
+`package.module:attr`, a class or function `(reward, seed) -> reward` of your own, a wrapping control as these are.
 
 Why a wrapper around the whole Reward rather than a new term kind: a term kind scores one completion at a time
 (in worker processes, under a deadline) and never sees the batch, while the random control needs the batch's
@@ -50,6 +49,7 @@ class ControlReward:
         return getattr(self.reward, name)
 
     def control_total(self, real, completions: list) -> list[float]:
+        """(B,) the totals the run trains on, from the real RewardResult: each control subclass's own."""
         raise NotImplementedError
 
     def __call__(self, completions: list, problems: list):
