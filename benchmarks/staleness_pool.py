@@ -1,15 +1,17 @@
 """The tables of benchmarks/staleness_experiment.sh, from its output folder: one row per run (steps, steps per minute,
 held-out pass@1 and greedy accuracy, and the means over steps of the staleness, wait, mismatch and correction
 figures), then one row per k pooled over the seeds: k - k0 paired by problem (each problem's difference averaged over
-the seeds), with a 95% bootstrap interval over problems (10,000 resamples, seeded).
+the seeds), with rlvr compare's 95% paired bootstrap over problems (rlvr.evaluation.stats.paired_bootstrap, seeded).
 
     python benchmarks/staleness_pool.py OUT [KS [SEEDS]]     # KS, SEEDS: space-separated, default "0 1 2"
 """
 
 import json
-import random
 import sys
 from pathlib import Path
+
+from rlvr.evaluation.records import by_problem, read_records
+from rlvr.evaluation.stats import mean_correct, paired_bootstrap
 
 out = Path(sys.argv[1])
 ks = (sys.argv[2] if len(sys.argv) > 2 else "0 1 2").split()
@@ -17,13 +19,9 @@ seeds = (sys.argv[3] if len(sys.argv) > 3 else "0 1 2").split()
 base = ks[0]
 
 
-def per_problem(path, mode):
-    acc = {}
-    for line in open(path):
-        r = json.loads(line)
-        if r["mode"] == mode:
-            acc.setdefault(r["problem_id"], []).append(r["status"] == "correct")
-    return {p: sum(v) / len(v) for p, v in acc.items()}
+def per_problem(path: Path, mode: str) -> dict[str, float]:
+    """{problem_id: its share of correct samples} for one mode of an evaluation's records."""
+    return {pid: mean_correct(hits) for pid, (_, hits) in by_problem(read_records(path), mode).items()}
 
 
 keys = [
@@ -57,16 +55,6 @@ for k in ks:
             + " |"
         )
 print()
-rng = random.Random(0)
-
-
-def boot(d):
-    ps = list(d)
-    n = len(ps)
-    means = sorted(sum(d[ps[rng.randrange(n)]] for _ in range(n)) / n for _ in range(10000))
-    return sum(d.values()) / n, means[249], means[9749]
-
-
 print(
     f"| k | steps/min (mean of {len(seeds)} seeds) | steps (per seed) | pass@1 | greedy | pass@1 - k{base} [95% CI] | greedy - k{base} [95% CI] |"
 )
@@ -80,9 +68,9 @@ for k in ks:
         cells.append(sum(sum(tab[(k, s)][i][p] for s in seeds) / len(seeds) for p in probs) / len(probs))
     diffs = []
     for i in (2, 3):
-        d = {
-            p: sum(tab[(k, s)][i][p] - tab[(base, s)][i][p] for s in seeds) / len(seeds) for p in tab[(k, seeds[0])][i]
-        }
-        m, lo, hi = boot(d)
+        probs = list(tab[(k, seeds[0])][i])  # each problem's value averaged over the seeds, then paired by problem
+        a = [sum(tab[(k, s)][i][p] for s in seeds) / len(seeds) for p in probs]
+        b = [sum(tab[(base, s)][i][p] for s in seeds) / len(seeds) for p in probs]
+        m, lo, hi = paired_bootstrap(a, b)
         diffs.append(f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}]" if k != base else "")
     print(f"| {k} | {spm:.2f} | {steps} | {cells[0]:.3f} | {cells[1]:.3f} | {diffs[0]} | {diffs[1]} |")
