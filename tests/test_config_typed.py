@@ -1,5 +1,5 @@
 """One validated, typed Config from the command line inward (issue 48): past the entry points (cli/, and the YAML
-boundary in config.py and yaml_io.py) functions read `cfg.train.lr`, never `cfg["train"]["lr"]`."""
+boundary in config/ and yaml_io.py) functions read `cfg.train.lr`, never `cfg["train"]["lr"]`."""
 
 import re
 from pathlib import Path
@@ -16,7 +16,7 @@ DICT_READ = re.compile(r"cfg\[['\"]|cfg\.get\(")
 # Where a dict named like a config is read, and why that is not the config's own keys.
 EXEMPT = {
     "cli": "the command line: argument parsing turns YAML and --set into the Config",
-    "config.py": "the YAML boundary: merges and checks the dicts it types",
+    "config": "the YAML boundary: merges and checks the dicts it types",
     "yaml_io.py": "the YAML boundary: reads the text",
     "machine.py": "auto_dtypes, called by config.resolve on the dict it is checking (a leaf before config)",
     "verifiers/_sandbox_launcher.py": "its cfg is the sandbox launch spec (JSON on stdin), not rlvr's config",

@@ -1,50 +1,13 @@
-"""Validated configuration: a wrong key names itself and the allowed keys; presets are data.
-
-A config is DEFAULTS, then a YAML file (or a named preset), then `--set key=value` overrides, each
-checked against DEFAULTS: every key must exist there and every value must have the default's type.
-Sections listed in OPEN_KEYS hold free-form settings checked by the component that reads them.
-The sections are dataclasses (`Config` and its parts): their defaults are DEFAULTS, their field metadata the
-choices and open keys; the checked dict becomes one `Config` at the entry (`as_config`) and only it travels on.
-"""
+"""The config's sections as dataclasses (`Config` and its parts): their defaults are rlvr.config.DEFAULTS, their
+fields' metadata (rlvr.config.fields) the choices, ranges and open keys that rlvr.config.merge checks a file against.
+A section is built from its checked dict by `build`; `walk` lists every leaf's dotted key and field."""
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
 
-import yaml
-
-from rlvr.errors import ConfigError
-from rlvr.machine import auto_dtypes
-from rlvr.presets import read_yaml
-from rlvr.registry import is_plugin
-from rlvr.yaml_io import DottedKey, parse_set
-
-
-def _choice(default, *others, plugin: bool = False):
-    """A field whose value must be the default or one of `others` (checked by `merge`); with `plugin`, also a
-    `package.module:attr` reference (an extension point: the named registry resolves it when it is built)."""
-    return field(default=default, metadata={"choices": (default, *others), "plugin": plugin})
-
-
-def _each(*choices, plugin: bool = False):
-    """A list field (default: empty) whose items must each be one of `choices` (or, with `plugin`, a
-    `package.module:attr` reference); a comma-separated string is read as the list it names ("tensorboard,mlflow"),
-    and "none" as the empty list (checked by `merge`)."""
-    return field(default_factory=list, metadata={"each": choices, "plugin": plugin})
-
-
-def in_range(default: Any, low: float | None = None, high: float | None = None, *, above=False, below=False) -> Any:
-    """A number that must be >= low (> low with `above`) and <= high (< high with `below`), checked by `check_value`
-    for the config and the algorithm's fields alike: a negative step count or learning rate is refused at once."""
-    return field(default=default, metadata={"range": (low, high, above, below)})
-
-
-def _open(factory):
-    """A field read by another component, which validates it itself (task settings, reward terms, ...)."""
-    return field(default_factory=factory, metadata={"open": True})
+from rlvr.config.fields import choice, each, in_range, open_field
 
 
 @dataclass
@@ -59,10 +22,11 @@ class LoraConfig:
 @dataclass
 class ModelConfig:
     name: str = "smollm2-135m-instruct"  # embedded GGUF default, a local folder, or a hub id
-    dtype: str = _choice("float32", "bfloat16", "float16")  # master weights; compute may autocast
+    dtype: str = choice("float32", "bfloat16", "float16")  # master weights; compute may autocast
+    device: str = choice("auto", "cpu", "cuda")  # where the trainer's policy lives; auto = cuda when torch sees one
     # the merged model's dtype in final/merged: "auto" = the dtype the model's own weights are stored in (bf16 for
     # the embedded default), else the training dtype (model.dtype)
-    save_dtype: str = _choice("auto", "float32", "bfloat16", "float16")
+    save_dtype: str = choice("auto", "float32", "bfloat16", "float16")
     save_merged: bool = True  # final/merged beside final/adapter (LoRA); false: the adapter alone (rlvr eval merges it)
     lora: LoraConfig = field(default_factory=LoraConfig)
 
@@ -70,22 +34,22 @@ class ModelConfig:
 @dataclass
 class TaskConfig:
     name: str = "arithmetic"
-    settings: dict = _open(dict)  # checked by the task's loader (rlvr.tasks.load_task)
+    settings: dict = open_field(dict)  # checked by the task's loader (rlvr.tasks.load_task)
 
 
 @dataclass
 class RewardConfig:
     # weighted terms, checked by rlvr.verifiers.compose.build_reward; empty = the task's own grader (task.grader:
     # math in the task's answer form + boxed format for answer tasks, python_tests for code tasks)
-    terms: list = _open(list)
+    terms: list = open_field(list)
     allow_dominant_shaping: bool = False
     workers: int = in_range(2, 0)
     timeout_s: float = in_range(5.0, 0.0, above=True)
     # where verification runs when workers > 0: local processes, or "ray" (optional extra)
-    engine: str = _choice("local", "ray")
+    engine: str = choice("local", "ray")
     # a control run's reward instead of the real one (rlvr.verifiers.controls): "random_rate" pays Bernoulli(p) at the
     # policy's own success rate p each batch, "format_only" the format term alone; verdicts stay the real verifier's
-    control: str = _choice("none", "random_rate", "format_only", plugin=True)
+    control: str = choice("none", "random_rate", "format_only", plugin=True)
 
 
 @dataclass
@@ -96,15 +60,15 @@ class VllmConfig:
     adapter, applied by vLLM)."""
 
     gpu_memory_utilization: float = in_range(0.3, 0.0, 1.0, above=True)
-    dtype: str = _choice("bfloat16", "float16", "float32", "auto")
+    dtype: str = choice("bfloat16", "float16", "float32", "auto")
     enforce_eager: bool = False
     max_model_len: int = in_range(0, 0)
-    weight_sync: str = _choice("full", "lora")
+    weight_sync: str = choice("full", "lora")
 
 
 @dataclass
 class RolloutConfig:
-    backend: str = _choice("hf", "fast", "remote", "vllm", plugin=True)  # rlvr.sampling.BACKENDS
+    backend: str = choice("hf", "fast", "remote", "vllm", plugin=True)  # rlvr.sampling.BACKENDS
     prompts_per_step: int = in_range(4, 1)  # P
     group_size: int = in_range(8, 1)  # G
     max_new_tokens: int = in_range(128, 1)
@@ -113,7 +77,7 @@ class RolloutConfig:
     top_k: int = in_range(0, 0)
     # local samplers' compute dtype; "float32" is the reference path (docs/performance.md); "auto" = bfloat16 where the
     # CPU has it in hardware, else float32 (rlvr.machine)
-    dtype: str = _choice("bfloat16", "float32", "auto")
+    dtype: str = choice("bfloat16", "float32", "auto")
     # backend "remote" only (rlvr.sampling.remote, docs/scaling.md): vLLM server addresses, and a folder
     # every server can read the pushed LoRA adapters from ("" = a temporary folder on this machine)
     urls: list = field(default_factory=list)
@@ -131,9 +95,9 @@ class EpisodeConfig:
     answer at attempt k times discount ** (k - 1). An episode ends when the environment says done, after max_turns
     policy turns or past max_total_tokens ids after the prompt; max_new_tokens (rollout) bounds each turn."""
 
-    environment: str = _choice("none", "tool", "retry", "trl", "verifiers", "openenv", plugin=True)
-    tools: list = _each("calculator", "python", plugin=True)  # rlvr.environments.TOOLS
-    call_format: str = _choice("hermes", plugin=True)  # rlvr.environments.calls.TOOL_CALL_PARSERS
+    environment: str = choice("none", "tool", "retry", "trl", "verifiers", "openenv", plugin=True)
+    tools: list = each("calculator", "python", plugin=True)  # rlvr.environments.TOOLS
+    call_format: str = choice("hermes", plugin=True)  # rlvr.environments.calls.TOOL_CALL_PARSERS
     max_turns: int = in_range(4, 1)
     max_total_tokens: int = in_range(512, 1)
     tool_timeout_s: float = in_range(5.0, 0.0, above=True)  # the python tool's hard deadline per call
@@ -146,16 +110,16 @@ class EpisodeConfig:
     # environments others wrote: trl / openenv: the class (package.module:Class) and its constructor's arguments;
     # trl's reward functions; who grades the final answer: its owner, rlvr's verifier for the task, or both
     source: str = ""
-    args: dict = _open(dict)
-    reward_funcs: list = _each(plugin=True)
-    grader: str = _choice("environment", "task", "both")
+    args: dict = open_field(dict)
+    reward_funcs: list = each(plugin=True)
+    grader: str = choice("environment", "task", "both")
 
 
 @dataclass
 class TrainConfig:
     steps: int = in_range(20, 1)
     lr: float = in_range(1e-5, 0.0, above=True)
-    lr_schedule: str = _choice("constant", "cosine")  # after train.warmup_steps of linear warm-up
+    lr_schedule: str = choice("constant", "cosine")  # after train.warmup_steps of linear warm-up
     warmup_steps: int = in_range(0, 0)
     weight_decay: float = in_range(0.0, 0.0)
     max_grad_norm: float = in_range(1.0, 0.0, above=True)
@@ -165,10 +129,10 @@ class TrainConfig:
     micro_batch_size: int = in_range(8, 1)
     micro_batch_tokens: int = in_range(0, 0)
     updates_per_batch: int = in_range(1, 1)  # mu: optimisation passes over each rollout batch
-    autocast: str = _choice("none", "bfloat16", "auto")  # "auto" as rollout.dtype: bf16 where the CPU has it
+    autocast: str = choice("none", "bfloat16", "auto")  # "auto" as rollout.dtype: bf16 where the CPU has it
     # attention in the update: "auto" = rlvr's CPU kernel on the CPU (rlvr.policy.attention), the model's own on
     # a GPU; "rlvr"; "model" = whatever the model was loaded with (sdpa)
-    attention: str = _choice("auto", "rlvr", "model")
+    attention: str = choice("auto", "rlvr", "model")
     # recompute each decoder layer's activations in the backward instead of keeping them: a third to a half
     # more update time for a fraction of its memory (docs/performance.md has both)
     gradient_checkpointing: bool = False
@@ -202,7 +166,7 @@ class EvalConfig:
     # control runs the main job trains beside RLVR (rlvr run --controls): same budget, seed and settings, under
     # reward.control = each of these, or (no_tools) single-turn without tools; the report shows RLVR minus each per
     # band (rlvr.training.controls)
-    controls: list = _each("random_rate", "format_only", "no_tools")
+    controls: list = each("random_rate", "format_only", "no_tools")
 
 
 @dataclass
@@ -223,7 +187,7 @@ class LogConfig:
     quiet_steps_per_min: float = 0.0
     # Experiment trackers that also get every step's metrics line, the config, the samples and, in `rlvr run`, the
     # held-out tables and plots (rank 0 only; metrics.jsonl stays the source of truth). rlvr.rundir.trackers
-    report_to: list = _each("tensorboard", "mlflow", "trackio", "wandb", plugin=True)  # rlvr.rundir.trackers.TRACKERS
+    report_to: list = each("tensorboard", "mlflow", "trackio", "wandb", plugin=True)  # rlvr.rundir.trackers.TRACKERS
     project: str = "rlvr"  # MLflow experiment, trackio / W&B project
     run_name: str = ""  # the run's name in the trackers; "" = the output directory's name
 
@@ -233,7 +197,7 @@ class SftConfig:
     """The supervised baseline (`rlvr sft`, rlvr.training.sft), read with the sections above: same model, LoRA,
     task, reward, rollout settings and seed, so that it differs from the RL run only in how it learns."""
 
-    source: str = _choice("samples", "reference")  # rejection sampling from the start model, or reference traces
+    source: str = choice("samples", "reference")  # rejection sampling from the start model, or reference traces
     samples: int = in_range(0, 0)  # completions to sample; 0 = as many as the RL run samples (steps x P x G)
     match_run: str = ""  # an RL run directory: sample as many completions as its metrics.jsonl generated
     group_size: int = in_range(0, 0)  # samples per training prompt; 0 = rollout.group_size
@@ -256,10 +220,10 @@ class Config:
     task: TaskConfig = field(default_factory=TaskConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
     # a preset name plus any field overrides, checked by rlvr.algorithms.algorithm_from_config
-    algorithm: dict = _open(lambda: {"preset": "grpo"})
+    algorithm: dict = open_field(lambda: {"preset": "grpo"})
     # Prompt selection by difficulty band: {} draws uniformly from the train split; otherwise
     # {"kind": "fixed" | "schedule" | "adaptive", ...} as rlvr.prompts.curriculum.build_curriculum reads it.
-    curriculum: dict = _open(dict)
+    curriculum: dict = open_field(dict)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     episode: EpisodeConfig = field(default_factory=EpisodeConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -270,130 +234,27 @@ class Config:
     @classmethod
     def from_dict(cls, cfg: dict) -> Config:
         """The typed view of a config that `resolve` (or `merge`) validated."""
-        return _build(cls, cfg)
+        return build(cls, cfg)
 
     def to_dict(self) -> dict:
         """The plain nested dict (DEFAULTS' key order) that config.yaml records and the trackers receive."""
         return asdict(self)
 
 
-def as_config(cfg: Config | dict) -> Config:
-    """A Config as it is; a dict (whole, or partial over DEFAULTS: the Python API) checked as `resolve` checks a file."""
-    return cfg if isinstance(cfg, Config) else Config.from_dict(auto_dtypes(check_together(merge(DEFAULTS, cfg))))
-
-
-def _build(cls, values: dict):
+def build(cls, values: dict):
     """A section instance from its validated dict (this module's annotations are strings: the class names)."""
-    sub = {f.name: _SECTIONS.get(f.type) for f in fields(cls) if f.name in values}
-    return cls(**{k: _build(s, values[k]) if s else copy.deepcopy(values[k]) for k, s in sub.items()})
+    sub = {f.name: SECTIONS.get(f.type) for f in fields(cls) if f.name in values}
+    return cls(**{k: build(s, values[k]) if s else copy.deepcopy(values[k]) for k, s in sub.items()})
 
 
-def _walk(cls, prefix=""):
+def walk(cls, prefix=""):
     """(dotted key, field) of every leaf and open field of a section class."""
     for f in fields(cls):
-        if f.type in _SECTIONS:
-            yield from _walk(_SECTIONS[f.type], f"{prefix}{f.name}.")
+        if f.type in SECTIONS:
+            yield from walk(SECTIONS[f.type], f"{prefix}{f.name}.")
         else:
             yield f"{prefix}{f.name}", f
 
 
-_SECTIONS: dict[object, type] = {c.__name__: c for c in (LoraConfig, ModelConfig, TaskConfig, RewardConfig, VllmConfig)}
-_SECTIONS |= {c.__name__: c for c in (RolloutConfig, EpisodeConfig, TrainConfig, EvalConfig, LogConfig, SftConfig)}
-DEFAULTS: dict = asdict(Config())
-OPEN_KEYS = {key for key, f in _walk(Config) if f.metadata.get("open")}  # read and checked by another component
-CHOICES = {key: f.metadata["choices"] for key, f in _walk(Config) if "choices" in f.metadata}
-EACH = {key: f.metadata["each"] for key, f in _walk(Config) if "each" in f.metadata}
-NO_ITEMS = ("", "none")  # words for an empty list (log.report_to: none, as Hugging Face writes it), no registry's
-_META = {key: f.metadata for key, f in _walk(Config)}  # each leaf's choices and range, for check_value
-
-
-def merge(base: dict, update: dict, prefix: str = "") -> dict:
-    """Merge `update` into a copy of `base`, refusing unknown keys and wrong values (`check_value`)."""
-    out = copy.deepcopy(base)
-    for key, value in update.items():
-        path = f"{prefix}{key}"
-        if key not in base:
-            allowed = ", ".join(sorted(base))
-            where = f"in '{prefix[:-1]}'" if prefix else "at the top level"
-            raise ConfigError(f"unknown config key '{path}'; allowed keys {where}: {allowed}")
-        default = base[key]
-        if path in OPEN_KEYS:
-            out[key] = _set_open(base[key], value)
-        elif path in EACH:
-            out[key] = _each_value(path, value)
-        elif isinstance(default, dict):
-            if not isinstance(value, dict):
-                raise ConfigError(f"config key '{path}' must be a mapping, got {value!r}")
-            out[key] = merge(default, value, path + ".")
-        else:
-            out[key] = check_value(path, value, default, _META[path])
-    return out
-
-
-def check_value(path: str, value: Any, default: Any, meta: Mapping[str, Any]) -> Any:
-    """A setting against its default's type and its field's choices and range (one line naming the key if not);
-    an int where a float is due becomes the float. For every leaf of `merge` and every field of Algorithm."""
-    if isinstance(default, bool) or isinstance(value, bool):  # True is an int to Python, never to a config
-        type_ok = isinstance(value, bool) and isinstance(default, bool)
-    else:
-        type_ok = isinstance(value, (int, float) if isinstance(default, float) else type(default))
-    if not type_ok:
-        raise ConfigError(f"config key '{path}' must be {type(default).__name__}, got {value!r}")
-    choices = meta.get("choices")
-    if choices and value not in choices and not (meta.get("plugin") and is_plugin(value)):
-        raise ConfigError(f"config key '{path}' = {value!r}; choose from {', '.join(choices)}")
-    low, high, above, below = meta.get("range", (None, None, False, False))
-    if (low is not None and (value <= low if above else value < low)) or (
-        high is not None and (value >= high if below else value > high)
-    ):
-        bounds = [f"{'>' if above else '>='} {low:g}"] if low is not None else []
-        bounds += [f"{'<' if below else '<='} {high:g}"] if high is not None else []
-        raise ConfigError(f"config key '{path}' = {value!r}; must be {' and '.join(bounds)}")
-    return float(value) if isinstance(default, float) else value
-
-
-def _each_value(path: str, value) -> list:
-    """A list whose items are each one of EACH[path], duplicates dropped; "a,b" -> [a, b]; "none" or "" -> []."""
-    if isinstance(value, str):
-        value = [] if value.strip().lower() in NO_ITEMS else [v.strip() for v in value.split(",")]
-    if not isinstance(value, list):
-        raise ConfigError(f"config key '{path}' must be a list, got {value!r}")
-    bad = [v for v in value if v not in EACH[path] and not (_META[path].get("plugin") and is_plugin(v))]
-    if bad:
-        raise ConfigError(f"config key '{path}' lists {bad[0]!r}; choose from {', '.join(EACH[path])}")
-    return list(dict.fromkeys(value))
-
-
-def _set_open(current, value):
-    """An open section's new value: a dotted --set updates the keys it names (recursively), anything else replaces."""
-    if not (isinstance(value, DottedKey) and isinstance(current, dict)):
-        return copy.deepcopy(dict(value) if isinstance(value, DottedKey) else value)
-    out = copy.deepcopy(current)
-    for k, v in value.items():
-        out[k] = _set_open(out.get(k), v)
-    return out
-
-
-def resolve(source: str | None = None, sets: list[str] | tuple[str, ...] = ()) -> dict:
-    """DEFAULTS <- file or preset <- --set overrides, validated, `auto` dtypes made concrete for this machine
-    (rlvr.machine). Returns a plain dict."""
-    cfg = merge(DEFAULTS, read_yaml(source)) if source else copy.deepcopy(DEFAULTS)
-    for item in sets:
-        cfg = merge(cfg, parse_set(item))
-    return auto_dtypes(check_together(cfg))
-
-
-def check_together(cfg: dict) -> dict:
-    """Keys each valid alone that contradict each other: episode.tools are offered by the tool environment alone (a
-    plugin environment may read them too); elsewhere a run would train without them and say nothing."""
-    tools, env = cfg["episode"]["tools"], cfg["episode"]["environment"]
-    if tools and env != "tool" and env in CHOICES["episode.environment"]:
-        raise ConfigError(
-            f"episode.tools = {tools} but episode.environment is {env!r}, which offers no tools; set "
-            f"episode.environment: tool to train with them, or episode.tools: [] to train without"
-        )
-    return cfg
-
-
-def dump(cfg: dict) -> str:
-    return yaml.safe_dump(cfg, sort_keys=False)
+SECTIONS: dict[object, type] = {c.__name__: c for c in (LoraConfig, ModelConfig, TaskConfig, RewardConfig, VllmConfig)}
+SECTIONS |= {c.__name__: c for c in (RolloutConfig, EpisodeConfig, TrainConfig, EvalConfig, LogConfig, SftConfig)}

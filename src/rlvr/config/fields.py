@@ -1,0 +1,77 @@
+"""How a config field is declared, and the one rule a value is checked by.
+
+A section's field says what its value may be in its metadata: `choice` (one of a fixed set, or with `plugin` also
+`package.module:attr`), `each` (a list of such), `in_range` (a number between bounds), `open_field` (free-form, checked
+by the component that reads it). `check_value` and `each_value` check one value against that metadata, for every
+leaf rlvr.config.merge sees and every field of rlvr.algorithms.Algorithm: a mistake is one line naming the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import field
+from typing import Any
+
+from rlvr.errors import ConfigError
+from rlvr.registry import is_plugin
+
+NO_ITEMS = ("", "none")  # words for an empty list (log.report_to: none, as Hugging Face writes it), no registry's
+
+
+def choice(default, *others, plugin: bool = False):
+    """A field whose value must be the default or one of `others` (checked by `merge`); with `plugin`, also a
+    `package.module:attr` reference (an extension point: the named registry resolves it when it is built)."""
+    return field(default=default, metadata={"choices": (default, *others), "plugin": plugin})
+
+
+def each(*choices, plugin: bool = False):
+    """A list field (default: empty) whose items must each be one of `choices` (or, with `plugin`, a
+    `package.module:attr` reference); a comma-separated string is read as the list it names ("tensorboard,mlflow"),
+    and "none" as the empty list (checked by `merge`)."""
+    return field(default_factory=list, metadata={"each": choices, "plugin": plugin})
+
+
+def in_range(default: Any, low: float | None = None, high: float | None = None, *, above=False, below=False) -> Any:
+    """A number that must be >= low (> low with `above`) and <= high (< high with `below`), checked by `check_value`
+    for the config and the algorithm's fields alike: a negative step count or learning rate is refused at once."""
+    return field(default=default, metadata={"range": (low, high, above, below)})
+
+
+def open_field(factory):
+    """A field read by another component, which validates it itself (task settings, reward terms, ...)."""
+    return field(default_factory=factory, metadata={"open": True})
+
+
+def check_value(path: str, value: Any, default: Any, meta: Mapping[str, Any]) -> Any:
+    """A setting against its default's type and its field's choices and range (one line naming the key if not);
+    an int where a float is due becomes the float. For every leaf of `merge` and every field of Algorithm."""
+    if isinstance(default, bool) or isinstance(value, bool):  # True is an int to Python, never to a config
+        type_ok = isinstance(value, bool) and isinstance(default, bool)
+    else:
+        type_ok = isinstance(value, (int, float) if isinstance(default, float) else type(default))
+    if not type_ok:
+        raise ConfigError(f"config key '{path}' must be {type(default).__name__}, got {value!r}")
+    choices = meta.get("choices")
+    if choices and value not in choices and not (meta.get("plugin") and is_plugin(value)):
+        raise ConfigError(f"config key '{path}' = {value!r}; choose from {', '.join(choices)}")
+    low, high, above, below = meta.get("range", (None, None, False, False))
+    if (low is not None and (value <= low if above else value < low)) or (
+        high is not None and (value >= high if below else value > high)
+    ):
+        bounds = [f"{'>' if above else '>='} {low:g}"] if low is not None else []
+        bounds += [f"{'<' if below else '<='} {high:g}"] if high is not None else []
+        raise ConfigError(f"config key '{path}' = {value!r}; must be {' and '.join(bounds)}")
+    return float(value) if isinstance(default, float) else value
+
+
+def each_value(path: str, value, meta: Mapping[str, Any]) -> list:
+    """A list whose items are each one of meta["each"] (or, with meta["plugin"], package.module:attr), duplicates
+    dropped; "a,b" -> [a, b]; "none" or "" -> []."""
+    if isinstance(value, str):
+        value = [] if value.strip().lower() in NO_ITEMS else [v.strip() for v in value.split(",")]
+    if not isinstance(value, list):
+        raise ConfigError(f"config key '{path}' must be a list, got {value!r}")
+    bad = [v for v in value if v not in meta["each"] and not (meta.get("plugin") and is_plugin(v))]
+    if bad:
+        raise ConfigError(f"config key '{path}' lists {bad[0]!r}; choose from {', '.join(meta['each'])}")
+    return list(dict.fromkeys(value))
