@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rlvr.config import DEFAULTS, Config, ConfigError, as_config, resolve
+from rlvr.config import DEFAULTS, Config, ConfigError, RewardConfig, as_config, resolve, reward_config
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "rlvr"
 
@@ -72,3 +72,22 @@ def test_mismatch_cap_is_checked_with_the_config():
         resolve(None, ["log.mismatch_cap=1.0"])
     with pytest.raises(ConfigError, match=r"^config key 'log.mismatch_cap' = 0.5; must be > 1$"):
         as_config({"log": {"mismatch_cap": 0.5}})
+
+
+def test_a_reward_section_given_as_a_dict_is_typed_by_one_function():
+    """rlvr verify's and rlvr serve's pools, TRL's reward adapters and the TRL bench worker type a dict reward section
+    with rlvr.config.reward_config, over the defaults and checked as a file's; none writes the conversion itself."""
+    section = reward_config({"workers": 0, "timeout_s": 3})
+    assert section == RewardConfig(workers=0, timeout_s=3.0) and isinstance(section.timeout_s, float)
+    with pytest.raises(ConfigError, match=r"^config key 'reward.workers' = -1; must be >= 0$"):
+        reward_config({"workers": -1})
+    by_hand = re.compile(r"as_config\(\{\s*['\"]reward['\"]|RewardConfig\(\*\*")
+    files = [p for r in (SRC, SRC.parent.parent / "benchmarks") for p in sorted(r.rglob("*.py"))]
+    found = [
+        f"{p.name}:{n}"
+        for p in files
+        if p.parent != SRC / "config"  # reward_config itself
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if by_hand.search(line)
+    ]
+    assert found == []

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rlvr.config import ConfigError, RewardConfig, as_config
+from rlvr.config import ConfigError, RewardConfig, reward_config
 from rlvr.tasks.base import Problem
 from rlvr.verifiers.base import Verdict
 from rlvr.verifiers.compose import build_reward, verdict_fractions
@@ -23,7 +23,7 @@ CFG = {
 def typed(section: dict) -> RewardConfig:
     """A reward section as YAML or a user's dict gives it, checked and typed where such dicts enter (rlvr.config):
     build_reward and resolve_reward take the typed section alone."""
-    return as_config({"reward": section}).reward
+    return reward_config(section)
 
 
 COMPLETIONS = [r"\boxed{4}", r"\boxed{5}", "4", r"\boxed{3} or \boxed{4}"]

@@ -154,12 +154,12 @@ def trl_config(spec: dict, cfg: dict, out_dir: str):
 
 def build_trainer(spec: dict, out_dir: str, callbacks: list):
     """TRL's GRPOTrainer on the bench config's task, prompt stream, reward, LoRA and shape, for spec["steps"] steps."""
-    from rlvr.config import RewardConfig
+    from rlvr.config import reward_config
     from rlvr.verifiers.compose import task_reward
 
     cfg = bench_config(spec)
     task, steps = step_problems(cfg, spec["steps"])
-    reward = task_reward(RewardConfig(**cfg["reward"]), task)[1]
+    reward = task_reward(reward_config(cfg["reward"]), task)[1]
     model, tokenizer = load_model(spec["model"])
     peft_config = None
     if spec["lora"]:

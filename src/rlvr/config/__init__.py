@@ -48,6 +48,12 @@ def as_config(cfg: Config | dict) -> Config:
     return cfg if isinstance(cfg, Config) else Config.from_dict(auto_dtypes(check_together(merge(DEFAULTS, cfg))))
 
 
+def reward_config(section: dict) -> RewardConfig:
+    """A reward section given as a dict where there is no config file (rlvr verify's and rlvr serve's pool settings,
+    TRL's reward adapters, a user's dict): over the defaults, checked as a config file's reward section is."""
+    return as_config({"reward": section}).reward
+
+
 def merge(base: dict, update: dict, prefix: str = "") -> dict:
     """Merge `update` into a copy of `base`, refusing unknown keys and wrong values (`check_value`)."""
     out = copy.deepcopy(base)
@@ -133,4 +139,5 @@ __all__ = [
     "merge",
     "parse_set",
     "resolve",
+    "reward_config",
 ]

@@ -19,7 +19,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from rlvr.config import DEFAULTS, ConfigError, RewardConfig, as_config
+from rlvr.config import DEFAULTS, ConfigError, RewardConfig, as_config, reward_config
 from rlvr.presets import read_yaml
 from rlvr.tasks import load_task
 from rlvr.tasks.base import math_grader
@@ -49,7 +49,7 @@ def reward_and_format(spec=None, **overrides) -> tuple[RewardConfig, str | None]
         cfg = as_config(spec)
         task = load_task(cfg.task.name, **cfg.task.settings)
         resolved = asdict(resolve_reward(cfg.reward, task))
-        return _typed({**resolved, **overrides}), getattr(task, "answer_format", None)
+        return reward_config({**resolved, **overrides}), getattr(task, "answer_format", None)
     else:
         raise ConfigError(
             f"reward spec {spec!r}: give a verifier kind ({', '.join(sorted(KINDS))}), a config file "
@@ -57,12 +57,7 @@ def reward_and_format(spec=None, **overrides) -> tuple[RewardConfig, str | None]
         )
     section = {**section, **overrides}
     # no task here to take a grader from: rlvr's answer grader (math + the boxed format term at 0.1)
-    return _typed({**section, "terms": section.get("terms") or math_grader("math")}), None
-
-
-def _typed(section: dict) -> RewardConfig:
-    """A user's reward section (this API's entry) over rlvr's defaults, checked as a config file's reward section."""
-    return as_config({"reward": section}).reward
+    return reward_config({**section, "terms": section.get("terms") or math_grader("math")}), None
 
 
 def build(spec=None, **overrides) -> Reward:

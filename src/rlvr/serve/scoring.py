@@ -25,7 +25,7 @@ from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from rlvr.config import DEFAULTS, Config, ConfigError, as_config
+from rlvr.config import DEFAULTS, Config, ConfigError, reward_config
 from rlvr.environments.build import episodic
 from rlvr.serve.items import BadRequest
 from rlvr.tasks.base import DatasetError
@@ -95,7 +95,7 @@ def verifier_scorer(kind: str, settings: dict, pool: dict) -> Scorer:
     """One verifier kind as a one-term Reward."""
     KINDS.get(kind, "--verifier")
     term = {"name": kind, "kind": kind, "weight": 1.0, **settings}
-    return Scorer(f"verifier:{kind}", build_reward(as_config({"reward": {"terms": [term], **pool}}).reward))
+    return Scorer(f"verifier:{kind}", build_reward(reward_config({"terms": [term], **pool})))
 
 
 def task_scorer(name: str, task_settings: dict, pool: dict) -> Scorer:
@@ -113,7 +113,7 @@ def task_scorer(name: str, task_settings: dict, pool: dict) -> Scorer:
             f"--task {name}: {e}; give it as --set task.settings.KEY=VALUE, or serve a run's grading with "
             f"--config FILE / --run DIR"
         ) from None
-    return Scorer(f"task:{name}", task_reward(as_config({"reward": pool}).reward, task)[1], task)
+    return Scorer(f"task:{name}", task_reward(reward_config(pool), task)[1], task)
 
 
 def config_scorer(flag: str, source: str, pool: dict) -> Scorer:

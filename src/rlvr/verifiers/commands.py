@@ -116,12 +116,12 @@ def task_scorer(args):
     """Rows graded exactly as the task grades them in training (--task NAME): its grader and answer form, the
     weighted reward of every term; the status is the correctness term's. Rows may carry `tests` and
     `entry_point` for code tasks, or what the task reads from a row (reasoning_gym: `entry`, the generator's item)."""
-    from rlvr.config import as_config
+    from rlvr.config import reward_config
     from rlvr.tasks.rows import problem_from_row
     from rlvr.verifiers.compose import task_reward
 
     task = task_from_args(args, "grades with")
-    section = as_config({"reward": {"workers": args.workers, "timeout_s": args.timeout_s}}).reward
+    section = reward_config({"workers": args.workers, "timeout_s": args.timeout_s})
     reward = task_reward(section, task)[1]  # as training grades: the task's grader, answer form and answer format
 
     def score(rows):

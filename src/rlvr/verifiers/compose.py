@@ -182,7 +182,7 @@ def _check_grades(terms: list, task) -> None:
 
 def build_reward(section: RewardConfig, answer_format: str | None = None) -> Reward:
     """Check the terms (see module doc) and build the Reward; mistakes raise ConfigError. The section's own keys were
-    checked where it was made (rlvr.config: a dict becomes one by `as_config({"reward": ...}).reward`). `answer_format`
+    checked where it was made (rlvr.config: a dict becomes one by `reward_config`). `answer_format`
     (the task's: "boxed" or "tags") goes to every term whose kind reads one and that does not set its own."""
     specs = section.terms
     if not isinstance(specs, list) or not specs:
