@@ -3,7 +3,14 @@
 import pytest
 
 from rlvr.cli import main
-from rlvr.config import DEFAULTS, ConfigError, parse_set, resolve
+from rlvr.config import DEFAULTS, REGISTERED, ConfigError, as_config, parse_set, resolve
+from rlvr.training.lifecycle import KEYED_REGISTRIES, check_registered
+
+
+def read(sets, source=None):
+    """A config as every entry point reads it: resolve (keys, types, ranges, choices), then the names of registry
+    entries against their registries (check_registered)."""
+    return check_registered(as_config(resolve(source, sets))).to_dict()
 
 
 @pytest.mark.parametrize(
@@ -21,6 +28,14 @@ from rlvr.config import DEFAULTS, ConfigError, parse_set, resolve
         (["train.steps=1.5"], "config key 'train.steps' must be int, got 1.5"),
         (["model.lora.enabled=3"], "config key 'model.lora.enabled' must be bool, got 3"),
         (["rollout.backend=tpu"], "config key 'rollout.backend' = 'tpu'; choose from hf, fast, remote, vllm"),
+        (["reward.control=coin"], "config key 'reward.control' = 'coin'; choose from none, random_rate, format_only"),
+        (["episode.call_format=xml"], "config key 'episode.call_format' = 'xml'; choose from hermes"),
+        (
+            ["episode.environment=gym"],
+            "config key 'episode.environment' = 'gym'; choose from none, tool, retry, trl, verifiers, openenv",
+        ),
+        (["episode.tools=[abacus]"], "config key 'episode.tools' lists 'abacus'; choose from calculator, python"),
+        (["log.report_to=[1]"], "config key 'log.report_to' lists 1; each item must be str"),
         (["model=3"], "config key 'model' must be a mapping, got 3"),
         (
             ["log.checkpoint_minute=5"],
@@ -41,18 +56,16 @@ from rlvr.config import DEFAULTS, ConfigError, parse_set, resolve
 )
 def test_bad_values_name_key_and_choices(sets, message):
     with pytest.raises(ConfigError) as e:
-        resolve(None, sets)
+        read(sets)
     assert message in str(e.value)
     assert "\n" not in str(e.value)
 
 
 def test_tools_need_the_tool_environment_and_a_plugin_environment_may_take_them():
-    assert resolve(None, ["episode.environment=tool", "episode.tools=[calculator]"])["episode"]["tools"] == [
-        "calculator"
-    ]
-    plugin = resolve(None, ["episode.environment=my_envs:Env", "episode.tools=[calculator]"])["episode"]
+    assert read(["episode.environment=tool", "episode.tools=[calculator]"])["episode"]["tools"] == ["calculator"]
+    plugin = read(["episode.environment=my_envs:Env", "episode.tools=[calculator]"])["episode"]
     assert plugin["tools"] == ["calculator"]  # its own code decides what episode.tools means to it
-    assert resolve(None, ["episode.tools=[]"])["episode"]["tools"] == []
+    assert read(["episode.tools=[]"])["episode"]["tools"] == []
     assert DEFAULTS["log"]["checkpoint_minutes"] == 10.0
 
 
@@ -109,3 +122,48 @@ def test_dotted_sets_into_an_open_section_add_up_and_a_whole_mapping_replaces_it
         "extra": {"a": 1, "b": 2},
     }
     assert type(cfg["task"]["settings"]) is dict and type(cfg["task"]["settings"]["extra"]) is dict
+
+
+def test_a_registry_is_the_one_list_of_the_names_its_config_key_takes():
+    """Each registry-backed key names its registry (rlvr.config.REGISTERED), whose own key is that config key: a new
+    built-in entry is accepted by the config without a second list to edit, and a plug-in reference passes too."""
+    assert REGISTERED == {
+        "reward.control": "reward control",
+        "rollout.backend": "sampler backend",
+        "episode.environment": "environment",
+        "episode.tools": "tool",
+        "episode.call_format": "tool call format",
+        "log.report_to": "tracker",
+    }
+    assert {key: KEYED_REGISTRIES[what].key for key, what in REGISTERED.items()} == {k: k for k in REGISTERED}
+    backends = KEYED_REGISTRIES["sampler backend"]
+    with pytest.raises(ConfigError, match=r"^config key 'rollout.backend' = 'abacus'; choose from hf, fast, remote"):
+        read(["rollout.backend=abacus"])
+    backends.add("abacus", backends.get("hf"), "a test's backend")
+    try:
+        assert read(["rollout.backend=abacus"])["rollout"]["backend"] == "abacus"
+    finally:
+        backends.remove("abacus")
+    assert read(["rollout.backend=my_pkg.samplers:make", "log.report_to=[my_pkg.trackers:T, mlflow]"])["log"][
+        "report_to"
+    ] == ["my_pkg.trackers:T", "mlflow"]
+
+
+def test_resolve_reads_a_registry_name_and_the_entry_points_refuse_it_before_the_run_directory(tmp_path, capsys):
+    """rlvr.config sees no registry (they live in later packages): resolve takes any str for a registry-backed key,
+    and check_registered, which every entry point calls first, refuses an unknown one with the config's wording."""
+    assert resolve(None, ["rollout.backend=tpu"])["rollout"]["backend"] == "tpu"
+    out = tmp_path / "run"
+    assert main(["train", "--set", "rollout.backend=tpu", "--output-dir", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "rlvr train: config key 'rollout.backend' = 'tpu'; choose from hf, fast, remote, vllm"
+    assert not out.exists()
+    assert main(["run", "--set", "log.report_to=[tensorbord]", "--output-dir", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert (
+        err
+        == "rlvr run: config key 'log.report_to' lists 'tensorbord'; choose from tensorboard, mlflow, trackio, wandb"
+    )
+    assert not out.exists()
+    assert main(["eval", "--model", "x", "--task", "arithmetic", "--set", "episode.environment=gym"]) == 2
+    assert capsys.readouterr().err.startswith("rlvr eval: config key 'episode.environment' = 'gym'; choose from none,")

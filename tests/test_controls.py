@@ -107,8 +107,8 @@ def test_a_control_that_cannot_apply_is_a_config_error(tmp_path):
 
     with pytest.raises(ConfigError, match="reward.control=format_only: the reward has no format term"):
         check_components(tiny_config(tmp_path, **{"reward.control": "format_only"}))  # a regex reward alone
-    with pytest.raises(ConfigError, match="reward.control"):
-        tiny_config(tmp_path, **{"reward.control": "coin"})
+    with pytest.raises(ConfigError, match="^config key 'reward.control' = 'coin'; choose from none, random_rate"):
+        check_components(tiny_config(tmp_path, **{"reward.control": "coin"}))  # CONTROLS' names
 
 
 def test_a_control_that_cannot_apply_stops_the_main_job_before_it_starts(tmp_path, tiny_model_dir):  # noqa: F811

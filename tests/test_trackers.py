@@ -682,12 +682,14 @@ def test_report_to_is_validated_like_any_config_key():
     assert resolve(None, ["log.report_to=tensorboard, wandb"])["log"]["report_to"] == ["tensorboard", "wandb"]
     assert resolve(None, ["log.report_to=[mlflow, mlflow]"])["log"]["report_to"] == ["mlflow"]
     assert resolve(None, ["log.report_to=none"])["log"]["report_to"] == []
+    from rlvr.training.lifecycle import check_registered
+
     with pytest.raises(
         ConfigError,
         match=r"'log.report_to' lists 'tensorbord'; choose from tensorboard, mlflow, "
         r"trackio, wandb",
     ):
-        resolve(None, ["log.report_to=[tensorbord]"])
+        check_registered(as_config(resolve(None, ["log.report_to=[tensorbord]"])))  # TRACKERS' names
 
 
 def test_run_name_defaults_to_the_output_folder_and_the_main_job_names_its_rlvr_run_after_its_root(tmp_path):

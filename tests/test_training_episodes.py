@@ -475,7 +475,7 @@ def test_the_tool_use_preset_and_its_no_tools_control(tmp_path):
     assert parts.new_environment is not None and cfg.train.init_from_sft and cfg.eval.controls == ["no_tools"]
     control = control_cfg(cfg, tmp_path / "main", "no_tools")
     assert control.episode.environment == "none" and control.task.settings["with_tools"] is False
-    assert control.episode.tools == []  # none offered, none named (rlvr.config.check_together)
+    assert control.episode.tools == []  # none offered, none named (rlvr.training.lifecycle.check_registered)
     assert control.reward.control == "none" and control.model.name == cfg.model.name
     assert cfg.episode.environment == "tool" and "with_tools" not in cfg.task.settings  # the RLVR config unchanged
     assert check_components(control).new_environment is None

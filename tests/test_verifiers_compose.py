@@ -87,10 +87,6 @@ def test_dominance_scales_with_correctness_weight():
         ),
         ({"terms": [{"kind": "math"}], "workers": -1}, r"^config key 'reward\.workers' = -1; must be >= 0$"),
         ({"terms": [{"kind": "math"}], "timeout_s": "5"}, r"^config key 'reward\.timeout_s' must be float, got '5'$"),
-        (
-            {"terms": [{"kind": "math"}], "control": "random"},
-            r"^config key 'reward\.control' = 'random'; choose from none, random_rate, format_only$",
-        ),
         ({"terms": [{"name": "a", "kind": "math"}, {"name": "a", "kind": "boxed_format", "weight": 0.1}]}, "unique"),
         ({"terms": [{"name": "a"}]}, r"terms\[0\]\.kind: missing"),
     ],

@@ -123,6 +123,7 @@ def run(args) -> int:
     from rlvr.evaluation.summary import summary_markdown, write_summary
     from rlvr.rundir.card_update import card_after_eval
     from rlvr.tasks.hygiene import ContaminationError
+    from rlvr.training.lifecycle import check_registered
 
     try:
         ks = [int(k) for k in args.k.split(",") if k.strip()] or coverage_ks(max(args.n, 0))
@@ -144,7 +145,7 @@ def run(args) -> int:
                 rows_per_call=args.rows_per_call,
                 progress=not args.quiet,
             ),
-            cfg=eval_config(args.model, sets),
+            cfg=check_registered(eval_config(args.model, sets)),
             task_settings=settings,
         )
     except (ContaminationError, ConfigError, FileNotFoundError, ValueError) as e:

@@ -2,7 +2,9 @@
 
 A config is DEFAULTS, then a YAML file (or a named preset), then `--set key=value` overrides, each
 checked against DEFAULTS: every key must exist there and every value must have the default's type.
-Sections listed in OPEN_KEYS hold free-form settings checked by the component that reads them.
+Sections listed in OPEN_KEYS hold free-form settings checked by the component that reads them. Keys in REGISTERED
+name an entry of a registry (rollout.backend: a sampler backend); the registry is their one list of names, checked
+by rlvr.training.lifecycle.check_registered, which every entry point calls before a task, model or run directory.
 The sections are dataclasses (`Config` and its parts, rlvr.config.sections): their defaults are DEFAULTS, their field
 metadata (rlvr.config.fields, with the rule one value is checked by) the choices and open keys; the checked dict
 becomes one `Config` at the entry (`as_config`) and only it travels on.
@@ -15,7 +17,7 @@ from dataclasses import asdict
 
 import yaml
 
-from rlvr.config.fields import NO_ITEMS, check_value, each_value, in_range
+from rlvr.config.fields import NO_ITEMS, check_name, check_value, each_value, in_range
 from rlvr.config.sections import (
     Config,
     EpisodeConfig,
@@ -39,13 +41,16 @@ from rlvr.yaml_io import DottedKey, parse_set
 DEFAULTS: dict = asdict(Config())
 OPEN_KEYS = {key for key, f in walk(Config) if f.metadata.get("open")}  # read and checked by another component
 CHOICES = {key: f.metadata["choices"] for key, f in walk(Config) if "choices" in f.metadata}
-EACH = {key: f.metadata["each"] for key, f in walk(Config) if "each" in f.metadata}
+EACH = {key: f.metadata["each"] for key, f in walk(Config) if "each" in f.metadata}  # list keys (no registry's names)
+REGISTERED = {
+    key: f.metadata["registry"] for key, f in walk(Config) if f.metadata.get("registry")
+}  # key -> its registry
 _META = {key: f.metadata for key, f in walk(Config)}  # each leaf's choices and range, for check_value
 
 
 def as_config(cfg: Config | dict) -> Config:
     """A Config as it is; a dict (whole, or partial over DEFAULTS: the Python API) checked as `resolve` checks a file."""
-    return cfg if isinstance(cfg, Config) else Config.from_dict(auto_dtypes(check_together(merge(DEFAULTS, cfg))))
+    return cfg if isinstance(cfg, Config) else Config.from_dict(auto_dtypes(merge(DEFAULTS, cfg)))
 
 
 def reward_config(section: dict) -> RewardConfig:
@@ -88,24 +93,12 @@ def _set_open(current, value):
 
 
 def resolve(source: str | None = None, sets: list[str] | tuple[str, ...] = ()) -> dict:
-    """DEFAULTS <- file or preset <- --set overrides, validated, `auto` dtypes made concrete for this machine
-    (rlvr.machine). Returns a plain dict."""
+    """DEFAULTS <- file or preset <- --set overrides, validated (a registry's names: by check_registered, where the
+    run starts), `auto` dtypes made concrete for this machine (rlvr.machine). Returns a plain dict."""
     cfg = merge(DEFAULTS, read_yaml(source)) if source else copy.deepcopy(DEFAULTS)
     for item in sets:
         cfg = merge(cfg, parse_set(item))
-    return auto_dtypes(check_together(cfg))
-
-
-def check_together(cfg: dict) -> dict:
-    """Keys each valid alone that contradict each other: episode.tools are offered by the tool environment alone (a
-    plugin environment may read them too); elsewhere a run would train without them and say nothing."""
-    tools, env = cfg["episode"]["tools"], cfg["episode"]["environment"]
-    if tools and env != "tool" and env in CHOICES["episode.environment"]:
-        raise ConfigError(
-            f"episode.tools = {tools} but episode.environment is {env!r}, which offers no tools; set "
-            f"episode.environment: tool to train with them, or episode.tools: [] to train without"
-        )
-    return cfg
+    return auto_dtypes(cfg)
 
 
 def dump(cfg: dict) -> str:
@@ -118,6 +111,7 @@ __all__ = [
     "EACH",
     "NO_ITEMS",
     "OPEN_KEYS",
+    "REGISTERED",
     "Config",
     "ConfigError",
     "EpisodeConfig",
@@ -132,7 +126,7 @@ __all__ = [
     "TrainConfig",
     "VllmConfig",
     "as_config",
-    "check_together",
+    "check_name",
     "check_value",
     "dump",
     "in_range",

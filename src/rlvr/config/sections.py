@@ -1,5 +1,5 @@
 """The config's sections as dataclasses (`Config` and its parts): their defaults are rlvr.config.DEFAULTS, their
-fields' metadata (rlvr.config.fields) the choices, ranges and open keys that rlvr.config.merge checks a file against.
+fields' metadata (rlvr.config.fields) the choices, ranges, open keys and registries that the checks read.
 A section is built from its checked dict by `build`; `walk` lists every leaf's dotted key and field."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 from dataclasses import asdict, dataclass, field, fields
 
-from rlvr.config.fields import choice, each, in_range, open_field
+from rlvr.config.fields import choice, each, in_range, open_field, registered
 
 
 @dataclass
@@ -49,7 +49,7 @@ class RewardConfig:
     engine: str = choice("local", "ray")
     # a control run's reward instead of the real one (rlvr.verifiers.controls): "random_rate" pays Bernoulli(p) at the
     # policy's own success rate p each batch, "format_only" the format term alone; verdicts stay the real verifier's
-    control: str = choice("none", "random_rate", "format_only", plugin=True)
+    control: str = registered("none", "reward control")  # rlvr.verifiers.controls.CONTROLS
 
 
 @dataclass
@@ -68,7 +68,7 @@ class VllmConfig:
 
 @dataclass
 class RolloutConfig:
-    backend: str = choice("hf", "fast", "remote", "vllm", plugin=True)  # rlvr.sampling.BACKENDS
+    backend: str = registered("hf", "sampler backend")  # rlvr.sampling.BACKENDS
     prompts_per_step: int = in_range(4, 1)  # P
     group_size: int = in_range(8, 1)  # G
     max_new_tokens: int = in_range(128, 1)
@@ -95,9 +95,9 @@ class EpisodeConfig:
     answer at attempt k times discount ** (k - 1). An episode ends when the environment says done, after max_turns
     policy turns or past max_total_tokens ids after the prompt; max_new_tokens (rollout) bounds each turn."""
 
-    environment: str = choice("none", "tool", "retry", "trl", "verifiers", "openenv", plugin=True)
-    tools: list = each("calculator", "python", plugin=True)  # rlvr.environments.TOOLS
-    call_format: str = choice("hermes", plugin=True)  # rlvr.environments.calls.TOOL_CALL_PARSERS
+    environment: str = registered("none", "environment")  # rlvr.environments.build.ENVIRONMENTS
+    tools: list = each(registry="tool")  # rlvr.environments.build.TOOLS
+    call_format: str = registered("hermes", "tool call format")  # rlvr.environments.calls.TOOL_CALL_PARSERS
     max_turns: int = in_range(4, 1)
     max_total_tokens: int = in_range(512, 1)
     tool_timeout_s: float = in_range(5.0, 0.0, above=True)  # the python tool's hard deadline per call
@@ -187,7 +187,7 @@ class LogConfig:
     quiet_steps_per_min: float = 0.0
     # Experiment trackers that also get every step's metrics line, the config, the samples and, in `rlvr run`, the
     # held-out tables and plots (rank 0 only; metrics.jsonl stays the source of truth). rlvr.rundir.trackers
-    report_to: list = each("tensorboard", "mlflow", "trackio", "wandb", plugin=True)  # rlvr.rundir.trackers.TRACKERS
+    report_to: list = each(registry="tracker")  # rlvr.rundir.trackers.TRACKERS
     project: str = "rlvr"  # MLflow experiment, trackio / W&B project
     run_name: str = ""  # the run's name in the trackers; "" = the output directory's name
 

@@ -71,7 +71,7 @@ def convert(recipe: dict) -> Conversion:
     for key, (dotted, kind) in DIRECT.items():  # TRL defaults of directly mapped keys
         if key in TRL_DEFAULTS and key not in recipe and key not in handled:
             conv.set(dotted, _typed(key, TRL_DEFAULTS[key], kind))
-    merge(DEFAULTS, conv.config)  # refuses anything rlvr train would refuse
+    merge(DEFAULTS, conv.config)  # refuses any key or value rlvr train would (the registry names set here are rlvr's)
     return conv
 
 
@@ -308,13 +308,13 @@ def _logging(r: dict, conv: Conversion, open_r1: bool) -> set:
 def _report_to(r: dict, conv: Conversion) -> set:
     """report_to -> log.report_to for the trackers rlvr has (TensorBoard, MLflow, trackio, W&B); "none" and "all"
     as TRL reads them; any other named (comet_ml, ...) reported as not mapped."""
-    from rlvr.config import EACH
+    from rlvr.rundir.trackers import TRACKERS
 
     if "report_to" not in r:
         return set()
     names = r["report_to"]
     names = [] if names in (None, "none") else ([names] if isinstance(names, str) else list(names))
-    known = EACH["log.report_to"]
+    known = TRACKERS.names()
     names = list(known) if names == ["all"] else names
     kept = [n for n in names if n in known]
     for other in (n for n in names if n not in known):

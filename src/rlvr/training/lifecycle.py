@@ -19,14 +19,21 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlvr.config import DEFAULTS, Config, ConfigError, dump
+from rlvr.config import DEFAULTS, REGISTERED, Config, ConfigError, check_name, dump
+from rlvr.environments.build import ENVIRONMENTS, TOOLS
+from rlvr.environments.calls import TOOL_CALL_PARSERS
 from rlvr.policy.load import base_model, model_origin, resolve_model_path, save_policy
 from rlvr.rundir import checkpoint as ckpt
 from rlvr.rundir import fsdp
 from rlvr.rundir.files import RunDir, check_output_dir, read_jsonl
 from rlvr.rundir.final import write_final
-from rlvr.rundir.trackers import Trackers, check_trackers, resume_point, run_name
+from rlvr.rundir.trackers import TRACKERS, Trackers, check_trackers, resume_point, run_name
+from rlvr.sampling import BACKENDS
+from rlvr.verifiers.controls import CONTROLS
 from rlvr.yaml_io import lookup
+
+# the registries whose names config keys give (rlvr.config.REGISTERED: key -> the registry's `what`)
+KEYED_REGISTRIES = {r.what: r for r in (CONTROLS, BACKENDS, ENVIRONMENTS, TOOLS, TOOL_CALL_PARSERS, TRACKERS)}
 
 
 class StopFlag:
@@ -58,6 +65,26 @@ class OpenedRun:
     run: RunDir | None
     trackers: Trackers
     resume_from: Path | None
+
+
+def check_registered(cfg: Config) -> Config:
+    """The config's names of registry entries (rollout.backend, reward.control, episode.environment, episode.tools,
+    episode.call_format, log.report_to), each a registered name or package.module:attr, refused in the config's
+    wording with the registry's names; then episode.tools, which only the tool environment offers (a plug-in
+    environment may read them too): elsewhere a run would train without them and say nothing. rlvr.config checks keys
+    and types as it reads a file but cannot see the registries (later packages); every entry point calls this before
+    a task, a model or a run directory: check_components and configured_reward (train, sft, serve), the main job's
+    start-up, rlvr eval."""
+    values = cfg.to_dict()
+    for key, what in REGISTERED.items():
+        check_name(key, lookup(values, key)[1], KEYED_REGISTRIES[what].names())
+    tools, env = cfg.episode.tools, cfg.episode.environment
+    if tools and env != "tool" and env in ENVIRONMENTS:
+        raise ConfigError(
+            f"episode.tools = {tools} but episode.environment is {env!r}, which offers no tools; set "
+            f"episode.environment: tool to train with them, or episode.tools: [] to train without"
+        )
+    return cfg
 
 
 def open_run(
@@ -219,6 +246,7 @@ __all__ = [
     "StopFlag",
     "OpenedRun",
     "open_run",
+    "check_registered",
     "open_trackers",
     "check_config",
     "config_diff",

@@ -65,14 +65,16 @@ def _out_of_domain(cfg: Config, root: Path, models: dict, quiet: bool) -> list[t
 
 
 def _start_up(cfg: Config, overwrite: bool) -> tuple[Path, Config, RunDir]:
-    """Every check that can fail before any phase runs (out-of-domain sets, trackers, controls, the output folder,
-    the model), then the root folder with its config.yaml; returns (root, the RL phase's config, the root RunDir,
-    whose lock keeps a second job out of the folder while this one lives)."""
+    """Every check that can fail before any phase runs (registry names, out-of-domain sets, trackers, controls, the
+    output folder, the model), then the root folder with its config.yaml; returns (root, the RL phase's config, the
+    root RunDir, whose lock keeps a second job out of the folder while this one lives)."""
     from rlvr.evaluation.out_of_domain import check_sets
     from rlvr.policy.load import resolve_model_path
     from rlvr.rundir.trackers import check_trackers
     from rlvr.training.controls import check_controls
+    from rlvr.training.lifecycle import check_registered
 
+    check_registered(cfg)
     check_sets(cfg)
     root = Path(cfg.output_dir)
     rl_cfg = rl_phase_cfg(cfg, root)

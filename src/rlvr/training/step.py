@@ -35,6 +35,7 @@ from rlvr.tasks import DatasetError, Problem, Task, absolute_paths, load_task
 from rlvr.training import distributed
 from rlvr.training.batch import RoundFn, StepBatch, collect, rollout_round
 from rlvr.training.episodes import EpisodeRound
+from rlvr.training.lifecycle import check_registered
 from rlvr.training.metrics import step_metrics_row
 from rlvr.verifiers.compose import Reward, build_reward, task_reward
 from rlvr.verifiers.controls import ControlReward, control_reward
@@ -132,7 +133,9 @@ def check_components(cfg: Config | dict) -> Components:
 
 def configured_reward(cfg: Config) -> tuple[Task, RewardConfig, Reward]:
     """(task, the reward section resolved against it, its Reward) of a resolved config: what a run grades with, for
-    training, SFT and `rlvr serve --config / --run`. Mistakes are ConfigErrors (bad data a DatasetError)."""
+    training, SFT and `rlvr serve --config / --run`. Mistakes are ConfigErrors (bad data a DatasetError), the names of
+    registry entries first (check_registered)."""
+    check_registered(cfg)
     if cfg.reward.terms:
         build_reward(cfg.reward)  # the reward's own mistakes first, named as before
     task = load_configured_task(cfg)
