@@ -63,10 +63,31 @@ def test_bad_values_name_key_and_choices(sets, message):
 
 def test_tools_need_the_tool_environment_and_a_plugin_environment_may_take_them():
     assert read(["episode.environment=tool", "episode.tools=[calculator]"])["episode"]["tools"] == ["calculator"]
-    plugin = read(["episode.environment=my_envs:Env", "episode.tools=[calculator]"])["episode"]
+    plugin = read(["episode.environment=test_config:plugin_environment", "episode.tools=[calculator]"])["episode"]
     assert plugin["tools"] == ["calculator"]  # its own code decides what episode.tools means to it
     assert read(["episode.tools=[]"])["episode"]["tools"] == []
     assert DEFAULTS["log"]["checkpoint_minutes"] == 10.0
+
+
+def plugin_environment(task, reward, episode):
+    """A plug-in environment's factory (package.module:attr): imported by the check to ask whether it takes tools."""
+    raise AssertionError("the config check asks the entry, it never builds an environment")
+
+
+def test_each_environment_entry_says_whether_it_takes_tools():
+    """episode.tools are offered by an environment whose entry says takes_tools: the check above and a resume's rule
+    (rlvr.training.lifecycle.changed_settings) ask the entry, not the name."""
+    from rlvr.environments.build import ENVIRONMENTS, takes_tools
+
+    assert {name: takes_tools(name) for name in ENVIRONMENTS} == {
+        "none": False,
+        "tool": True,
+        "retry": False,
+        "trl": False,
+        "verifiers": False,
+        "openenv": False,
+    }
+    assert takes_tools("test_config:plugin_environment")  # given the episode section, it may read them
 
 
 def test_set_parses_yaml_values_and_nests():

@@ -23,7 +23,6 @@ ALLOWED = {
     ("integrations/trl_recipe.py", "none"): "TRL's report_to none, a foreign config's value",
     # not fixed yet: environment tool; the audit's suites keyed by verifier kind
     ("verifiers/commands.py", "math"): "rlvr audit's suite table, keyed by the kind it attacks",
-    ("training/lifecycle.py", "tool"): "not fixed: episode.tools need the tool environment, inert without it",
     # a string that spells a registered name and means something else
     ("integrations/trl_recipe.py", "token"): "TRL's importance_sampling_level values, mapped onto ours",
     ("integrations/trl_recipe.py", "sequence"): "TRL's importance_sampling_level values, mapped onto ours",

@@ -106,6 +106,13 @@ def test_a_resume_counts_as_changes_only_settings_that_change_the_run():
     assert changed_settings(saved, resolve(None, ["train.lr=0.001"])) == []
     tool = resolve(None, ["train.lr=0.001", "episode.environment=tool", "episode.tools=[python]"])
     assert changed_settings(saved, tool) == ["episode.environment", "episode.tools"]
+    # as an environment of the user's takes them (it gets the episode section): asked of its entry, not its name
+    saved["episode"]["environment"] = "test_config:plugin_environment"
+    assert changed_settings(saved, resolve(None, ["train.lr=0.001", "episode.environment=none"])) == [
+        "episode.environment",
+        "episode.tools",
+    ]
+    saved["episode"]["environment"] = "none"
     # a key of an open section the saved run lacked is a change, whatever its value
     assert changed_settings(saved, resolve(None, ["train.lr=0.001", "task.settings.per_band=5"])) == [
         "task.settings.per_band"

@@ -1,8 +1,8 @@
 """The environment and tool registries, and the one builder of a run's environment from its `episode` section.
 
 An ENVIRONMENTS entry is an `EnvironmentKind`: its factory `(task, reward, episode) -> environment`, called once per
-episode (so an environment may keep the episode's state), or none for `none`, the single-turn rollout; callers ask
-`episodic(episode)` rather than test the name. `episode.environment: package.module:attr` names your own class or
+episode (so an environment may keep the episode's state), or none for `none`, the single-turn rollout, and whether it
+offers episode.tools; callers ask `episodic(episode)` and `takes_tools(name)` rather than test the name. `episode.environment: package.module:attr` names your own class or
 function of the factory's shape (docs/environments.md), an episodic kind as the built-ins are. A TOOLS entry is a
 factory `(episode) -> Tool`; `episode.tools` may name a typed function with an `Args:` docstring as
 `package.module:attr`, which becomes a tool as it is.
@@ -48,9 +48,12 @@ TOOLS.add(
 
 @dataclass(frozen=True)
 class EnvironmentKind:
-    """An ENVIRONMENTS entry. make: `(task, reward, episode) -> environment`, one per episode; None for `none`."""
+    """An ENVIRONMENTS entry. make: `(task, reward, episode) -> environment`, one per episode; None for `none`.
+    takes_tools: it offers the policy episode.tools (the tool environment), so tools elsewhere are a mistake (the
+    config check) and a change of them is no change of the run (a resume)."""
 
     make: Callable[..., Environment] | None
+    takes_tools: bool = False
 
     @property
     def episodic(self) -> bool:
@@ -59,25 +62,28 @@ class EnvironmentKind:
 
 
 def _environment_plugin(obj, ref: str) -> EnvironmentKind:
-    """A user's environment class or function (`package.module:attr`): an episodic kind, as the built-ins are."""
-    return obj if isinstance(obj, EnvironmentKind) else EnvironmentKind(obj)
+    """A user's environment class or function (`package.module:attr`): an episodic kind, as the built-ins are, which
+    takes episode.tools (it gets the episode section: its own code decides what they mean to it)."""
+    return obj if isinstance(obj, EnvironmentKind) else EnvironmentKind(obj, takes_tools=True)
 
 
 ENVIRONMENTS: Registry[EnvironmentKind] = Registry("environment", key="episode.environment", plugin=_environment_plugin)
 ENVIRONMENTS.add("none", EnvironmentKind(None), "one answer per prompt: single-turn rollouts, no environment")
 
 
-def _environment(name: str) -> Callable[[Callable[..., Environment]], Callable[..., Environment]]:
+def _environment(
+    name: str, takes_tools: bool = False
+) -> Callable[[Callable[..., Environment]], Callable[..., Environment]]:
     """Register a factory as an episodic environment, its docstring the description."""
 
     def wrap(make: Callable[..., Environment]) -> Callable[..., Environment]:
-        ENVIRONMENTS.add(name, EnvironmentKind(make), make.__doc__ or "")
+        ENVIRONMENTS.add(name, EnvironmentKind(make, takes_tools), make.__doc__ or "")
         return make
 
     return wrap
 
 
-@_environment("tool")
+@_environment("tool", takes_tools=True)
 def _tool(task, reward, episode):
     """the task's question with episode.tools offered; tool outputs back each turn; the first turn without a call is
     the answer, graded by the task's reward"""
@@ -133,6 +139,12 @@ def episodic(episode) -> bool:
     return ENVIRONMENTS.get(episode.environment).episodic
 
 
+def takes_tools(environment: str) -> bool:
+    """Whether the environment named `environment` offers episode.tools (its entry's takes_tools; a plug-in's is
+    imported to ask it)."""
+    return ENVIRONMENTS.get(environment).takes_tools
+
+
 def environment_factory(episode, task, reward) -> Callable[[], Environment] | None:
     """A function that makes one fresh environment per episode, or None for single-turn rollouts. Checks the
     environment, tools and call format now (before any model loads) by building one environment."""
@@ -182,4 +194,5 @@ __all__ = [
     "environment_factory",
     "episodic",
     "probe_environment",
+    "takes_tools",
 ]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlvr.config import DEFAULTS, REGISTERED, Config, ConfigError, check_name, dump
-from rlvr.environments.build import ENVIRONMENTS, TOOLS
+from rlvr.environments.build import ENVIRONMENTS, TOOLS, takes_tools
 from rlvr.environments.calls import TOOL_CALL_PARSERS
 from rlvr.policy.load import base_model, model_origin, resolve_model_path, save_policy
 from rlvr.rundir import checkpoint as ckpt
@@ -70,8 +70,8 @@ class OpenedRun:
 def check_registered(cfg: Config) -> Config:
     """The config's names of registry entries (rollout.backend, reward.control, episode.environment, episode.tools,
     episode.call_format, log.report_to), each a registered name or package.module:attr, refused in the config's
-    wording with the registry's names; then episode.tools, which only the tool environment offers (a plug-in
-    environment may read them too): elsewhere a run would train without them and say nothing. rlvr.config checks keys
+    wording with the registry's names; then episode.tools, offered only by an environment that takes them (the tool
+    environment; a plug-in may read them too): elsewhere a run would train without them and say nothing. rlvr.config checks keys
     and types as it reads a file but cannot see the registries (later packages); every entry point calls this before
     a task, a model or a run directory: check_components and configured_reward (train, sft, serve), the main job's
     start-up, rlvr eval."""
@@ -79,7 +79,7 @@ def check_registered(cfg: Config) -> Config:
     for key, what in REGISTERED.items():
         check_name(key, lookup(values, key)[1], KEYED_REGISTRIES[what].names())
     tools, env = cfg.episode.tools, cfg.episode.environment
-    if tools and env != "tool" and env in ENVIRONMENTS:
+    if tools and not takes_tools(env):
         raise ConfigError(
             f"episode.tools = {tools} but episode.environment is {env!r}, which offers no tools; set "
             f"episode.environment: tool to train with them, or episode.tools: [] to train without"
@@ -163,14 +163,14 @@ def config_diff(a, b, prefix=""):
 
 def changed_settings(saved: dict, cfg: dict) -> list[str]:
     """config_diff(saved, cfg) less what changes nothing: a key the saved config predates, now at its default (rlvr
-    added it since: a run made before it still resumes), and episode.tools while neither has the tool environment
-    (tools no episode offers; a no_tools control recorded its preset's)."""
-    inert = "tool" not in {lookup(saved, "episode.environment")[1], lookup(cfg, "episode.environment")[1]}
-    return sorted(
-        k
-        for k in config_diff(saved, cfg)
-        if (lookup(saved, k)[0] or lookup(DEFAULTS, k) != lookup(cfg, k)) and not (inert and k == "episode.tools")
-    )
+    added it since: a run made before it still resumes), and episode.tools while neither side's environment takes
+    them (tools no episode offers; a no_tools control recorded its preset's)."""
+    changed = [k for k in config_diff(saved, cfg) if lookup(saved, k)[0] or lookup(DEFAULTS, k) != lookup(cfg, k)]
+    if "episode.tools" in changed:
+        envs = {lookup(saved, "episode.environment")[1], lookup(cfg, "episode.environment")[1]}
+        if not any(isinstance(env, str) and takes_tools(env) for env in envs):
+            changed.remove("episode.tools")
+    return sorted(changed)
 
 
 def resume_step(run: RunDir | None, saved: dict | None) -> int:
