@@ -251,6 +251,7 @@ def evaluate_model(
     The summary is evaluation.summarize's dict plus "setup" (what was run, wall time) and "hygiene".
     Raises ContaminationError before any sampling when the split overlaps the training data.
     """
+    from rlvr.policy.build import policy_device
     from rlvr.sampling import BACKENDS, build_sampler
     from rlvr.verifiers.compose import task_reward
 
@@ -262,6 +263,8 @@ def evaluate_model(
     model, tokenizer, task_obj, task_settings, run_train, label = resolve_model(
         model_or_path, task, task_settings, as_adapter=on_servers
     )
+    if not isinstance(model_or_path, tuple):  # loaded here: onto model.device (a caller's model stays where it is)
+        model.to(policy_device(cfg.model.device))
     reward_cfg, reward = task_reward(cfg.reward, task_obj)
     problems, hygiene = _split_checked(task_obj, task, e, train_problems if train_problems is not None else run_train)
     t0 = time.perf_counter()

@@ -9,16 +9,33 @@ environment ids (a tool's output) are in the context of the next turn but not in
 loss is would train the next turn as if the tool had never answered. Log-probs are taken in float32 a few
 rows at a time (policy.softmax.selective_log_softmax), so the full-vocabulary float32 logits of a whole batch
 never exist at once.
+
+The device boundary is here: the step's records stay on the CPU, the rows go to the model's device (`model.device`:
+a GPU) for the forward, and the log-probs come back to the device of the completions they score, so the losses and
+figures downstream run where the batch is. The copy back is differentiable: the backward crosses it to the model.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 
 import torch
 
 from rlvr.policy.softmax import selective_log_softmax, token_entropy_from_logits
+
+
+def model_device(model) -> torch.device:
+    """The device of the model's weights (its first parameter's: rlvr never splits a model over devices)."""
+    return next(model.parameters()).device
+
+
+def autocast(model, kind: str) -> contextlib.AbstractContextManager:
+    """bf16 autocast on the model's device type when `kind` (train.autocast, resolved) is "bfloat16", else none."""
+    if kind == "bfloat16":
+        return torch.autocast(model_device(model).type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
 
 
 def cache_kwarg(model) -> str:
@@ -78,7 +95,9 @@ def completion_logprobs(
     Returns (logp (b, T) float32, entropy (b, T) float32 or None). Unscored positions hold 0 (logp) or garbage.
     """
     attend = completion_mask if attend is None else attend
-    input_ids, attention, position_ids = pack_rows(prompts, completion_ids, attend, pad_id)
+    home, device = completion_ids.device, model_device(model)
+    input_ids, attention, position_ids = (x.to(device) for x in pack_rows(prompts, completion_ids, attend, pad_id))
+    completion_ids, completion_mask = completion_ids.to(device), completion_mask.to(device)
     t = completion_ids.shape[1]
     # Keep the T+1 last positions: position Lp-1 predicts the first completion token, the last one predicts
     # nothing we sampled and is dropped.
@@ -91,8 +110,8 @@ def completion_logprobs(
     )
     logits = _tempered(out.logits[:, :-1], temperature)
     logp = selective_log_softmax(logits, completion_ids, mask=completion_mask)
-    entropy = token_entropy_from_logits(logits.detach()) if with_entropy else None
-    return logp, entropy
+    entropy = token_entropy_from_logits(logits.detach()).to(home) if with_entropy else None
+    return logp.to(home), entropy
 
 
 def last_positions(n: int, length: int) -> torch.Tensor:
@@ -132,7 +151,10 @@ class PromptPass:
         for p in prompts:
             self.index.setdefault(tuple(p), len(self.index))
         none = torch.zeros(len(self.index), 0, dtype=torch.long)  # prompts alone: no completion columns
-        ids, self.attention, positions = pack_rows([list(p) for p in self.index], none, none, pad_id)
+        device = model_device(model)
+        ids, self.attention, positions = (
+            x.to(device) for x in pack_rows([list(p) for p in self.index], none, none, pad_id)
+        )
         cache = DynamicCache()
         first = model(
             input_ids=ids,
@@ -160,10 +182,14 @@ class PromptPass:
         Returns (b, T) float32, 0 where not scored."""
         from transformers import DynamicCache
 
+        home, device = completion_ids.device, model_device(model)
+        completion_ids, completion_mask = completion_ids.to(device), completion_mask.to(device)
+        attend = attend.to(device) if attend is not None else None
         row_prompt = [self.index[tuple(p)] for p in prompts]
         order = sorted(range(len(prompts)), key=lambda r: row_prompt[r])  # rows of one prompt side by side
         inverse = torch.empty(len(order), dtype=torch.long)
         inverse[torch.tensor(order)] = torch.arange(len(order))
+        inverse = inverse.to(device)
         counts = [row_prompt.count(u) for u in range(len(self.index))]
         cache = DynamicCache(config=self.config)
         for layer, (k, v) in zip(cache.layers, self.kv):  # each row gets its prompt's keys and values
@@ -188,7 +214,7 @@ class PromptPass:
         # position j scores token j + 1, and only where it was sampled: padding costs no vocabulary work
         shift = lambda x: torch.cat([x[:, 1:], torch.zeros_like(x[:, :1])], dim=1)  # noqa: E731
         logp_rest = selective_log_softmax(rest, shift(ids), mask=shift(mask))[:, :-1]
-        return torch.cat([logp_first[:, None], logp_rest], dim=1)[inverse]
+        return torch.cat([logp_first[:, None], logp_rest], dim=1)[inverse].to(home)
 
     def backward(self) -> None:
         """With split_graph: the prompt forward's backward, from the gradients the micro-batches left on its

@@ -51,8 +51,8 @@ class _ChosenLogp(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, flat: torch.Tensor, ids: torch.Tensor, rows: torch.Tensor, step: int) -> torch.Tensor:
-        lse = torch.empty(rows.numel(), dtype=torch.float32)
-        out = torch.empty(rows.numel(), dtype=torch.float32)
+        lse = flat.new_empty(rows.numel(), dtype=torch.float32)
+        out = flat.new_empty(rows.numel(), dtype=torch.float32)
         for s in range(0, rows.numel(), step):
             z = flat[rows[s : s + step]].float()
             lse[s : s + step] = torch.logsumexp(z, dim=-1)
@@ -87,11 +87,11 @@ def selective_log_softmax(
     if logits.shape[:-1] != ids.shape:
         raise ValueError(f"logits {tuple(logits.shape)} must be ids {tuple(ids.shape)} plus a vocab axis")
     flat = logits.reshape(-1, logits.shape[-1])
-    keep = mask.reshape(-1) != 0 if mask is not None else torch.ones(flat.shape[0], dtype=torch.bool)
+    keep = mask.reshape(-1) != 0 if mask is not None else flat.new_ones(flat.shape[0], dtype=torch.bool)
     rows = keep.nonzero()[:, 0]
     step = chunk_rows or max(1, 2**20 // max(1, flat.shape[-1]))
     chosen = _ChosenLogp.apply(flat, ids.reshape(-1)[rows], rows, step)
-    out = torch.zeros(flat.shape[0], dtype=torch.float32).index_put((rows,), chosen)
+    out = flat.new_zeros(flat.shape[0], dtype=torch.float32).index_put((rows,), chosen)
     return out.reshape(ids.shape)
 
 

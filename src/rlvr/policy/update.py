@@ -24,6 +24,7 @@ from rlvr.algorithms.presets import Algorithm
 from rlvr.algorithms.step_batch import StepBatch
 from rlvr.config import Config
 from rlvr.policy.logprobs import PromptPass, real_tokens
+from rlvr.policy.logprobs import autocast as autocast_on
 from rlvr.policy.memory import oom_report, returns_freed_memory
 
 
@@ -80,12 +81,6 @@ def micro_batches(
     return chunks[::-1]
 
 
-def _autocast(kind: str) -> contextlib.AbstractContextManager[Any]:
-    if kind == "bfloat16":
-        return torch.autocast("cpu", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
 _IDLE = None  # a chunk that stands for the one-token zero-weight row of an idle FSDP rank
 Chunk = list[int] | None  # a micro-batch's rows, or _IDLE
 
@@ -103,7 +98,7 @@ def _prompt_pass(
         return None
     prompts = [batch.prompt_ids[r] for c in chunks if c is not _IDLE for r in c] or [[pad_id]]
     shape = f"the prompt pass ({len(set(map(tuple, prompts)))} prompts x {max(map(len, prompts))} tokens)"
-    with oom_report(shape, "lower rollout.prompts_per_step"), _autocast(autocast):
+    with oom_report(shape, "lower rollout.prompts_per_step"), autocast_on(model, autocast):
         return PromptPass(model, prompts, pad_id=pad_id, split_graph=split_graph)
 
 
@@ -114,10 +109,10 @@ def _chunk_logprobs(
     padding token after the pass's first prompt."""
     if rows is _IDLE:
         ids = torch.zeros(1, 1, dtype=torch.long)
-        with _autocast(autocast):
+        with autocast_on(model, autocast):
             return prompts.logprobs(model, [next(iter(prompts.index))], ids, torch.ones(1, 1)), 1
     t = max(int(batch.lengths[rows].max()), 1)
-    with _autocast(autocast):
+    with autocast_on(model, autocast):
         logp = prompts.logprobs(
             model,
             [batch.prompt_ids[r] for r in rows],

@@ -33,13 +33,17 @@ def _sha256(path: Path) -> str:
 
 
 def trainable_state(model) -> dict[str, torch.Tensor]:
-    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+    # copies on the CPU, from a policy on any device: the files load anywhere
+    return {n: p.detach().to("cpu", copy=True) for n, p in model.named_parameters() if p.requires_grad}
 
 
 def rng_state() -> dict:
     import numpy as np
 
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():  # a policy on a GPU draws dropout there
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
 
 
 def set_rng_state(state: dict) -> None:
@@ -48,6 +52,8 @@ def set_rng_state(state: dict) -> None:
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 def save_checkpoint(
@@ -161,7 +167,8 @@ def load_checkpoint(path: Path, *, model, optimizer, scheduler) -> dict:
     from rlvr.rundir.fsdp import is_sharded, load_full
 
     path = Path(path)
-    state = torch.load(path / "optim.pt", weights_only=False)
+    # onto the CPU: the optimizer moves its state to each parameter's device, so a GPU run resumes on either
+    state = torch.load(path / "optim.pt", weights_only=False, map_location="cpu")
     if is_sharded(model):
         load_full(model, optimizer, checkpoint_weights(path, model), state["optimizer"])
     else:

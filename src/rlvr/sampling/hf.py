@@ -16,18 +16,20 @@ from .weights import merged_state_dict, plain_config, tied_keys
 
 
 def build_copy(model, dtype: torch.dtype):
-    """A fresh transformers model of the policy's architecture, in eval mode, holding no gradients."""
+    """A fresh transformers model of the policy's architecture, in eval mode, holding no gradients, on the policy's
+    device (a trainer on a GPU samples on it)."""
     from transformers import AutoModelForCausalLM
 
     copy = AutoModelForCausalLM.from_config(plain_config(model), dtype=dtype)
     copy.eval().requires_grad_(False)
-    return copy
+    return copy.to(next(model.parameters()).device)
 
 
 class HFSampler(LocalSampler):
     def __init__(self, model, tokenizer, *, stop_ids: list[int], dtype: str = "bfloat16", threads: int | None = None):
         super().__init__(tokenizer, stop_ids=stop_ids, dtype=dtype, threads=threads)
         self.model = build_copy(model, self.dtype)
+        self.device = next(self.model.parameters()).device
         self.sync(model)
 
     def sync(self, model) -> None:
@@ -51,8 +53,8 @@ class HFSampler(LocalSampler):
         sampling = temperature > 0
         kwargs = dict(
             # rows repeated by hand (not num_return_sequences, which greedy decoding refuses)
-            input_ids=ids.repeat_interleave(n, 0),
-            attention_mask=attn.repeat_interleave(n, 0),
+            input_ids=ids.repeat_interleave(n, 0).to(self.device),
+            attention_mask=attn.repeat_interleave(n, 0).to(self.device),
             max_new_tokens=max_new_tokens,
             do_sample=sampling,
             eos_token_id=self.stop_ids,
@@ -66,7 +68,8 @@ class HFSampler(LocalSampler):
             repetition_penalty=None,
             min_p=None,
         )
-        with torch.random.fork_rng(devices=[], enabled=generator is not None):
+        gpus = [self.device.index or 0] if self.device.type == "cuda" else []  # generate draws there on a GPU
+        with torch.random.fork_rng(devices=gpus, enabled=generator is not None):
             if generator is not None:  # generate() draws from the global RNG: seed it from ours, then restore
                 torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator)))
             out = self.model.generate(**kwargs)
@@ -74,7 +77,7 @@ class HFSampler(LocalSampler):
         logits = torch.stack(out.logits, dim=1).float()  # (B, T, V) raw, before any warper
         if sampling:
             logits = logits / temperature
-        logp = logits.log_softmax(-1).gather(-1, new[..., None]).squeeze(-1)
+        new, logp = new.cpu(), logits.log_softmax(-1).gather(-1, new[..., None]).squeeze(-1).cpu()
         rows, logps, finish = [], [], []
         stops = set(self.stop_ids)
         for b in range(new.shape[0]):

@@ -99,8 +99,9 @@ def load_weights(model, dtype: torch.dtype, batch_hint: int = 32, native: bool =
     check_supported(config)
     sd = merged_weights_lazily(model)  # one merged float weight at a time, converted, then dropped
     packed = packed_linear(dtype, batch_hint)
-    f32 = lambda k: sd[k].detach().to(torch.float32, copy=True)  # noqa: E731  (copies: never alias the trainer)
-    cd = lambda t: t.detach().to(dtype, copy=True).contiguous()  # noqa: E731
+    # copies on the CPU (the native kernels' home), whatever the policy's device: never alias the trainer
+    f32 = lambda k: sd[k].detach().to("cpu", torch.float32, copy=True)  # noqa: E731
+    cd = lambda t: t.detach().to("cpu", dtype, copy=True).contiguous()  # noqa: E731
     mat = (lambda t: packed[0](cd(t))) if packed else cd  # noqa: E731
     Hq, Hkv = config.num_attention_heads, config.num_key_value_heads
     D = getattr(config, "head_dim", None) or config.hidden_size // Hq
@@ -173,7 +174,7 @@ def rope_tables(model) -> tuple[torch.Tensor, float]:
     (default, linear, llama3, yarn) comes out exactly as HF computes it."""
     base = base_model(model)
     rotary = base.model.rotary_emb
-    return rotary.inv_freq.detach().float().clone(), float(rotary.attention_scaling)
+    return rotary.inv_freq.detach().to("cpu", torch.float32, copy=True), float(rotary.attention_scaling)
 
 
 def rope_rotation(w: LlamaWeights, positions: torch.Tensor) -> torch.Tensor:

@@ -350,9 +350,9 @@ def check_server(sampler: RemoteSampler, url: str, model, temperature: float) ->
 def _trainer_logprobs(model, prompt: list[int], tokens: list[int], temperature: float) -> tuple[list, list]:
     """The base model's log-probs of `tokens` after `prompt`, at `temperature` and untempered (adapter off)."""
     off = model.disable_adapter() if hasattr(model, "disable_adapter") else contextlib.nullcontext()
-    ids = torch.tensor([list(prompt) + list(tokens)])
+    ids = torch.tensor([list(prompt) + list(tokens)], device=next(model.parameters()).device)
     with torch.no_grad(), off:
-        logits = model(ids).logits[0, len(prompt) - 1 : -1].float()
+        logits = model(ids).logits[0, len(prompt) - 1 : -1].float().cpu()
     pick = torch.tensor(tokens)[:, None]
     at_t = (logits / max(temperature, 1e-3)).log_softmax(-1).gather(-1, pick)[:, 0]
     return at_t.tolist(), logits.log_softmax(-1).gather(-1, pick)[:, 0].tolist()

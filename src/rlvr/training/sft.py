@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 from rlvr.config import Config, as_config
 from rlvr.environments.build import build_tools, episodic
 from rlvr.environments.openings import EpisodeOpenings
-from rlvr.policy.logprobs import completion_logprobs, real_tokens
+from rlvr.policy.logprobs import autocast, completion_logprobs, real_tokens
 from rlvr.rundir import checkpoint as ckpt
 from rlvr.rundir.files import atomic_write_text
 from rlvr.tasks.base import DatasetError
@@ -107,7 +107,7 @@ def sft_step(model, rows: list[dict], optimizer, scheduler, trainable, train, pa
         train.micro_batch_tokens,
     ):
         prompts, ids, mask, attend = pad_examples([rows[i] for i in chunk], pad_id)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=train.autocast == "bfloat16"):
+        with autocast(model, train.autocast):
             loss = completion_nll(model, prompts, ids, mask, pad_id=pad_id, num_tokens=num_tokens, attend=attend)
         loss.backward()
         loss_sum += float(loss.detach())
@@ -182,10 +182,11 @@ def sft(
     run directory. `policy` = (model, tokenizer) overrides loading by name (tests use a tiny model). The run's
     lifecycle is the RL loop's (rlvr.training.lifecycle): checks before anything is written, trackers, checkpoints,
     Ctrl-C / SIGTERM, `resume` from the newest checkpoint (the kept completions are read back, not sampled again)."""
-    from rlvr.policy.build import load_seeded, make_trainable
+    from rlvr.policy.build import load_seeded, make_trainable, policy_device
     from rlvr.training.step import configured_reward
 
     cfg = as_config(cfg)  # a dict (the Python API) checked as the command line checks a file
+    policy_device(cfg.model.device)  # a GPU asked for and not there: refused before any file
     task, resolved, reward = configured_reward(cfg)
     c = dataclasses.replace(cfg, reward=resolved)
     problems = task.problems("train")

@@ -24,7 +24,7 @@ from rlvr.environments.figures import episode_metrics
 from rlvr.environments.protocol import Environment
 from rlvr.evaluation.out_of_domain import check_sets
 from rlvr.evaluation.validation import validate
-from rlvr.policy.build import build_policy
+from rlvr.policy.build import build_policy, policy_device
 from rlvr.policy.update import UpdateSettings, update_policy
 from rlvr.prompts.chat import PromptCache
 from rlvr.prompts.stream import CurriculumStream, PromptStream, make_stream, spread_over_bands, step_band_metrics
@@ -116,6 +116,7 @@ def check_components(cfg: Config | dict) -> Components:
     train(cfg)) is checked as the command line checks a file (rlvr.config.as_config)."""
     cfg = as_config(cfg)
     algo = algorithm_from_config(cfg.algorithm)
+    policy_device(cfg.model.device)  # a GPU asked for and not there: refused before any file
     task, resolved, reward = configured_reward(cfg)
     if not task.problems("train"):  # a heldout-only jsonl config, say: one line, not the stream's traceback
         raise ConfigError(
