@@ -101,3 +101,16 @@ def test_a_checkpoint_holds_copies_and_loads_its_optimizer_onto_the_parameters(t
     assert torch.equal(head.detach(), before)
     state = fresh.state_dict()["state"][0]
     assert state["exp_avg"].device == head.device and state["exp_avg"].abs().sum() > 0
+
+
+def test_rlvr_eval_takes_model_device_and_refuses_other_model_keys():
+    from rlvr.cli.eval import parse_overrides
+
+    assert parse_overrides(["model.device=cpu", "rollout.dtype=float32"]) == (
+        {},
+        ["model.device=cpu", "rollout.dtype=float32"],
+    )
+    with pytest.raises(
+        ConfigError, match=r"^--set 'model.name=x': rlvr eval takes task.settings.\*, reward.\*, rollout.\*"
+    ):
+        parse_overrides(["model.name=x"])

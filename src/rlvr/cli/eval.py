@@ -87,9 +87,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
 
 
 def parse_overrides(items: list[str]) -> tuple[dict, list[str]]:
-    """['task.settings.per_band=50', 'reward.workers=0', 'rollout.urls=[...]', 'episode.environment=tool'] ->
-    (task settings, the reward / rollout / episode --set items, which evaluation.run_eval.eval_config merges over the
-    run's config as `rlvr train` merges --set over a file)."""
+    """['task.settings.per_band=50', 'reward.workers=0', 'rollout.urls=[...]', 'episode.environment=tool',
+    'model.device=cuda'] -> (task settings, the reward / rollout / episode / model.device --set items, which
+    evaluation.run_eval.eval_config merges over the run's config as `rlvr train` merges --set over a file)."""
     from rlvr.config import ConfigError, parse_set
 
     settings, sets = {}, []
@@ -97,10 +97,12 @@ def parse_overrides(items: list[str]) -> tuple[dict, list[str]]:
         key = item.split("=", 1)[0].strip()
         if key.startswith("task.settings."):
             settings.update(parse_set(item)["task"]["settings"])
-        elif key.startswith(("reward.", "rollout.", "episode.")):
+        elif key.startswith(("reward.", "rollout.", "episode.")) or key == "model.device":
             sets.append(item)
         else:
-            raise ConfigError(f"--set {item!r}: rlvr eval takes task.settings.*, reward.*, rollout.* or episode.* keys")
+            raise ConfigError(
+                f"--set {item!r}: rlvr eval takes task.settings.*, reward.*, rollout.*, episode.* or model.device keys"
+            )
     return settings, sets
 
 
