@@ -161,11 +161,15 @@ def build_sampler(rollout, model, tokenizer, *, backend: str | None = None, thre
     settings = backend_settings(rollout if backend is None else _with_backend(rollout, backend))
     name = backend or (rollout["backend"] if isinstance(rollout, dict) else rollout.backend)
     dtype = auto_dtype(rollout["dtype"] if isinstance(rollout, dict) else rollout.dtype, "float32")
-    if dtype == "bfloat16" and BACKENDS.get(name).local_cpu and not native_bf16():
-        warnings.warn(EMULATED_BF16.format(what="rollout.dtype"), stacklevel=2)
-    return make_sampler(
+    sampler = make_sampler(
         name, model, tokenizer, stop_ids=stop_ids(model.config, tokenizer), dtype=dtype, threads=threads, **settings
     )
+    # a local sampler computes on the CPU unless it put its copy on the policy's GPU (hf, model.device: cuda)
+    device = getattr(sampler, "device", None)
+    on_cpu = BACKENDS.get(name).local_cpu and (device is None or device.type == "cpu")
+    if dtype == "bfloat16" and on_cpu and not native_bf16():
+        warnings.warn(EMULATED_BF16.format(what="rollout.dtype"), stacklevel=2)
+    return sampler
 
 
 def _with_backend(rollout, backend: str):
