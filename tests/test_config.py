@@ -3,7 +3,7 @@
 import pytest
 
 from rlvr.cli import main
-from rlvr.config import DEFAULTS, REGISTERED, ConfigError, as_config, parse_set, resolve
+from rlvr.config import DEFAULTS, REGISTERED, REGISTERED_WHERE, ConfigError, as_config, parse_set, resolve
 from rlvr.training.lifecycle import KEYED_REGISTRIES, check_registered
 
 
@@ -29,6 +29,18 @@ def read(sets, source=None):
         (["model.lora.enabled=3"], "config key 'model.lora.enabled' must be bool, got 3"),
         (["rollout.backend=tpu"], "config key 'rollout.backend' = 'tpu'; choose from hf, fast, remote, vllm"),
         (["reward.control=coin"], "config key 'reward.control' = 'coin'; choose from none, random_rate, format_only"),
+        (
+            ["reward.control=no_tools"],
+            "config key 'reward.control' = 'no_tools'; choose from none, random_rate, format_only",
+        ),
+        (
+            ["eval.controls=[none]"],
+            "config key 'eval.controls' lists 'none'; choose from random_rate, format_only, no_tools",
+        ),
+        (
+            ["eval.controls=[coin]"],
+            "config key 'eval.controls' lists 'coin'; choose from random_rate, format_only, no_tools",
+        ),
         (["episode.call_format=xml"], "config key 'episode.call_format' = 'xml'; choose from hermes"),
         (
             ["episode.environment=gym"],
@@ -155,8 +167,13 @@ def test_a_registry_is_the_one_list_of_the_names_its_config_key_takes():
         "episode.tools": "tool",
         "episode.call_format": "tool call format",
         "log.report_to": "tracker",
+        "eval.controls": "reward control",
     }
-    assert {key: KEYED_REGISTRIES[what].key for key, what in REGISTERED.items()} == {k: k for k in REGISTERED}
+    assert REGISTERED_WHERE == {"reward.control": "on_reward", "eval.controls": "is_control_run"}
+    # each registry's own key is the config key that names its entries; eval.controls names CONTROLS' control runs
+    assert {key: KEYED_REGISTRIES[what].key for key, what in REGISTERED.items()} == {k: k for k in REGISTERED} | {
+        "eval.controls": "reward.control"
+    }
     backends = KEYED_REGISTRIES["sampler backend"]
     with pytest.raises(ConfigError, match=r"^config key 'rollout.backend' = 'abacus'; choose from hf, fast, remote"):
         read(["rollout.backend=abacus"])

@@ -63,10 +63,20 @@ class HalfPay(ControlReward):
         return [t / 2 for t in real.total]
 
 
-def test_none_is_the_real_reward_and_every_other_control_wraps_it():
+def test_none_is_the_real_reward_and_every_other_reward_control_wraps_it():
     reward = _arithmetic_reward()
-    assert CONTROLS.names() == ("none", "random_rate", "format_only")
+    assert CONTROLS.names() == ("none", "random_rate", "format_only", "no_tools")
     assert [name for name in CONTROLS if CONTROLS.get(name).wraps] == ["random_rate", "format_only"]
+    assert [name for name in CONTROLS if CONTROLS.get(name).single_turn] == [
+        "no_tools"
+    ]  # the episode's, not the reward's
+    assert [name for name in CONTROLS if CONTROLS.get(name).on_reward] == ["none", "random_rate", "format_only"]
+    assert [name for name in CONTROLS if CONTROLS.get(name).is_control_run] == [
+        "random_rate",
+        "format_only",
+        "no_tools",
+    ]
+    assert control_reward(reward, "no_tools", seed=0) is reward  # a no_tools run trains on the real reward
     assert control_reward(reward, "none", seed=0) is reward
     assert isinstance(control_reward(reward, "random_rate", seed=0), ControlReward)
     with pytest.raises(ConfigError, match=r"^reward.control: unknown reward control 'coin'; choose from none, "):
@@ -90,6 +100,36 @@ def test_a_run_config_takes_a_plugin_control(tmp_path):
 
     parts = check_components(tiny_config(tmp_path, **{"reward.control": "test_controls:HalfPay"}))
     assert isinstance(parts.reward, HalfPay)
+
+
+def test_eval_controls_take_the_registry_s_control_runs_and_a_plugin(tmp_path):
+    """eval.controls names CONTROLS' entries that change something: what a control run changes is its entry's field
+    (single_turn: the episode; else reward.control), so a plug-in control runs as random_rate does."""
+    from rlvr.config import as_config, resolve
+    from rlvr.training.controls import control_cfg, control_eval_cfg, single_turn
+    from rlvr.training.lifecycle import check_registered, registered_names
+
+    assert registered_names("eval.controls") == ["random_rate", "format_only", "no_tools"]
+    assert registered_names("reward.control") == ["none", "random_rate", "format_only"]
+    cfg = check_registered(as_config(resolve(None, ["eval.controls=[test_controls:HalfPay, random_rate]"])))
+    assert cfg.eval.controls == ["test_controls:HalfPay", "random_rate"]
+    assert [single_turn(kind) for kind in ("test_controls:HalfPay", "random_rate", "format_only", "no_tools")] == [
+        False,
+        False,
+        False,
+        True,
+    ]
+    sub = control_cfg(cfg, tmp_path, "test_controls:HalfPay")
+    assert sub.reward.control == "test_controls:HalfPay" and sub.output_dir == str(
+        tmp_path / "control-test_controls:HalfPay"
+    )
+    assert (
+        control_eval_cfg(cfg, "test_controls:HalfPay") is cfg
+    )  # evaluated by the real grader, with the episode's tools
+    with pytest.raises(
+        ConfigError, match=r"^eval.controls='test_controls:Nope': module 'test_controls' has no attribute"
+    ):
+        single_turn("test_controls:Nope")
 
 
 def test_rlvr_serve_notes_a_control_run_and_serves_its_real_reward(tmp_path):

@@ -45,6 +45,8 @@ EACH = {key: f.metadata["each"] for key, f in walk(Config) if "each" in f.metada
 REGISTERED = {
     key: f.metadata["registry"] for key, f in walk(Config) if f.metadata.get("registry")
 }  # key -> its registry
+# key -> the entries' attribute that says the key may name one, where a key takes only some of its registry's
+REGISTERED_WHERE = {key: f.metadata["where"] for key, f in walk(Config) if f.metadata.get("where")}
 _META = {key: f.metadata for key, f in walk(Config)}  # each leaf's choices and range, for check_value
 
 
@@ -112,6 +114,7 @@ __all__ = [
     "NO_ITEMS",
     "OPEN_KEYS",
     "REGISTERED",
+    "REGISTERED_WHERE",
     "Config",
     "ConfigError",
     "EpisodeConfig",

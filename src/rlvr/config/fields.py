@@ -26,18 +26,22 @@ def choice(default, *others):
     return field(default=default, metadata={"choices": (default, *others)})
 
 
-def registered(default: str, registry: str):
+def registered(default: str, registry: str, where: str | None = None):
     """A field naming an entry of the registry whose `what` is `registry` (rlvr.registry.ALL: "sampler backend"), or
     a `package.module:attr` of the user's (an extension point: the registry resolves it when it is built). The
-    registry is the one list of names: `check_registered` checks the value against it."""
-    return field(default=default, metadata={"registry": registry})
+    registry is the one list of names: `check_registered` checks the value against it. `where`: the entries' boolean
+    attribute that says this key may name one, where a key takes only some of its registry's (reward.control: a
+    reward control's `on_reward`)."""
+    return field(default=default, metadata={"registry": registry, "where": where})
 
 
-def each(*choices, registry: str | None = None, plugin: bool = False):
+def each(*choices, registry: str | None = None, where: str | None = None, plugin: bool = False):
     """A list field (default: empty) whose items must each be one of `choices`, or of the registry `registry` (as
-    `registered`), or with `plugin` a `package.module:attr` reference; a comma-separated string is read as the list
-    it names ("tensorboard,mlflow"), and "none" as the empty list (checked by `merge`)."""
-    return field(default_factory=list, metadata={"each": choices, "registry": registry, "plugin": plugin})
+    `registered`, `where` too), or with `plugin` a `package.module:attr` reference; a comma-separated string is read
+    as the list it names ("tensorboard,mlflow"), and "none" as the empty list (checked by `merge`)."""
+    return field(
+        default_factory=list, metadata={"each": choices, "registry": registry, "where": where, "plugin": plugin}
+    )
 
 
 def in_range(default: Any, low: float | None = None, high: float | None = None, *, above=False, below=False) -> Any:

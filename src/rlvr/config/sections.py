@@ -49,7 +49,7 @@ class RewardConfig:
     engine: str = choice("local", "ray")
     # a control run's reward instead of the real one (rlvr.verifiers.controls): "random_rate" pays Bernoulli(p) at the
     # policy's own success rate p each batch, "format_only" the format term alone; verdicts stay the real verifier's
-    control: str = registered("none", "reward control")  # rlvr.verifiers.controls.CONTROLS
+    control: str = registered("none", "reward control", where="on_reward")  # rlvr.verifiers.controls.CONTROLS
 
 
 @dataclass
@@ -165,8 +165,8 @@ class EvalConfig:
     out_of_domain: list = field(default_factory=list, metadata={"open": True})
     # control runs the main job trains beside RLVR (rlvr run --controls): same budget, seed and settings, under
     # reward.control = each of these, or (no_tools) single-turn without tools; the report shows RLVR minus each per
-    # band (rlvr.training.controls)
-    controls: list = each("random_rate", "format_only", "no_tools")
+    # band (rlvr.training.controls). CONTROLS' entries that change the reward or the episode (not none, RLVR itself)
+    controls: list = each(registry="reward control", where="is_control_run")
 
 
 @dataclass

@@ -1,8 +1,9 @@
 """The main job's control runs (`rlvr run --controls`, eval.controls): RL under a reward that carries no answer,
 or without the episode's tools.
 
-Each control is an RL run with the RLVR run's budget, seed and settings, in root/control-<kind>: "random_rate" and
-"format_only" replace its reward (rlvr.verifiers.controls, reward.control); "no_tools" trains single-turn without
+Each control is an RL run with the RLVR run's budget, seed and settings, in root/control-<kind>, and an entry of
+rlvr.verifiers.controls.CONTROLS, which says what it changes: "random_rate" and "format_only" (and a plug-in,
+package.module:attr) replace its reward (reward.control); "no_tools" (single_turn) trains single-turn without
 the tools (episode.environment none, and the task's settings for a prompt without tools where it has them, e.g.
 tool_arithmetic's with_tools: false). It is evaluated on the same held-out problems (a no_tools control without
 tools, every control by the real grader), and the report shows RLVR minus each control per band (paired bootstrap
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from rlvr.config import Config
 from rlvr.environments.build import episodic
+from rlvr.verifiers.controls import CONTROLS
 
 
 def control_name(kind: str) -> str:
@@ -35,20 +37,27 @@ def without_tools(cfg: Config) -> Config:
     return sub
 
 
+def single_turn(kind: str) -> bool:
+    """Whether the control `kind` (an eval.controls item) changes the episode rather than the reward: its CONTROLS
+    entry's single_turn (no_tools)."""
+    return CONTROLS.get(kind, "eval.controls").single_turn
+
+
 def control_cfg(rl_cfg: Config, root: Path, kind: str) -> Config:
     """The RLVR phase's config with the control's change (its reward, or no tools), run directory
     root/control-<kind> and tracker name."""
-    sub = without_tools(rl_cfg) if kind == "no_tools" else copy.deepcopy(rl_cfg)
+    sub = without_tools(rl_cfg) if single_turn(kind) else copy.deepcopy(rl_cfg)
     sub.output_dir = str(Path(root) / control_name(kind))
-    if kind != "no_tools":
+    if not single_turn(kind):
         sub.reward.control = kind
     sub.log.run_name = f"{rl_cfg.log.run_name or Path(root).absolute().name}-{control_name(kind)}"
     return sub
 
 
 def control_eval_cfg(cfg: Config, kind: str) -> Config:
-    """The main job's config as a control is evaluated: the real grader always; no tools for no_tools."""
-    return without_tools(cfg) if kind == "no_tools" else cfg
+    """The main job's config as a control is evaluated: the real grader always; no tools for a single-turn control
+    (no_tools)."""
+    return without_tools(cfg) if single_turn(kind) else cfg
 
 
 def check_controls(cfg: Config, root: Path, rl_cfg: Config) -> None:
@@ -58,9 +67,9 @@ def check_controls(cfg: Config, root: Path, rl_cfg: Config) -> None:
     from rlvr.training.step import check_components
 
     for kind in cfg.eval.controls:
-        if kind == "no_tools" and not episodic(cfg.episode):
+        if single_turn(kind) and not episodic(cfg.episode):
             raise ConfigError(
-                "eval.controls: no_tools compares against RL without tools; this run has none (episode.environment: none)"
+                f"eval.controls: {kind} compares against RL without tools; this run has none (episode.environment: none)"
             )
         check_components(control_cfg(rl_cfg, root, kind))
 
@@ -127,6 +136,7 @@ __all__ = [
     "control_name",
     "control_cfg",
     "control_eval_cfg",
+    "single_turn",
     "without_tools",
     "check_controls",
     "run_controls",

@@ -19,7 +19,7 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlvr.config import DEFAULTS, REGISTERED, Config, ConfigError, check_name, dump
+from rlvr.config import DEFAULTS, REGISTERED, REGISTERED_WHERE, Config, ConfigError, check_name, dump
 from rlvr.environments.build import ENVIRONMENTS, TOOLS, takes_tools
 from rlvr.environments.calls import TOOL_CALL_PARSERS
 from rlvr.policy.load import base_model, model_origin, resolve_model_path, save_policy
@@ -67,17 +67,25 @@ class OpenedRun:
     resume_from: Path | None
 
 
+def registered_names(key: str) -> list[str]:
+    """The names a registry-backed config key takes: its registry's, or those of its entries whose attribute
+    REGISTERED_WHERE[key] is true (eval.controls: CONTROLS' control runs, not none)."""
+    where = REGISTERED_WHERE.get(key)
+    entries = KEYED_REGISTRIES[REGISTERED[key]].entries()
+    return [e.name for e in entries if where is None or getattr(e.value, where)]
+
+
 def check_registered(cfg: Config) -> Config:
     """The config's names of registry entries (rollout.backend, reward.control, episode.environment, episode.tools,
-    episode.call_format, log.report_to), each a registered name or package.module:attr, refused in the config's
+    episode.call_format, log.report_to, eval.controls), each a registered name or package.module:attr, refused in the config's
     wording with the registry's names; then episode.tools, offered only by an environment that takes them (the tool
     environment; a plug-in may read them too): elsewhere a run would train without them and say nothing. rlvr.config checks keys
     and types as it reads a file but cannot see the registries (later packages); every entry point calls this before
     a task, a model or a run directory: check_components and configured_reward (train, sft, serve), the main job's
     start-up, rlvr eval."""
     values = cfg.to_dict()
-    for key, what in REGISTERED.items():
-        check_name(key, lookup(values, key)[1], KEYED_REGISTRIES[what].names())
+    for key in REGISTERED:
+        check_name(key, lookup(values, key)[1], registered_names(key))
     tools, env = cfg.episode.tools, cfg.episode.environment
     if tools and not takes_tools(env):
         raise ConfigError(
@@ -246,6 +254,7 @@ __all__ = [
     "StopFlag",
     "OpenedRun",
     "open_run",
+    "registered_names",
     "check_registered",
     "open_trackers",
     "check_config",

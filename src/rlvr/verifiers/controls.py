@@ -10,9 +10,12 @@ seed and settings under one of these instead of the real reward (reward.control)
 - "format_only": the reward is the format term alone (its unweighted value, 0 to 1): the policy is paid for
   writing `\\boxed{}` (or the answer tags), whatever it puts inside.
 
-Each is an entry of CONTROLS (`rlvr list control`), and so is "none", the real reward: an entry says whether it
-wraps the reward (`Control.wraps`), so no caller tests the name. reward.control (and `control_reward`) also takes
-`package.module:attr`, a class or function `(reward, seed) -> reward` of your own, a wrapping control as these are.
+Each is an entry of CONTROLS (`rlvr list control`), and so are "none", the real reward, and "no_tools", the main
+job's control for an environment task (single-turn without the tools, on the real reward): an entry says whether it
+wraps the reward (`Control.wraps`) or changes the episode (`Control.single_turn`), so no caller tests the name.
+reward.control takes the reward's entries, eval.controls every control but none. Both (and `control_reward`) also
+take `package.module:attr`, a class or function `(reward, seed) -> reward` of your own, a wrapping control as these
+are.
 
 Why a wrapper around the whole Reward rather than a new term kind: a term kind scores one completion at a time
 (in worker processes, under a deadline) and never sees the batch, while the random control needs the batch's
@@ -86,14 +89,28 @@ class FormatOnly(ControlReward):
 @dataclass(frozen=True)
 class Control:
     """A CONTROLS entry. wrap: `(reward, seed) -> the reward a run trains on`; None for `none`, the real reward,
-    which wraps nothing (what `rlvr serve` serves as it is, what the main job's report calls RLVR)."""
+    which wraps nothing (what `rlvr serve` serves as it is, what the main job's report calls RLVR), and for
+    `no_tools`. single_turn: the control changes the episode, not the reward: its run trains single-turn without the
+    tools on the real reward (rlvr.training.controls.without_tools). A run's own config says that with
+    episode.environment, so reward.control takes only the reward's entries and eval.controls every control."""
 
     wrap: Callable[[Any, int], Any] | None
+    single_turn: bool = False
 
     @property
     def wraps(self) -> bool:
         """Whether the run trains on a stand-in built around the real reward rather than on the real reward."""
         return self.wrap is not None
+
+    @property
+    def on_reward(self) -> bool:
+        """Whether reward.control may name it: the reward's entries (none and the wrappers), not an episode's."""
+        return not self.single_turn
+
+    @property
+    def is_control_run(self) -> bool:
+        """Whether eval.controls may name it: a control run changes the reward or the episode (none is RLVR)."""
+        return self.wraps or self.single_turn
 
 
 def _control_plugin(obj, ref: str) -> Control:
@@ -110,6 +127,7 @@ CONTROLS: Registry[Control] = Registry("reward control", key="reward.control", p
 CONTROLS.add("none", Control(None), "the real reward (no control)")
 CONTROLS.add("random_rate", Control(RandomRate), "Bernoulli(p) at the policy's own success rate p, per batch")
 CONTROLS.add("format_only", Control(FormatOnly), "the format term alone, whatever the answer")
+CONTROLS.add("no_tools", Control(None, single_turn=True), "eval.controls only: RL single-turn without the tools")
 
 
 def random_at_rate(verdicts: list, seed: int, texts: list) -> list[float]:
