@@ -188,6 +188,40 @@ def test_eval_verb_writes_its_files(tmp_path, tokenizer, capsys):
     assert eval_verb.run(bad) == 2
 
 
+BUILT = []  # the backends test_eval_backend_is_the_registry_s_or_a_plugin's plug-in built
+
+
+def counted_hf(model, tokenizer, stop_ids, dtype, threads, settings):
+    """A plug-in sampler backend (--backend test_evaluation_run_eval:counted_hf): the hf sampler, counted."""
+    from rlvr.sampling import BACKENDS
+
+    BUILT.append(dtype)
+    return BACKENDS.get("hf").make(model, tokenizer, stop_ids, dtype, threads, settings)
+
+
+def test_eval_backend_is_the_registry_s_or_a_plugin(tmp_path, tokenizer, capsys):
+    """--backend takes the sampler registry's names (no list of its own) or package.module:attr, as rollout.backend
+    does; a wrong one is exit 2 naming the choices, before any model loads."""
+    from rlvr.cli import main
+    from rlvr.sampling import BACKENDS
+
+    run = make_run_dir(tmp_path, tokenizer)
+    argv = ["eval", "--model", str(run), "--n", "1", "--max-new-tokens", "2", "--limit", "2", "--quiet"]
+    assert main([*argv, "--set", "reward.workers=0", "--backend", "test_evaluation_run_eval:counted_hf"]) == 0
+    assert len(BUILT) == 1 and "pass@1" in capsys.readouterr().out
+    assert main([*argv, "--backend", "tpu"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert (
+        err
+        == "rlvr eval: --backend: unknown sampler backend 'tpu'; choose from hf, fast, remote, vllm, or package.module:attr"
+    )
+    BACKENDS.add("abacus", BACKENDS.get("hf"), "a test's backend")
+    try:
+        assert main([*argv, "--backend", "abacus", "--out", str(tmp_path / "abacus")]) == 0  # a new entry: no 2nd list
+    finally:
+        BACKENDS.remove("abacus")
+
+
 @pytest.mark.parametrize(
     "limit, expected",
     [

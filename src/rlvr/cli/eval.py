@@ -43,12 +43,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--no-greedy", action="store_true", help="skip the greedy decode")
     p.add_argument("--limit", type=int, help="evaluate N problems, taken evenly across bands")
+    from rlvr.sampling import BACKENDS  # its names for the help; run() checks the value against it
+
     p.add_argument(
         "--backend",
         default="hf",
-        choices=("hf", "fast", "remote", "vllm"),
-        help="sampler backend (default hf); remote / vllm read their settings from the run directory's "
-        "rollout section or from --set rollout.urls=[...] etc.",
+        metavar="NAME",
+        help=f"sampler backend: {BACKENDS.choices()} (as rollout.backend; default hf); one with settings "
+        "(remote, vllm) reads them from the run directory's rollout section or from --set rollout.urls=[...] etc.",
     )
     _add_run_options(p)
     return p
@@ -124,10 +126,12 @@ def run(args) -> int:
     from rlvr.evaluation.stats import coverage_ks
     from rlvr.evaluation.summary import summary_markdown, write_summary
     from rlvr.rundir.card_update import card_after_eval
+    from rlvr.sampling import BACKENDS
     from rlvr.tasks.hygiene import ContaminationError
     from rlvr.training.lifecycle import check_registered
 
     try:
+        BACKENDS.check(args.backend, "--backend")  # a name of the registry, or a plug-in that imports
         ks = [int(k) for k in args.k.split(",") if k.strip()] or coverage_ks(max(args.n, 0))
         settings, sets = parse_overrides(args.sets)
         records, summary = evaluate_model(
