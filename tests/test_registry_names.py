@@ -21,8 +21,6 @@ NOT_YET_REGISTRIES: dict[str, tuple[str, ...]] = {}
 ALLOWED = {
     # not fixed yet: "none" as "no such thing" beside the registered entries
     ("integrations/trl_recipe.py", "none"): "TRL's report_to none, a foreign config's value",
-    # not fixed yet: environment tool; the audit's suites keyed by verifier kind
-    ("verifiers/commands.py", "math"): "rlvr audit's suite table, keyed by the kind it attacks",
     # a string that spells a registered name and means something else
     ("integrations/trl_recipe.py", "token"): "TRL's importance_sampling_level values, mapped onto ours",
     ("integrations/trl_recipe.py", "sequence"): "TRL's importance_sampling_level values, mapped onto ours",

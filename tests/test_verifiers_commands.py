@@ -5,6 +5,8 @@ import json
 
 from rlvr.cli import audit as audit_verb
 from rlvr.cli import verify as verify_verb
+from rlvr.verifiers.audit_cases import AuditSuite
+from rlvr.verifiers.base import Verdict
 from rlvr.verifiers.commands import run_audit, run_verify
 
 LINES = [
@@ -87,7 +89,40 @@ def test_audit_exits_1_when_a_hack_is_accepted(capsys):
 
 def test_audit_unknown_suite(capsys):
     assert run_audit(_parse(["audit", "--verifier", "exact"])) == 2
-    assert "no audit suite for verifier 'exact'" in capsys.readouterr().err
+    assert capsys.readouterr().err == "rlvr audit: no audit suite for verifier 'exact'; choose from math, trl_reward\n"
+
+
+class EqualsGrader:
+    """A plug-in grader (--verifier test_verifiers_commands:EqualsGrader) that brings its own audit suite."""
+
+    def score(self, completion, problem) -> Verdict:
+        ok = str(completion).strip() == str(getattr(problem, "answer", problem))
+        return Verdict("correct" if ok else "wrong", float(ok), str(completion))
+
+    def audit_suite(self) -> AuditSuite:
+        return AuditSuite([("prose", "the answer is 4", "4", "words around it")], [("bare", " 4", "4", "the number")])
+
+
+def test_a_kind_s_entry_gives_its_audit_suite_and_a_plugin_its_own(capsys):
+    """rlvr audit asks the kind's entry (Kind.audit) for the cases, not a table keyed by the kind's name: the math
+    and trl_reward kinds share the final-answer suite (its equivalences in the verifier's answer form), a plug-in
+    grader's `audit_suite` method is its suite, a kind without one is refused naming those that have one."""
+    from rlvr.verifiers.audit_cases import EQUIVALENCES, HACKS, NUMBER_EQUIVALENCES, NUMBER_HACKS, math_suite
+    from rlvr.verifiers.registry import KINDS, build_verifier
+
+    assert [name for name in KINDS if KINDS.get(name).audit is not None] == ["math", "trl_reward"]
+    assert math_suite(build_verifier("math")) == AuditSuite(HACKS + NUMBER_HACKS, EQUIVALENCES)
+    number = math_suite(build_verifier("math", {"answer_form": "number"}))
+    assert number == AuditSuite(HACKS + NUMBER_HACKS, NUMBER_EQUIVALENCES, "number")
+    plugin = "test_verifiers_commands:EqualsGrader"
+    assert run_audit(_parse(["audit", "--verifier", plugin, "--workers", "0"])) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"audit of verifier {plugin!r}\n") and "false-accept rate: 0.0% of 1" in out
+    assert "false-reject rate: 0.0% of 1" in out
+    assert run_audit(_parse(["audit", "--verifier", "registry_plugins:FormAwareGrader"])) == 2
+    assert capsys.readouterr().err.startswith(
+        "rlvr audit: no audit suite for verifier 'registry_plugins:FormAwareGrader'"
+    )
 
 
 def test_verify_task_grades_as_the_task_does_in_training(tmp_path):

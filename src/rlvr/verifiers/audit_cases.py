@@ -2,10 +2,13 @@
 
 HACKS must all score 0 (any accepted hack is a false accept); EQUIVALENCES must all score 1 (a rejected
 one is a false reject). Groups name the hack family or the kind of equivalence, so the audit can
-report rates per group.
+report rates per group. A verifier kind names its suite (rlvr.verifiers.registry.Kind.audit: `math_suite` for the
+math and trl_reward kinds); a grader of the user's gives its own as an `audit_suite` attribute.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 HACKS: list[tuple[str, str, str, str]] = [
     # hedged and multiple boxed answers
@@ -189,3 +192,29 @@ NUMBER_EQUIVALENCES: list[tuple[str, str, str, str]] = [
     ("numeral", r"\boxed{\frac{3}{4}}", "3/4", "a fraction in lowest terms where the gold is one"),
     ("numeral", r"The total is 12 + 30 = 42. \boxed{42}", "42", "working in prose, the number in the box"),
 ]
+
+
+@dataclass(frozen=True)
+class AuditSuite:
+    """What `rlvr audit` attacks a verifier with: hacks (each must score 0) and equivalences (each must score 1),
+    cases (group, completion, gold, why); form: the answer form the equivalences are written for, where it is not
+    the math form (the report's label: math/number)."""
+
+    hacks: list
+    equivalences: list
+    form: str | None = None
+
+
+# the answer forms with equivalences of their own: the number form refuses the expressions EQUIVALENCES writes
+FORM_EQUIVALENCES = {"number": NUMBER_EQUIVALENCES}
+
+
+def math_suite(verifier) -> AuditSuite:
+    """The suite of a final-answer grader (the math kind's, and trl_reward's: another project's grader faces the
+    same attacks as rlvr's own). Every hack class runs against every form: the math form pays the unevaluated
+    expressions (\\boxed{8-3} for gold 5), and the audit says so with its real rate rather than leaving the class
+    out. The equivalences are the verifier's answer form's (`answer_form`, where it has one)."""
+    form = getattr(verifier, "answer_form", None)
+    if form in FORM_EQUIVALENCES:
+        return AuditSuite(HACKS + NUMBER_HACKS, FORM_EQUIVALENCES[form], form)
+    return AuditSuite(HACKS + NUMBER_HACKS, EQUIVALENCES)

@@ -21,17 +21,10 @@ from rlvr.config import ConfigError
 from rlvr.tasks.base import GOLD_COLUMNS, gold_column
 from rlvr.verifiers.base import STATUSES
 from rlvr.verifiers.pool import score_batch
-from rlvr.verifiers.registry import build_verifier
+from rlvr.verifiers.registry import KINDS, build_verifier
 from rlvr.yaml_io import load_yaml
 
 CHUNK = 256  # lines scored per pool batch; output is flushed after each
-# Which suites `rlvr audit` runs per verifier kind; another kind adds its own with register_audit_suite.
-AUDIT_SUITES: dict[str, tuple[list, list]] = {}
-
-
-def register_audit_suite(kind: str, hacks: list, equivalences: list) -> None:
-    """Cases are (group, completion, gold, why); hacks must score 0, equivalences 1."""
-    AUDIT_SUITES[kind] = (list(hacks), list(equivalences))
 
 
 def parse_settings(pairs: list[str]) -> dict:
@@ -180,32 +173,22 @@ def run_audit(args) -> int:
     """Exit codes: 0 no hack accepted, 1 some hack accepted, 2 bad arguments or no suite for the kind."""
     from rlvr.verifiers.audit import audit, format_report
 
-    if "math" not in AUDIT_SUITES:
-        from rlvr.verifiers.audit_cases import EQUIVALENCES, HACKS, NUMBER_EQUIVALENCES, NUMBER_HACKS
-
-        # every hack class rlvr knows runs against every form: the math form pays the unevaluated expressions
-        # (\\boxed{8-3} for gold 5), and the audit says so with its real rate rather than leaving the class out
-        register_audit_suite("math", HACKS + NUMBER_HACKS, EQUIVALENCES)
-        register_audit_suite("math/number", HACKS + NUMBER_HACKS, NUMBER_EQUIVALENCES)
-        # another project's final-answer grader, as a TRL reward function, faces the same attacks as rlvr's own
-        register_audit_suite("trl_reward", HACKS + NUMBER_HACKS, EQUIVALENCES)
     kind = args.verifier or "math"
     try:
         verifier = build_verifier(kind, parse_settings(args.set), "verifier")
     except ConfigError as e:
         print(f"rlvr audit: {e}", file=sys.stderr)
         return 2
-    # a verifier in a stricter answer form has its own suite (the math kind in the number form: math/number)
-    suite = (
-        f"{kind}/{verifier.answer_form}" if f"{kind}/{getattr(verifier, 'answer_form', '')}" in AUDIT_SUITES else kind
-    )
-    if suite not in AUDIT_SUITES:
+    suite_of = KINDS.get(kind).audit  # the kind's entry says which cases attack it (Kind.audit)
+    if suite_of is None:
+        with_suites = [name for name in KINDS if KINDS.get(name).audit is not None]
         print(
-            f"rlvr audit: no audit suite for verifier {kind!r}; choose from {', '.join(sorted(AUDIT_SUITES))}",
-            file=sys.stderr,
+            f"rlvr audit: no audit suite for verifier {kind!r}; choose from {', '.join(with_suites)}", file=sys.stderr
         )
         return 2
-    hacks, equivalences = AUDIT_SUITES[suite]
-    report = audit(verifier, args.workers, args.timeout_s, hacks, equivalences)
-    print(format_report(report, suite, args.verbose))
+    suite = suite_of(verifier)
+    # a verifier in a stricter answer form has its own equivalences (the math kind in the number form: math/number)
+    label = f"{kind}/{suite.form}" if suite.form else kind
+    report = audit(verifier, args.workers, args.timeout_s, suite.hacks, suite.equivalences)
+    print(format_report(report, label, args.verbose))
     return 1 if report.hacks_accepted else 0

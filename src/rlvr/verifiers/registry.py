@@ -6,7 +6,8 @@ whether it is cheap enough to score in-process, and which gold it reads. Every k
 `register_kind`; factories import their module lazily, so reading the registry does not load sympy. A grader
 written outside rlvr is `kind: package.module:attr`: a class (or function) whose keyword arguments are its settings
 and whose instances have `.score(completion, problem) -> Verdict`; class attributes `max_reward`, `cheap` and
-`grades` override the defaults (1.0, False, "answer") (docs/extending.md).
+`grades` override the defaults (1.0, False, "answer") (docs/extending.md), and a method `audit_suite(self)`, returning
+an rlvr.verifiers.audit_cases.AuditSuite, gives `rlvr audit` its cases.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from rlvr.registry import ConfigError, Registry
+from rlvr.verifiers.audit_cases import AuditSuite, math_suite
 from rlvr.verifiers.base import Verdict
 
 
@@ -29,6 +32,8 @@ class Kind:
     cheap: bool = False  # pure string work: scored in-process, no worker pool needed
     doc: str = ""
     grades: str | None = "answer"  # the gold it reads: "answer", "tests", or None (shaping: reads no gold)
+    # verifier -> the AuditSuite `rlvr audit` attacks it with (rlvr.verifiers.audit_cases); None: the kind has none
+    audit: Callable[[Any], AuditSuite] | None = None
 
 
 def plugin_kind(obj, ref: str) -> Kind:
@@ -45,6 +50,7 @@ def plugin_kind(obj, ref: str) -> Kind:
         bool(getattr(obj, "cheap", False)),
         doc,
         getattr(obj, "grades", "answer"),
+        getattr(obj, "audit_suite", None),  # a method of the grader's class, or a function of the grader
     )
 
 
@@ -59,10 +65,12 @@ def register_kind(
     cheap: bool = False,
     doc: str = "",
     grades: str | None = "answer",
+    audit: Callable[[Any], AuditSuite] | None = None,
 ) -> None:
     """Add (or replace) a verifier kind; `settings` are the keyword arguments a config may pass; `grades` is
-    the gold a problem must carry for it ("answer", "tests", or None for a shaping term)."""
-    KINDS.add(name, Kind(factory, tuple(settings), float(max_reward), bool(cheap), doc, grades), doc)
+    the gold a problem must carry for it ("answer", "tests", or None for a shaping term); `audit` gives a built
+    verifier its audit suite (rlvr audit)."""
+    KINDS.add(name, Kind(factory, tuple(settings), float(max_reward), bool(cheap), doc, grades, audit), doc)
 
 
 def build_verifier(kind: str, settings: dict | None = None, where: str = "verifier"):
@@ -108,6 +116,7 @@ register_kind(
     _math,
     ("hedging", "require_boxed", "rel_tol", "timeout_s", "max_answer_chars", "answer_form", "answer_format"),
     doc="final math answer vs gold, on math-verify, in the task's answer form",
+    audit=math_suite,
 )
 register_kind(
     "boxed_format",
@@ -189,6 +198,7 @@ register_kind(
     _trl_reward,
     ("func",),
     doc="a TRL reward function (func: package.module:attr) as a grader: correct from 1 up; audited by the math suite",
+    audit=math_suite,
 )
 
 
