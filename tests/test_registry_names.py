@@ -3,8 +3,8 @@
 gets what a built-in gets. The scan: every `==`, `!=`, `in`, `not in` in src/rlvr whose string is a registered name
 (of any registry rlvr list shows, or of a choice listed in NOT_YET_REGISTRIES), outside the entry that owns it.
 
-What is not fixed yet is listed below, each with its reason, so the list says honestly what remains; an entry that
-no longer occurs fails too, so the list only shrinks."""
+What is allowed is listed below, each with its reason (a string that spells a registered name and means something
+else); an entry that no longer occurs fails too, so the list only shrinks."""
 
 import ast
 from pathlib import Path
@@ -16,14 +16,12 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "rlvr"
 # Choices that are tuples of strings with branches on them, not yet registries: their names are checked too.
 NOT_YET_REGISTRIES: dict[str, tuple[str, ...]] = {}
 
-# (file under src/rlvr, name compared) -> why it is allowed. Two kinds: not fixed yet (issue 48, "Registries
-# bypassed"), and a string that happens to spell a registered name but means something else.
+# (file under src/rlvr, name compared) -> why it is allowed: a string that happens to spell a registered name but
+# means something else (the issue 48 "Registries bypassed" lines, not fixed then, are all fixed).
 ALLOWED = {
-    # not fixed yet: "none" as "no such thing" beside the registered entries
-    ("integrations/trl_recipe.py", "none"): "TRL's report_to none, a foreign config's value",
-    # a string that spells a registered name and means something else
     ("integrations/trl_recipe.py", "token"): "TRL's importance_sampling_level values, mapped onto ours",
     ("integrations/trl_recipe.py", "sequence"): "TRL's importance_sampling_level values, mapped onto ours",
+    ("integrations/trl_recipe.py", "none"): "TRL's report_to: none (transformers' TrainingArguments: no tracker)",
     ("cli/config_args.py", "default"): "the --preset argument's default, echoed in a command line",
     ("tasks/chat.py", "tool"): "a chat message's role",
     ("tasks/demo.py", "none"): "task.settings.demo none",
