@@ -106,6 +106,23 @@ def test_diagnosis_of_one_step(row, answer_format, message):
     assert diagnose(row, answer_format) == message
 
 
+def test_the_answer_format_is_code_where_a_term_s_kind_runs_tests():
+    """answer_format_of asks each term's kind entry (grades tests: python_tests, stdio), not a list of code kinds; a
+    plug-in reference is not imported (an old run's may be gone) and reads as an answer grader."""
+    from rlvr.evaluation.learning_signal import answer_format_of
+    from rlvr.verifiers.registry import KINDS, runs_tests
+
+    assert [kind for kind in KINDS if runs_tests(kind)] == ["python_tests", "stdio"]
+    assert answer_format_of({}, [{"kind": "math"}, {"kind": "stdio"}]) == "code"
+    assert answer_format_of({"answer_format": "tags"}, [{"kind": "math"}]) == "tags"
+    assert answer_format_of({}, [{"kind": "gone.module:Grader"}]) == "boxed"
+    KINDS.add("tests_too", KINDS.get("python_tests"), "a test's code kind")
+    try:
+        assert answer_format_of({}, [{"kind": "tests_too"}]) == "code"  # a new entry: no second list to edit
+    finally:
+        KINDS.remove("tests_too")
+
+
 def test_the_remedies_name_settings_rlvr_has():
     from rlvr.prompts.curriculum import CURRICULA
     from rlvr.tasks.arithmetic import ArithmeticTask

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from rlvr.cli.verify import CODE_KINDS, add_verifier_args
+from rlvr.cli.verify import add_verifier_args
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -20,9 +20,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
+    from rlvr.verifiers.registry import runs_tests
+
     if args.task:
         return _audit_task(args)
-    if args.verifier in CODE_KINDS:
+    if runs_tests(args.verifier):  # a code verifier: the sandbox's hostile suite
         from rlvr.verifiers.code_commands import audit_code
 
         args.timeout = args.timeout_s

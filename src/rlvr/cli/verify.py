@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import argparse
 
-CODE_KINDS = ("python_tests", "stdio")
-
 
 def add_verifier_args(p: argparse.ArgumentParser) -> None:
     """The options `verify` and `audit` share."""
@@ -44,7 +42,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    if args.verifier in CODE_KINDS:  # code verifiers score through their sandbox runner
+    from rlvr.verifiers.registry import runs_tests
+
+    if runs_tests(args.verifier):  # code verifiers (their entry grades tests) score through their sandbox runner
         from rlvr.verifiers.code_commands import verify_code
 
         args.timeout = args.timeout_s

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rlvr.rundir.files import read_config, read_jsonl
 from rlvr.tasks.answer_formats import ANSWER_FORMATS
+from rlvr.verifiers.registry import runs_tests
 
 # More than this share of no_answer verdicts, with no informative group, is a format problem before anything else:
 # the grader cannot read the answers, so whether they are right is not yet the question.
@@ -24,7 +25,6 @@ WARN_STREAK = 3
 
 # How each answer format looks, for the message (each entry of rlvr.tasks.answer_formats says, and code tasks)
 FORMATS = {**{e.name: e.value.shape for e in ANSWER_FORMATS.entries()}, "code": "one ```python block"}
-CODE_KINDS = ("python_tests", "stdio")
 
 
 def has_signal(row: dict) -> bool:
@@ -35,8 +35,8 @@ def has_signal(row: dict) -> bool:
 
 def answer_format_of(task_settings: dict, terms: list) -> str:
     """The answer format a run's completions must use, from its task settings and resolved reward terms: "code"
-    when a term runs tests, else the task's answer_format (boxed unless the settings say tags)."""
-    if any(isinstance(t, dict) and t.get("kind") in CODE_KINDS for t in terms or ()):
+    when a term's kind runs tests (rlvr.verifiers.registry.runs_tests), else the task's answer_format (boxed unless the settings say tags)."""
+    if any(isinstance(t, dict) and runs_tests(t.get("kind")) for t in terms or ()):
         return "code"
     return (task_settings or {}).get("answer_format") or "boxed"
 

@@ -57,6 +57,14 @@ def plugin_kind(obj, ref: str) -> Kind:
 KINDS: Registry[Kind] = Registry("verifier kind", key="kind", plugin=plugin_kind)
 
 
+def runs_tests(kind: object) -> bool:
+    """Whether `kind` is a registered kind that grades by running tests (its entry's grades: python_tests, stdio), so
+    its completions are code and its commands the sandbox's (rlvr.verifiers.code_commands). A plug-in reference is
+    not imported here (an old run's config read for its report may name one that is gone): False, as for any other
+    name."""
+    return isinstance(kind, str) and kind in KINDS and KINDS.get(kind).grades == "tests"
+
+
 def register_kind(
     name: str,
     factory: Callable[..., object],
