@@ -453,6 +453,21 @@ def exported_times(run: Path, name: str) -> dict[int, float]:
     return out
 
 
+def test_export_takes_the_tracker_registry_s_names_or_a_plugin(tmp_path, capsys):
+    """--to has no list of its own: a wrong name is one line naming the registry's choices (exit 2), and a tracker
+    given as package.module:attr is exported to as log.report_to's would be."""
+    need(TRACKERS["tensorboard"].module)
+    run = fake_run(tmp_path / "old-run")
+    assert main(["export", str(run), "--to", "tensorbord"]) == 2
+    assert capsys.readouterr().err == (
+        "rlvr export: --to: unknown tracker 'tensorbord'; choose from tensorboard, mlflow, trackio, wandb, or "
+        "package.module:attr\n"
+    )
+    plugin = "rlvr.rundir.trackers.to_tensorboard:TensorBoardTracker"
+    assert main(["export", str(run), "--to", plugin]) == 0, capsys.readouterr().err
+    assert sorted(exported_times(run, "tensorboard")) == [0, 1, 2, 3]
+
+
 @pytest.mark.parametrize("name", ["tensorboard", "mlflow", "wandb"])
 def test_export_puts_each_step_at_the_time_its_line_was_written(tmp_path, name, capsys):
     """A tracker's time axis after `rlvr export` is the run's own: each point at its line's time/wall (here an hour

@@ -1,4 +1,4 @@
-"""`rlvr export RUN --to tensorboard|mlflow|trackio|wandb`: replay a run directory into an experiment tracker.
+"""`rlvr export RUN --to TRACKER` (`rlvr list tracker`, or package.module:attr): replay a run into a tracker.
 
 Every line of RUN/metrics.jsonl (the step as the x axis, each at the time its line was written where the tracker
 takes a time: TensorBoard, MLflow, W&B; a line older than rlvr's time/wall gets the export's), the samples of
@@ -22,7 +22,9 @@ def add_parser(subparsers):
         description=__doc__.split("\n\n")[1],
     )
     p.add_argument("run", help="a run directory (rlvr train) or a main job's root folder (rlvr run)")
-    p.add_argument("--to", required=True, choices=sorted(TRACKERS), help="the tracker")
+    p.add_argument(
+        "--to", required=True, metavar="TRACKER", help=f"the tracker: {TRACKERS.choices()} (as log.report_to takes)"
+    )
     p.add_argument("--project", help="project / experiment (default: the run's log.project)")
     p.add_argument("--run-name", help="the run's name (default: the run's log.run_name, else its folder's name)")
     return p
@@ -33,7 +35,9 @@ def run(args) -> int:
 
     from rlvr.config import ConfigError
     from rlvr.rundir.files import read_jsonl
-    from rlvr.rundir.trackers import Resume, Trackers, check_trackers
+    from rlvr.rundir.trackers import TRACKERS, Resume, Trackers, check_trackers
+
+    TRACKERS.check(args.to, "--to")  # a name of the registry, or a plug-in that imports: before the run is read
 
     run_dir, root = Path(args.run), None
     if not (run_dir / "metrics.jsonl").exists() and (run_dir / "rlvr" / "metrics.jsonl").exists():
