@@ -32,7 +32,7 @@ from rlvr.tasks.base import DatasetError
 from rlvr.verifiers.base import Verdict
 from rlvr.verifiers.compose import Reward, build_reward, task_reward
 from rlvr.verifiers.controls import CONTROLS
-from rlvr.verifiers.registry import KINDS
+from rlvr.verifiers.registry import KINDS, runs_tests
 
 DEFAULT_POOL = {"workers": DEFAULTS["reward"]["workers"], "timeout_s": DEFAULTS["reward"]["timeout_s"]}
 
@@ -47,7 +47,7 @@ class Scorer:
 
     @property
     def runs_code(self) -> bool:
-        return any(KINDS[t.kind].grades == "tests" for t in self.reward.terms if t.kind in KINDS)
+        return any(runs_tests(t.kind) for t in self.reward.terms)
 
 
 def build_scorers(

@@ -1,9 +1,10 @@
-"""`rlvr verify --verifier python_tests` and `rlvr audit --verifier python_tests` (the CLI dispatches here).
+"""`rlvr verify --verifier python_tests | stdio` and `rlvr audit --verifier python_tests` (the CLI dispatches here).
 
 Arguments read from the namespace (all optional): input (a JSONL path, "-" = stdin), output (a path;
 stdout when absent), workers (parallel sandboxes, default 2), timeout (seconds per completion).
-Input lines: {"completion": str, "tests": <check source | list of asserts | dict>, "entry_point": str?,
-"id": any?}. Output lines: {"id", "status", "reward", "passed", "total", "fraction", "detail"}.
+Input lines: {"completion": str, "tests": <check source | list of asserts | dict> (stdio: [{"stdin", "stdout"}, ...]),
+"entry_point": str?, "id": any?}. Output lines: {"id", "status", "reward", "passed", "total", "fraction", "detail"}
+(stdio: no passed / total / fraction: a line is correct only when every case is).
 """
 
 from __future__ import annotations
@@ -36,11 +37,20 @@ def _rows(path):
                     yield n, {"_error": f"line {n}: not JSON: {e}"}
 
 
+def _graded_by(args):
+    """The verifier `--verifier` names, built from its kind's entry with the timeout: python_tests' runner reports
+    passed/total, stdio's grades every case of a line's `tests` ([{"stdin", "stdout"}, ...]) by its output."""
+    from rlvr.verifiers.registry import KINDS
+
+    kind = getattr(args, "verifier", None) or "python_tests"
+    return KINDS.get(kind).factory(wall_s=float(getattr(args, "timeout", None) or DEFAULT_LIMITS.wall_s))
+
+
 def verify_code(args) -> int:
     """Score every line; exit 0 when all were scored (whatever the verdicts), 2 on unreadable input."""
     from concurrent.futures import ThreadPoolExecutor
 
-    verifier = _verifier(args)
+    verifier = _graded_by(args)
     rows = list(_rows(getattr(args, "input", None)))
     bad = [row["_error"] for _, row in rows if "_error" in row or not isinstance(row.get("completion"), str)]
     if bad:
@@ -52,6 +62,9 @@ def verify_code(args) -> int:
         problem = Problem(
             str(row.get("id", n)), "", tests=row.get("tests"), meta={"entry_point": row.get("entry_point")}
         )
+        if not hasattr(verifier, "run"):  # a verifier with no per-test counts (stdio: all cases or nothing)
+            v = verifier.score(row["completion"], problem)
+            return {"id": row.get("id", n), "status": v.status, "reward": v.reward, "detail": v.detail}
         out = verifier.run(row["completion"], problem)
         return {
             "id": row.get("id", n),
