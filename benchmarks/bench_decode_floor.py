@@ -21,7 +21,10 @@ From them:
   fraction for each engine).
 Prints figures; asserts nothing.
 
-Usage: PYTHONPATH=src python benchmarks/bench_decode_floor.py [--batches 3] [--reps 20]
+Usage: PYTHONPATH=src python benchmarks/bench_decode_floor.py [--batches 3] [--reps 20] [--dtype auto]
+
+The weights' dtype is what rollout.dtype `auto` picks (bf16 where the CPU computes it in hardware, else float32), or
+--dtype: the floors, the probe and the roofline are then that dtype's (float32: 4 bytes a weight, float32 matmuls).
 """
 
 import argparse
@@ -34,10 +37,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--batches", type=int, default=3, help="real 4 x 8 x 128 batches to sample")
     parser.add_argument("--reps", type=int, default=20, help="timed repeats of each floor step")
+    parser.add_argument(
+        "--dtype",
+        choices=("auto", "bfloat16", "float32"),
+        default="auto",
+        help="the sampler's weights and the probe's matmuls; auto = what rollout.dtype auto picks on this machine "
+        "(bf16 where the CPU has it in hardware, else float32: emulated bf16 has no roofline worth the name)",
+    )
     args = parser.parse_args()
 
     import torch
 
+    from rlvr.machine import auto_dtype
     from rlvr.policy.load import load_policy
     from rlvr.prompts.chat import encode_prompt
     from rlvr.sampling import llama, make_sampler, stop_ids
@@ -49,14 +60,17 @@ def main() -> None:
     torch.set_num_threads(threads)
     model, tokenizer = load_policy("smollm2-135m-instruct")
     model.eval()
-    w = llama.load_weights(model, torch.bfloat16)
+    name = auto_dtype(args.dtype, "float32")
+    dt = getattr(torch, name)
+    w = llama.load_weights(model, dt)
     n_params = sum(p.numel() for p in model.parameters())  # tied head counted once, as the FLOP convention
-    # every linear layer of the decoder and the output head, 2 bytes a weight
-    weight_bytes = 2 * sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
-    bf16 = matmul_gflops(2048, "bfloat16", threads)
+    # every linear layer of the decoder and the output head, at the sampler's bytes a weight
+    size = torch.tensor([], dtype=dt).element_size()
+    weight_bytes = size * sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    probe = matmul_gflops(2048, name, threads)
     print(
-        f"{threads} threads; bf16 matmul probe {bf16:.0f} GFLOP/s; {n_params / 1e6:.1f}M parameters; "
-        f"{weight_bytes / 1e6:.0f} MB of bf16 weights read per decode step"
+        f"{threads} threads; {name} matmul probe {probe:.0f} GFLOP/s; {n_params / 1e6:.1f}M parameters; "
+        f"{weight_bytes / 1e6:.0f} MB of {name} weights read per decode step"
     )
 
     read_s = read_floor_s(weight_bytes, args.reps)
@@ -67,7 +81,7 @@ def main() -> None:
 
     def floor_step(n: int) -> float:
         """Median seconds of one decode step's weight matmuls for n rows (the sampler's linear, its weights)."""
-        x, xi = torch.randn(n, H).to(torch.bfloat16), torch.randn(n, inner).to(torch.bfloat16)
+        x, xi = torch.randn(n, H).to(dt), torch.randn(n, inner).to(dt)
 
         def step():
             for layer in w.layers:
@@ -82,7 +96,7 @@ def main() -> None:
     assert model.config.num_attention_heads * w.head_dim == H, "the floor step feeds o_proj an H-wide input"
     floors = {n: floor_step(n) for n in range(1, 65)}
     flop_per_token = 2 * n_params
-    pct = lambda tps: 100 * tps * flop_per_token / (bf16 * 1e9)  # noqa: E731
+    pct = lambda tps: 100 * tps * flop_per_token / (probe * 1e9)  # noqa: E731
     print(
         f"\n{'rows':>5} {'linear floor ms':>16} {'GB/s':>6} {'max tok/s':>10} {'% of probe':>11}"
         f" {'read-floor tok/s':>17} {'% of probe':>11}"
@@ -105,7 +119,7 @@ def main() -> None:
 
     task = load_task("arithmetic", seed=0)
     problems = task.problems("train")
-    sampler = make_sampler("fast", model, tokenizer, stop_ids=stop_ids(model.config, tokenizer), dtype="bfloat16")
+    sampler = make_sampler("fast", model, tokenizer, stop_ids=stop_ids(model.config, tokenizer), dtype=name)
     print("\nreal batches, 4 prompts x 8 completions, at most 128 new tokens, temperature 1 (batch 0 = warm-up):")
     print(
         f"{'batch':>5} {'tokens':>7} {'steps':>6} {'decode s':>9} {'linear floor s':>15} {'decode/floor':>13} "
@@ -119,7 +133,7 @@ def main() -> None:
         lengths = [int(n) for n in ro.mask.sum(dim=1)]
         steps = max(lengths)
         active = live_rows(lengths)  # step t decodes the rows still running after t tokens
-        roof_s = batch_roofline_s(lengths, sum(len(p) for p in prompts), n_params, read_s, bf16)
+        roof_s = batch_roofline_s(lengths, sum(len(p) for p in prompts), n_params, read_s, probe)
         floor_s = sum(floors[min(n, 64)] for n in active if n)
         read_tps = tokens_at(lengths, len(active) * read_s + ro.timings["prefill"])
         decode_s, tokens = ro.timings["decode"], sum(lengths)
