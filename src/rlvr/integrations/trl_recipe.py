@@ -170,7 +170,7 @@ def _algorithm(r: dict, conv: Conversion, open_r1: bool) -> set:
         if loss == "bnpo":
             conv.notes.append("loss_type bnpo (tokens of the local batch) maps to token-mean over the step's batch")
     else:
-        conv.unmapped.append(("loss_type", f"{loss!r} is not one of rlvr's losses (grpo, dapo, bnpo, dr_grpo map)"))
+        conv.unmapped.append(("loss_type", f"{loss!r} is not one of rlvr's losses ({', '.join(_AGG)} map)"))
     scale = r["scale_rewards"]
     if scale in _SCALE:
         algo["adv_scale"] = _SCALE[scale]
