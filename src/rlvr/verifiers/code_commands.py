@@ -13,17 +13,20 @@ import collections
 import json
 import sys
 import tempfile
-from dataclasses import replace
 from typing import Any
 
 from rlvr.tasks.base import Problem
-from rlvr.verifiers.code import DEFAULT_LIMITS, PythonTestsVerifier
+from rlvr.verifiers.code import DEFAULT_LIMITS
 from rlvr.verifiers.code_attacks import BAD_GOLDS, SOLVED_SQ, host_damage, hostile_suite
 
 
-def _verifier(args) -> PythonTestsVerifier:
-    wall = float(getattr(args, "timeout", None) or DEFAULT_LIMITS.wall_s)
-    return PythonTestsVerifier(replace(DEFAULT_LIMITS, wall_s=wall, cpu_s=max(1, int(wall))))
+def _verifier(args, kind: str = "python_tests"):
+    """The code verifier of `kind`, built from its registry entry (which turns the timeout into the sandbox's wall and
+    CPU limits): python_tests' runner reports passed/total (the audit's hostile suite is written for it); stdio grades
+    every case of a line's `tests` ([{"stdin", "stdout"}, ...]) by its output."""
+    from rlvr.verifiers.registry import KINDS
+
+    return KINDS.get(kind).factory(wall_s=float(getattr(args, "timeout", None) or DEFAULT_LIMITS.wall_s))
 
 
 def _rows(path):
@@ -37,20 +40,11 @@ def _rows(path):
                     yield n, {"_error": f"line {n}: not JSON: {e}"}
 
 
-def _graded_by(args):
-    """The verifier `--verifier` names, built from its kind's entry with the timeout: python_tests' runner reports
-    passed/total, stdio's grades every case of a line's `tests` ([{"stdin", "stdout"}, ...]) by its output."""
-    from rlvr.verifiers.registry import KINDS
-
-    kind = getattr(args, "verifier", None) or "python_tests"
-    return KINDS.get(kind).factory(wall_s=float(getattr(args, "timeout", None) or DEFAULT_LIMITS.wall_s))
-
-
 def verify_code(args) -> int:
     """Score every line; exit 0 when all were scored (whatever the verdicts), 2 on unreadable input."""
     from concurrent.futures import ThreadPoolExecutor
 
-    verifier = _graded_by(args)
+    verifier = _verifier(args, getattr(args, "verifier", None) or "python_tests")
     rows = list(_rows(getattr(args, "input", None)))
     bad = [row["_error"] for _, row in rows if "_error" in row or not isinstance(row.get("completion"), str)]
     if bad:
