@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from rlvr.policy.load import base_model
+from rlvr.policy.load import base_model, model_device
 
 ATTENTION = "rlvr_cpu"
 
@@ -125,7 +125,7 @@ def configure(model, choice: str) -> str:
     "model" (the attention the model was loaded with), or "auto" (this module for a model on the CPU, the
     model's own elsewhere, e.g. flash kernels on a GPU). Returns the implementation in use."""
     base = base_model(model)
-    if choice == "rlvr" or (choice == "auto" and next(model.parameters()).device.type == "cpu"):
+    if choice == "rlvr" or (choice == "auto" and model_device(model).type == "cpu"):
         register()
         base.set_attn_implementation(ATTENTION)
     return base.config._attn_implementation

@@ -313,6 +313,11 @@ def base_model(model):
     return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
+def model_device(model):
+    """The torch.device of the model's weights (its first parameter's: rlvr never splits a model over devices)."""
+    return next(model.parameters()).device
+
+
 def cast_frozen_base(model, dtype) -> int:
     """Store the frozen base weights of the LoRA-wrapped linear layers in `dtype`; returns how many.
 

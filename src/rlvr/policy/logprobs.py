@@ -23,12 +23,8 @@ import inspect
 
 import torch
 
+from rlvr.policy.load import model_device
 from rlvr.policy.softmax import selective_log_softmax, token_entropy_from_logits
-
-
-def model_device(model) -> torch.device:
-    """The device of the model's weights (its first parameter's: rlvr never splits a model over devices)."""
-    return next(model.parameters()).device
 
 
 def autocast(model, kind: str) -> contextlib.AbstractContextManager:

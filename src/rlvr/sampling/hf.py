@@ -11,6 +11,8 @@ import time
 
 import torch
 
+from rlvr.policy.load import model_device
+
 from .rollouts import LocalSampler, Rollouts, cut_at_stop, pack_rollouts
 from .weights import merged_state_dict, plain_config, tied_keys
 
@@ -22,14 +24,14 @@ def build_copy(model, dtype: torch.dtype):
 
     copy = AutoModelForCausalLM.from_config(plain_config(model), dtype=dtype)
     copy.eval().requires_grad_(False)
-    return copy.to(next(model.parameters()).device)
+    return copy.to(model_device(model))
 
 
 class HFSampler(LocalSampler):
     def __init__(self, model, tokenizer, *, stop_ids: list[int], dtype: str = "bfloat16", threads: int | None = None):
         super().__init__(tokenizer, stop_ids=stop_ids, dtype=dtype, threads=threads)
         self.model = build_copy(model, self.dtype)
-        self.device = next(self.model.parameters()).device
+        self.device = model_device(self.model)
         self.sync(model)
 
     def sync(self, model) -> None:

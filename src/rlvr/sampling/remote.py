@@ -36,7 +36,7 @@ from pathlib import Path
 import torch
 
 from rlvr.errors import ConfigError
-from rlvr.policy.load import base_model
+from rlvr.policy.load import base_model, model_device
 
 from .rollouts import Rollouts, cut_at_stop, pack_rollouts, pad_id_for
 
@@ -350,7 +350,7 @@ def check_server(sampler: RemoteSampler, url: str, model, temperature: float) ->
 def _trainer_logprobs(model, prompt: list[int], tokens: list[int], temperature: float) -> tuple[list, list]:
     """The base model's log-probs of `tokens` after `prompt`, at `temperature` and untempered (adapter off)."""
     off = model.disable_adapter() if hasattr(model, "disable_adapter") else contextlib.nullcontext()
-    ids = torch.tensor([list(prompt) + list(tokens)], device=next(model.parameters()).device)
+    ids = torch.tensor([list(prompt) + list(tokens)], device=model_device(model))
     with torch.no_grad(), off:
         logits = model(ids).logits[0, len(prompt) - 1 : -1].float().cpu()
     pick = torch.tensor(tokens)[:, None]
