@@ -28,7 +28,6 @@ Writes OUT/results.json and prints the table.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import os
@@ -91,26 +90,11 @@ def prepare(models: Path) -> None:
 
 
 def update_parity(dev: str) -> tuple[str, dict]:
-    import torch
-
-    from rlvr.algorithms.presets import get_preset
-    from rlvr.policy.update import UpdateSettings, update_policy
-    from test_distributed import CASES, DEFAULT_ADV, T, make_batch, make_tiny_llama
-
-    def run(case, device):
-        _, preset, over, kwargs, adv = case
-        algo = dataclasses.replace(get_preset(preset), **over)
-        model = make_tiny_llama(64, seed=3).to(device)
-        ref = copy.deepcopy(model).eval().requires_grad_(False) if algo.beta > 0 else None
-        opt = torch.optim.SGD(model.parameters(), lr=0.5)
-        args = dict(pad_id=0, temperature=1.0, micro_batch_size=3, max_grad_norm=1e9, autocast="none", norm_len=T)
-        batch = make_batch(adv or DEFAULT_ADV)
-        stats = update_policy(model, opt, batch, algo, UpdateSettings(**{**args, **kwargs}), ref_model=ref)
-        return stats, {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    from test_distributed import CASES, run_case
 
     gaps = {"loss_rel": 0.0, "grad_norm_rel": 0.0, "weight_abs": 0.0}
     for case in CASES:
-        (cs, cw), (gs, gw) = run(case, "cpu"), run(case, dev)
+        (cs, cw), (gs, gw) = run_case(case), run_case(case, device=dev)
         gaps["loss_rel"] = max(gaps["loss_rel"], abs(gs["loss"] - cs["loss"]) / max(abs(cs["loss"]), 1e-12))
         gaps["grad_norm_rel"] = max(gaps["grad_norm_rel"], abs(gs["grad_norm"] - cs["grad_norm"]) / cs["grad_norm"])
         gaps["weight_abs"] = max(gaps["weight_abs"], max(float((gw[k] - w).abs().max()) for k, w in cw.items()))

@@ -123,26 +123,10 @@ def test_the_update_on_a_gpu_is_the_cpus_to_float32_rounding(case):
     """One update of tests/test_distributed.py's cases with the tiny model on the GPU and on the CPU (float32): loss,
     gradient norm and weights agree to rounding (on an H200: 3.9e-08, 2.4e-07 and 3.0e-08 at worst over the eight
     cases, benchmarks/gpu_cuda_check.py's `update parity`)."""
-    import copy
-    import dataclasses
+    from test_distributed import CASES, run_case
 
-    from rlvr.algorithms.presets import get_preset
-    from rlvr.policy.update import UpdateSettings, update_policy
-    from test_distributed import CASES, DEFAULT_ADV, T, make_batch
-
-    _, preset, over, kwargs, adv = next(c for c in CASES if c[0] == case)
-    algo = dataclasses.replace(get_preset(preset), **over)
-    out = {}
-    for device in ("cpu", "cuda"):
-        model = make_tiny_llama(64, seed=3).to(device)
-        ref = copy.deepcopy(model).eval().requires_grad_(False) if algo.beta > 0 else None
-        opt = torch.optim.SGD(model.parameters(), lr=0.5)
-        args = dict(pad_id=0, temperature=1.0, micro_batch_size=3, max_grad_norm=1e9, autocast="none", norm_len=T)
-        stats = update_policy(
-            model, opt, make_batch(adv or DEFAULT_ADV), algo, UpdateSettings(**{**args, **kwargs}), ref_model=ref
-        )
-        out[device] = stats, {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    (cs, cw), (gs, gw) = out["cpu"], out["cuda"]
+    one = next(c for c in CASES if c[0] == case)
+    (cs, cw), (gs, gw) = run_case(one), run_case(one, device="cuda")
     assert gs["loss"] == pytest.approx(cs["loss"], rel=1e-4, abs=1e-7)
     assert gs["grad_norm"] == pytest.approx(cs["grad_norm"], rel=1e-4)
     assert max(float((gw[k] - w).abs().max()) for k, w in cw.items()) < 1e-5

@@ -61,9 +61,10 @@ def make_batch(advantages, seed=0) -> StepBatch:
     )
 
 
-def run_case(case, comm=None, fsdp=False):
+def run_case(case, comm=None, fsdp=False, device="cpu"):
     """The update of `case` on this rank's block of the batch (the whole batch without comm); with fsdp, the
-    model sharded over the ranks by FSDP2."""
+    model sharded over the ranks by FSDP2; with device, the model there (the batch stays on the CPU, as in a run).
+    Returns (the update's figures, the weights after it, on the CPU)."""
     _, preset, over, kwargs, adv = case
     algo = dataclasses.replace(get_preset(preset), **over)
     batch = make_batch(adv or DEFAULT_ADV)
@@ -71,7 +72,7 @@ def run_case(case, comm=None, fsdp=False):
         rows = [r for r in range(len(batch)) if int(batch.group_ids[r]) in comm.shard(range(GROUPS))]
         batch = select_rows(batch, rows)
         batch.advantages = make_batch(adv or DEFAULT_ADV).advantages[rows]
-    model = make_tiny_llama(64, seed=3)
+    model = make_tiny_llama(64, seed=3).to(device)
     ref = copy.deepcopy(model).eval().requires_grad_(False) if algo.beta > 0 else None
     if fsdp:
         distributed.shard_model(model, comm)
@@ -79,7 +80,7 @@ def run_case(case, comm=None, fsdp=False):
     args = dict(pad_id=0, temperature=1.0, micro_batch_size=3, max_grad_norm=1e9, autocast="none", norm_len=T)
     stats = update_policy(model, opt, batch, algo, UpdateSettings(**{**args, **kwargs}), ref_model=ref, comm=comm)
     full = {k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in model.state_dict().items()}
-    return stats, {k: v.detach().clone() for k, v in full.items()}
+    return stats, {k: v.detach().to("cpu", copy=True) for k, v in full.items()}
 
 
 def free_port() -> int:
