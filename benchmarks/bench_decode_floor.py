@@ -21,7 +21,8 @@ From them:
   fraction for each engine).
 Prints figures; asserts nothing.
 
-Usage: PYTHONPATH=src python benchmarks/bench_decode_floor.py [--batches 3] [--reps 20] [--dtype auto]
+Usage: PYTHONPATH=src python benchmarks/bench_decode_floor.py [--batches 3] [--reps 20] [--dtype auto] [--model M]
+    [--threads N]
 
 The weights' dtype is what rollout.dtype `auto` picks (bf16 where the CPU computes it in hardware, else float32), or
 --dtype: the floors, the probe and the roofline are then that dtype's (float32: 4 bytes a weight, float32 matmuls).
@@ -44,6 +45,8 @@ def main() -> None:
         help="the sampler's weights and the probe's matmuls; auto = what rollout.dtype auto picks on this machine "
         "(bf16 where the CPU has it in hardware, else float32: emulated bf16 has no roofline worth the name)",
     )
+    parser.add_argument("--model", default="smollm2-135m-instruct", help="embedded model name or a folder")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads")
     args = parser.parse_args()
 
     import torch
@@ -56,9 +59,9 @@ def main() -> None:
     from rlvr_bench.bench import matmul_gflops
     from rlvr_bench.roofline import batch_roofline_s, live_rows, read_floor_s
 
-    threads = os.cpu_count() or 1
+    threads = args.threads
     torch.set_num_threads(threads)
-    model, tokenizer = load_policy("smollm2-135m-instruct")
+    model, tokenizer = load_policy(args.model)
     model.eval()
     name = auto_dtype(args.dtype, "float32")
     dt = getattr(torch, name)
