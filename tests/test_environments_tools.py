@@ -224,3 +224,47 @@ def test_the_tool_environment_answers_calls_then_grades_the_final_answer():
     final = env.step("The product is \\boxed{7006652}.")
     assert final.done and final.reward_parts == {"answer": 1.0} and final.verdict.status == "correct"
     assert env.step("\\boxed{1234*5678}").reward_parts == {"answer": 0.0}  # the number form: no expressions
+
+
+def test_a_round_of_tool_steps_grades_its_answers_in_one_reward_call_and_runs_its_calls_alone():
+    """ToolEnvironment.step_batch through take_steps: the answers of a round (right, wrong, unboxed) graded by one
+    reward call, the turns that call tools stepped alone as before; the same Steps as `step` one by one."""
+    from rlvr.environments.builtin import calculator
+    from rlvr.environments.stepping import take_steps
+    from rlvr.environments.tool_env import ToolEnvironment
+    from rlvr.tasks.base import Problem
+    from rlvr.verifiers.compose import build_reward
+
+    real = build_reward(RewardConfig(terms=[{"kind": "math", "answer_form": "number"}], workers=0))
+    calls: list[int] = []
+
+    def reward(texts, problems):
+        calls.append(len(texts))
+        return real(texts, problems)
+
+    tools = {"calculator": tool_from_function(calculator)}
+    problems = [Problem(f"m{i}", f"What is {i} * 7?", answer=str(i * 7)) for i in range(5)]
+    turns = [
+        "\\boxed{0}",
+        "\\boxed{8}",
+        '<tool_call>{"name": "calculator", "arguments": {"expression": "2 * 7"}}</tool_call>',
+        "no box at all",
+        "It is \\boxed{28}.",
+    ]
+
+    def play(take_round):
+        envs = [ToolEnvironment(lambda p: [{"role": "user", "content": p.prompt}], reward, tools) for _ in problems]
+        for env, p in zip(envs, problems):
+            env.reset(p)
+        steps = take_round(envs, turns)
+        return [(s.done, s.messages, s.reward_parts, s.tool_statuses, s.verdict and s.verdict.status) for s in steps]
+
+    one_by_one = play(lambda envs, ts: [env.step(t) for env, t in zip(envs, ts)])
+    assert calls == [1, 1, 1, 1]  # an answer a call; the tool turn calls no reward
+    calls.clear()
+    batched = play(lambda envs, ts: [step for step, _seconds in take_steps(envs, ts, 30.0, workers=4)])
+    assert calls == [4]  # the round's four answers in one call
+    assert batched == one_by_one
+    assert [b[4] for b in batched] == ["correct", "wrong", None, "no_answer", "correct"]
+    assert [b[2] for b in batched] == [{"answer": 1.0}, {"answer": 0.0}, {}, {"answer": 0.0}, {"answer": 1.0}]
+    assert batched[2][1] == [{"role": "tool", "content": "14"}] and batched[2][3] == ["ok"] and not batched[2][0]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlvr.environments.protocol import Step
+from rlvr.environments.stepping import graded_together
 from rlvr.verifiers.base import FAULT_STATUSES
 
 
@@ -54,15 +55,8 @@ class RetryEnvironment:
         once a round instead of once an answer. One by one, grading took 15.8 s of a 47 s retry step on the 2-core
         machine; a round of 64 answers took 5.4 s one by one on 8 threads and 0.19 s as one batch. The same Steps as
         `step` one by one; nothing changes before the grading returns, so a failed batch can be retaken one by one."""
-        graded: list = [None] * len(envs)
-        by_reward: dict[int, list[int]] = {}
-        for i, env in enumerate(envs):
-            by_reward.setdefault(id(env.reward), []).append(i)
-        for rows in by_reward.values():
-            result = envs[rows[0]].reward([turns[i] for i in rows], [envs[i].problem for i in rows])
-            for j, i in enumerate(rows):
-                graded[i] = (result.verdicts[j], float(result.total[j]))
-        return [env._answered(verdict, total) for env, (verdict, total) in zip(envs, graded)]
+        graded = graded_together(envs, turns, list(range(len(envs))))
+        return [env._answered(*graded[i]) for i, env in enumerate(envs)]
 
     def _answered(self, verdict, total: float) -> RetryStep:
         """The step after an answer graded `verdict` with reward `total`: feedback and another try, or the end."""

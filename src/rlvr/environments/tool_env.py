@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from rlvr.environments.calls import TOOL_CALL_PARSERS, run_call
 from rlvr.environments.protocol import Step
+from rlvr.environments.stepping import graded_together
 
 
 @dataclass
@@ -35,11 +36,24 @@ class ToolEnvironment:
         calls = self.parse(turn)
         if not calls:  # no call: this is the answer
             result = self.reward([turn], [self.problem])
-            return ToolStep(done=True, reward_parts={"answer": float(result.total[0])}, verdict=result.verdicts[0])
+            return _answered(result.verdicts[0], float(result.total[0]))
         results = [run_call(call, self.tools) for call in calls]
         return ToolStep(
             [{"role": "tool", "content": r.text} for r in results], tool_statuses=[r.status for r in results]
         )
+
+    @staticmethod
+    def step_batch(envs: list[ToolEnvironment], turns: list[str]) -> list[ToolStep | None]:
+        """The round's final answers graded by one reward call per reward, not one call (and one worker pool) an
+        answer; a turn that calls tools is left None, so take_steps runs it alone on its threads as before. The same
+        Steps as `step` one by one, and nothing changes before the grading returns."""
+        answers = [i for i, (env, turn) in enumerate(zip(envs, turns)) if not env.parse(turn)]
+        graded = graded_together(envs, turns, answers)
+        return [_answered(*graded[i]) if i in graded else None for i in range(len(envs))]
+
+
+def _answered(verdict, total: float) -> ToolStep:
+    return ToolStep(done=True, reward_parts={"answer": total}, verdict=verdict)
 
 
 __all__ = ["ToolEnvironment", "ToolStep"]
