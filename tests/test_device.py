@@ -4,6 +4,8 @@ the device boundary's log-probs coming back to the batch's device, and a checkpo
 readable on the CPU. The same parts on a real GPU against the CPU: benchmarks/gpu_cuda_check.py (docs/scaling.md,
 "The GPU check")."""
 
+import os
+
 import pytest
 import torch
 
@@ -24,6 +26,14 @@ def test_cpu_is_the_cpu_and_auto_is_the_cpu_without_cuda():
 
 
 @NO_GPU
+def test_the_cpu_suite_hides_cuda_from_auto(pytestconfig):
+    """conftest.pytest_configure: a run that does not ask for the gpu tests sees no CUDA device, so `auto` is the
+    CPU here even on a GPU machine (and the rlvr commands tests start inherit it)."""
+    assert "not gpu" in pytestconfig.getoption("markexpr")
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == ""
+    assert not torch.cuda.is_available() and policy_device("auto") == torch.device("cpu")
+
+
 def test_cuda_without_a_gpu_is_one_clear_refusal():
     with pytest.raises(
         ConfigError, match=r"^model.device = 'cuda' but torch .* sees no CUDA device \(built for CUDA: "
