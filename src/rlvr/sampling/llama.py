@@ -71,13 +71,16 @@ def check_supported(config) -> None:
 
 
 def packed_linear(dtype: torch.dtype, batch_hint: int) -> tuple[Callable, Callable] | None:
-    """(pack, linear) using oneDNN's pre-packed bf16 weights, or None where unavailable.
+    """(pack, linear) using oneDNN's pre-packed weights (bf16 or float32), or None where unavailable.
 
-    F.linear in bf16 re-lays out the weight on every call; with decode batches of a few dozen rows the
-    step is bound by streaming the weights, and pre-packing them once made the weight matmuls about
-    1.5x faster here (results bit-identical to F.linear).
+    With decode batches of a few dozen rows a step is bound by streaming the weights, and F.linear streams them
+    badly: in bf16 it re-lays out the weight on every call, in float32 it hands a few rows to a general matmul (MKL's)
+    that runs far under the machine's rate. Packed once at load and at each sync: bf16's weight matmuls about 1.5x
+    faster (results bit-identical to F.linear, which is oneDNN's too), float32's 2.7-3.9x at 8 rows on the AVX2 EPYC
+    (the 49,152-row head 30.5 -> 10.6 ms; the sums in oneDNN's order, not MKL's: float32 rounding, ~4e-6 relative;
+    docs/performance.md, "Decode on the AVX2-only kind").
     """
-    if dtype != torch.bfloat16 or not torch.backends.mkldnn.is_available():
+    if dtype not in (torch.bfloat16, torch.float32) or not torch.backends.mkldnn.is_available():
         return None
     try:
         ops = torch.ops.mkldnn
@@ -85,7 +88,8 @@ def packed_linear(dtype: torch.dtype, batch_hint: int) -> tuple[Callable, Callab
         linear = lambda x, w, b=None: ops._linear_pointwise(x, w, b, "none", [], "")  # noqa: E731
         probe = torch.randn(3, 8, dtype=dtype)
         weight = torch.randn(4, 8, dtype=dtype)
-        if not torch.equal(linear(probe, pack(weight)), F.linear(probe, weight)):
+        got, want = linear(probe, pack(weight)), F.linear(probe, weight)
+        if not (torch.equal(got, want) if dtype == torch.bfloat16 else torch.allclose(got, want, rtol=1e-5, atol=1e-6)):
             return None
         return pack, linear
     except (AttributeError, RuntimeError):
