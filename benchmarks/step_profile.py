@@ -60,9 +60,11 @@ VARIANTS: dict[str, tuple[dict, list[str]]] = {
 
 # ---------------------------------------------------------------------------------------------- the parent side
 def machine() -> dict:
+    from rlvr.machine import cpu_flags
+
     info = Path("/proc/cpuinfo").read_text()
     name = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), "?")
-    flags = next((ln.split(":", 1)[1].split() for ln in info.splitlines() if ln.startswith("flags")), [])
+    flags = cpu_flags(info)
     wanted = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
     siblings = ""
     sib = Path("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list")
@@ -88,9 +90,7 @@ def child(
 ) -> list[dict]:
     """Run one part in a child pinned to `cpus`; returns its MARK lines (JSON) and appends them to children.jsonl.
     The child's stdout (oneDNN's log too) is kept in OUT/LABEL.log."""
-    env = {**os.environ, **env_extra}
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent / "src"), str(HERE), env.get("PYTHONPATH", "")])
-    env["PYTHONUNBUFFERED"] = "1"
+    env = child_env(env_extra)
     spec = {
         "part": part,
         "cpus": cpus,
@@ -123,6 +123,13 @@ def child(
     return rows
 
 
+def child_env(extra: dict) -> dict:
+    """This process's environment with `extra`, rlvr's src/ and benchmarks/ on the path, output unbuffered."""
+    env = {**os.environ, **extra, "PYTHONUNBUFFERED": "1"}
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent / "src"), str(HERE), env.get("PYTHONPATH", "")])
+    return env
+
+
 def _with_onednn_builds(rows: list[dict], lines: list[str]) -> list[dict]:
     """Attach to each step record the oneDNN primitives built since the previous record: count, ms, kernels."""
     builds: list[tuple[int, float, str]] = []  # (record index it precedes, ms, kernel)
@@ -136,8 +143,7 @@ def _with_onednn_builds(rows: list[dict], lines: list[str]) -> list[dict]:
                 ms = float(fields[-1])
             except ValueError:
                 continue
-            kernel = next((x for x in fields if ":" in x and x.split(":")[0] in KERNEL_PREFIXES), fields[6])
-            builds.append((k, ms, kernel))
+            builds.append((k, ms, fields[6]))  # v1 lines: ...,create:cache_miss,cpu,PRIMITIVE,IMPLEMENTATION,...
     for i, r in enumerate(rows):
         mine = [(ms, kern) for j, ms, kern in builds if j == i]
         if mine:
@@ -145,9 +151,6 @@ def _with_onednn_builds(rows: list[dict], lines: list[str]) -> list[dict]:
             r["onednn_build_ms"] = round(sum(ms for ms, _ in mine), 1)
             r["onednn_kernels"] = dict(Counter(kern for _, kern in mine).most_common(6))
     return rows
-
-
-KERNEL_PREFIXES = ("brg_matmul", "gemm", "brgemm", "jit", "ref", "brg", "ip", "x64")
 
 
 def pick_cpus(asked: str) -> list[int]:
@@ -175,6 +178,7 @@ def main() -> int:
         return run_child(json.loads(args.child))
     if not args.out:
         p.error("the output folder OUT is required")
+    sys.path[:0] = [str(HERE.parent / "src"), str(HERE)]  # rlvr and rlvr_bench here too, as in the children
     if args.report:
         return report(Path(args.out))
 
@@ -251,7 +255,6 @@ def random_model(config_dir: Path, folder: Path) -> Path:
 
 def prebuild_native() -> None:
     t0 = time.perf_counter()
-    sys.path.insert(0, str(HERE.parent / "src"))
     try:
         from rlvr.sampling.native import decode_ops
 
@@ -320,7 +323,7 @@ def _mean(rows: list[dict], key: str) -> float:
 
 
 def decode(out: Path, cpus: list[int], args) -> str:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent / "src"), str(HERE)])}
+    env = child_env({})
     cmd = [sys.executable, str(HERE / "bench_decode_floor.py"), "--model", args.model, "--batches", "2"]
     cmd += ["--reps", "10", "--threads", str(len(cpus))]
     t0 = time.perf_counter()
@@ -368,11 +371,11 @@ def probe_part() -> None:
     import torch
 
     from rlvr.machine import auto_dtype
+    from rlvr_bench.bench import matmul_gflops
 
-    for dtype in ("bfloat16", "float32"):
-        dt = getattr(torch, dtype)
-        a, b = torch.randn(2048, 2048).to(dt), torch.randn(2048, 2048).to(dt)
-        emit(shape="2048x2048x2048", what="probe", dtype=dtype, gflops=_rate(torch.matmul, (a, b), 2 * 2048**3))
+    for dtype in ("bfloat16", "float32"):  # `rlvr bench`'s ceiling probe
+        gflops = matmul_gflops(2048, dtype, torch.get_num_threads(), reps=5)
+        emit(shape="2048x2048x2048", what="probe", dtype=dtype, gflops=gflops)
     dtype = auto_dtype("auto", "float32")
     dt = getattr(torch, dtype)
     H, inner, vocab, r = 576, 1536, 49152, 16
@@ -405,32 +408,36 @@ def probe_part() -> None:
 
 
 def step_part(spec: dict) -> None:
-    from rlvr.config import resolve
-    from rlvr.policy.load import load_policy
-    from rlvr.training.step import check_components, run_step, setup
-    from rlvr_bench.workers import step_figures
+    from rlvr.machine import auto_dtype
+    from rlvr.training.step import run_step
+    from rlvr_bench.workers import rlvr_state, step_figures
 
     sets = [
-        "seed=0",
-        "rollout.prompts_per_step=4",
-        "rollout.group_size=8",
-        "rollout.max_new_tokens=128",
-        "rollout.backend=fast",
         "log.eval_every=0",
         "eval.out_of_domain=[]",  # held-out sets are not part of a step (and reasoning-gym may be absent)
     ]
     if spec["random"]:
         sets.append("reward.control=gpu_cuda_check:ParityControl")
-    sets += spec["sets"]
-    cfg = resolve("default", sets)
-    state = setup(check_components(cfg), load_policy(spec["model"]))
+    bench = {  # `rlvr bench`'s shape, bf16 where the CPU has it (what train.autocast auto picks)
+        "seed": 0,
+        "prompts": 4,
+        "group": 8,
+        "max_new_tokens": 128,
+        "lora": True,
+        "bf16": auto_dtype("auto", "float32") == "bfloat16",
+        "sampler": "fast",
+        "model": spec["model"],
+        "sets": sets + spec["sets"],
+    }
+    state = rlvr_state(bench)
+    cfg, beta = state.cfg, state.algo.beta
     params = sum(p.numel() for n, p in state.model.named_parameters() if "lora_" not in n)
-    emit(kind="ready", params=params, autocast=cfg["train"]["autocast"], dtype=cfg["rollout"]["dtype"])
+    emit(kind="ready", params=params, autocast=cfg.train.autocast, dtype=cfg.rollout.dtype)
     n = 1 + (spec["steps"] if spec["part"] == "step" else 0)
     for step in range(n):
         t0 = time.perf_counter()
         result = run_step(state, step)
-        emit(kind="step", warmup=step == 0, wall=time.perf_counter() - t0, params=params, **step_figures(result, 0.0))
+        emit(kind="step", warmup=step == 0, wall=time.perf_counter() - t0, params=params, **step_figures(result, beta))
     if spec["part"] == "ops":
         from torch.profiler import ProfilerActivity, profile
 
@@ -438,7 +445,7 @@ def step_part(spec: dict) -> None:
             t0 = time.perf_counter()
             result = run_step(state, n)
             wall = time.perf_counter() - t0
-        emit(kind="step", profiled=True, wall=wall, params=params, **step_figures(result, 0.0))
+        emit(kind="step", profiled=True, wall=wall, params=params, **step_figures(result, beta))
         table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30, max_name_column_width=60)
         emit(kind="ops", table=table)
 

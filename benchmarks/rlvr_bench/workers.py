@@ -70,6 +70,7 @@ def bench_config(spec: dict) -> dict:
             f"model.lora.enabled={str(spec['lora']).lower()}",
             f"train.autocast={'bfloat16' if spec['bf16'] else 'none'}",
             f"rollout.backend={spec['sampler']}",
+            *spec.get("sets", ()),  # KEY=VALUE on top (benchmarks/step_profile.py's variants)
         ],
     )
 
