@@ -30,8 +30,6 @@ The weights' dtype is what rollout.dtype `auto` picks (bf16 where the CPU comput
 
 import argparse
 import os
-import statistics
-import time
 
 
 def main() -> None:
@@ -56,7 +54,7 @@ def main() -> None:
     from rlvr.prompts.chat import encode_prompt
     from rlvr.sampling import llama, make_sampler, stop_ids
     from rlvr.tasks import load_task
-    from rlvr_bench.bench import matmul_gflops
+    from rlvr_bench.bench import matmul_gflops, median_ms
     from rlvr_bench.roofline import batch_roofline_s, live_rows, read_floor_s
 
     threads = args.threads
@@ -94,7 +92,7 @@ def main() -> None:
                 w.linear(xi, layer.wd)
             w.linear(x, w.lm_head)
 
-        return _median_ms(step, args.reps) / 1e3
+        return median_ms(step, args.reps) / 1e3
 
     assert model.config.num_attention_heads * w.head_dim == H, "the floor step feeds o_proj an H-wide input"
     floors = {n: floor_step(n) for n in range(1, 65)}
@@ -159,6 +157,7 @@ def _step_parts(w, n: int, reps: int, vocab: int) -> tuple[float, float, float]:
     from rlvr.sampling import llama
     from rlvr.sampling.cascade import CascadeCache
     from rlvr.sampling.distribution import sample_tokens
+    from rlvr_bench.bench import median_ms
 
     P, G, step = 4, 8, 40
     g = torch.Generator().manual_seed(n)
@@ -182,17 +181,7 @@ def _step_parts(w, n: int, reps: int, vocab: int) -> tuple[float, float, float]:
     def draw():
         sample_tokens(logits, temperature=1.0, generator=g)
 
-    return tuple(_median_ms(f, reps) for f in (whole, no_attention, draw))
-
-
-def _median_ms(f, reps: int) -> float:
-    times = []
-    for rep in range(reps + 3):
-        t = time.perf_counter()
-        f()
-        if rep >= 3:
-            times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e3
+    return tuple(median_ms(f, reps) for f in (whole, no_attention, draw))
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -222,6 +223,18 @@ def measure_and_print(label: str, measure, fmt, json_path: str | None) -> int:
     if json_path:
         Path(json_path).write_text(json.dumps(result, indent=1))
     return 0
+
+
+def median_ms(f, reps: int, warmup: int = 3) -> float:
+    """Median wall time of f() over reps calls, in ms, after `warmup` calls left out."""
+    for _ in range(warmup):
+        f()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
 
 
 def matmul_gflops(size: int, dtype: str, threads: int, reps: int = 3) -> float:

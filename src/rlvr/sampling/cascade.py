@@ -12,9 +12,10 @@ of 3 x 64 query blocks were 2x slower.) Finished samples leave the decode batch 
 matmuls see only the n active rows); the caches keep their slots until the active set falls to 3/4
 of the slots, then are compacted. The generated cache grows in blocks of BLOCK positions.
 
-Given rlvr.sampling.native's decode ops (`kernel`: the sampler passes its weights' `fused`, set in bf16 where they
-build), one call a layer does all of a step's attention (cache write, prompt and generated keys under one float32 softmax): the same result as the two flash
-calls and their merge up to float32 rounding, for a fraction of their fixed costs.
+Given rlvr.sampling.native's decode ops (`kernel`: the sampler passes its weights' `fused`, set in bf16 and float32
+where they build), one call a layer does all of a step's attention (cache write, prompt and generated keys under one
+float32 softmax): the same result as the two flash calls and their merge up to float32 rounding, for a fraction of
+their fixed costs.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ class CascadeCache:
         kernel=None,
     ):
         Lmax = max(prompt_lens)
-        self.kernel = kernel  # rlvr.sampling.native's decode ops (bf16 caches), or None for the torch path
+        self.kernel = kernel  # rlvr.sampling.native's decode ops (bf16 or float32 caches), or None for the torch path
         self.prompt_lens = torch.tensor(prompt_lens, dtype=torch.long)
         self.P, self.G, self.dtype = n_prompts, group, dtype
         self.pk = torch.zeros(n_layers, n_prompts, n_kv, Lmax, head_dim, dtype=dtype)

@@ -53,7 +53,7 @@ class LlamaWeights:
     head_gain: torch.Tensor  # (Hq + Hkv, 1) float32: rope attention_scaling, times 1/sqrt(D) on q heads
     dtype: torch.dtype
     linear: Callable = F.linear  # (x, weight, bias) -> x @ weight.T + bias, for weights as stored here
-    fused: Any = None  # rlvr.sampling.native's decode ops (bf16 only), or None for the torch ops
+    fused: Any = None  # rlvr.sampling.native's decode ops (bf16, float32), or None for the torch ops
 
 
 def check_supported(config) -> None:
@@ -70,16 +70,39 @@ def check_supported(config) -> None:
         raise Unsupported("Qwen2 with use_sliding_window=True")
 
 
-def packed_linear(dtype: torch.dtype, batch_hint: int) -> tuple[Callable, Callable] | None:
-    """(pack, linear) using oneDNN's pre-packed weights (bf16 or float32), or None where unavailable.
+def packed_linear(dtype: torch.dtype, batch_hint: int, kernels=None) -> tuple[Callable, Callable] | None:
+    """(pack, linear) for weights packed once at load and at each sync, or None where nothing beats F.linear.
 
     With decode batches of a few dozen rows a step is bound by streaming the weights, and F.linear streams them
     badly: in bf16 it re-lays out the weight on every call, in float32 it hands a few rows to a general matmul (MKL's)
-    that runs far under the machine's rate. Packed once at load and at each sync: bf16's weight matmuls about 1.5x
-    faster (results bit-identical to F.linear, which is oneDNN's too), float32's 2.7-3.9x at 8 rows on the AVX2 EPYC
-    (the 49,152-row head 30.5 -> 10.6 ms; the sums in oneDNN's order, not MKL's: float32 rounding, ~4e-6 relative;
-    docs/performance.md, "Decode on the AVX2-only kind").
+    that runs far under the machine's rate. bf16 uses oneDNN's pre-packed weights (about 1.5x faster, bit-identical
+    to F.linear, which is oneDNN's too). float32 uses rlvr's own panel kernel where `kernels` (the native decode ops)
+    has it, else oneDNN's packing (2.7-3.9x F.linear at 8 rows on the AVX2 EPYC, but its few-row kernel still reads
+    the weights at half the memory's rate; docs/performance.md, "Decode on the AVX2-only kind"). Either changes
+    float32's order of sums from MKL's: float32 rounding, ~4e-6 relative. A weight whose rows do not fill panels of
+    16 keeps oneDNN's packing.
     """
+    onednn = _onednn_linear(dtype, batch_hint)
+    if dtype != torch.float32 or kernels is None or not kernels.panel_linear_available():
+        return onednn
+    pack_rest, linear_rest = onednn or ((lambda w: w), F.linear)
+    panel = kernels.panel_linear
+
+    def pack(w: torch.Tensor) -> torch.Tensor:  # (N, K) -> (N / 16, K, 16): the kernel's panels
+        N, K = w.shape
+        return w.view(N // 16, 16, K).transpose(1, 2).contiguous() if N % 16 == 0 else pack_rest(w)
+
+    def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None) -> torch.Tensor:
+        return panel(x, w, b) if w.dim() == 3 else linear_rest(x, w, b)
+
+    probe, weight = torch.randn(3, 8), torch.randn(16, 8)
+    return (
+        (pack, linear) if torch.allclose(linear(probe, pack(weight)), F.linear(probe, weight), 1e-5, 1e-6) else onednn
+    )
+
+
+def _onednn_linear(dtype: torch.dtype, batch_hint: int) -> tuple[Callable, Callable] | None:
+    """(pack, linear) on oneDNN's pre-packed weights (bf16 or float32), or None where unavailable."""
     if dtype not in (torch.bfloat16, torch.float32) or not torch.backends.mkldnn.is_available():
         return None
     try:
@@ -97,12 +120,13 @@ def packed_linear(dtype: torch.dtype, batch_hint: int) -> tuple[Callable, Callab
 
 
 def load_weights(model, dtype: torch.dtype, batch_hint: int = 32, native: bool = True) -> LlamaWeights:
-    """Pull (LoRA-merged) weights from a transformers or peft model into the fused layout above. In bf16 the
-    forward uses the native fused ops where they build (`native=False`: torch's ops only)."""
+    """Pull (LoRA-merged) weights from a transformers or peft model into the fused layout above. In bf16 and
+    float32 the forward uses the native fused ops where they build (`native=False`: torch's ops only)."""
     config = plain_config(model)
     check_supported(config)
     sd = merged_weights_lazily(model)  # one merged float weight at a time, converted, then dropped
-    packed = packed_linear(dtype, batch_hint)
+    kernels = _native_ops() if native and dtype in (torch.bfloat16, torch.float32) else None
+    packed = packed_linear(dtype, batch_hint, kernels)
     # copies on the CPU (the native kernels' home), whatever the policy's device: never alias the trainer
     f32 = lambda k: sd[k].detach().to("cpu", torch.float32, copy=True)  # noqa: E731
     cd = lambda t: t.detach().to("cpu", dtype, copy=True).contiguous()  # noqa: E731
@@ -144,7 +168,7 @@ def load_weights(model, dtype: torch.dtype, batch_hint: int = 32, native: bool =
         head_gain=torch.tensor([scale / math.sqrt(D)] * Hq + [scale] * Hkv)[:, None],
         dtype=dtype,
         linear=packed[1] if packed else F.linear,
-        fused=_native_ops() if native and dtype == torch.bfloat16 else None,
+        fused=kernels,
     )
 
 
@@ -210,18 +234,19 @@ def forward(w: LlamaWeights, tokens: torch.Tensor, positions: torch.Tensor, atte
     return _norm(w, x, w.norm)
 
 
-# The three small steps of a layer, fused natively in bf16 (one call, float32 inside, one rounding) or as torch ops
+# The three small steps of a layer, fused natively (one call, float32 inside, one rounding to the compute dtype) or as
+# torch ops
 def _norm(w: LlamaWeights, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """RMSNorm of the float32 stream (N, H), in the compute dtype."""
     if w.fused is not None:
-        return w.fused.rms_norm_bf16(x, weight, w.eps)
+        return w.fused.rms_norm(x, weight, w.eps, w.dtype == torch.bfloat16)
     return F.rms_norm(x, (x.shape[1],), weight, w.eps).to(w.dtype)
 
 
 def _rope(w: LlamaWeights, qkv: torch.Tensor, rot: torch.Tensor, nqk: int) -> torch.Tensor:
     """q and k heads of the qkv output (N, >= nqk), rotated: (N, Hq + Hkv, D) in the compute dtype."""
     if w.fused is not None:
-        return w.fused.rope_bf16(qkv, rot)
+        return w.fused.rope(qkv, rot)
     N, D = qkv.shape[0], w.head_dim
     qk = torch.view_as_complex(qkv[:, :nqk].float().view(N, -1, D // 2, 2)) * rot
     return torch.view_as_real(qk).to(w.dtype).view(N, -1, D)
@@ -230,7 +255,7 @@ def _rope(w: LlamaWeights, qkv: torch.Tensor, rot: torch.Tensor, nqk: int) -> to
 def _silu_mul(w: LlamaWeights, gate_up: torch.Tensor) -> torch.Tensor:
     """silu(gate) * up of the fused gate|up output (N, 2 I)."""
     if w.fused is not None:
-        return w.fused.silu_mul_bf16(gate_up)
+        return w.fused.silu_mul(gate_up)
     gate, up = gate_up.chunk(2, dim=-1)
     return F.silu(gate) * up
 

@@ -2,11 +2,12 @@
 a C++ compiler and ninja needed) and cached per source, torch version, flags and CPU under $RLVR_CACHE/native
 (~/.cache/rlvr/native; $RLVR_NATIVE_CACHE moves it alone).
 
-Only where a fused kernel replaces several small torch ops and keeps the numerics (float32 arithmetic over bf16
-inputs, one rounding to bf16): `decode_ops()` holds one decode step's cascade attention for a layer, RMSNorm to
-bf16, RoPE of q and k, and silu(gate) * up (decode.cpp). Where the build
-fails (no compiler, say) the sampler keeps its torch path, with one warning saying why; RLVR_NATIVE=0 turns the
-kernels off.
+Only where a fused kernel replaces several small torch ops and keeps the numerics (float32 arithmetic over bf16 or
+float32 inputs, one rounding to the compute dtype): `decode_ops()` holds one decode step's cascade attention for a
+layer, RMSNorm, RoPE of q and k, and silu(gate) * up (decode.cpp), each in bf16 or float32, and float32's weight
+matmul for a decode step's few rows on weights packed in panels (`panel_linear`, where AVX2 and FMA are). Where the
+build fails (no compiler, say) the sampler keeps its torch path (oneDNN's packed weights for the matmuls), with one
+warning saying why; RLVR_NATIVE=0 turns the kernels off.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import fcntl
 import hashlib
 import os
 import platform
+import shutil
 import warnings
 from contextlib import contextmanager
 from functools import cache
@@ -75,9 +77,14 @@ def _load(stem: str):
 
         name, folder = _build_dir(source)
         with _exclusive(folder):
+            # built from a copy inside its own folder: torch's build file names the source's path, so two checkouts
+            # of the same source (a worktree, a clean clone) would otherwise rebuild it each time they alternate
+            local = folder / source.name
+            if not local.exists() or local.read_bytes() != source.read_bytes():
+                shutil.copyfile(source, local)
             return load(
                 name=name,
-                sources=[str(source)],
+                sources=[str(local)],
                 build_directory=str(folder),
                 verbose=False,
                 extra_cflags=CFLAGS,
@@ -94,7 +101,7 @@ def _load(stem: str):
 
 
 def decode_ops():
-    """The compiled module (decode_attend, rms_norm_bf16, rope_bf16, silu_mul_bf16), or None where it cannot be
+    """The compiled module (decode_attend, rms_norm, rope, silu_mul, panel_linear), or None where it cannot be
     built."""
     return _load("decode")
 

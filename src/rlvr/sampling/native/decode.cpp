@@ -1,42 +1,117 @@
-// Fused ops of the fast sampler's bf16 forward, each replacing several small torch ops whose fixed costs (not their
-// arithmetic) made up most of a decode step above its weight matmuls:
+// Fused ops of the fast sampler's decode step, each replacing several small torch ops whose fixed costs (not their
+// arithmetic) made up most of a decode step above its weight matmuls. Each takes the compute dtype's tensors, bf16
+// or float32 (one template, T the element: bf16 as its raw bits), and computes in float32:
 // - decode_attend: one decode step's attention for a layer: the new keys/values go into the generated cache, and
 //   every active row attends to its prompt's shared keys and its own generated keys under one float32 softmax;
-// - rms_norm_bf16: RMSNorm of the float32 residual stream, rounded once to bf16 (the next matmul's input);
-// - rope_bf16: the rotary embedding of q and k straight from the bf16 qkv matmul output, in float32, rounded once;
-// - silu_mul_bf16: silu(gate) * up of the fused gate|up matmul output, in float32, rounded once.
+// - rms_norm: RMSNorm of the float32 residual stream, rounded once to the compute dtype (the next matmul's input);
+// - rope: the rotary embedding of q and k straight from the qkv matmul output, in float32, rounded once;
+// - silu_mul: silu(gate) * up of the fused gate|up matmul output, in float32, rounded once.
+// Vector paths for AVX512 (16 lanes) and AVX2 with FMA (8 lanes: the machines where `auto` samples in float32).
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 
 #include <cmath>
-#ifdef __AVX512F__
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
 #endif
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 namespace {
 
-inline float bf16_to_float(uint16_t x) {
+using bf16 = uint16_t;  // bf16 as its raw bits
+
+inline float bf16_to_float(bf16 x) {
   uint32_t u = static_cast<uint32_t>(x) << 16;
   float f;
   std::memcpy(&f, &u, sizeof f);
   return f;
 }
 
-inline uint16_t float_to_bf16(float f) {  // round to nearest even, as torch's conversion
+inline bf16 float_to_bf16(float f) {  // round to nearest even, as torch's conversion
   uint32_t u;
   std::memcpy(&u, &f, sizeof u);
   if (std::isnan(f)) return 0x7fc0;
   u += 0x7fff + ((u >> 16) & 1);
-  return static_cast<uint16_t>(u >> 16);
+  return static_cast<bf16>(u >> 16);
 }
 
-#ifdef __AVX512F__
-inline __m512 load_bf16x16(const uint16_t* p) {  // 16 bf16 -> 16 float32 (exact: a shift)
+inline float to_float(bf16 x) { return bf16_to_float(x); }
+inline float to_float(float x) { return x; }
+template <typename T> inline T from_float(float f);
+template <> inline bf16 from_float<bf16>(float f) { return float_to_bf16(f); }
+template <> inline float from_float<float>(float f) { return f; }
+
+// One float32 vector of the widest kind compiled for, with the operations dot_rep, axpy_rep, vexp and silu need, so
+// the code below the two sets is written once for both.
+#if defined(__AVX512F__)
+constexpr int64_t LANES = 16;
+using vecf = __m512;
+inline vecf vload(const bf16* p) {  // 16 bf16 -> 16 float32 (exact: a shift)
   __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+inline vecf vload(const float* p) { return _mm512_loadu_ps(p); }
+inline void vstore(float* p, vecf v) { _mm512_storeu_ps(p, v); }
+inline vecf vset(float x) { return _mm512_set1_ps(x); }
+inline vecf vzero() { return _mm512_setzero_ps(); }
+inline vecf vfma(vecf a, vecf b, vecf c) { return _mm512_fmadd_ps(a, b, c); }
+inline vecf vadd(vecf a, vecf b) { return _mm512_add_ps(a, b); }
+inline vecf vsub(vecf a, vecf b) { return _mm512_sub_ps(a, b); }
+inline vecf vmul(vecf a, vecf b) { return _mm512_mul_ps(a, b); }
+inline vecf vdiv(vecf a, vecf b) { return _mm512_div_ps(a, b); }
+inline vecf vclamp(vecf v, float lo, float hi) { return _mm512_min_ps(_mm512_max_ps(v, vset(lo)), vset(hi)); }
+inline vecf vround(vecf v) { return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+inline vecf vscale2(vecf y, vecf k) { return _mm512_scalef_ps(y, k); }  // y 2^k, k integral
+inline float vsum(vecf v) { return _mm512_reduce_add_ps(v); }
+#define RLVR_VEC 1
+#elif defined(__AVX2__) && defined(__FMA__)
+constexpr int64_t LANES = 8;
+using vecf = __m256;
+inline vecf vload(const bf16* p) {  // 8 bf16 -> 8 float32
+  __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+inline vecf vload(const float* p) { return _mm256_loadu_ps(p); }
+inline void vstore(float* p, vecf v) { _mm256_storeu_ps(p, v); }
+inline vecf vset(float x) { return _mm256_set1_ps(x); }
+inline vecf vzero() { return _mm256_setzero_ps(); }
+inline vecf vfma(vecf a, vecf b, vecf c) { return _mm256_fmadd_ps(a, b, c); }
+inline vecf vadd(vecf a, vecf b) { return _mm256_add_ps(a, b); }
+inline vecf vsub(vecf a, vecf b) { return _mm256_sub_ps(a, b); }
+inline vecf vmul(vecf a, vecf b) { return _mm256_mul_ps(a, b); }
+inline vecf vdiv(vecf a, vecf b) { return _mm256_div_ps(a, b); }
+inline vecf vclamp(vecf v, float lo, float hi) { return _mm256_min_ps(_mm256_max_ps(v, vset(lo)), vset(hi)); }
+inline vecf vround(vecf v) { return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+inline vecf vscale2(vecf y, vecf k) {  // y 2^k, k integral in [-126, 127]: 2^k by its exponent bits, exact like scalef
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+inline float vsum(vecf v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+#define RLVR_VEC 1
+#endif
+
+#ifdef RLVR_VEC
+// exp(v) for v in [-87.3, 88.3] (clamped): range reduction to r in [-ln2/2, ln2/2] and the Cephes expf polynomial
+// (about 1 ulp in float32)
+inline vecf vexp(vecf v) {
+  v = vclamp(v, -87.3f, 88.3f);
+  const vecf k = vround(vmul(v, vset(1.44269504088896341f)));
+  vecf r = vfma(k, vset(-0.693359375f), v);
+  r = vfma(k, vset(2.12194440e-4f), r);
+  vecf poly = vset(1.9875691500e-4f);
+  poly = vfma(poly, r, vset(1.3981999507e-3f));
+  poly = vfma(poly, r, vset(8.3334519073e-3f));
+  poly = vfma(poly, r, vset(4.1665795894e-2f));
+  poly = vfma(poly, r, vset(1.6666665459e-1f));
+  poly = vfma(poly, r, vset(5.0000001201e-1f));
+  return vscale2(vadd(vfma(vmul(poly, r), r, r), vset(1.f)), k);
 }
 #endif
 
@@ -44,83 +119,86 @@ inline __m512 load_bf16x16(const uint16_t* p) {  // 16 bf16 -> 16 float32 (exact
 inline float exp_shifted_sum(float* x, int64_t len) {
   float top = x[0];
   for (int64_t j = 1; j < len; ++j) top = x[j] > top ? x[j] : top;
-#ifdef __AVX512F__
-  // exp by range reduction to r in [-ln2/2, ln2/2] and the Cephes expf polynomial (about 1 ulp in float32)
-  const __m512 vtop = _mm512_set1_ps(top), log2e = _mm512_set1_ps(1.44269504088896341f);
-  const __m512 ln2_hi = _mm512_set1_ps(0.693359375f), ln2_lo = _mm512_set1_ps(-2.12194440e-4f);
-  const __m512 lowest = _mm512_set1_ps(-87.3f), one = _mm512_set1_ps(1.f);
-  __m512 total = _mm512_setzero_ps();
-  for (int64_t j = 0; j < len; j += 16) {
-    const __mmask16 m = len - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (len - j)) - 1);
-    __m512 v = _mm512_max_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + j), vtop), lowest);
-    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(v, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(k, ln2_hi, v);
-    r = _mm512_fnmadd_ps(k, ln2_lo, r);
-    __m512 poly = _mm512_set1_ps(1.9875691500e-4f);
-    poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(1.3981999507e-3f));
-    poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(8.3334519073e-3f));
-    poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(4.1665795894e-2f));
-    poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(1.6666665459e-1f));
-    poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(5.0000001201e-1f));
-    const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(poly, r), r, r), one);
-    const __m512 e = _mm512_scalef_ps(y, k);
-    _mm512_mask_storeu_ps(x + j, m, e);
-    total = _mm512_add_ps(total, _mm512_maskz_mov_ps(m, e));
-  }
-  return _mm512_reduce_add_ps(total);
-#else
+  int64_t j = 0;
   float sum = 0.f;
-  for (int64_t j = 0; j < len; ++j) { x[j] = std::exp(x[j] - top); sum += x[j]; }
-  return sum;
+#if defined(__AVX512F__)
+  const vecf vtop = vset(top);
+  vecf total = vzero();
+  for (; j < len; j += 16) {  // the tail masked
+    const __mmask16 m = len - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (len - j)) - 1);
+    const vecf e = vexp(vsub(_mm512_maskz_loadu_ps(m, x + j), vtop));
+    _mm512_mask_storeu_ps(x + j, m, e);
+    total = vadd(total, _mm512_maskz_mov_ps(m, e));
+  }
+  sum = vsum(total);
+#elif defined(RLVR_VEC)
+  const vecf vtop = vset(top);
+  vecf total = vzero();
+  for (; j + LANES <= len; j += LANES) {
+    const vecf e = vexp(vsub(vload(x + j), vtop));
+    vstore(x + j, e);
+    total = vadd(total, e);
+  }
+  sum = vsum(total);
 #endif
+  for (; j < len; ++j) { x[j] = std::exp(x[j] - top); sum += x[j]; }  // the scalar tail (all of it unvectorised)
+  return sum;
 }
 
-// scores[e * stride] = q_e . key for the rep queries (float32, D of them each), key in bf16
-inline void dot_rep(const float* qf, int64_t rep, int64_t D, const uint16_t* key, float* scores, int64_t stride) {
-#ifdef __AVX512F__
-  if (D % 16 == 0 && D <= 256) {
-    __m512 kv[16];
-    for (int64_t c = 0; c < D / 16; ++c) kv[c] = load_bf16x16(key + 16 * c);
+// scores[e * stride] = q_e . key for the rep queries (float32, D of them each)
+template <typename T>
+inline void dot_rep(const float* qf, int64_t rep, int64_t D, const T* key, float* scores, int64_t stride) {
+#ifdef RLVR_VEC
+  if (D % LANES == 0 && D <= 16 * LANES) {
+    vecf kv[16];
+    for (int64_t c = 0; c < D / LANES; ++c) kv[c] = vload(key + LANES * c);
     for (int64_t e = 0; e < rep; ++e) {
-      __m512 acc = _mm512_setzero_ps();
-      for (int64_t c = 0; c < D / 16; ++c) acc = _mm512_fmadd_ps(_mm512_loadu_ps(qf + e * D + 16 * c), kv[c], acc);
-      scores[e * stride] = _mm512_reduce_add_ps(acc);
+      vecf acc = vzero();
+      for (int64_t c = 0; c < D / LANES; ++c) acc = vfma(vload(qf + e * D + LANES * c), kv[c], acc);
+      scores[e * stride] = vsum(acc);
     }
     return;
   }
 #endif
   for (int64_t e = 0; e < rep; ++e) {
     float dot = 0.f;
-    for (int64_t d = 0; d < D; ++d) dot += qf[e * D + d] * bf16_to_float(key[d]);
+    for (int64_t d = 0; d < D; ++d) dot += qf[e * D + d] * to_float(key[d]);
     scores[e * stride] = dot;
   }
 }
 
-// acc_e += w[e * stride] * value for the rep accumulators (float32, D each), value in bf16
-inline void axpy_rep(const float* w, int64_t stride, int64_t rep, int64_t D, const uint16_t* value, float* acc) {
-#ifdef __AVX512F__
-  if (D % 16 == 0 && D <= 256) {
-    for (int64_t c = 0; c < D / 16; ++c) {
-      const __m512 v = load_bf16x16(value + 16 * c);
+// acc_e += w[e * stride] * value for the rep accumulators (float32, D each)
+template <typename T>
+inline void axpy_rep(const float* w, int64_t stride, int64_t rep, int64_t D, const T* value, float* acc) {
+#ifdef RLVR_VEC
+  if (D % LANES == 0 && D <= 16 * LANES) {
+    for (int64_t c = 0; c < D / LANES; ++c) {
+      const vecf v = vload(value + LANES * c);
       for (int64_t e = 0; e < rep; ++e) {
-        float* a = acc + e * D + 16 * c;
-        _mm512_storeu_ps(a, _mm512_fmadd_ps(_mm512_set1_ps(w[e * stride]), v, _mm512_loadu_ps(a)));
+        float* a = acc + e * D + LANES * c;
+        vstore(a, vfma(vset(w[e * stride]), v, vload(a)));
       }
     }
     return;
   }
 #endif
   for (int64_t e = 0; e < rep; ++e)
-    for (int64_t d = 0; d < D; ++d) acc[e * D + d] += w[e * stride] * bf16_to_float(value[d]);
+    for (int64_t d = 0; d < D; ++d) acc[e * D + d] += w[e * stride] * to_float(value[d]);
 }
 
-// q (n, Hkv, rep, D) bf16, already scaled; k, v (n, Hkv, D) bf16; pk/pv (P, Hkv, Lmax, D) bf16 (one layer);
-// gk/gv (S, Hkv, Tcap, D) bf16 (one layer; written at position t); prompt_of (n,) long; slot_of (n,) long;
-// prompt_len (P,) long. Returns (n, Hkv * rep * D) bf16.
-torch::Tensor decode_attend(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor pk, torch::Tensor pv,
-                            torch::Tensor gk, torch::Tensor gv, torch::Tensor prompt_of, torch::Tensor slot_of,
-                            torch::Tensor prompt_len, int64_t t) {
-  TORCH_CHECK(q.scalar_type() == at::kBFloat16 && pk.scalar_type() == at::kBFloat16, "bf16 only");
+template <typename T> constexpr at::ScalarType dtype_of() {
+  return std::is_same<T, float>::value ? at::kFloat : at::kBFloat16;
+}
+
+// q (n, Hkv, rep, D), already scaled; k, v (n, Hkv, D); pk/pv (P, Hkv, Lmax, D) (one layer); gk/gv (S, Hkv, Tcap, D)
+// (one layer; written at position t); all in the compute dtype T; prompt_of (n,) long; slot_of (n,) long;
+// prompt_len (P,) long. Returns (n, Hkv * rep * D) in T.
+template <typename T>
+torch::Tensor attend_impl(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor pk, torch::Tensor pv,
+                          torch::Tensor gk, torch::Tensor gv, torch::Tensor prompt_of, torch::Tensor slot_of,
+                          torch::Tensor prompt_len, int64_t t) {
+  for (const auto* x : {&k, &v, &pk, &pv, &gk, &gv})
+    TORCH_CHECK(x->scalar_type() == dtype_of<T>(), "q, k, v and the caches in one dtype");
   TORCH_CHECK(pk.is_contiguous() && pv.is_contiguous() && gk.is_contiguous() && gv.is_contiguous(),
               "contiguous caches");
   TORCH_CHECK(q.stride(3) == 1 && k.stride(2) == 1 && v.stride(2) == 1, "q, k, v with unit stride over D");
@@ -131,14 +209,14 @@ torch::Tensor decode_attend(torch::Tensor q, torch::Tensor k, torch::Tensor v, t
   const int64_t qs0 = q.stride(0), qs1 = q.stride(1), qs2 = q.stride(2);  // q, k, v are views of the qkv matmul
   const int64_t ks0 = k.stride(0), ks1 = k.stride(1), vs0 = v.stride(0), vs1 = v.stride(1);
   auto out = torch::empty({n, Hkv * rep * D}, q.options());
-  const auto* Q = reinterpret_cast<const uint16_t*>(q.data_ptr());
-  const auto* K = reinterpret_cast<const uint16_t*>(k.data_ptr());
-  const auto* V = reinterpret_cast<const uint16_t*>(v.data_ptr());
-  const auto* PK = reinterpret_cast<const uint16_t*>(pk.data_ptr());
-  const auto* PV = reinterpret_cast<const uint16_t*>(pv.data_ptr());
-  auto* GK = reinterpret_cast<uint16_t*>(gk.data_ptr());
-  auto* GV = reinterpret_cast<uint16_t*>(gv.data_ptr());
-  auto* O = reinterpret_cast<uint16_t*>(out.data_ptr());
+  const auto* Q = reinterpret_cast<const T*>(q.data_ptr());
+  const auto* K = reinterpret_cast<const T*>(k.data_ptr());
+  const auto* V = reinterpret_cast<const T*>(v.data_ptr());
+  const auto* PK = reinterpret_cast<const T*>(pk.data_ptr());
+  const auto* PV = reinterpret_cast<const T*>(pv.data_ptr());
+  auto* GK = reinterpret_cast<T*>(gk.data_ptr());
+  auto* GV = reinterpret_cast<T*>(gv.data_ptr());
+  auto* O = reinterpret_cast<T*>(out.data_ptr());
   const auto* prompt = prompt_of.data_ptr<int64_t>();
   const auto* slot = slot_of.data_ptr<int64_t>();
   const auto* plen = prompt_len.data_ptr<int64_t>();
@@ -147,16 +225,16 @@ torch::Tensor decode_attend(torch::Tensor q, torch::Tensor k, torch::Tensor v, t
     std::vector<float> qf(rep * D), acc(rep * D), scores;
     for (int64_t task = begin; task < end; ++task) {
       const int64_t r = task / Hkv, h = task % Hkv, p = prompt[r], s = slot[r], L = plen[p];
-      uint16_t* gk_row = GK + ((s * Hkv + h) * Tcap) * D;
-      uint16_t* gv_row = GV + ((s * Hkv + h) * Tcap) * D;
-      std::memcpy(gk_row + t * D, K + r * ks0 + h * ks1, D * sizeof(uint16_t));
-      std::memcpy(gv_row + t * D, V + r * vs0 + h * vs1, D * sizeof(uint16_t));
+      T* gk_row = GK + ((s * Hkv + h) * Tcap) * D;
+      T* gv_row = GV + ((s * Hkv + h) * Tcap) * D;
+      std::memcpy(gk_row + t * D, K + r * ks0 + h * ks1, D * sizeof(T));
+      std::memcpy(gv_row + t * D, V + r * vs0 + h * vs1, D * sizeof(T));
       for (int64_t e = 0; e < rep; ++e)
-        for (int64_t d = 0; d < D; ++d) qf[e * D + d] = bf16_to_float(Q[r * qs0 + h * qs1 + e * qs2 + d]);
+        for (int64_t d = 0; d < D; ++d) qf[e * D + d] = to_float(Q[r * qs0 + h * qs1 + e * qs2 + d]);
       const int64_t keys = L + t + 1;
       scores.assign(rep * keys, 0.f);
-      const uint16_t* pk_rows = PK + ((p * Hkv + h) * Lmax) * D;
-      const uint16_t* pv_rows = PV + ((p * Hkv + h) * Lmax) * D;
+      const T* pk_rows = PK + ((p * Hkv + h) * Lmax) * D;
+      const T* pv_rows = PV + ((p * Hkv + h) * Lmax) * D;
       for (int64_t j = 0; j < keys; ++j)  // scores: every key once, dotted with the rep queries of this head
         dot_rep(qf.data(), rep, D, j < L ? pk_rows + j * D : gk_row + (j - L) * D, scores.data() + j, keys);
       float total[64];  // softmax weights, unnormalised, and their sums
@@ -164,83 +242,214 @@ torch::Tensor decode_attend(torch::Tensor q, torch::Tensor k, torch::Tensor v, t
       std::fill(acc.begin(), acc.end(), 0.f);
       for (int64_t j = 0; j < keys; ++j)  // weighted values
         axpy_rep(scores.data() + j, keys, rep, D, j < L ? pv_rows + j * D : gv_row + (j - L) * D, acc.data());
-      uint16_t* orow = O + r * Hkv * rep * D + h * rep * D;
+      T* orow = O + r * Hkv * rep * D + h * rep * D;
       for (int64_t e = 0; e < rep; ++e)
-        for (int64_t d = 0; d < D; ++d) orow[e * D + d] = float_to_bf16(acc[e * D + d] / total[e]);
+        for (int64_t d = 0; d < D; ++d) orow[e * D + d] = from_float<T>(acc[e * D + d] / total[e]);
     }
   });
   return out;
 }
 
-// x (N, H) float32, w (H,) float32 -> (N, H) bf16: x / sqrt(mean(x^2) + eps) * w
-torch::Tensor rms_norm_bf16(torch::Tensor x, torch::Tensor w, double eps) {
-  TORCH_CHECK(x.scalar_type() == at::kFloat && w.scalar_type() == at::kFloat && x.dim() == 2, "float32 (N, H)");
+torch::Tensor decode_attend(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor pk, torch::Tensor pv,
+                            torch::Tensor gk, torch::Tensor gv, torch::Tensor prompt_of, torch::Tensor slot_of,
+                            torch::Tensor prompt_len, int64_t t) {
+  if (q.scalar_type() == at::kBFloat16) return attend_impl<bf16>(q, k, v, pk, pv, gk, gv, prompt_of, slot_of, prompt_len, t);
+  TORCH_CHECK(q.scalar_type() == at::kFloat, "bf16 or float32 only");
+  return attend_impl<float>(q, k, v, pk, pv, gk, gv, prompt_of, slot_of, prompt_len, t);
+}
+
+// x (N, H) float32, w (H,) float32 -> (N, H) in T: x / sqrt(mean(x^2) + eps) * w
+template <typename T>
+torch::Tensor rms_norm_impl(const torch::Tensor& x, const torch::Tensor& w, double eps) {
   auto xc = x.contiguous();
   const int64_t N = xc.size(0), H = xc.size(1);
-  auto out = torch::empty({N, H}, xc.options().dtype(at::kBFloat16));
+  auto out = torch::empty({N, H}, xc.options().dtype(dtype_of<T>()));
   auto wc = w.contiguous();  // held: a temporary's data would be freed at the end of the statement
   const float* X = xc.data_ptr<float>();
   const float* W = wc.data_ptr<float>();
-  auto* O = reinterpret_cast<uint16_t*>(out.data_ptr());
+  auto* O = reinterpret_cast<T*>(out.data_ptr());
   at::parallel_for(0, N, 4, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const float* xr = X + r * H;
       double ss = 0.0;  // double: the same mean whatever the summation order
       for (int64_t i = 0; i < H; ++i) ss += static_cast<double>(xr[i]) * xr[i];
       const float inv = static_cast<float>(1.0 / std::sqrt(ss / H + eps));
-      for (int64_t i = 0; i < H; ++i) O[r * H + i] = float_to_bf16(xr[i] * inv * W[i]);
+      for (int64_t i = 0; i < H; ++i) O[r * H + i] = from_float<T>(xr[i] * inv * W[i]);
     }
   });
   return out;
 }
 
-// qkv (N, >= heads * D) bf16, its first heads * D columns q|k with each head's pairs interleaved; rot (N, heads, D/2)
-// complex64 -> (N, heads, D) bf16: each pair (a, b) times rot as a complex number
-torch::Tensor rope_bf16(torch::Tensor qkv, torch::Tensor rot) {
-  TORCH_CHECK(qkv.scalar_type() == at::kBFloat16 && rot.scalar_type() == at::kComplexFloat, "bf16 qkv, complex64 rot");
-  TORCH_CHECK(qkv.stride(1) == 1 && rot.is_contiguous(), "qkv rows with unit stride, contiguous rot");
+torch::Tensor rms_norm(torch::Tensor x, torch::Tensor w, double eps, bool to_bf16) {
+  TORCH_CHECK(x.scalar_type() == at::kFloat && w.scalar_type() == at::kFloat && x.dim() == 2, "float32 (N, H)");
+  return to_bf16 ? rms_norm_impl<bf16>(x, w, eps) : rms_norm_impl<float>(x, w, eps);
+}
+
+// qkv (N, >= heads * D) in T, its first heads * D columns q|k with each head's pairs interleaved; rot (N, heads, D/2)
+// complex64 -> (N, heads, D) in T: each pair (a, b) times rot as a complex number
+template <typename T>
+torch::Tensor rope_impl(const torch::Tensor& qkv, const torch::Tensor& rot) {
   const int64_t N = rot.size(0), heads = rot.size(1), half = rot.size(2), D = 2 * half;
   TORCH_CHECK(qkv.size(0) == N && qkv.size(1) >= heads * D, "qkv narrower than the rotated heads");
   auto out = torch::empty({N, heads, D}, qkv.options());
-  const auto* Q = reinterpret_cast<const uint16_t*>(qkv.data_ptr());
+  const auto* Q = reinterpret_cast<const T*>(qkv.data_ptr());
   const float* R = reinterpret_cast<const float*>(rot.data_ptr());  // (re, im) pairs
-  auto* O = reinterpret_cast<uint16_t*>(out.data_ptr());
+  auto* O = reinterpret_cast<T*>(out.data_ptr());
   const int64_t qs = qkv.stride(0);
   at::parallel_for(0, N, 4, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r)
       for (int64_t j = 0; j < heads * half; ++j) {
-        const float a = bf16_to_float(Q[r * qs + 2 * j]), b = bf16_to_float(Q[r * qs + 2 * j + 1]);
+        const float a = to_float(Q[r * qs + 2 * j]), b = to_float(Q[r * qs + 2 * j + 1]);
         const float c = R[(r * heads * half + j) * 2], s = R[(r * heads * half + j) * 2 + 1];
-        O[r * heads * D + 2 * j] = float_to_bf16(a * c - b * s);
-        O[r * heads * D + 2 * j + 1] = float_to_bf16(a * s + b * c);
+        O[r * heads * D + 2 * j] = from_float<T>(a * c - b * s);
+        O[r * heads * D + 2 * j + 1] = from_float<T>(a * s + b * c);
       }
   });
   return out;
 }
 
-// gu (N, 2 I) bf16, gate columns then up columns -> (N, I) bf16: silu(gate) * up
-torch::Tensor silu_mul_bf16(torch::Tensor gu) {
-  TORCH_CHECK(gu.scalar_type() == at::kBFloat16 && gu.dim() == 2 && gu.size(1) % 2 == 0, "bf16 (N, 2 I)");
+torch::Tensor rope(torch::Tensor qkv, torch::Tensor rot) {
+  TORCH_CHECK(rot.scalar_type() == at::kComplexFloat, "complex64 rot");
+  TORCH_CHECK(qkv.stride(1) == 1 && rot.is_contiguous(), "qkv rows with unit stride, contiguous rot");
+  if (qkv.scalar_type() == at::kBFloat16) return rope_impl<bf16>(qkv, rot);
+  TORCH_CHECK(qkv.scalar_type() == at::kFloat, "bf16 or float32 qkv");
+  return rope_impl<float>(qkv, rot);
+}
+
+// gu (N, 2 I) in T, gate columns then up columns -> (N, I) in T: silu(gate) * up. float32 takes the vector exp
+// (about 1 ulp); bf16 keeps std::exp, so its results stay bit for bit what they were before float32 came here.
+template <typename T>
+torch::Tensor silu_mul_impl(const torch::Tensor& gu) {
   auto g = gu.contiguous();
   const int64_t N = g.size(0), I = g.size(1) / 2;
   auto out = torch::empty({N, I}, g.options());
-  const auto* G = reinterpret_cast<const uint16_t*>(g.data_ptr());
-  auto* O = reinterpret_cast<uint16_t*>(out.data_ptr());
+  const auto* G = reinterpret_cast<const T*>(g.data_ptr());
+  auto* O = reinterpret_cast<T*>(out.data_ptr());
   at::parallel_for(0, N, 4, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r)
-      for (int64_t i = 0; i < I; ++i) {
-        const float x = bf16_to_float(G[r * 2 * I + i]), u = bf16_to_float(G[r * 2 * I + I + i]);
-        O[r * I + i] = float_to_bf16(x / (1.f + std::exp(-x)) * u);
+    for (int64_t r = begin; r < end; ++r) {
+      const T* gate = G + r * 2 * I;
+      const T* up = gate + I;
+      T* o = O + r * I;
+      int64_t i = 0;
+#ifdef RLVR_VEC
+      if constexpr (std::is_same<T, float>::value) {
+        const vecf one = vset(1.f), zero = vzero();
+        for (; i + LANES <= I; i += LANES) {
+          const vecf x = vload(gate + i);
+          vstore(o + i, vmul(vdiv(x, vadd(one, vexp(vsub(zero, x)))), vload(up + i)));
+        }
       }
+#endif
+      for (; i < I; ++i) {
+        const float x = to_float(gate[i]), u = to_float(up[i]);
+        o[i] = from_float<T>(x / (1.f + std::exp(-x)) * u);
+      }
+    }
   });
   return out;
+}
+
+torch::Tensor silu_mul(torch::Tensor gu) {
+  TORCH_CHECK(gu.dim() == 2 && gu.size(1) % 2 == 0, "(N, 2 I)");
+  if (gu.scalar_type() == at::kBFloat16) return silu_mul_impl<bf16>(gu);
+  TORCH_CHECK(gu.scalar_type() == at::kFloat, "bf16 or float32 only");
+  return silu_mul_impl<float>(gu);
+}
+
+// The float32 weight matmul of a decode step, y = x W^T (+ b), for the few rows a decode step has, on weights packed
+// once at each sync into panels of 16 output columns: wp (N / 16, K, 16), panel p holding W[16p : 16p + 16, :]
+// transposed. A microkernel keeps up to 6 rows x 16 columns of y in 12 AVX2 registers and streams its panel once
+// from memory for all the rows of a chunk of up to 48 rows (the rest of the chunk's row blocks find it in cache):
+// with 8 rows that is one pass over the weights at 8 FMAs per weight loaded, where a general matmul library's few-row
+// kernel reads them at half the memory's rate (docs/performance.md, "Decode on the AVX2-only kind"). Each y is a
+// float32 sum in k order with FMA: the same result as any float32 matmul up to the order of its sums.
+#if defined(__AVX2__) && defined(__FMA__)
+constexpr int64_t PANEL = 16, ROW_BLOCK = 6, ROW_CHUNK = 48;
+
+template <int MB>
+inline void panel_rows(int64_t K, const float* x, int64_t ldx, const float* w, float* y, int64_t ldy, const float* b) {
+  // every loop over the rows unrolled, so the 12 accumulators live in registers (rolled, GCC keeps a copy of each
+  // in memory and stores all 12 every k: half the speed)
+  __m256 acc[MB][2];
+#pragma GCC unroll 6
+  for (int i = 0; i < MB; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    const __m256 w0 = _mm256_loadu_ps(w + k * PANEL), w1 = _mm256_loadu_ps(w + k * PANEL + 8);
+#pragma GCC unroll 6
+    for (int i = 0; i < MB; ++i) {
+      const __m256 xi = _mm256_broadcast_ss(x + i * ldx + k);
+      acc[i][0] = _mm256_fmadd_ps(xi, w0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(xi, w1, acc[i][1]);
+    }
+  }
+  const __m256 b0 = b ? _mm256_loadu_ps(b) : _mm256_setzero_ps(), b1 = b ? _mm256_loadu_ps(b + 8) : _mm256_setzero_ps();
+#pragma GCC unroll 6
+  for (int i = 0; i < MB; ++i) {
+    _mm256_storeu_ps(y + i * ldy, b ? _mm256_add_ps(acc[i][0], b0) : acc[i][0]);
+    _mm256_storeu_ps(y + i * ldy + 8, b ? _mm256_add_ps(acc[i][1], b1) : acc[i][1]);
+  }
+}
+
+using PanelRows = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, const float*);
+constexpr PanelRows PANEL_ROWS[ROW_BLOCK + 1] = {nullptr, panel_rows<1>, panel_rows<2>, panel_rows<3>,
+                                                 panel_rows<4>, panel_rows<5>, panel_rows<6>};
+#endif
+
+bool panel_linear_available() {
+#if defined(__AVX2__) && defined(__FMA__)
+  return true;
+#else
+  return false;
+#endif
+}
+
+// x (M, K) float32 with unit column stride; wp (N / 16, K, 16) float32 panels; bias (N,) float32 or None -> (M, N)
+torch::Tensor panel_linear(torch::Tensor x, torch::Tensor wp, c10::optional<torch::Tensor> bias) {
+#if defined(__AVX2__) && defined(__FMA__)
+  TORCH_CHECK(x.scalar_type() == at::kFloat && wp.scalar_type() == at::kFloat, "float32 only");
+  TORCH_CHECK(x.dim() == 2 && x.stride(1) == 1, "x (M, K) with unit column stride");
+  TORCH_CHECK(wp.dim() == 3 && wp.size(2) == PANEL && wp.is_contiguous(), "wp (N / 16, K, 16) contiguous");
+  const int64_t M = x.size(0), K = x.size(1), panels = wp.size(0), N = panels * PANEL, ldx = x.stride(0);
+  TORCH_CHECK(wp.size(1) == K, "x and the weight disagree on K");
+  torch::Tensor bc;
+  if (bias && bias->defined()) {
+    bc = bias->contiguous();
+    TORCH_CHECK(bc.scalar_type() == at::kFloat && bc.numel() == N, "float32 bias of N");
+  }
+  auto y = torch::empty({M, N}, x.options());
+  const float* X = x.data_ptr<float>();
+  const float* W = wp.data_ptr<float>();
+  const float* B = bc.defined() ? bc.data_ptr<float>() : nullptr;
+  float* Y = y.data_ptr<float>();
+  for (int64_t m0 = 0; m0 < M; m0 += ROW_CHUNK) {
+    const int64_t rows = std::min(ROW_CHUNK, M - m0);
+    const int64_t blocks = (rows + ROW_BLOCK - 1) / ROW_BLOCK;  // as even as they go: 8 rows are 4 + 4, not 6 + 2
+    at::parallel_for(0, panels, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) {
+        int64_t m = m0;
+        for (int64_t blk = 0; blk < blocks; ++blk) {
+          const int64_t mb = (rows - (m - m0) + (blocks - blk) - 1) / (blocks - blk);
+          PANEL_ROWS[mb](K, X + m * ldx, ldx, W + p * K * PANEL, Y + m * N + p * PANEL, N, B ? B + p * PANEL : nullptr);
+          m += mb;
+        }
+      }
+    });
+  }
+  return y;
+#else
+  TORCH_CHECK(false, "panel_linear needs AVX2 and FMA");
+  return x;
+#endif
 }
 
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("decode_attend", &decode_attend, "one decode step's cascade attention for one layer (bf16)");
-  m.def("rms_norm_bf16", &rms_norm_bf16, "RMSNorm of a float32 stream, rounded once to bf16");
-  m.def("rope_bf16", &rope_bf16, "rotary embedding of the q|k heads of a bf16 qkv output");
-  m.def("silu_mul_bf16", &silu_mul_bf16, "silu(gate) * up of a bf16 gate|up output");
+  m.def("decode_attend", &decode_attend, "one decode step's cascade attention for one layer (bf16 or float32)");
+  m.def("rms_norm", &rms_norm, "RMSNorm of a float32 stream, rounded once to bf16 (to_bf16) or kept in float32");
+  m.def("rope", &rope, "rotary embedding of the q|k heads of a qkv output (bf16 or float32)");
+  m.def("silu_mul", &silu_mul, "silu(gate) * up of a gate|up output (bf16 or float32)");
+  m.def("panel_linear_available", &panel_linear_available, "whether panel_linear was compiled (AVX2 and FMA)");
+  m.def("panel_linear", &panel_linear, "float32 x W^T (+ b) for a few rows, W packed in panels of 16 columns",
+        py::arg("x"), py::arg("wp"), py::arg("bias") = py::none());
 }
