@@ -226,9 +226,9 @@ def test_panel_linear_by_hand():
 
 
 @panel
-@pytest.mark.parametrize("M", [1, 2, 7, 8, 13, 48, 49, 101])
+@pytest.mark.parametrize("M", [1, 2, 7, 8, 13, 64, 65, 141])
 def test_panel_linear_equals_f_linear(M):
-    """Every row count the sampler meets (decode's few rows, chunks of 48, a prefill), K not a multiple of the
+    """Every row count the sampler meets (decode's few rows, chunks of 64, a prefill), K not a multiple of the
     vector width, with and without a bias, and rows taken from a wider tensor: F.linear's result up to the order of
     float32 sums."""
     import torch.nn.functional as F
@@ -244,6 +244,19 @@ def test_panel_linear_equals_f_linear(M):
     assert packed.dim() == 3
     torch.testing.assert_close(linear(x, packed, b), F.linear(x, w, b), atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(linear(x, packed), F.linear(x, w), atol=1e-5, rtol=1e-5)
+
+
+@panel
+def test_panel_linear_rows_do_not_interact():
+    """Each output is one float32 sum in k order, whatever the rows beside it: 141 rows at once (three chunks, row
+    blocks of every size) are bit-identical to each row alone, so a decode batch's size never moves a token."""
+    from rlvr.sampling import llama
+
+    g = torch.Generator().manual_seed(7)
+    pack, linear = llama.packed_linear(torch.float32, 8, kernel)
+    packed, x = pack(torch.randn(96, 200, generator=g)), torch.randn(141, 200, generator=g)
+    alone = torch.cat([linear(x[i : i + 1], packed) for i in range(len(x))])
+    assert torch.equal(linear(x, packed), alone)
 
 
 @panel

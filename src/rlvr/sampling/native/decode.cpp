@@ -359,12 +359,13 @@ torch::Tensor silu_mul(torch::Tensor gu) {
 // The float32 weight matmul of a decode step, y = x W^T (+ b), for the few rows a decode step has, on weights packed
 // once at each sync into panels of 16 output columns: wp (N / 16, K, 16), panel p holding W[16p : 16p + 16, :]
 // transposed. A microkernel keeps up to 6 rows x 16 columns of y in 12 AVX2 registers and streams its panel once
-// from memory for all the rows of a chunk of up to 48 rows (the rest of the chunk's row blocks find it in cache):
+// from memory for all the rows of a chunk of up to 64 rows (the rest of the chunk's row blocks find it in cache; 64
+// is the sampler's most decode rows, so a step streams each weight once, and 64 rows of x fit a core's L2):
 // with 8 rows that is one pass over the weights at 8 FMAs per weight loaded, where a general matmul library's few-row
 // kernel reads them at half the memory's rate (docs/performance.md, "Decode on the AVX2-only kind"). Each y is a
 // float32 sum in k order with FMA: the same result as any float32 matmul up to the order of its sums.
 #if defined(__AVX2__) && defined(__FMA__)
-constexpr int64_t PANEL = 16, ROW_BLOCK = 6, ROW_CHUNK = 48;
+constexpr int64_t PANEL = 16, ROW_BLOCK = 6, ROW_CHUNK = 64;
 
 template <int MB>
 inline void panel_rows(int64_t K, const float* x, int64_t ldx, const float* w, float* y, int64_t ldy, const float* b) {
