@@ -5,6 +5,7 @@ import argparse
 import importlib.util
 
 import pytest
+import torch
 
 from conftest import save_tiny_model
 from rlvr_bench import bench
@@ -185,6 +186,32 @@ def test_the_bench_worker_runs_the_trainers_step(tmp_path, tokenizer):
     figures = step_figures(results[1], state.algo.beta)
     assert figures["reward"] == logged[1]["reward/mean"] and figures["active_rows"] == logged[1]["active_rows"]
     assert figures["gen_tokens"] == int(results[1].batch.lengths.sum()) > 0
+
+
+def test_the_update_s_forward_tokens_count_each_prompt_once_per_group():
+    """rlvr's update runs each distinct prompt of the rows it keeps once (the prompt pass), then their completions:
+    two groups of 3 with prompts of 5 and 7 tokens, the second group all zero advantage (skipped without KL): 5 + the
+    first group's 2 + 3 + 4 completion tokens = 14, not 3 x 5 + 9. With a KL term every row runs: 5 + 7 + 12 = 24."""
+    from types import SimpleNamespace
+
+    from rlvr_bench.workers import step_figures
+
+    class Batch(SimpleNamespace):
+        def __len__(self):
+            return len(self.prompt_ids)
+
+    lengths = torch.tensor([2, 3, 4, 1, 1, 1])
+    batch = Batch(
+        prompt_ids=[[1] * 5] * 3 + [[2] * 7] * 3,
+        lengths=lengths,
+        mask=(torch.arange(4)[None, :] < lengths[:, None]).float(),
+        advantages=torch.tensor([1.0, -1.0, 0.5, 0.0, 0.0, 0.0]),
+    )
+    row = {"step": 0, "time/generate": 1.0, "time/verify": 0.1, "time/train": 2.0, "time/step": 3.5}
+    result = SimpleNamespace(row={**row, "reward/mean": 0.5}, batch=batch, update={"active_rows": 3})
+    figures = step_figures(result, beta=0.0)
+    assert (figures["fwd_tokens"], figures["prompt_tokens"], figures["gen_tokens"]) == (14, 12, 12)
+    assert step_figures(result, beta=0.04)["fwd_tokens"] == 24
 
 
 def test_a_peer_venv_is_checked_for_each_package_it_needs(tmp_path):

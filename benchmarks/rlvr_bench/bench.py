@@ -14,8 +14,9 @@ reward and each child's peak RSS; then the ratios rlvr / TRL.
 FLOP counts are nominal, per token through the model: 2 N for a forward (N = base parameters), so
 generation does 2 N per generated token; an update does 6 N per token (forward, backward to activations,
 backward to weights) for a full fine-tune and 4 N with LoRA (the frozen base needs no weight gradients),
-over the prompt and completion tokens of the rows the update ran through the model (rlvr skips rows with
-zero advantage, which carry no gradient; TRL runs them all), padding not counted. The ceiling is the probe's rate in the compute dtype
+over the tokens the update ran through the model, padding not counted: rlvr runs each distinct prompt of its
+rows once, for the whole group, then the completions, and skips rows with zero advantage, which carry no gradient;
+TRL runs every row's prompt and completion. The ceiling is the probe's rate in the compute dtype
 (bf16 when `--dtype bfloat16`, else float32).
 
 `--vs episodes` compares an episode step's policy tokens/s with a single-turn step's (rlvr_bench.episodes).
@@ -394,7 +395,7 @@ def fractions(s: dict, params: int, ceiling_gflops: float, spec: dict) -> dict:
     """Token rates and fractions of the FLOP ceiling for one step record (or a summed one)."""
     gen_tok_s = s["gen_tokens"] / s["generate"] if s["generate"] > 0 else 0.0
     train_tok_s = s["gen_tokens"] / s["train"] if s["train"] > 0 else 0.0
-    # the work the update actually did: prompt + completion tokens of the rows it ran through the model
+    # the work the update actually did: the tokens it ran through the model (each side's own count, workers.py)
     train_flops = train_flops_per_token(params, spec["lora"]) * s["fwd_tokens"]
     ceiling = ceiling_gflops * 1e9
     return {

@@ -17,7 +17,8 @@ from the same seeded prompt stream, score with the same reward (`Reward.as_trl()
 use the same thread count.
 
 Token counts per step: `gen_tokens` (completion tokens sampled), `prompt_tokens` (the P prompts, each once),
-`fwd_tokens` (prompt + completion tokens of the rows the update ran through the model).
+`fwd_tokens` (the tokens the update ran through the model: rlvr's, each distinct prompt of the rows it kept once
+and their completions; TRL's, every row's prompt and completion, as each framework computes them).
 
 Phases reported per step (seconds): `generate` (the sampler only), `verify` (scoring), `train` (log-probs,
 loss, backward, optimizer step), `other` (the rest: weight sync to the sampler, advantages, bookkeeping).
@@ -139,6 +140,8 @@ def step_figures(result, beta: float) -> dict:
     # rows the update ran a forward on (zero-advantage rows carry no gradient and are skipped; see rlvr.policy.update)
     active = [r for r in range(len(batch)) if batch.mask[r].sum() > 0 and (batch.advantages[r] != 0 or beta > 0)]
     prompts = {tuple(p) for p in batch.prompt_ids}  # the P prompts, each once
+    # the update runs each distinct prompt of its rows once (rlvr.policy.logprobs.PromptPass), then the completions
+    run_prompts = {tuple(batch.prompt_ids[r]) for r in active}
     return {
         "step": row["step"],
         "generate": gen,
@@ -147,7 +150,7 @@ def step_figures(result, beta: float) -> dict:
         "other": row["time/step"] - gen - ver - train,
         "gen_tokens": int(batch.lengths.sum()),
         "prompt_tokens": sum(len(p) for p in prompts),
-        "fwd_tokens": sum(len(batch.prompt_ids[r]) + int(batch.lengths[r]) for r in active),
+        "fwd_tokens": sum(map(len, run_prompts)) + sum(int(batch.lengths[r]) for r in active),
         "rows": len(batch),
         "reward": row["reward/mean"],
         "active_rows": result.update.get("active_rows", 0),
