@@ -17,7 +17,9 @@ thread per CPU, run one after another so nothing else competes:
   `base` (as rlvr runs), `cache1024` (oneDNN's primitive cache at its default 1,024 instead of rlvr's 64), `noamx`
   (`ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16`: oneDNN without AMX); `mbt0` and `mbt1024` change one setting instead
   (train.micro_batch_tokens 0 = no cap, or 1,024, against the default's 512);
-- **ops**: one more step of `base` under torch's profiler: the top operators by their own CPU time;
+- **ops**: one more step of `base` under torch's profiler: the top operators by their own CPU time, and the step's
+  `aten::mm` calls by class (the frozen base's linears, the head, the LoRA products: a dimension equal to the rank),
+  each class's nominal FLOPs (2 M K N a call) over its own time;
 - **decode**: benchmarks/bench_decode_floor.py on the same model (the floors and the share of the roofline).
 
 A model whose weights cannot travel (a lent machine's host) is measured with `--random CONFIG_FOLDER`: random
@@ -218,6 +220,7 @@ def main() -> int:
         table = next((r["table"] for r in rows if "table" in r), "(no profile)")
         (out / "ops.txt").write_text(table)
         sections.append("## Top operators of one base step (self CPU time)\n\n```\n" + table + "\n```")
+        sections.append(matmul_class_table(rows, probes))
     if not args.no_decode:
         sections.append(decode(out, cpus, args))
     text = "\n\n".join(sections) + "\n"
@@ -234,7 +237,10 @@ def report(out: Path) -> int:
         records.setdefault(r.pop("label"), []).append(r)
     probes = records.get("probe", [])
     steps = {k.removeprefix("step-"): v for k, v in records.items() if k.startswith("step-")}
-    print(probe_table(probes, records.get("probe-noamx", [])) + "\n\n" + step_table(steps, probes))
+    tables = [probe_table(probes, records.get("probe-noamx", [])), step_table(steps, probes)]
+    if "ops" in records:
+        tables.append(matmul_class_table(records["ops"], probes))
+    print("\n\n".join(tables))
     return 0
 
 
@@ -315,6 +321,43 @@ def step_table(steps: dict[str, list[dict]], probes: list[dict]) -> str:
                     f"- {name}: {r['wall']:.2f} s (generate {r['generate']:.2f}, train {r['train']:.2f}), "
                     f"{r.get('onednn_builds', 0)} oneDNN builds, {r.get('onednn_build_ms', 0):.0f} ms"
                 )
+    return "\n".join(lines)
+
+
+def matmul_classes(events, rank: int, vocab: int) -> list[dict]:
+    """`aten::mm` events (name, input shapes, count, self CPU microseconds) summed by class: "lora" where a
+    dimension is the LoRA rank, "head" where one is the vocabulary, else "base". FLOPs are 2 M K N a call."""
+    out: dict[str, dict] = {}
+    for name, shapes, count, self_us in events:
+        if name != "aten::mm" or len(shapes) < 2 or len(shapes[0]) != 2 or len(shapes[1]) != 2:
+            continue
+        (m, k), (_, n) = shapes[0], shapes[1]
+        cls = "lora" if rank in (m, k, n) else "head" if vocab in (m, k, n) else "base"
+        c = out.setdefault(cls, {"class": cls, "flop": 0.0, "seconds": 0.0, "calls": 0})
+        c["flop"] += 2.0 * m * k * n * count
+        c["seconds"] += self_us / 1e6
+        c["calls"] += count
+    return [out[c] for c in ("base", "head", "lora") if c in out]
+
+
+def matmul_class_table(ops_rows: list[dict], probes: list[dict]) -> str:
+    """The profiled step's matmuls by class (the ops child's records), each class's rate against the probe in the
+    update's dtype."""
+    ready = next((r for r in ops_rows if r.get("kind") == "ready"), {})
+    dtype = "bfloat16" if ready.get("autocast") == "bfloat16" else "float32"
+    ceiling = next((r["gflops"] for r in probes if r.get("what") == "probe" and r["dtype"] == dtype), 0.0)
+    lines = [
+        "## The profiled step's aten::mm by class (the update's; the fast sampler's matmuls are not aten::mm)",
+        "",
+        f"| class | TFLOP | self s | calls | GFLOP/s | % of the {dtype} probe |",
+        "|---|---|---|---|---|---|",
+    ]
+    for c in next((r["classes"] for r in ops_rows if "classes" in r), []):
+        rate = c["flop"] / max(c["seconds"], 1e-9) / 1e9
+        share = f"{100 * rate / ceiling:.0f}%" if ceiling else "-"
+        lines.append(
+            f"| {c['class']} | {c['flop'] / 1e12:.3f} | {c['seconds']:.2f} | {c['calls']} | {rate:.0f} | {share} |"
+        )
     return "\n".join(lines)
 
 
@@ -441,13 +484,19 @@ def step_part(spec: dict) -> None:
     if spec["part"] == "ops":
         from torch.profiler import ProfilerActivity, profile
 
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
             t0 = time.perf_counter()
             result = run_step(state, n)
             wall = time.perf_counter() - t0
         emit(kind="step", profiled=True, wall=wall, params=params, **step_figures(result, beta))
         table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30, max_name_column_width=60)
-        emit(kind="ops", table=table)
+        events = [
+            (e.key, e.input_shapes, e.count, e.self_cpu_time_total)
+            for e in prof.key_averages(group_by_input_shape=True)
+            if e.key == "aten::mm"
+        ]
+        vocab = state.model.get_input_embeddings().weight.shape[0]
+        emit(kind="ops", table=table, classes=matmul_classes(events, cfg.model.lora.r, vocab))
 
 
 if __name__ == "__main__":

@@ -77,3 +77,32 @@ def test_step_table_shares_by_hand():
     ready["autocast"] = "none"
     row = next(ln for ln in step_profile.step_table(steps, probes).splitlines() if ln.startswith("| base |"))
     assert row.split("|")[10].strip() == "160.0"
+
+
+def test_matmul_classes_by_hand():
+    """Two base calls of 4 x 8 x 2 (128 FLOP each) in 2 us, a head call of 1 x 2 x 50 (vocabulary 50: 200 FLOP) in
+    1 us, LoRA calls with the rank 3 as any dimension; other operators and batched shapes are left out. At a float32
+    probe of 0.0001 GFLOP/s (100 kFLOP/s) the base's 128 MFLOP/s is 128,000% of it."""
+    events = [
+        ("aten::mm", [[4, 8], [8, 2]], 2, 2.0),
+        ("aten::mm", [[1, 2], [2, 50]], 1, 1.0),
+        ("aten::mm", [[4, 3], [3, 8]], 1, 1.0),
+        ("aten::mm", [[3, 4], [4, 8]], 2, 1.0),
+        ("aten::bmm", [[2, 4, 8], [2, 8, 2]], 9, 9.0),
+        ("aten::mm", [[2, 4, 8]], 1, 9.0),
+    ]
+    classes = step_profile.matmul_classes(events, rank=3, vocab=50)
+    assert classes == [
+        {"class": "base", "flop": 256.0, "seconds": 2e-6, "calls": 2},
+        {"class": "head", "flop": 200.0, "seconds": 1e-6, "calls": 1},
+        {"class": "lora", "flop": 192.0 + 384.0, "seconds": 2e-6, "calls": 3},
+    ]
+    probes = [
+        {"what": "probe", "dtype": "float32", "gflops": 1e-4},
+        {"what": "probe", "dtype": "bfloat16", "gflops": 1.0},
+    ]
+    ops = [{"kind": "ready", "autocast": "none"}, {"kind": "ops", "classes": classes}]
+    table = step_profile.matmul_class_table(ops, probes)
+    assert "% of the float32 probe" in table and "| base | 0.000 | 0.00 | 2 | 0 | 128000% |" in table
+    ops[0]["autocast"] = "bfloat16"  # the update's dtype picks the probe: 0.128 of 1 GFLOP/s
+    assert "| base | 0.000 | 0.00 | 2 | 0 | 13% |" in step_profile.matmul_class_table(ops, probes)
