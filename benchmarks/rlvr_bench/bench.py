@@ -445,7 +445,7 @@ def _row(name: str, step: str, r: dict, rss: float | None) -> list[str]:
         f"{r['train_tok_s']:.0f}",
         f"{100 * r['gen_ceiling_frac']:.1f}",
         f"{100 * r['train_ceiling_frac']:.1f}",
-        f"{r['active_rows']:g}",
+        f"{round(r['active_rows'], 1):g}",
         f"{r['reward']:.3f}",
         "" if rss is None else f"{rss / 1e9:.2f}",
     ]
