@@ -285,8 +285,15 @@ def probe_table(rows: list[dict], noamx: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def update_ceiling(rows: list[dict], probes: list[dict]) -> tuple[str, float]:
+    """The update's dtype (from a child's "ready" record: bf16 under bf16 autocast, else float32) and the probe's
+    GFLOP/s in it (0 where it was not probed)."""
+    ready = next((r for r in rows if r.get("kind") == "ready"), {})
+    dtype = "bfloat16" if ready.get("autocast") == "bfloat16" else "float32"
+    return dtype, next((r["gflops"] for r in probes if r.get("what") == "probe" and r["dtype"] == dtype), 0.0)
+
+
 def step_table(steps: dict[str, list[dict]], probes: list[dict]) -> str:
-    ceilings = {r["dtype"]: r["gflops"] for r in probes if r.get("what") == "probe"}
     lines = ["## The step, bench shape (4 x 8, 128 new tokens), mean of the measured steps", ""]
     lines.append(
         "| variant | step s | generate s | train s | verify s | other s | gen tok/s | train tok/s | update fwd tok/s | update % of "
@@ -300,8 +307,7 @@ def step_table(steps: dict[str, list[dict]], probes: list[dict]) -> str:
             continue
         m = functools.partial(_mean, measured)
         params = measured[0]["params"]
-        ready = next((r for r in rows if r.get("kind") == "ready"), {})
-        ceiling = ceilings.get("bfloat16" if ready.get("autocast") == "bfloat16" else "float32", 0.0)
+        _, ceiling = update_ceiling(rows, probes)
         upd = 100 * 4 * params * m("fwd_tokens") / max(m("train"), 1e-9) / (ceiling * 1e9) if ceiling else 0.0
         kernels: Counter = Counter()
         for r in measured:
@@ -343,9 +349,7 @@ def matmul_classes(events, rank: int, vocab: int) -> list[dict]:
 def matmul_class_table(ops_rows: list[dict], probes: list[dict]) -> str:
     """The profiled step's matmuls by class (the ops child's records), each class's rate against the probe in the
     update's dtype."""
-    ready = next((r for r in ops_rows if r.get("kind") == "ready"), {})
-    dtype = "bfloat16" if ready.get("autocast") == "bfloat16" else "float32"
-    ceiling = next((r["gflops"] for r in probes if r.get("what") == "probe" and r["dtype"] == dtype), 0.0)
+    dtype, ceiling = update_ceiling(ops_rows, probes)
     lines = [
         "## The profiled step's aten::mm by class (the update's; the fast sampler's matmuls are not aten::mm)",
         "",
