@@ -190,6 +190,14 @@ template <typename T> constexpr at::ScalarType dtype_of() {
   return std::is_same<T, float>::value ? at::kFloat : at::kBFloat16;
 }
 
+// The entry points' one dispatch: f called with a value of t's element type (bf16 or float32), f(bf16{}) or f(0.f)
+template <typename F>
+auto by_element(const torch::Tensor& t, const char* what, F&& f) {
+  if (t.scalar_type() == at::kBFloat16) return f(bf16{});
+  TORCH_CHECK(t.scalar_type() == at::kFloat, what, " in bf16 or float32 only");
+  return f(0.f);
+}
+
 // q (n, Hkv, rep, D), already scaled; k, v (n, Hkv, D); pk/pv (P, Hkv, Lmax, D) (one layer); gk/gv (S, Hkv, Tcap, D)
 // (one layer; written at position t); all in the compute dtype T; prompt_of (n,) long; slot_of (n,) long;
 // prompt_len (P,) long. Returns (n, Hkv * rep * D) in T.
@@ -253,9 +261,9 @@ torch::Tensor attend_impl(torch::Tensor q, torch::Tensor k, torch::Tensor v, tor
 torch::Tensor decode_attend(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor pk, torch::Tensor pv,
                             torch::Tensor gk, torch::Tensor gv, torch::Tensor prompt_of, torch::Tensor slot_of,
                             torch::Tensor prompt_len, int64_t t) {
-  if (q.scalar_type() == at::kBFloat16) return attend_impl<bf16>(q, k, v, pk, pv, gk, gv, prompt_of, slot_of, prompt_len, t);
-  TORCH_CHECK(q.scalar_type() == at::kFloat, "bf16 or float32 only");
-  return attend_impl<float>(q, k, v, pk, pv, gk, gv, prompt_of, slot_of, prompt_len, t);
+  return by_element(q, "q", [&](auto e) {
+    return attend_impl<decltype(e)>(q, k, v, pk, pv, gk, gv, prompt_of, slot_of, prompt_len, t);
+  });
 }
 
 // x (N, H) float32, w (H,) float32 -> (N, H) in T: x / sqrt(mean(x^2) + eps) * w
@@ -311,9 +319,7 @@ torch::Tensor rope_impl(const torch::Tensor& qkv, const torch::Tensor& rot) {
 torch::Tensor rope(torch::Tensor qkv, torch::Tensor rot) {
   TORCH_CHECK(rot.scalar_type() == at::kComplexFloat, "complex64 rot");
   TORCH_CHECK(qkv.stride(1) == 1 && rot.is_contiguous(), "qkv rows with unit stride, contiguous rot");
-  if (qkv.scalar_type() == at::kBFloat16) return rope_impl<bf16>(qkv, rot);
-  TORCH_CHECK(qkv.scalar_type() == at::kFloat, "bf16 or float32 qkv");
-  return rope_impl<float>(qkv, rot);
+  return by_element(qkv, "qkv", [&](auto e) { return rope_impl<decltype(e)>(qkv, rot); });
 }
 
 // gu (N, 2 I) in T, gate columns then up columns -> (N, I) in T: silu(gate) * up. float32 takes the vector exp
@@ -351,9 +357,7 @@ torch::Tensor silu_mul_impl(const torch::Tensor& gu) {
 
 torch::Tensor silu_mul(torch::Tensor gu) {
   TORCH_CHECK(gu.dim() == 2 && gu.size(1) % 2 == 0, "(N, 2 I)");
-  if (gu.scalar_type() == at::kBFloat16) return silu_mul_impl<bf16>(gu);
-  TORCH_CHECK(gu.scalar_type() == at::kFloat, "bf16 or float32 only");
-  return silu_mul_impl<float>(gu);
+  return by_element(gu, "gate|up", [&](auto e) { return silu_mul_impl<decltype(e)>(gu); });
 }
 
 // The float32 weight matmul of a decode step, y = x W^T (+ b), for the few rows a decode step has, on weights packed
