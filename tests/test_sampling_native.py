@@ -105,6 +105,14 @@ def test_a_long_head_softmax_by_hand_in_float32():
     assert out.shape == (1, D) and max(abs(v - want) for v in out[0].tolist()) < 4e-6 * want
 
 
+def rope_inputs(g, heads: int, D: int, dtype):
+    """5 rows of a qkv output with `heads` rotated heads and one more (v), and their rotations: radius 0.5, angle
+    position x the usual inverse frequencies."""
+    qkv = torch.randn(5, (heads + 1) * D, generator=g).to(dtype)
+    inv = 1.0 / (10000 ** (torch.arange(0, D, 2).float() / D))
+    return qkv, torch.polar(torch.full((5, heads, D // 2), 0.5), torch.arange(5).float()[:, None, None] * inv)
+
+
 def test_fused_small_ops_equal_the_torch_ops():
     """RMSNorm, RoPE and silu * up in bf16: float32 inside and one rounding, so each equals the torch path's result up
     to one bf16 rounding step (the torch path rounds silu(gate) before the multiply)."""
@@ -121,9 +129,7 @@ def test_fused_small_ops_equal_the_torch_ops():
     )
     # RoPE on q|k heads of a wider qkv (the v columns after them are left alone), positions 0..4
     heads, D = 4, 16
-    qkv = torch.randn(5, (heads + 1) * D, generator=g).to(torch.bfloat16)
-    inv = 1.0 / (10000 ** (torch.arange(0, D, 2).float() / D))
-    rot = torch.polar(torch.full((5, heads, D // 2), 0.5), torch.arange(5).float()[:, None, None] * inv)
+    qkv, rot = rope_inputs(g, heads, D, torch.bfloat16)
     want = torch.view_as_real(torch.view_as_complex(qkv[:, : heads * D].float().view(5, heads, D // 2, 2)) * rot)
     got = kernel.rope(qkv, rot)
     assert got.shape == (5, heads, D)
@@ -152,9 +158,7 @@ def test_fused_small_ops_in_float32_equal_the_torch_ops():
     assert got.dtype == torch.float32
     torch.testing.assert_close(got, F.rms_norm(x, (96,), weight, 1e-5), atol=1e-6, rtol=1e-6)
     heads, D = 4, 16
-    qkv = torch.randn(5, (heads + 1) * D, generator=g)
-    inv = 1.0 / (10000 ** (torch.arange(0, D, 2).float() / D))
-    rot = torch.polar(torch.full((5, heads, D // 2), 0.5), torch.arange(5).float()[:, None, None] * inv)
+    qkv, rot = rope_inputs(g, heads, D, torch.float32)
     want = torch.view_as_real(torch.view_as_complex(qkv[:, : heads * D].reshape(5, heads, D // 2, 2)) * rot)
     got = kernel.rope(qkv, rot)
     assert got.dtype == torch.float32
