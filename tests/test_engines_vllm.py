@@ -9,6 +9,8 @@ with rlvr installed in it. `rollout.backend: vllm` runs there, in process; `roll
   step); a tool-use episode run goes through the token-in path.
 - remote: two servers; a run that loses one of them mid-run finishes on the other, every step trained and the loss
   logged; a server whose log-probs are untempered, and one serving another model, are refused before the first step.
+- both kinds of machine: with `auto` resolved as a bf16 CPU and as an AVX2-only one ($RLVR_NATIVE_BF16), a small
+  random Llama trains on the engine in process and against a server (tests/test_dtype_tier.py's kinds and bounds).
 """
 
 import json
@@ -22,6 +24,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
+
+from test_dtype_tier import KINDS, Kind
 
 pytestmark = pytest.mark.engines
 
@@ -170,23 +175,30 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 @pytest.fixture(scope="module")
-def servers(model_dir, tmp_path_factory):
-    """Two servers of the default model (log-probs after temperature), one of it sending vLLM's default untempered
-    log-probs, one of another model (a random Llama of the same vocabulary, saved with the default's tokenizer)."""
+def small_model(model_dir, tmp_path_factory) -> Path:
+    """A random Llama of the default model's vocabulary, saved with its tokenizer: another model than the default for
+    the servers' refusal, and one small enough to train in emulated bf16 on a CPU without it (the dtype tests)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
 
-    logs = tmp_path_factory.mktemp("vllm-logs")
-    other, tok = logs / "other-model", AutoTokenizer.from_pretrained(model_dir)
+    other, tok = tmp_path_factory.mktemp("small") / "small-model", AutoTokenizer.from_pretrained(model_dir)
     shape = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2)  # head size 64
     config = LlamaConfig(vocab_size=len(tok), num_key_value_heads=2, tie_word_embeddings=True, **shape)
     AutoModelForCausalLM.from_config(config).save_pretrained(other)  # vLLM's CPU attention takes head size 64
     tok.save_pretrained(other)
+    return other
+
+
+@pytest.fixture(scope="module")
+def servers(model_dir, small_model, tmp_path_factory):
+    """Two servers of the default model (log-probs after temperature), one of it sending vLLM's default untempered
+    log-probs, one of another model (small_model)."""
+    logs = tmp_path_factory.mktemp("vllm-logs")
     good = ["--logprobs-mode", "processed_logprobs"]
     made = {
         "a": start_server(model_dir, logs / "a.log", *good),
         "b": start_server(model_dir, logs / "b.log", *good),
         "raw": start_server(model_dir, logs / "raw.log"),
-        "other": start_server(str(other), logs / "other.log", *good),
+        "other": start_server(str(small_model), logs / "other.log", *good),
     }
     try:
         wait_ready(made.values())
@@ -196,10 +208,12 @@ def servers(model_dir, tmp_path_factory):
             stop(proc)
 
 
-def remote_run(run: Path, urls: list[str], *more: str) -> subprocess.Popen:
+def remote_run(run: Path, urls: list[str], *more: str, env: dict | None = None) -> subprocess.Popen:
     args = ["train", "default", *SMALL, "--set", "rollout.backend=remote", "--set", f"rollout.urls=[{','.join(urls)}]"]
     args += ["--set", f"output_dir={run}", *more]
-    return subprocess.Popen(rlvr_cmd(sys.executable, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        rlvr_cmd(sys.executable, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
 
 
 def test_a_run_that_loses_one_of_two_servers_finishes_on_the_other(servers, model_dir, tmp_path):
@@ -233,3 +247,44 @@ def test_a_wrong_server_is_refused_before_the_first_step(servers, model_dir, tmp
     _, err = job.communicate(timeout=600)
     assert job.returncode == 2 and why in err and "Traceback" not in err, err[-2000:]
     assert not (run / "metrics.jsonl").exists()
+
+
+# ---- both kinds of machine (tests/test_dtype_tier.py): `auto` as a bf16 CPU and as an AVX2-only one resolve it -----
+
+
+def check_kind_run(run: Path, kind: Kind) -> None:
+    """The run took the kind's dtypes, trained both steps, and the engine's log-probs were the trainer's within the
+    kind's bound (a float32 engine: rounding against a float32 trainer, bf16's gap against bf16 autocast)."""
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    assert (cfg["rollout"]["dtype"], cfg["train"]["autocast"]) == (kind.rollout_dtype, kind.autocast)
+    rows = metrics(run)
+    assert [r["step"] for r in rows] == [0, 1] and all(r["skipped"] == 0 for r in rows)
+    for r in rows:
+        if r.get("mismatch/tokens"):
+            assert r["mismatch/k3_kl"] < kind.k3_bound, r
+
+
+@pytest.mark.parametrize("name", list(KINDS))
+def test_each_kind_trains_on_the_engine_in_process(small_model, tmp_path, name):
+    run, kind = tmp_path / "run", KINDS[name]
+    args = ["train", "default", "--set", f"model.name={small_model}", "--set", "train.steps=2", *SMALL, *ENGINE]
+    args += ["--set", f"output_dir={run}"]
+    env = {**ENV, "RLVR_NATIVE_BF16": kind.native}
+    out = subprocess.run(rlvr_cmd(VLLM_PY, *args), capture_output=True, text=True, env=env, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    check_kind_run(run, kind)
+
+
+@pytest.mark.parametrize("name", list(KINDS))
+def test_each_kind_trains_against_a_server(servers, small_model, tmp_path, name):
+    """Issue 64: `rollout.backend: remote` with `auto` on a bf16 CPU died in the server check before its first step."""
+    run, kind = tmp_path / "run", KINDS[name]
+    job = remote_run(
+        run,
+        [servers["other"][1]],
+        *["--set", f"model.name={small_model}", "--set", "train.steps=2"],
+        env={**os.environ, "RLVR_NATIVE_BF16": kind.native},
+    )
+    _, err = job.communicate(timeout=900)
+    assert job.returncode == 0, err[-3000:]
+    check_kind_run(run, kind)

@@ -2,6 +2,7 @@
 stores the frozen base in bf16 without losing the adapter's precision in merges, and steps aside where it
 does not apply (no autocast, adapters off, dropout, FSDP)."""
 
+import contextlib
 import copy
 from types import SimpleNamespace
 
@@ -91,6 +92,34 @@ def test_frozen_base_in_bf16_keeps_the_adapter_trainable_in_float32():
         if "lora_" in name:
             assert p.dtype == torch.float32 and p.requires_grad
     assert model.get_input_embeddings().weight.dtype == torch.float32
+
+
+def test_a_bf16_stored_base_runs_outside_autocast_as_each_layer_runs_under_it():
+    """The update's model (prepare_for_update under bf16 autocast: base linears stored in bf16, LoRA fused) called
+    without autocast, as the remote backend's server check and any other caller may: each stored layer computes
+    exactly what autocast computes for it (the bf16 product, handed back in float32), and the whole forward is the
+    model's, with or without its adapter: within bf16 rounding of the autocast forward, and far from another model's."""
+    model = lora_model()
+    prepare_for_update(model, settings())
+    layer = model.base_model.model.model.layers[0].self_attn.q_proj.base_layer
+    x = torch.randn(5, 32, generator=torch.Generator().manual_seed(3))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        want = layer(x)
+    got = layer(x)
+    assert got.dtype == torch.float32 and want.dtype == torch.bfloat16 and torch.equal(got, want.float())
+    ids = batch()["input_ids"]
+    other = lora_model(seed=5)
+    for off in (False, True):
+        with torch.no_grad(), model.disable_adapter() if off else contextlib.nullcontext():
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                under = model(ids).logits.float()
+            outside = model(ids).logits
+        with torch.no_grad(), other.disable_adapter() if off else contextlib.nullcontext():
+            elsewhere = other(ids).logits
+        assert outside.dtype == torch.float32
+        scale = float(under.abs().max())
+        assert (outside - under).abs().max() < 2e-2 * scale
+        assert (elsewhere - under).abs().max() > 0.2 * scale
 
 
 def test_merges_add_the_delta_in_float32_to_the_bf16_base(tmp_path, tokenizer):

@@ -282,6 +282,8 @@ def evaluate_model(
         "model": label,
         "task": getattr(task_obj, "name", str(task)),
         **eval_setup(e, task_settings, backend),
+        # what a local sampler computed in (rollout.dtype, `auto` resolved for this machine); None for a server's
+        "sampler_dtype": str(sampler.dtype).removeprefix("torch.") if hasattr(sampler, "dtype") else None,
         **{"reward": asdict(reward_cfg), "wall_s": round(time.perf_counter() - t0, 2)},
     }
     if figures:  # an environment task: tool use and what ended the episodes, per pass

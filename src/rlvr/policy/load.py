@@ -325,9 +325,12 @@ def cast_frozen_base(model, dtype) -> int:
     here). A frozen weight is only ever used after that cast, so storing it cast once computes the same
     function, holds half the memory, and is the function the update optimises; merges (the sampler's
     weights, the saved model) add the LoRA delta to it in the adapter's precision, see `save_policy`.
-    Embeddings, norms and the adapter keep the model's dtype. The model then runs under autocast only (a
-    float32 input meets bf16 weights); the trainer and SFT apply it only when train.autocast is bfloat16.
+    Embeddings, norms and the adapter keep the model's dtype; the trainer and SFT apply it only when train.autocast
+    is bfloat16. Each cast layer gets `stored_linear_forward`, so a forward outside autocast (the remote backend's
+    server check, any caller's) computes the same layer instead of failing on a float32 input against bf16 weights.
     """
+    import types
+
     import torch
 
     n = 0
@@ -335,8 +338,25 @@ def cast_frozen_base(model, dtype) -> int:
         base = getattr(module, "base_layer", None)
         if isinstance(base, torch.nn.Linear) and not base.weight.requires_grad:
             base.weight.data = base.weight.data.to(dtype)
+            if "forward" not in vars(base):  # once: merged_copy casts back with this same function
+                base.forward = types.MethodType(stored_linear_forward, base)  # type: ignore[method-assign]
             n += 1
     return n
+
+
+def stored_linear_forward(self, x):
+    """nn.Linear's forward for a frozen weight stored in another dtype than its input (cast_frozen_base). Under
+    autocast, or with matching dtypes, it is nn.Linear's own. Otherwise (a float32 input outside autocast) the layer
+    computes what autocast would: input and bias rounded to the weight's dtype, the product in that dtype, and the
+    output handed back in the input's dtype (exact: a bf16 value is a float32 value), so the rest of the forward
+    runs in the caller's precision."""
+    import torch
+
+    w = self.weight
+    if x.dtype == w.dtype or torch.is_autocast_enabled(x.device.type):
+        return torch.nn.functional.linear(x, w, self.bias)
+    bias = None if self.bias is None else self.bias.to(w.dtype)
+    return torch.nn.functional.linear(x.to(w.dtype), w, bias).to(x.dtype)
 
 
 def save_policy(model, tokenizer, out_dir: Path, *, merged: bool = True, save_dtype: str = "auto") -> None:
