@@ -58,3 +58,28 @@ def test_rlvr_audit_attacks_another_projects_grader(rewards_module, capsys):
     through_trl = rates(capsys.readouterr().out)
     main(["audit", "--verifier", "math", "--workers", "0"])
     assert through_trl == rates(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize(
+    "func, why",
+    [
+        (
+            "their_rewardz:contains_gold",  # a typo, or the module's folder not on PYTHONPATH
+            "cannot import 'their_rewardz' (ModuleNotFoundError: No module named 'their_rewardz')",
+        ),
+        ("their_rewards:contains_golds", "module 'their_rewards' has no attribute 'contains_golds'"),
+    ],
+)
+def test_a_trl_reward_that_does_not_import_stops_the_run_before_anything_loads(
+    rewards_module, tmp_path, model_dir, capsys, func, why
+):
+    """Issue 64: such a term trained to the end, exit 0, every verdict `error`. Now one line, exit 2, before the
+    model loads and before the run directory is made."""
+    run = tmp_path / "run"
+    terms = f"reward.terms=[{{name: correct, kind: trl_reward, func: '{func}'}}]"
+    code = main(["train", "--set", f"model.name={model_dir}", "--set", terms, "--output-dir", str(run)])
+    err = capsys.readouterr().err
+    assert code == 2 and err == (
+        f"rlvr train: reward.terms[0]: bad settings for kind 'trl_reward': func={func!r}: {why}\n"
+    )
+    assert not run.exists()

@@ -7,14 +7,16 @@ one user message), `completions` (the completion as one assistant message), the 
 `ground_truth` (the columns graders read), `completion_ids=[None]` and `environments=[None]`. A reward from 1 up is
 `correct`, below is `wrong`; None (TRL's "not applicable") or a value that is not a number is `error`. Only graders
 that are a function of the text can be audited this way: one that reads an environment's state gets None for it.
-The function is imported by its reference in each process, so the verifier travels to worker processes.
+The function is imported as the verifier is built, so a reference that does not import (a typo, its folder not on
+PYTHONPATH) is a one-line ConfigError before anything loads, not a run of `error` verdicts; each worker process
+imports it again by its reference, so the verifier travels to them.
 """
 
 from __future__ import annotations
 
 import math
 
-from rlvr.registry import load_attr
+from rlvr.registry import ConfigError, load_attr
 from rlvr.verifiers.base import Verdict
 
 
@@ -23,7 +25,9 @@ class TRLRewardVerifier:
         if not func:
             raise ValueError("kind trl_reward needs func: package.module:attr (a TRL reward function)")
         self.ref, self.name = func, f"trl_reward:{func}"
-        self._fn = None
+        self._fn = load_attr(func, "func")  # here, not at the first score: a typo stops the run before it starts
+        if not callable(self._fn):
+            raise ConfigError(f"func={func!r} is a {type(self._fn).__name__}, not a TRL reward function")
 
     def __getstate__(self):
         return {"ref": self.ref, "name": self.name, "_fn": None}
