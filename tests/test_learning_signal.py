@@ -53,13 +53,22 @@ ALL_RIGHT = (
 )
 
 
-def figures(nzv, correct=0.0, wrong=0.0, no_answer=0.0, step=0) -> dict:
+ALL_ERROR = (
+    f"{HEAD}; 100% of the completions got a fault verdict (100% error), which earns nothing whatever the completion "
+    "says: error verdicts are the grader failing (a reward function that raises or returns no number, a grader that "
+    "cannot run). Not the data's difficulty: fix the grading before anything else (samples.jsonl gives each fault's "
+    "detail)"
+)
+
+
+def figures(nzv, correct=0.0, wrong=0.0, no_answer=0.0, step=0, error=0.0) -> dict:
     return {
         "step": step,
         "groups/nonzero_var_frac": nzv,
         "verdict/correct_frac": correct,
         "verdict/wrong_frac": wrong,
         "verdict/no_answer_frac": no_answer,
+        "verdict/error_frac": error,
     }
 
 
@@ -100,6 +109,29 @@ def figures(nzv, correct=0.0, wrong=0.0, no_answer=0.0, step=0) -> dict:
             "draw more samples per prompt (rollout.group_size) or sample at a higher rollout.temperature",
         ),
         ({"step": 0, "reward/mean": 0.0}, "boxed", None),  # a line without the figure: nothing to say
+        # issue 64: a grader that fails on every completion is the cause, not the data ("too hard")
+        (figures(0.0, error=1.0), "boxed", ALL_ERROR),
+        # faults first, before the format: a grader that failed did not read the answer at all
+        (
+            figures(0.0, error=0.5, no_answer=0.25, wrong=0.25) | {"verdict/invalid_gold_frac": 0.0},
+            "boxed",
+            ALL_ERROR.replace("100% of", "50% of").replace("(100% error)", "(50% error)"),
+        ),
+        (
+            figures(0.0, error=0.3) | {"verdict/invalid_gold_frac": 0.4},
+            "boxed",
+            f"{HEAD}; 70% of the completions got a fault verdict (40% invalid_gold, 30% error), which earns nothing "
+            "whatever the completion says: invalid_gold verdicts are gold answers the grader cannot read (fix the "
+            "data's gold column, or grade with a kind that reads it); error verdicts are the grader failing (a reward "
+            "function that raises or returns no number, a grader that cannot run). Not the data's difficulty: fix the "
+            "grading before anything else (samples.jsonl gives each fault's detail)",
+        ),
+        # a minority of faults is not the cause, but the share is said
+        (
+            figures(0.0, wrong=0.75, error=0.25),
+            "boxed",
+            ALL_WRONG.replace("(100% wrong, 0% no answer)", "(75% wrong, 0% no answer, 25% error)"),
+        ),
     ],
 )
 def test_diagnosis_of_one_step(row, answer_format, message):
@@ -238,6 +270,27 @@ def test_a_solved_task_stops_after_the_streak_even_across_a_resume(tmp_path, tok
     assert [(r["step"], r["verdict/correct_frac"]) for r in rows] == [(0, 1.0), (1, 1.0), (2, 1.0)]
     assert (run / "checkpoints" / "step-3" / "manifest.json").exists()
     assert json.loads((run / "signal.json").read_text())["stopped_at"] == 3
+
+
+def test_a_grader_that_fails_is_named_at_step_0_with_each_faults_detail(tmp_path, tokenizer, capsys, monkeypatch):
+    """Issue 64: a trl_reward term whose function fails on every completion warned "too hard: train on easier
+    bands". The step-0 line names the error verdicts and their share; samples.jsonl gives each one's detail."""
+    (tmp_path / "failing_rewards.py").write_text(
+        "def needs_a_column(prompts, completions, difficulty, **kwargs):\n    return [1.0 for _ in completions]\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = forced_config(tmp_path, None, **{"train.steps": 1, "log.samples_every": 1})
+    cfg["reward"]["terms"] = [{"name": "theirs", "kind": "trl_reward", "func": "failing_rewards:needs_a_column"}]
+    run = train(cfg, policy=(make_tiny_llama(len(tokenizer)), tokenizer), quiet=True)
+    assert lines(capsys) == [f"WARNING: no learning signal at step 0: {ALL_ERROR}."]
+    samples = [json.loads(x) for x in (run / "samples.jsonl").read_text().splitlines()]
+    assert {(s["status"], s["detail"]) for s in samples} == {
+        (
+            "error",
+            "failing_rewards:needs_a_column: TypeError: needs_a_column() missing 1 required positional argument: "
+            "'difficulty'",
+        )
+    }
 
 
 def test_the_setting_is_checked_and_listed():

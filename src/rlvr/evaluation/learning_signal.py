@@ -14,11 +14,23 @@ from pathlib import Path
 
 from rlvr.rundir.files import read_config, read_jsonl
 from rlvr.tasks.answer_formats import ANSWER_FORMATS
+from rlvr.verifiers.base import FAULT_STATUSES
 from rlvr.verifiers.registry import runs_tests
 
 # More than this share of no_answer verdicts, with no informative group, is a format problem before anything else:
 # the grader cannot read the answers, so whether they are right is not yet the question.
 MOSTLY_NO_ANSWER = 0.5
+# At least this share of fault verdicts (the grader failed: error; the gold unusable: invalid_gold), with no
+# informative group, is the grading's fault before anything else: a fault earns nothing whatever the completion
+# says, so neither the format nor the difficulty is the question yet.
+MOSTLY_FAULTS = 0.5
+# What each fault verdict means, and where to look (samples.jsonl gives each fault's detail)
+FAULT_CAUSES = {
+    "invalid_gold": "invalid_gold verdicts are gold answers the grader cannot read (fix the data's gold column, or "
+    "grade with a kind that reads it)",
+    "error": "error verdicts are the grader failing (a reward function that raises or returns no number, a grader "
+    "that cannot run)",
+}
 # Steps in a row without an informative group before the loop (and the report) warn. One step can be bad luck with
 # few prompts (4 prompts x 8 samples at a 10% success rate: 3% of steps); three in a row is a pattern (3e-5).
 WARN_STREAK = 3
@@ -63,16 +75,24 @@ def _format_remedies(answer_format: str) -> str:
 def diagnose(row: dict, answer_format: str = "boxed") -> str | None:
     """One step's figures -> why it carried no learning signal and what to do, or None when it had some.
 
-    No informative group and mostly no_answer: the model never writes the task's answer format (fix the prompt or
-    the grading first). None correct: too hard. All correct: too easy. Otherwise every prompt was either always or
-    never solved."""
+    No informative group and mostly faults (error, invalid_gold): the grading failed, not the model (fix it first).
+    Mostly no_answer: the model never writes the task's answer format (fix the prompt or the grading first). None
+    correct: too hard. All correct: too easy. Otherwise every prompt was either always or never solved."""
     if has_signal(row):
         return None
-    frac = {s: float(row.get(f"verdict/{s}_frac") or 0.0) for s in ("correct", "wrong", "no_answer")}
+    frac = {s: float(row.get(f"verdict/{s}_frac") or 0.0) for s in ("correct", "wrong", "no_answer", *FAULT_STATUSES)}
     head = (
         "no group's samples got different rewards (groups/nonzero_var_frac 0), so every advantage was 0 and the "
         "step made no update"
     )
+    faults = [s for s in FAULT_STATUSES if frac[s]]
+    shares = ", ".join(f"{frac[s]:.0%} {s}" for s in faults)
+    if sum(frac[s] for s in faults) >= MOSTLY_FAULTS:
+        return (
+            f"{head}; {sum(frac[s] for s in faults):.0%} of the completions got a fault verdict ({shares}), which "
+            f"earns nothing whatever the completion says: {'; '.join(FAULT_CAUSES[s] for s in faults)}. Not the "
+            "data's difficulty: fix the grading before anything else (samples.jsonl gives each fault's detail)"
+        )
     if frac["no_answer"] > MOSTLY_NO_ANSWER:
         shape = FORMATS.get(answer_format, answer_format)
         return (
@@ -83,9 +103,10 @@ def diagnose(row: dict, answer_format: str = "boxed") -> str | None:
     if frac["correct"] == 0:
         return (
             f"{head}; none of the completions was correct ({frac['wrong']:.0%} wrong, {frac['no_answer']:.0%} no "
-            "answer): the problems are too hard for the model. Train on easier bands (curriculum: {kind: fixed, "
-            "weights: {<band>: <share>}}, or {kind: adaptive} to follow the bands it can solve) or easier problems, "
-            "and draw more samples per prompt (rollout.group_size) so that a rare success lands in a group"
+            f"answer{', ' + shares if shares else ''}): the problems are too hard for the model. Train on easier bands "
+            "(curriculum: {kind: fixed, weights: {<band>: <share>}}, or {kind: adaptive} to follow the bands it can "
+            "solve) or easier problems, and draw more samples per prompt (rollout.group_size) so that a rare success "
+            "lands in a group"
         )
     if frac["correct"] == 1:
         return (
@@ -153,6 +174,7 @@ def run_signal_warning(run_dir: str | Path) -> str | None:
 
 __all__ = [
     "MOSTLY_NO_ANSWER",
+    "MOSTLY_FAULTS",
     "WARN_STREAK",
     "FORMATS",
     "has_signal",

@@ -6,6 +6,7 @@ import torch
 
 from rlvr.algorithms.advantages import nonzero_variance_frac
 from rlvr.environments.figures import episode_sample
+from rlvr.verifiers.base import FAULT_STATUSES
 from rlvr.verifiers.compose import verdict_fractions
 
 
@@ -60,8 +61,8 @@ def step_metrics_row(step, batch, generated, upd, lr, t_rollout, t_train) -> dic
 
 
 def sample_rows(step, batch) -> list[dict]:
-    """samples.jsonl lines: each row's problem, completion, extracted answer, verdict and reward; for an episode also
-    its messages, per-turn token counts, tool calls by outcome and what ended it."""
+    """samples.jsonl lines: each row's problem, completion, extracted answer, verdict (a fault's with its detail) and
+    reward; for an episode also its messages, per-turn token counts, tool calls by outcome and what ended it."""
     rows = [
         {
             "step": step,
@@ -76,6 +77,9 @@ def sample_rows(step, batch) -> list[dict]:
         }
         for p, text, v, r in zip(batch.problems, batch.texts, batch.verdicts, batch.rewards.tolist())
     ]
+    for row, v in zip(rows, batch.verdicts):  # why the grader gave no verdict: what the no-signal warning points to
+        if v.status in FAULT_STATUSES:
+            row["detail"] = v.detail
     for row, ep in zip(rows, batch.episodes or ()):  # an episode's whole conversation beside its transcript
         row.update(episode_sample(ep))
     return rows
