@@ -147,8 +147,12 @@ def test_the_cli_refuses_a_wrong_demo_with_exit_2_before_a_run_exists(tmp_path, 
     )
 
 
-def test_the_hub_task_takes_the_setting_and_defaults_to_none(monkeypatch):
+def test_the_hub_task_takes_the_setting_and_defaults_to_none(monkeypatch, tmp_path):
     import datasets
+
+    from test_tasks_hub import cache_dataset
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache_dataset(tmp_path, "any/set")))  # found in the cache: no request
 
     rows = [  # both land in the train split by the hub task's prompt hash
         {"prompt": "What is 4+4?", "solution": "8", "difficulty": 11},

@@ -305,3 +305,32 @@ def test_convert_config_cli_and_train_from_trl(tmp_path, tokenizer):
     assert saved["algorithm"]["ratio"] == "sequence" and saved["rollout"]["group_size"] == 4
     assert (run_dir / "final" / "adapter" / "adapter_config.json").exists()
     assert len((run_dir / "metrics.jsonl").read_text().splitlines()) == 1
+
+
+def test_a_local_jsonl_dataset_maps_to_the_jsonl_task(tmp_path, monkeypatch):
+    """Issue 64: `dataset_name: data/train.jsonl` became the hub task, which sent the path to the hub (~25 s of
+    retries, a ConnectionError). A local file is the jsonl task's; another kind of local file is one line."""
+    monkeypatch.chdir(tmp_path)
+    conv = convert({"dataset_name": "data/train.jsonl", "system_prompt": "Think first.", "dataset_config": "main"})
+    assert conv.config["task"] == {
+        "name": "jsonl",
+        "settings": {"path": "data/train.jsonl", "system_prompt": "Think first.", "answer_format": "tags"},
+    }  # system_prompt: an open-r1 recipe, whose default rewards ask for the <think>/<answer> format
+    assert unmapped(conv)["dataset_config"] == "a local file has no configs and is read whole"
+    assert (
+        "dataset data/train.jsonl is a local file -> task jsonl (prompt column prompt or problem, gold column the "
+        "first of answer, gold, solution, ground_truth; train / validation / held-out split by id hash; a solved "
+        "problem shown first, task.settings.demo: auto; none shows the rows as TRL does)"
+    ) in conv.notes
+    conv = convert({"dataset_name": "data/train.jsonl", "dataset_prompt_column": "question"})  # open-r1's key
+    assert unmapped(conv)["dataset_prompt_column"] == "'question': the jsonl task reads prompt or problem"
+    Path("rows.json").write_text("[]")
+    with pytest.raises(ConfigError) as e:
+        convert({"dataset_name": "rows.json"})
+    assert str(e.value) == (
+        "recipe key dataset_name: 'rows.json' is a local file that is not JSON lines; rlvr reads local data with the "
+        "jsonl task: write the rows as .jsonl (one object a line), or give a hub id"
+    )
+    Path("folder").mkdir()  # a dataset folder is datasets' to read: the hub task, as before
+    assert convert({"dataset_name": "folder"}).config["task"]["name"] == "hub"
+    assert convert({"dataset_name": "org/set"}).config["task"]["settings"]["dataset"] == "org/set"

@@ -14,6 +14,7 @@ What maps (TRL 1.16's names; open-r1 recipes are GRPOConfig plus its model, data
 - the schedule: learning_rate, lr_scheduler_type (constant, cosine), warmup_steps / warmup_ratio, max_steps, bf16,
   max_grad_norm, weight_decay, gradient_checkpointing, seed, output_dir, save_steps, save_total_limit, eval_steps;
 - the task: dataset_name (+ config, train split, prompt column, system_prompt) -> the hub task, gold in `solution`;
+  a local .jsonl file -> the jsonl task;
 - rewards: reward_funcs + reward_weights -> reward terms through rlvr's verifiers (accuracy -> math on the final
   answer only, not TRL's whole-reply parse, named in the notes; format /
   tag_count / think_format_reward -> the format term in the <think>/<answer> tags format, which the task then
@@ -26,6 +27,8 @@ so that rlvr accepts it; it is not silently changed.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rlvr.config import DEFAULTS, ConfigError, merge
 from rlvr.integrations.conversion import Conversion, read_recipe, render, report
 from rlvr.integrations.trl_recipe_keys import (
@@ -36,6 +39,9 @@ from rlvr.integrations.trl_recipe_keys import (
     UNMAPPED,
 )
 from rlvr.integrations.trl_recipe_rewards import map_rewards
+from rlvr.tasks.base import GOLD_COLUMNS
+from rlvr.tasks.hub import DATA_FILE_SUFFIXES
+from rlvr.tasks.jsonl import PROMPT_COLUMNS
 
 
 def convert(recipe: dict) -> Conversion:
@@ -257,7 +263,8 @@ def _sampler(r: dict, conv: Conversion, open_r1: bool) -> set:
 
 
 def _task(r: dict, conv: Conversion, open_r1: bool) -> set:
-    """dataset_name (+ config, split, prompt column, system prompt) -> the hub task, gold in `solution`."""
+    """dataset_name (+ config, split, prompt column, system prompt) -> the hub task, gold in `solution`; a local
+    JSON-lines file -> the jsonl task."""
     keys = {
         "dataset_name",
         "dataset_config",
@@ -271,10 +278,13 @@ def _task(r: dict, conv: Conversion, open_r1: bool) -> set:
         if "system_prompt" in r:
             conv.set("task.settings.system_prompt", r["system_prompt"])
         return keys - {"dataset_name"}
+    prompt_field = r.get("dataset_prompt_column", "problem" if open_r1 else "prompt")
+    if _local_file(str(r["dataset_name"])):
+        return _jsonl_task(r, conv, prompt_field) | keys
     settings = {
         "dataset": r["dataset_name"],
         "split": r.get("dataset_train_split", "train"),
-        "prompt_field": r.get("dataset_prompt_column", "problem" if open_r1 else "prompt"),
+        "prompt_field": prompt_field,
         "answer_field": "solution",
     }
     configs = r.get("dataset_config") or r.get("dataset_configs")
@@ -295,6 +305,42 @@ def _task(r: dict, conv: Conversion, open_r1: bool) -> set:
     if r.get("dataset_streaming"):
         conv.unmapped.append(("dataset_streaming", "rlvr's hub task loads the split whole"))
     return keys
+
+
+def _local_file(name: str) -> bool:
+    """Whether dataset_name is a file here (or written as one: a data file's suffix), not a hub id or a folder."""
+    path = Path(name).expanduser()
+    return path.is_file() or (not path.is_dir() and path.suffix.lower() in DATA_FILE_SUFFIXES)
+
+
+def _jsonl_task(r: dict, conv: Conversion, prompt_field: str) -> set:
+    """A local JSON-lines file -> the jsonl task (its prompt in `prompt` or `problem`, the gold in the first of the
+    gold columns); other local files are refused: the hub task would send their path to the hub."""
+    name = str(r["dataset_name"])
+    if not name.lower().endswith(".jsonl"):
+        raise ConfigError(
+            f"recipe key dataset_name: {name!r} is a local file that is not JSON lines; rlvr reads local data with "
+            "the jsonl task: write the rows as .jsonl (one object a line), or give a hub id"
+        )
+    conv.set("task.name", "jsonl")
+    conv.config["task"]["settings"] = {**conv.get("task.settings", {}), "path": name}
+    if r.get("system_prompt"):
+        conv.set("task.settings.system_prompt", r["system_prompt"])
+    conv.notes.append(
+        f"dataset {name} is a local file -> task jsonl (prompt column {' or '.join(PROMPT_COLUMNS)}, gold column "
+        f"the first of {', '.join(GOLD_COLUMNS)}; train / validation / held-out split by id hash; a solved "
+        "problem shown first, task.settings.demo: auto; none shows the rows as TRL does)"
+    )
+    if prompt_field not in PROMPT_COLUMNS:
+        conv.unmapped.append(
+            ("dataset_prompt_column", f"{prompt_field!r}: the jsonl task reads {' or '.join(PROMPT_COLUMNS)}")
+        )
+    for key in ("dataset_config", "dataset_configs", "dataset_streaming"):
+        if r.get(key):
+            conv.unmapped.append((key, "a local file has no configs and is read whole"))
+    if r.get("dataset_train_split", "train") != "train":
+        conv.unmapped.append(("dataset_train_split", "a local file is one split, cut by id hash"))
+    return set()
 
 
 def _logging(r: dict, conv: Conversion, open_r1: bool) -> set:

@@ -7,8 +7,9 @@ safetensors in a cache folder. Every later load reads the cache (about 1 s inste
 
 A hub id is looked up in the hub's cache first (no network at all when it is there); otherwise the hub is asked
 once, and when it cannot be reached (or has no such model) the load stops with a one-line ModelUnavailable (a
-ConfigError: exit 2) naming the id, the cache it looked in, HF_HUB_OFFLINE and the embedded default. Callers
-resolve the model before they create a run directory, so a model that cannot load leaves nothing behind.
+ConfigError: exit 2) naming the id, the cache it looked in, HF_HUB_OFFLINE and the embedded default: the rule of
+rlvr.tasks.hub_access, which the hub task's datasets follow too. Callers resolve the model before they create a run
+directory, so a model that cannot load leaves nothing behind.
 What the saved adapter names as its base is the model's hub id (`base_model_id`): the embedded default's is
 HuggingFaceTB/SmolLM2-135M-Instruct, not the cache folder it was loaded from.
 """
@@ -24,7 +25,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from rlvr.config import ConfigError
+from rlvr.tasks.hub_access import HUB_ID, HubUnavailable, from_hub, hub_cache, looks_local
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 EMBEDDED = {
@@ -35,15 +36,11 @@ EMBEDDED = {
 # save_dtype "auto" writes the merged model in
 EMBEDDED_DTYPE = {DEFAULT_MODEL: "bfloat16"}
 DTYPES = ("float32", "bfloat16", "float16")
-# "org/name" or a bare canonical name ("gpt2"); anything with more path to it is a folder that does not exist
-_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
-# how a local path starts (runs/: where rlvr writes runs); such a name that does not exist is a mistyped folder
-_LOCAL = ("/", "./", "../", "~", "runs/")
 # what a model load needs from a hub repo (not its other formats: onnx, gguf, flax, ...)
 HUB_FILES = ["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "*.tiktoken"]
 
 
-class ModelUnavailable(ConfigError):
+class ModelUnavailable(HubUnavailable):
     """The model named cannot be loaded: no such folder, or a hub id the hub cannot give and the cache lacks."""
 
 
@@ -110,9 +107,9 @@ def resolve_model_path(name: str) -> str:
         return str(target)
     if Path(name).expanduser().exists():
         return name
-    if name.startswith(_LOCAL) or "\\" in name:  # a path, mistyped: the hub would only say it has no such model
+    if looks_local(name):  # a path, mistyped: the hub would only say it has no such model
         raise ModelUnavailable(f"model {name!r}: no such folder{closest_folders(name)}")
-    if not _HUB_ID.fullmatch(name):
+    if not HUB_ID.fullmatch(name):
         raise ModelUnavailable(
             f"model {name!r}: no such folder{closest_folders(name)}, and not a hub id (org/name); the embedded "
             f"default {DEFAULT_MODEL!r} needs neither"
@@ -139,69 +136,19 @@ def closest_folders(name: str) -> str:
     return f"{note}; the closest in {parent}: " + ", ".join(str(path.parent / c) for c in close)
 
 
-def hub_cache() -> str:
-    """The hub cache folder, as huggingface_hub would use it now ($HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache)."""
-    from huggingface_hub import constants
-
-    if os.environ.get("HF_HUB_CACHE"):
-        return os.environ["HF_HUB_CACHE"]
-    if os.environ.get("HF_HOME"):
-        return os.path.join(os.environ["HF_HOME"], "hub")
-    return constants.HF_HUB_CACHE
-
-
-def _offline() -> bool:
-    from huggingface_hub import constants
-
-    return bool(constants.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in (
-        "1",
-        "true",
-        "yes",
-        "on",
-    )
-
-
 def hub_snapshot(repo_id: str) -> str:
-    """The cached snapshot of a hub model, downloading it when the hub (asked once) has it; else ModelUnavailable."""
+    """The cached snapshot of a hub model, downloading it when the hub (asked once) has it; else ModelUnavailable
+    (rlvr.tasks.hub_access: the rule datasets share)."""
     from huggingface_hub import snapshot_download
 
-    cache = hub_cache()
-    try:
-        return snapshot_download(repo_id, cache_dir=cache, local_files_only=True)
-    except Exception:  # not cached (or a partial entry): go on to the hub, unless told not to
-        pass
-    offline = f"the embedded default {DEFAULT_MODEL!r} works offline"
-    if _offline():
-        raise ModelUnavailable(
-            f"model {repo_id!r} is not in the hub cache {cache} and HF_HUB_OFFLINE is set; "
-            f"download it where the hub can be reached, or use {offline}"
-        )
-    info, why = _ask_hub(repo_id)
-    if why:
-        raise ModelUnavailable(
-            f"model {repo_id!r}: {why}, and it is not in the hub cache {cache} either "
-            f"(HF_HUB_CACHE moves the cache, HF_HUB_OFFLINE=1 skips the hub); {offline}"
-        )
+    snapshot, info = from_hub(
+        repo_id, "model", f"the embedded default {DEFAULT_MODEL!r} works offline", ModelUnavailable
+    )
+    if snapshot:
+        return snapshot
     files = {s.rfilename for s in (info.siblings or [])}
     patterns = HUB_FILES + ([] if any(f.endswith(".safetensors") for f in files) else ["*.bin"])
-    return snapshot_download(repo_id, cache_dir=cache, allow_patterns=patterns)
-
-
-def _ask_hub(repo_id: str):
-    """(model info, None) when the hub has the model; (None, why not) after one request."""
-    from huggingface_hub import HfApi
-    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
-
-    try:
-        return HfApi().model_info(repo_id, timeout=15), None
-    except GatedRepoError:
-        return None, "the hub says it is gated (accept its terms and log in: hf auth login)"
-    except RepositoryNotFoundError:
-        return None, "the hub has no such model (or it is private)"
-    except HfHubHTTPError as e:
-        return None, f"the hub answered {str(e).splitlines()[0][:120]}"
-    except Exception as e:  # connection refused, no DNS, a proxy, a timeout: the hub cannot be reached
-        return None, f"the hub cannot be reached ({type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''})"
+    return snapshot_download(repo_id, cache_dir=hub_cache(), allow_patterns=patterns)
 
 
 def base_model_id(name: str) -> str:

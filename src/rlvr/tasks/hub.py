@@ -2,12 +2,16 @@
 messages kept whole with their system turn, as the jsonl task keeps them) and a gold answer, split into
 train / validation / held-out by a hash of the prompt, banded by a difficulty column when the dataset has one.
 `answer_format` (boxed or tags), `config` (the dataset's configuration name) and `demo` (a demonstration before each
-question, rlvr.tasks.demo; default "none") are settings too."""
+question, rlvr.tasks.demo; default "none") are settings too. A dataset that is not a local folder is found by the
+hub's rule (rlvr.tasks.hub_access, as a model is): in the hub cache, or by one request, else one line (exit 2) before
+anything loads; a local data file is the jsonl task's, and is said so."""
 
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
+from rlvr.errors import ConfigError
 from rlvr.tasks.base import (
     SPLITS,
     DatasetError,
@@ -18,6 +22,10 @@ from rlvr.tasks.base import (
     validate_problem,
 )
 from rlvr.tasks.chat import chat_prompt
+from rlvr.tasks.hub_access import from_hub, looks_local
+
+# a local data file: what the jsonl task reads (rlvr.tasks.benchmarks.LOCAL_SUFFIXES and csv: what people pass)
+DATA_FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")
 
 
 def _band(value) -> str:
@@ -29,6 +37,24 @@ def _band(value) -> str:
         return f"difficulty {low}-{low + 2}"
     except (TypeError, ValueError):
         return str(value)
+
+
+def check_source(dataset: str) -> None:
+    """A local folder passes as it is (datasets reads it); a data file, or a path that is not there, is one line; a hub
+    id must be in the hub cache or found by one request (rlvr.tasks.hub_access): datasets would retry for ~25 s and
+    end in a ConnectionError traceback."""
+    path = Path(dataset).expanduser()
+    if path.is_dir():
+        return
+    if path.is_file() or path.suffix.lower() in DATA_FILE_SUFFIXES:
+        state = "a file" if path.is_file() else "no such file"
+        raise ConfigError(
+            f"task.settings.dataset: {dataset!r} is {state}; the hub task reads a hub id or a dataset folder, the "
+            f"jsonl task a JSON-lines file (task.name: jsonl, task.settings.path: {dataset})"
+        )
+    if looks_local(dataset):
+        raise ConfigError(f"task.settings.dataset: {dataset!r}: no such folder, and not a hub id (org/name)")
+    from_hub(dataset, "dataset", "a local JSON-lines file (task.name: jsonl), which needs no hub")
 
 
 def load_hub_task(
@@ -53,6 +79,7 @@ def load_hub_task(
 
     check_answer_format(answer_format)
     check_demo(demo, answer_format)  # before the dataset is fetched
+    check_source(dataset)
     rows = load_dataset(dataset, config, split=split) if config else load_dataset(dataset, split=split)
     if limit:
         rows = rows.select(range(min(limit, len(rows))))
