@@ -182,11 +182,14 @@ def test_trl_grpo_config_recipe():
         "target_modules": ["q_proj", "v_proj"],
     }
     terms = [(t["name"], t["kind"], t["weight"]) for t in cfg["reward"]["terms"]]
-    assert terms == [("accuracy", "math", 1.0), ("think_format", "boxed_format", 0.05)]  # correctness first
-    assert "allow_dominant_shaping" not in conv.config["reward"]  # 5% is within the rule: nothing to report
+    # correctness first (kinds that grade the gold, in the recipe's order); the recipe's own function runs as it is
+    assert terms == [("accuracy", "math", 1.0), ("brevity", "trl_reward", 0.2), ("think_format", "boxed_format", 0.05)]
+    assert cfg["reward"]["terms"][1]["func"] == "my_pkg.rewards:brevity"  # TRL's dotted path, in rlvr's form
+    assert cfg["reward"]["allow_dominant_shaping"] is True  # brevity's 0.2 is reported: 20% of accuracy's 1
+    assert any(n.startswith("SHAPING RULE: brevity weight 0.2 is 20%") for n in conv.notes)
     why = unmapped(conv)
-    assert "delta" in why and "reward_funcs: my_pkg.rewards.brevity" in why
-    assert any("smollm2-135m-instruct" in n and "offline" in n for n in conv.notes)
+    assert "delta" in why and not conv.refused
+    assert cfg["model"]["name"] == "smollm2-135m-instruct"
 
 
 class ExactGrader:
@@ -274,6 +277,11 @@ def test_convert_config_cli_and_train_from_trl(tmp_path, tokenizer):
     run_dir = tmp_path / "run"
     trl = tmp_path / "trl.yaml"
     trl.write_text(TRL)
+    (tmp_path / "my_pkg").mkdir()  # the recipe's own reward function, imported from the working folder as TRL does
+    (tmp_path / "my_pkg" / "__init__.py").write_text("")
+    (tmp_path / "my_pkg" / "rewards.py").write_text(
+        "def brevity(completions, **kwargs):\n    return [1.0 / (1 + len(c[-1]['content'])) for c in completions]\n"
+    )
     out = run_cli(
         "train",
         "--from-trl",
@@ -298,13 +306,15 @@ def test_convert_config_cli_and_train_from_trl(tmp_path, tokenizer):
         "reward.workers=0",
         "--set",
         "train.warmup_steps=0",
+        cwd=tmp_path,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "not mapped: delta" in out.stderr
     saved = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert saved["algorithm"]["ratio"] == "sequence" and saved["rollout"]["group_size"] == 4
     assert (run_dir / "final" / "adapter" / "adapter_config.json").exists()
-    assert len((run_dir / "metrics.jsonl").read_text().splitlines()) == 1
+    (row,) = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert row["reward/brevity/mean"] > 0  # the recipe's own function scored every completion (1 / (1 + length))
 
 
 def test_a_local_jsonl_dataset_maps_to_the_jsonl_task(tmp_path, monkeypatch):
@@ -334,3 +344,78 @@ def test_a_local_jsonl_dataset_maps_to_the_jsonl_task(tmp_path, monkeypatch):
     Path("folder").mkdir()  # a dataset folder is datasets' to read: the hub task, as before
     assert convert({"dataset_name": "folder"}).config["task"]["name"] == "hub"
     assert convert({"dataset_name": "org/set"}).config["task"]["settings"]["dataset"] == "org/set"
+
+
+def test_a_recipes_own_reward_function_becomes_a_trl_reward_term():
+    """Issue 64: `reward_funcs: [my_rewards:my_reward]` was "not mapped ... register a verifier kind", while kind
+    trl_reward runs such a function as it is. rlvr's `package.module:attr` and TRL's dotted path both map."""
+    conv = convert({"reward_funcs": ["my_rewards:my_reward", "accuracy_reward"], "reward_weights": [1.0, 0.05]})
+    assert conv.config["reward"]["terms"] == [
+        {"name": "my_reward", "kind": "trl_reward", "func": "my_rewards:my_reward", "weight": 1.0},
+        {"name": "accuracy", "kind": "math", "weight": 0.05},
+    ]
+    assert not [k for k in unmapped(conv) if k.startswith("reward_funcs")] and not conv.refused
+    assert (
+        "reward_funcs: my_rewards:my_reward -> term 'my_reward' of kind trl_reward (func: my_rewards:my_reward), the "
+        "recipe's own function called as TRL calls it; its module must import where rlvr runs (its folder on "
+        "PYTHONPATH)"
+    ) in conv.notes
+    terms = convert({"reward_funcs": ["lib.rewards.brevity", "other.brevity"]}).config["reward"]["terms"]
+    assert [(t["name"], t["func"]) for t in terms] == [
+        ("brevity", "lib.rewards:brevity"),
+        ("other:brevity", "other:brevity"),
+    ]
+    assert unmapped(convert({"reward_funcs": ["my_reward"]}))["reward_funcs: my_reward"] == (
+        "not a reward function rlvr knows from TRL or open-r1, nor an import path "
+        "(package.module:attr, or TRL's package.module.attr)"
+    )
+
+
+def test_the_embedded_models_hub_id_becomes_its_embedded_name():
+    """The note said the embedded copy works offline and the config still named the hub id (which needs the hub)."""
+    conv = convert({"model_name_or_path": "HuggingFaceTB/SmolLM2-135M-Instruct"})
+    assert conv.config["model"]["name"] == "smollm2-135m-instruct"
+    assert (
+        "model_name_or_path HuggingFaceTB/SmolLM2-135M-Instruct -> model.name smollm2-135m-instruct, rlvr's embedded "
+        "copy of this model, which runs offline (a dequantized Q4_1 copy: close to the hub's weights, not the same; "
+        "--set model.name=HuggingFaceTB/SmolLM2-135M-Instruct loads the hub's)"
+    ) in conv.notes
+    assert convert({"model_name_or_path": "Qwen/Qwen2.5-0.5B"}).config["model"]["name"] == "Qwen/Qwen2.5-0.5B"
+
+
+REFUSED = (
+    "lerning_rate: not a key of TRL's GRPOConfig, ModelConfig or script arguments, open-r1's or accelerate launch's, "
+    "so TRL would refuse the recipe; did you mean learning_rate?"
+)
+
+
+def test_a_key_trl_would_refuse_is_said_and_stops_from_trl(tmp_path, monkeypatch, capsys):
+    """A misspelled key was a "not mapped" line and exit 0 while TRL's default trained in its place. TRL parses a
+    recipe into its dataclasses and refuses a key none of them has: convert-config says so, --from-trl stops."""
+    from rlvr.cli import main
+
+    conv = convert({"lerning_rate": 1e-5, "torch_empty_cache_steps": 10, "report_to": ["none"]})
+    assert conv.refused == [(REFUSED.split(": ", 1)[0], REFUSED.split(": ", 1)[1])]
+    assert conv.config["train"]["lr"] == 1e-6  # TRL's default, as TRL would not have run at all
+    # a key TRL reads and rlvr has no counterpart for is still "not mapped"; report_to [none] is TRL's "no tracker"
+    assert unmapped(conv) == {
+        "torch_empty_cache_steps": "a TRL / open-r1 key with no rlvr counterpart",
+        "lr_scheduler_type": "'linear': rlvr's schedules are constant and cosine (after linear warm-up); constant is used",
+    }
+    assert "log" not in conv.config
+    assert convert({"zzzz": 1}).refused[0][1].endswith("so TRL would refuse the recipe")  # nothing close: no guess
+    monkeypatch.chdir(tmp_path)
+    Path("r.yaml").write_text("lerning_rate: 1.0e-5\nmax_steps: 2\n")
+    assert main(["convert-config", "trl", "r.yaml"]) == 0
+    out, err = capsys.readouterr()
+    assert f"  refused by TRL: {REFUSED}" in err.splitlines() and f"#   refused by TRL: {REFUSED}" in out.splitlines()
+    assert main(["train", "--from-trl", "r.yaml", "--output-dir", "run"]) == 2
+    assert capsys.readouterr().err == f"rlvr train: recipe r.yaml: {REFUSED}\n"
+    assert not Path("run").exists()
+
+
+@pytest.mark.parametrize("value", ["none", ["none"], None])
+def test_report_to_none_is_trls_no_tracker(value):
+    """`report_to: [none]` (a list, as TRL's CLI writes it) was listed as a tracker rlvr lacks."""
+    conv = convert({"report_to": value, "lr_scheduler_type": "constant"})
+    assert conv.unmapped == [] and "log" not in conv.config

@@ -34,9 +34,13 @@ def _config(args) -> Config:
     args.resume = bool(args.resume)
     import sys
 
+    from rlvr.integrations.conversion import refused_line
     from rlvr.integrations.trl_recipe import convert, read_recipe, report
 
     conv = convert(read_recipe(args.from_trl))
+    refused = refused_line(conv, args.from_trl)
+    if refused:  # a key TRL would refuse (a misspelling, mostly): TRL's default must not train in its place
+        raise ConfigError(refused)
     print(report(conv, args.from_trl), file=sys.stderr)
     cfg = merge(DEFAULTS, conv.config)
     for item in config_sets(args):

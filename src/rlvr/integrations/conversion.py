@@ -14,12 +14,14 @@ from rlvr.yaml_io import load_yaml, lookup
 
 @dataclass
 class Conversion:
-    """config: the rlvr config the recipe maps to (only the keys it sets); unmapped: (key, why); notes: how
-    particular keys were read, the TRL defaults used, the shaping-rule report."""
+    """config: the rlvr config the recipe maps to (only the keys it sets); unmapped: (key, why); refused: (key, why)
+    for keys the recipe's own framework would refuse (a misspelling, mostly); notes: how particular keys were read,
+    the TRL defaults used, the shaping-rule report."""
 
     config: dict = field(default_factory=dict)
     unmapped: list = field(default_factory=list)
     notes: list = field(default_factory=list)
+    refused: list = field(default_factory=list)
 
     def set(self, dotted: str, value) -> None:
         node = self.config
@@ -45,13 +47,22 @@ def read_recipe(path: str) -> dict:
 
 
 def report(conv: Conversion, source: str = "the recipe") -> str:
-    """What was read how, and every key not mapped with its reason, one per line."""
+    """What was read how, every key the framework would refuse and every key not mapped with its reason, one per
+    line."""
     lines = [f"rlvr convert-config: {source}"]
     lines += [f"  note: {n}" for n in conv.notes]
+    lines += [f"  refused by TRL: {k}: {why}" for k, why in conv.refused]
     lines += [f"  not mapped: {k}: {why}" for k, why in conv.unmapped]
-    if not conv.unmapped:
+    if not conv.unmapped and not conv.refused:
         lines.append("  every key mapped")
     return "\n".join(lines)
+
+
+def refused_line(conv: Conversion, source: str) -> str | None:
+    """The one line `rlvr train --from-trl` stops with when the recipe holds keys its framework would refuse."""
+    if not conv.refused:
+        return None
+    return f"recipe {source}: " + "; ".join(f"{k}: {why}" for k, why in conv.refused)
 
 
 def render(conv: Conversion, source: str = "the recipe") -> str:
@@ -60,4 +71,4 @@ def render(conv: Conversion, source: str = "the recipe") -> str:
     return head + yaml.safe_dump(copy.deepcopy(conv.config), sort_keys=False, allow_unicode=True)
 
 
-__all__ = ["Conversion", "read_recipe", "report", "render"]
+__all__ = ["Conversion", "read_recipe", "report", "refused_line", "render"]

@@ -27,10 +27,9 @@ so that rlvr accepts it; it is not silently changed.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from rlvr.config import DEFAULTS, ConfigError, merge
 from rlvr.integrations.conversion import Conversion, read_recipe, render, report
+from rlvr.integrations.trl_recipe_fields import refusal
 from rlvr.integrations.trl_recipe_keys import (
     DIRECT,
     OPEN_R1_KEYS,
@@ -39,9 +38,13 @@ from rlvr.integrations.trl_recipe_keys import (
     UNMAPPED,
 )
 from rlvr.integrations.trl_recipe_rewards import map_rewards
-from rlvr.tasks.base import GOLD_COLUMNS
-from rlvr.tasks.hub import DATA_FILE_SUFFIXES
-from rlvr.tasks.jsonl import PROMPT_COLUMNS
+from rlvr.integrations.trl_recipe_task import map_task
+from rlvr.policy.load import EMBEDDED
+
+# the keys rlvr's tables name (older TRL and open-r1 versions read some that TRL 1.16 does not)
+KNOWN = frozenset(DIRECT) | frozenset(UNMAPPED) | frozenset(TRL_DEFAULTS) | frozenset(OPEN_R1_KEYS)
+# the hub id of each model rlvr embeds -> its embedded name
+EMBEDDED_BY_HUB_ID = {hub_id: name for name, (_, _, hub_id) in EMBEDDED.items()}
 
 
 def convert(recipe: dict) -> Conversion:
@@ -59,7 +62,7 @@ def convert(recipe: dict) -> Conversion:
         )
     r = {**TRL_DEFAULTS, **recipe}
     handled = set()
-    for handler in (_model, _batch, _algorithm, _schedule, _sampler, _task, map_rewards, _logging):
+    for handler in (_model, _batch, _algorithm, _schedule, _sampler, map_task, map_rewards, _logging):
         try:
             handled |= handler(r, conv, bool(open_r1))
         except ConfigError:
@@ -72,8 +75,10 @@ def convert(recipe: dict) -> Conversion:
         if key in DIRECT:
             dotted, kind = DIRECT[key]
             conv.set(dotted, _typed(key, recipe[key], kind))
+        elif refusal(key, KNOWN):  # a misspelling, mostly: TRL's default would stand in for it without a word
+            conv.refused.append((key, refusal(key, KNOWN)))
         else:
-            conv.unmapped.append((key, UNMAPPED.get(key, "not a GRPOConfig / open-r1 key rlvr knows")))
+            conv.unmapped.append((key, UNMAPPED.get(key, "a TRL / open-r1 key with no rlvr counterpart")))
     for key, (dotted, kind) in DIRECT.items():  # TRL defaults of directly mapped keys
         if key in TRL_DEFAULTS and key not in recipe and key not in handled:
             conv.set(dotted, _typed(key, TRL_DEFAULTS[key], kind))
@@ -112,9 +117,17 @@ def _model(r: dict, conv: Conversion, open_r1: bool) -> set:
         )
     if r.get("model_revision", "main") != "main":
         conv.unmapped.append(("model_revision", "rlvr loads a hub model's main revision"))
-    if r.get("model_name_or_path") == "HuggingFaceTB/SmolLM2-135M-Instruct":
-        conv.notes.append("model.name smollm2-135m-instruct (rlvr's embedded copy of this model) works offline")
-    return {"dtype", "torch_dtype", "lora_target_modules", "model_revision"}
+    keys = {"dtype", "torch_dtype", "lora_target_modules", "model_revision"}
+    embedded = EMBEDDED_BY_HUB_ID.get(str(r.get("model_name_or_path")))
+    if embedded:  # the same model without the hub: the converted config runs offline
+        conv.set("model.name", embedded)
+        conv.notes.append(
+            f"model_name_or_path {r['model_name_or_path']} -> model.name {embedded}, rlvr's embedded copy of this "
+            "model, which runs offline (a dequantized Q4_1 copy: close to the hub's weights, not the same; "
+            f"--set model.name={r['model_name_or_path']} loads the hub's)"
+        )
+        keys.add("model_name_or_path")
+    return keys
 
 
 def _batch(r: dict, conv: Conversion, open_r1: bool) -> set:
@@ -262,87 +275,6 @@ def _sampler(r: dict, conv: Conversion, open_r1: bool) -> set:
     return {"use_vllm", "vllm_mode", "vllm_server_host", "vllm_server_port", "vllm_server_base_url"}
 
 
-def _task(r: dict, conv: Conversion, open_r1: bool) -> set:
-    """dataset_name (+ config, split, prompt column, system prompt) -> the hub task, gold in `solution`; a local
-    JSON-lines file -> the jsonl task."""
-    keys = {
-        "dataset_name",
-        "dataset_config",
-        "dataset_configs",
-        "dataset_train_split",
-        "dataset_prompt_column",
-        "system_prompt",
-        "dataset_streaming",
-    }
-    if "dataset_name" not in r:
-        if "system_prompt" in r:
-            conv.set("task.settings.system_prompt", r["system_prompt"])
-        return keys - {"dataset_name"}
-    prompt_field = r.get("dataset_prompt_column", "problem" if open_r1 else "prompt")
-    if _local_file(str(r["dataset_name"])):
-        return _jsonl_task(r, conv, prompt_field) | keys
-    settings = {
-        "dataset": r["dataset_name"],
-        "split": r.get("dataset_train_split", "train"),
-        "prompt_field": prompt_field,
-        "answer_field": "solution",
-    }
-    configs = r.get("dataset_config") or r.get("dataset_configs")
-    if isinstance(configs, list):
-        if len(configs) > 1:
-            conv.unmapped.append(("dataset_configs", f"{configs}: rlvr's hub task reads one dataset config"))
-        configs = configs[0] if configs else None
-    if configs:
-        settings["config"] = str(configs)
-    if r.get("system_prompt"):
-        settings["system_prompt"] = r["system_prompt"]
-    conv.set("task.name", "hub")
-    conv.config["task"]["settings"] = {**conv.get("task.settings", {}), **settings}
-    conv.notes.append(
-        f"dataset {r['dataset_name']} -> task hub (prompt column {settings['prompt_field']!r}, gold "
-        f"column 'solution'; train / validation / held-out split by id hash)"
-    )
-    if r.get("dataset_streaming"):
-        conv.unmapped.append(("dataset_streaming", "rlvr's hub task loads the split whole"))
-    return keys
-
-
-def _local_file(name: str) -> bool:
-    """Whether dataset_name is a file here (or written as one: a data file's suffix), not a hub id or a folder."""
-    path = Path(name).expanduser()
-    return path.is_file() or (not path.is_dir() and path.suffix.lower() in DATA_FILE_SUFFIXES)
-
-
-def _jsonl_task(r: dict, conv: Conversion, prompt_field: str) -> set:
-    """A local JSON-lines file -> the jsonl task (its prompt in `prompt` or `problem`, the gold in the first of the
-    gold columns); other local files are refused: the hub task would send their path to the hub."""
-    name = str(r["dataset_name"])
-    if not name.lower().endswith(".jsonl"):
-        raise ConfigError(
-            f"recipe key dataset_name: {name!r} is a local file that is not JSON lines; rlvr reads local data with "
-            "the jsonl task: write the rows as .jsonl (one object a line), or give a hub id"
-        )
-    conv.set("task.name", "jsonl")
-    conv.config["task"]["settings"] = {**conv.get("task.settings", {}), "path": name}
-    if r.get("system_prompt"):
-        conv.set("task.settings.system_prompt", r["system_prompt"])
-    conv.notes.append(
-        f"dataset {name} is a local file -> task jsonl (prompt column {' or '.join(PROMPT_COLUMNS)}, gold column "
-        f"the first of {', '.join(GOLD_COLUMNS)}; train / validation / held-out split by id hash; a solved "
-        "problem shown first, task.settings.demo: auto; none shows the rows as TRL does)"
-    )
-    if prompt_field not in PROMPT_COLUMNS:
-        conv.unmapped.append(
-            ("dataset_prompt_column", f"{prompt_field!r}: the jsonl task reads {' or '.join(PROMPT_COLUMNS)}")
-        )
-    for key in ("dataset_config", "dataset_configs", "dataset_streaming"):
-        if r.get(key):
-            conv.unmapped.append((key, "a local file has no configs and is read whole"))
-    if r.get("dataset_train_split", "train") != "train":
-        conv.unmapped.append(("dataset_train_split", "a local file is one split, cut by id hash"))
-    return set()
-
-
 def _logging(r: dict, conv: Conversion, open_r1: bool) -> set:
     keys = _report_to(r, conv)
     if "eval_steps" in r and r.get("do_eval", True) and r.get("eval_strategy", "steps") == "steps":
@@ -353,13 +285,13 @@ def _logging(r: dict, conv: Conversion, open_r1: bool) -> set:
 
 def _report_to(r: dict, conv: Conversion) -> set:
     """report_to -> log.report_to for the trackers rlvr has (TensorBoard, MLflow, trackio, W&B); "none" and "all"
-    as TRL reads them; any other named (comet_ml, ...) reported as not mapped."""
+    (alone or as a one-item list) as TRL reads them; any other named (comet_ml, ...) reported as not mapped."""
     from rlvr.rundir.trackers import TRACKERS
 
     if "report_to" not in r:
         return set()
     names = r["report_to"]
-    names = [] if names in (None, "none") else ([names] if isinstance(names, str) else list(names))
+    names = [] if names in (None, "none", ["none"]) else ([names] if isinstance(names, str) else list(names))
     known = TRACKERS.names()
     names = list(known) if names == ["all"] else names
     kept = [n for n in names if n in known]

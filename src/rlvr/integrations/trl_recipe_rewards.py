@@ -1,8 +1,11 @@
 """A recipe's reward_funcs + reward_weights -> rlvr reward terms through rlvr's verifiers (correctness first), the
-soft overlong punishment as the algorithm's overlong shaping, and the 10% shaping rule reported, never silently
-applied. Part of rlvr.integrations.trl_recipe."""
+recipe's own reward functions (an import path) as `trl_reward` terms that call them as TRL does, the soft overlong
+punishment as the algorithm's overlong shaping, and the 10% shaping rule reported, never silently applied. Part of
+rlvr.integrations.trl_recipe."""
 
 from __future__ import annotations
+
+import re
 
 from rlvr.algorithms.advantages import OVERLONG_SHAPINGS
 from rlvr.config import ConfigError
@@ -33,18 +36,44 @@ def map_rewards(r: dict, conv: Conversion, open_r1: bool) -> set:
             conv.notes += [note] if note else []
         elif name in OVERLONG:
             _overlong(r, conv, name)
+        elif name not in REWARDS_UNMAPPED and (func := import_path(str(name))):
+            terms.append(_own_function(name, func, float(w), terms, conv))
         else:
             conv.unmapped.append(
                 (
                     f"reward_funcs: {name}",
                     REWARDS_UNMAPPED.get(
                         name,
-                        "a Python reward function: rlvr rewards through its verifiers (register a verifier kind to port it)",
+                        "not a reward function rlvr knows from TRL or open-r1, nor an import path "
+                        "(package.module:attr, or TRL's package.module.attr)",
                     ),
                 )
             )
     _reward_terms(terms, conv)
     return {"reward_funcs", "reward_weights"}
+
+
+# a module path or an attribute path: identifiers joined by dots
+_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+
+
+def import_path(name: str) -> str | None:
+    """A reward function named by its import path -> rlvr's `package.module:attr`: rlvr's own form as it is, TRL's
+    dotted `package.module.attr` split at its last dot (as trl/scripts/grpo.py does); None for any other name."""
+    module, sep, attr = name.partition(":") if ":" in name else name.rpartition(".")
+    return f"{module}:{attr}" if sep and _DOTTED.fullmatch(module) and _DOTTED.fullmatch(attr) else None
+
+
+def _own_function(name: str, func: str, weight: float, terms: list, conv: Conversion) -> dict:
+    """The recipe's own reward function (`func`, as rlvr writes its import path) as a `trl_reward` term: the same
+    function, called as TRL calls it."""
+    term = func.rpartition(":")[2].rpartition(".")[2]
+    term = term if term not in {t["name"] for t in terms} else func
+    conv.notes.append(
+        f"reward_funcs: {name} -> term {term!r} of kind trl_reward (func: {func}), the recipe's own function "
+        "called as TRL calls it; its module must import where rlvr runs (its folder on PYTHONPATH)"
+    )
+    return {"name": term, "kind": "trl_reward", "func": func, "weight": weight}
 
 
 def _reward_terms(terms: list, conv: Conversion) -> None:
@@ -104,4 +133,4 @@ def _overlong(r: dict, conv: Conversion, name: str) -> None:
     )
 
 
-__all__ = ["map_rewards"]
+__all__ = ["map_rewards", "import_path"]
