@@ -130,3 +130,44 @@ def test_a_run_refused_at_start_leaves_the_folder_it_found_without_a_report(tmp_
     assert cli_train(tmp_path, model_dir) == 2
     assert "exists" in capsys.readouterr().err
     assert not (tmp_path / "R" / "report.md").exists() and not (tmp_path / "R" / "plots").exists()
+
+
+def test_the_python_api_trains_as_rlvr_train_does(tmp_path, model_dir, capsys):
+    """`from rlvr import train` is the documented import (rlvr.training.loop.train): a dict run through it leaves the
+    files `rlvr train` leaves for the same config, report.md and plots/ included, with the same figures table."""
+    import rlvr
+    from rlvr import train
+    from test_trackers import cli_sets
+
+    assert train is rlvr.training.loop.train
+    assert cli_train(tmp_path, model_dir) == 0, capsys.readouterr().err
+    api = tmp_path / "A"
+    assert train(resolve(None, [*cli_sets(tmp_path, model_dir), f"output_dir={api}"]), quiet=True) == api
+    assert f"report: {api / 'report.md'}" in capsys.readouterr().out
+
+    def files(run):
+        return sorted(str(p.relative_to(run)) for p in run.rglob("*") if p.is_file())
+
+    cli = tmp_path / "R"
+    assert files(api) == files(cli)
+    assert {"report.md", "plots/training.png", "contention.json", "final/README.md"} <= set(files(api))
+    table = [(run / "report.md").read_text().split("## Training figures")[1].split("## Plots")[0] for run in (api, cli)]
+    assert table[0] == table[1]  # the same seed and config: the same steps, so the same figures
+    assert "| reward (`reward/mean`) |" in table[0]
+
+
+def test_the_api_names_load_when_first_used():
+    """`import rlvr` stays light (it must set OMP_WAIT_POLICY before torch loads, rlvr/__init__.py): the API's names
+    are imported on first use, so `from rlvr import train` is the first thing that loads torch."""
+    import subprocess
+    import sys
+
+    import rlvr
+
+    assert set(rlvr.__all__) == {*rlvr.API, "__version__"} and "train" in dir(rlvr)
+    code = (
+        "import os, sys, rlvr; light = 'torch' not in sys.modules; from rlvr import train, resolve, load_task; "
+        "print(light, 'torch' in sys.modules, rlvr.TORCH_BEFORE_RLVR, train.__module__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True", "False", "rlvr.training.loop"]

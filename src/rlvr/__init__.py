@@ -1,11 +1,28 @@
 """rlvr: reinforcement learning with verifiable rewards.
 
-Heavy parts (torch, transformers, math-verify) are imported by the modules that need them, so
-`import rlvr` stays cheap.
+The Python API, each function what its verb does (the same run directory, the same files):
+
+    from rlvr import resolve, train, sft, run_main
+    cfg = resolve("default", ["train.steps=20", "output_dir=runs/api"])   # a preset or YAML file, with --set's
+    train(cfg)                 # rlvr train: config.yaml, metrics.jsonl, checkpoints/, final/, report.md, plots/
+    sft(cfg)                   # rlvr sft;   run_main(cfg): rlvr run
+
+A dict is checked as the command line checks a file (rlvr.config.as_config). Heavy parts (torch, transformers,
+math-verify) are imported by the modules that need them, and these names when first used (`__getattr__` below),
+so `import rlvr` stays cheap and sets the environment below before torch loads.
 """
 
+import importlib
 import os
 import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the lazy names below, as type checkers see them
+    from rlvr.config import Config, as_config, resolve
+    from rlvr.tasks import load_task
+    from rlvr.training.loop import train
+    from rlvr.training.main_job import run_main
+    from rlvr.training.sft import sft
 
 __version__ = "0.1.0"
 
@@ -29,3 +46,25 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # True when torch was imported before rlvr: then libgomp has read the environment already and the policy above does
 # not apply to this process (tests/conftest.py imports rlvr first for that reason).
 TORCH_BEFORE_RLVR = "torch" in sys.modules
+
+# The Python API: name -> the module that defines it, imported on first use.
+API = {
+    "train": "rlvr.training.loop",
+    "sft": "rlvr.training.sft",
+    "run_main": "rlvr.training.main_job",
+    "load_task": "rlvr.tasks",
+    "resolve": "rlvr.config",
+    "as_config": "rlvr.config",
+    "Config": "rlvr.config",
+}
+__all__ = ["train", "sft", "run_main", "load_task", "resolve", "as_config", "Config", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in API:
+        return getattr(importlib.import_module(API[name]), name)
+    raise AttributeError(f"module 'rlvr' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *API])

@@ -41,8 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     from rlvr.policy.memory import MicroBatchOOM
     from rlvr.rundir.files import RunDirError
     from rlvr.tasks.base import DatasetError
-    from rlvr.training.lifecycle import RunStopped
-    from rlvr.training.loop import TrainingAborted
+    from rlvr.training.lifecycle import RunStopped, TrainingAborted
 
     args = build_parser().parse_args(argv)
     try:

@@ -50,12 +50,10 @@ def _config(args) -> Config:
 
 def run(args) -> int:
     from rlvr.training.loop import train
-    from rlvr.training.run_report import reporting
     from rlvr.training.signal_watch import stopped_without_signal
 
-    cfg = _config(args)
-    with reporting(cfg.output_dir):  # RUN/report.md and plots/ when training ends, a stop by signal too
-        path = train(cfg, resume=args.resume, overwrite=args.overwrite, allow_config_change=args.allow_config_change)
+    cfg = _config(args)  # train() writes RUN/report.md and plots/ when training ends, a stop by signal too
+    path = train(cfg, resume=args.resume, overwrite=args.overwrite, allow_config_change=args.allow_config_change)
     print(f"run directory: {path}")
     # stopped on purpose (exit 1): steps in a row without learning signal; the warning above says why
     return 1 if stopped_without_signal(path) else 0

@@ -93,6 +93,7 @@ def run_controls(cfg: Config, root: Path, rl_cfg: Config, rlvr_records, *, train
                 resume=resume,
                 overwrite=not resume,
                 quiet=quiet,
+                report=False,  # the main job's report compares it with RLVR
             )
         else:
             timed.read_back(f"train {name}")

@@ -211,6 +211,10 @@ def checkpoint_due(steps_done: int, log, since_s: float) -> bool:
     return bool(every and steps_done % every == 0) or bool(minutes and since_s >= 60 * minutes)
 
 
+class TrainingAborted(RuntimeError):
+    """The run stopped on purpose (repeated non-finite losses); the last checkpoint is intact."""
+
+
 class RunStopped(SystemExit):
     """A signal stopped the run after its checkpoint; exit code 130 (SIGINT) or 143 (SIGTERM). `run_path` and `step`
     let the command line print the whole command that resumes it (rlvr.cli); `is_main`: the rank that says so."""
@@ -263,6 +267,7 @@ __all__ = [
     "resume_step",
     "checkpoint_due",
     "RunStopped",
+    "TrainingAborted",
     "exit_on_signal",
     "save_final",
 ]

@@ -23,6 +23,7 @@ import json
 import math
 import shutil
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -34,15 +35,19 @@ from rlvr.rundir.files import RunDir, atomic_write_text
 from rlvr.rundir.trackers import Trackers
 from rlvr.training import ahead, contention, distributed
 from rlvr.training.episodes import recorded_prompts
-from rlvr.training.lifecycle import StopFlag, checkpoint_due, exit_on_signal, open_run, resume_step, save_final
+from rlvr.training.lifecycle import (
+    StopFlag,
+    TrainingAborted,
+    checkpoint_due,
+    exit_on_signal,
+    open_run,
+    resume_step,
+    save_final,
+)
 from rlvr.training.metrics import sample_rows
+from rlvr.training.run_report import reporting
 from rlvr.training.signal_watch import SignalWatch
 from rlvr.training.step import TrainState, check_components, run_step, setup
-
-
-class TrainingAborted(RuntimeError):
-    """The run stopped on purpose (repeated non-finite losses); the last checkpoint is intact."""
-
 
 # Non-finite losses in a row before the run stops: one is a fluke worth skipping, a streak means the run
 # has diverged (or the data is broken) and more steps would only burn time.
@@ -57,10 +62,20 @@ def train(
     allow_config_change: bool = False,
     policy=None,
     quiet: bool = False,
+    report: bool = True,
 ) -> Path:
-    """Run RLVR training as configured; returns the run directory. `policy` = (model, tokenizer) overrides
-    loading by name (tests use a tiny random model)."""
+    """Run RLVR training as configured; returns the run directory. `rlvr train` is this call, and so is the Python
+    API's `from rlvr import train`: the same run directory, RUN/report.md and RUN/plots/ included, written when
+    training ends or stops by a signal (rlvr.training.run_report). `report=False` leaves the report to a caller
+    that reports the run itself (the main job's phases). `policy` = (model, tokenizer) overrides loading by name
+    (tests use a tiny random model)."""
     parts = check_components(cfg)
+    with reporting(parts.resolved.output_dir) if report else nullcontext():
+        return _train(parts, resume, overwrite, allow_config_change, policy, quiet)
+
+
+def _train(parts, resume: bool, overwrite: bool, allow_config_change: bool, policy, quiet: bool) -> Path:
+    """The run itself: the run directory, the steps, final/."""
     cfg = parts.resolved  # the run records the grading it uses, the task's own when the config names none
     comm = distributed.setup()  # scale-out: W ranks under torchrun, else one
     ahead.check(parts.cfg, comm)

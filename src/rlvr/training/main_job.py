@@ -102,7 +102,8 @@ def _train_phases(cfg: Config, root: Path, rl_cfg: Config, timed: PhaseClock, qu
     def run_rl() -> None:
         if not (rl_dir / "final" / "merged").exists():
             resume = (rl_dir / "checkpoints").exists()
-            timed("train rlvr", train, phases["rlvr"], resume=resume, overwrite=not resume, quiet=quiet)
+            # report=False: the main job's report.md shows this run beside its held-out results
+            timed("train rlvr", train, phases["rlvr"], resume=resume, overwrite=not resume, quiet=quiet, report=False)
         else:
             timed.read_back("train rlvr")
 

@@ -1,7 +1,8 @@
-"""A training run's own report: RUN/report.md and RUN/plots/*.png, what `rlvr train` leaves when training ends.
+"""A training run's own report: RUN/report.md and RUN/plots/*.png, what a training run (`rlvr train`, the Python
+API's `train(cfg)`) leaves when training ends.
 
-    with reporting(cfg.output_dir):             # rlvr train: the report after the run ends, or stops by signal
-        train(cfg)
+    train(cfg)                                  # rlvr.training.loop.train (rlvr train, `from rlvr import train`)
+                                                # writes it when the run ends, or stops by signal: reporting()
     write_run_report("runs/train")              # or rebuilt from any run directory, at any time
 
 Everything is read back from the files the run wrote (config.yaml, metrics.jsonl, contention.json), so its numbers
@@ -23,6 +24,7 @@ from rlvr.evaluation import report
 from rlvr.evaluation.learning_signal import run_signal_warning
 from rlvr.rundir.files import atomic_write_text, read_config
 from rlvr.training.contention import contention_warning
+from rlvr.training.lifecycle import TrainingAborted
 
 # The figures the report's table shows at the start and the end of training (the README's stable names).
 FIGURES = (
@@ -159,8 +161,6 @@ def write_run_report(run_dir, ended: str = "") -> Path | None:
 def _why_stopped(error: BaseException) -> str | None:
     """The report's words for an exception that ends a run with its steps kept: a signal's stop (exit 130 / 143) or
     a diverged run (TrainingAborted); None for anything else (bad input, a crash: no report)."""
-    from rlvr.training.loop import TrainingAborted
-
     if isinstance(error, SystemExit) and error.code in (130, 143):
         return f"stopped by {'SIGINT (Ctrl-C)' if error.code == 130 else 'SIGTERM'}"
     if isinstance(error, TrainingAborted):
