@@ -230,6 +230,39 @@ def test_metrics_count_items_by_status_and_refusals(service):
     assert "rlvr_serve_queue_items 0.0" in text and "rlvr_serve_request_seconds_bucket" in text
 
 
+def test_a_guard_refusal_is_not_a_deadline_hit(service):
+    """A power tower is refused by the math guard before evaluation (status timeout, reward 0 but the format term's
+    0.1): it counts under rlvr_serve_guard_refusals_total, not as a deadline hit, since no evaluation ran."""
+    hits = 'rlvr_serve_deadline_hits_total{scorer="task:arithmetic"}'
+    refusals = 'rlvr_serve_guard_refusals_total{scorer="task:arithmetic"}'
+    timeouts = 'rlvr_serve_items_total{scorer="task:arithmetic",status="timeout"}'
+    before = {k: service.metric(k) for k in (hits, refusals, timeouts)}
+    tower = {"completion": "\\boxed{2^{2^{2^{2^{2}}}}}", "answer": "4"}
+    status, answer, _ = service.post("/v1/verify", {"items": [tower, tower]})
+    assert status == 200
+    assert [(v["status"], v["reward"], v["detail"]) for v in answer["verdicts"]] == [
+        ("timeout", 0.1, "refused before evaluation: power tower of depth 4")
+    ] * 2
+    after = {k: service.metric(k) for k in (hits, refusals, timeouts)}
+    assert {k: after[k] - before[k] for k in before} == {hits: 0.0, refusals: 2.0, timeouts: 2.0}
+
+
+def test_fault_kinds_from_verdicts():
+    from rlvr.serve.metrics import fault_kind
+
+    assert [
+        fault_kind({"status": s, "detail": d})
+        for s, d in (
+            ("timeout", "refused before evaluation: power tower of depth 4"),
+            ("timeout", "worker killed after 5s"),  # the pool's hard deadline
+            ("timeout", "verification exceeded 5s"),  # the in-process deadline
+            ("error", "worker died while scoring"),
+            ("error", "judge ended early (rc -9)"),
+            ("wrong", "refused before evaluation: ..."),  # not a timeout: no fault
+        )
+    ] == ["guard_refused", "deadline", "deadline", "worker_died", "sandbox_killed", None]
+
+
 def _refused(*args):
     proc = subprocess.run([RLVR, "serve", "--port", "0", *args], capture_output=True, text=True, timeout=120)
     return proc.returncode, proc.stderr.strip()

@@ -8,7 +8,8 @@ code); `GET /healthz`, `GET /metrics` (Prometheus text).
     items.py     a request body -> scoring jobs, or one clear error (422 naming the field, 413, 400 naming choices)
     scoring.py   the served scorers (a task's grader, a run's reward from its config, one verifier kind) and the
                  bounded queue in front of them
-    metrics.py   the Prometheus metrics (requests, items by status, latency, queue depth, kills, deadline hits)
+    metrics.py   the Prometheus metrics (requests, items by status, latency, queue depth, kills, deadline hits, guard
+                 refusals apart)
     app.py       the Starlette application: routes, bearer token, body limit, JSON answers
     server.py    start-up checks (extra installed, loopback or token, sandbox uid), uvicorn, graceful SIGTERM
     reaper.py    the service as child subreaper: a dead pool worker's sandboxed processes killed and reaped

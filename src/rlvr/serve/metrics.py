@@ -5,7 +5,10 @@
     rlvr_serve_items_total{scorer, status}        items scored, by verdict status
     rlvr_serve_batch_seconds{scorer}              one scoring batch (one Reward call), histogram
     rlvr_serve_queue_items                        items admitted and not yet answered (the bounded queue's depth)
-    rlvr_serve_deadline_hits_total{scorer}        items past their deadline (status timeout: worker or sandbox killed)
+    rlvr_serve_deadline_hits_total{scorer}        items past their deadline (status timeout: interrupted, worker or
+                                                  sandbox killed)
+    rlvr_serve_guard_refusals_total{scorer}       items the math guard refused before evaluation (status timeout too:
+                                                  a power tower, a giant factorial; no deadline was reached)
     rlvr_serve_worker_deaths_total{scorer}        items whose pool worker died while scoring them (status error)
     rlvr_serve_sandbox_kills_total{scorer}        code items whose sandboxed run was killed (deadline, signal)
     rlvr_serve_orphans_killed_total               sandboxed processes whose pool worker died, killed (serve/reaper.py)
@@ -16,19 +19,23 @@ Each service has its own registry (two in one process, as in the tests, never sh
 
 from __future__ import annotations
 
+from rlvr.verifiers.guard import REFUSED
+
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 REJECT_REASONS = {401: "auth", 413: "too_large", 422: "invalid", 400: "unknown_scorer", 429: "queue_full"}
 
 
 def fault_kind(answer: dict) -> str | None:
-    """Which fault an answer shows: "deadline", "worker_died", "sandbox_killed", or None.
+    """Which fault an answer shows: "deadline", "guard_refused", "worker_died", "sandbox_killed", or None.
 
     Read from the verdict the pool and the sandbox already write: the pool's `timeout` / "worker died while scoring"
     (rlvr.verifiers.pool) and the code verifier's judge ended by a signal (negative return code, rlvr.verifiers.code).
+    A `timeout` whose detail is the guard's refusal (rlvr.verifiers.guard.REFUSED) never started its evaluation, so
+    it is no deadline hit: a spike of those is hostile or degenerate answers, not a service that is too slow.
     """
     status, detail = answer.get("status"), answer.get("detail") or ""
     if status == "timeout":
-        return "deadline"
+        return "guard_refused" if detail.startswith(REFUSED) else "deadline"
     if status == "error" and detail.startswith("worker died"):
         return "worker_died"
     if status == "error" and detail.startswith("judge ended early (rc -"):
@@ -54,6 +61,7 @@ class Metrics:
             kind: Counter(f"rlvr_serve_{name}", doc, ("scorer",), registry=r)
             for kind, name, doc in (
                 ("deadline", "deadline_hits", "items past their deadline"),
+                ("guard_refused", "guard_refusals", "items the math guard refused before evaluation"),
                 ("worker_died", "worker_deaths", "items whose pool worker died"),
                 ("sandbox_killed", "sandbox_kills", "code items whose sandboxed run was killed"),
             )

@@ -13,6 +13,9 @@ from __future__ import annotations
 import math
 import re
 
+# The start of every refusal's detail: what tells a refusal (no evaluation ran) from a deadline hit (one did and was
+# stopped), both status `timeout` (rlvr.serve.metrics counts them apart).
+REFUSED = "refused before evaluation"
 MAX_POWER_DEPTH = 2  # a^{b^{c}} is allowed when small; a^{b^{c^{d}}} never is
 MAX_RESULT_DIGITS = 100_000  # a literal power or factorial with more digits than this is refused
 MAX_EXPONENT = 1_000_000  # the exponent of a two-level tower b^c must stay below this
@@ -32,20 +35,20 @@ def refuse(content: str, max_chars: int) -> tuple[str, str] | None:
     text = content.replace("**", "^")
     depth = power_depth(text)
     if depth > MAX_POWER_DEPTH:
-        return "timeout", f"refused before evaluation: power tower of depth {depth}"
+        return "timeout", f"{REFUSED}: power tower of depth {depth}"
     for m in _POW2.finditer(text):
         base, b, c = (float(x) for x in m.groups())
         if base > 1 and b > 1 and c * math.log10(b) > math.log10(MAX_EXPONENT):
-            return "timeout", f"refused before evaluation: {m.group(0)!r} is astronomically large"
+            return "timeout", f"{REFUSED}: {m.group(0)!r} is astronomically large"
     for m in _POW1.finditer(text):
         base, e = float(m.group(1)), float(m.group(2))
         if base > 1 and e * math.log10(base) > MAX_RESULT_DIGITS:
-            return "timeout", f"refused before evaluation: {m.group(0)!r} has over {MAX_RESULT_DIGITS} digits"
+            return "timeout", f"{REFUSED}: {m.group(0)!r} has over {MAX_RESULT_DIGITS} digits"
     for m in _FACT.finditer(text):
         if int(m.group(1)) > 20_000:
-            return "timeout", f"refused before evaluation: {m.group(0)!r} is too large"
+            return "timeout", f"{REFUSED}: {m.group(0)!r} is too large"
     if _NESTED_FACT.search(text) and re.search(r"\d{2,}\s*!|[4-9]\s*!", text):
-        return "timeout", "refused before evaluation: factorial of a factorial"
+        return "timeout", f"{REFUSED}: factorial of a factorial"
     return None
 
 
