@@ -284,19 +284,46 @@ def test_openrlhf_reward_func_strips_prompts_and_counts_faults(tmp_path):
     assert logs["rlvr/timeout"] == [0, 0, 1, 0] and logs["rlvr/invalid_gold"] == [0, 0, 0, 1]
 
 
+LABEL_KEY = "give OpenRLHF --label_key naming the dataset's gold column"
+
+
 @pytest.mark.parametrize(
     "labels, message",
     [
-        (None, "labels: missing, no gold"),
-        (["4", ""], r"labels\[1\]: empty \(1 of them\), no gold"),  # OpenRLHF's "" without --label_key
-        ([None, None], r"labels\[0\]: empty \(2 of them\)"),
+        (None, f"labels: missing (the gold per query; {LABEL_KEY})"),
+        (["", " "], f"labels: all 2 empty or null, no gold to grade against; {LABEL_KEY}"),  # no --label_key
+        ([None, None], f"labels: all 2 empty or null, no gold to grade against; {LABEL_KEY}"),
     ],
 )
-def test_openrlhf_reward_func_refuses_missing_labels(tmp_path, labels, message):
+def test_openrlhf_reward_func_refuses_labels_without_any_gold(tmp_path, labels, message):
     """As rlvr serve's /get_reward answers 422: graded against nothing, every sample would train on 0."""
     fn = load_like_openrlhf(tmp_path)
-    with pytest.raises(ValueError, match=message + ".*--label_key"):
+    with pytest.raises(ValueError) as e:
         fn(["Q:\\boxed{4}", "Q:4"], ["Q:"] * 2, labels)
+    assert str(e.value) == message
+
+
+def test_openrlhf_one_row_without_gold_is_that_rows_invalid_gold(tmp_path):
+    """An OpenRLHF dataset with one bad row: the batch is scored, the others' rewards as without it, the bad row 0.0
+    and counted in rlvr/invalid_gold (OpenRLHF logs its mean: 1 of 5 = 0.2), as rlvr's own training treats it."""
+    fn = load_like_openrlhf(tmp_path)
+    responses = [r"\boxed{4}", r"\boxed{5}", r"\boxed{4}", "no box, 4", r"\boxed{6}"]
+    golds = ["4", "4", "", "4", "6"]
+    out = fn([f"Q{i}:" + r for i, r in enumerate(responses)], [f"Q{i}:" for i in range(5)], golds)
+    good = [0, 1, 3, 4]
+    alone = fn([f"Q{i}:" + responses[i] for i in good], [f"Q{i}:" for i in good], [golds[i] for i in good])
+    assert alone["rewards"].tolist() == pytest.approx([1.1, 0.1, 0.0, 1.1])
+    rewards = out["rewards"].tolist()
+    assert [rewards[i] for i in good] == alone["rewards"].tolist() and rewards[2] == 0.0
+    assert out["scores"].tolist() == [1.0, 0.0, 0.0, 0.0, 1.0]
+    invalid = out["extra_logs"]["rlvr/invalid_gold"]
+    assert invalid.tolist() == [0.0, 0.0, 1.0, 0.0, 0.0] and invalid.mean().item() == pytest.approx(0.2)
+    assert out["extra_logs"]["rlvr/correct"].tolist() == [1.0, 0.0, 0.0, 0.0, 1.0]
+    # a null label is the same: that row's invalid_gold
+    none = fn(
+        [f"Q{i}:" + r for i, r in enumerate(responses)], [f"Q{i}:" for i in range(5)], [*golds[:2], None, *golds[3:]]
+    )
+    assert none["rewards"].tolist() == rewards and none["extra_logs"]["rlvr/invalid_gold"].tolist() == invalid.tolist()
 
 
 def test_openrlhf_made_from_a_spec_with_error_and_deadline(tmp_path):

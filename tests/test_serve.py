@@ -157,15 +157,17 @@ BAD_REWARD = [
         422,
         "labels: missing (the gold per query; give OpenRLHF --label_key naming the dataset's gold column)",
     ),
-    (
-        {"query": ["a", "b"], "labels": ["1", None]},
-        422,
-        "labels[1]: null, no gold; give OpenRLHF --label_key naming the dataset's gold column",
-    ),
     (  # what OpenRLHF sends when --label_key is not given
         {"query": ["a", "b"], "labels": ["", ""]},
         422,
-        "labels[0]: empty, no gold; give OpenRLHF --label_key naming the dataset's gold column",
+        "labels: all 2 empty or null, no gold to grade against; give OpenRLHF --label_key naming the dataset's gold "
+        "column",
+    ),
+    (
+        {"query": ["a", "b", "c"], "labels": [None, " ", None]},
+        422,
+        "labels: all 3 empty or null, no gold to grade against; give OpenRLHF --label_key naming the dataset's gold "
+        "column",
     ),
 ]
 
@@ -197,6 +199,29 @@ def test_get_reward_is_openrlhfs_shape(service):
             "rlvr/error": zeros,
         },
     }
+
+
+def test_get_reward_scores_a_batch_with_one_row_without_gold(service):
+    """One null or empty label among others (a dataset's bad row) is that row's invalid_gold, reward 0; the others'
+    answers are what they are without it, and what the in-process reward_func of the same task gives."""
+    from rlvr.integrations.openrlhf import make_reward_func
+
+    responses = ["\\boxed{12}", "\\boxed{11}", "\\boxed{12}", "\\boxed{2}"]  # 4: this service's --max-items
+    prompts = [f"Q{i}:" for i in range(4)]
+    for bad in ("", None):
+        labels = ["12", "12", bad, "2"]
+        body = {"query": [p + r for p, r in zip(prompts, responses)], "prompts": prompts, "labels": labels}
+        status, answer, _ = service.post("/get_reward", body)
+        assert status == 200
+        assert answer["rewards"] == [1.1, 0.1, 0.0, 1.1]
+        assert answer["extra_logs"]["rlvr/invalid_gold"] == [0.0, 0.0, 1.0, 0.0]
+        good = [0, 1, 3]
+        alone = service.post("/get_reward", {k: [v[i] for i in good] for k, v in body.items()})[1]
+        assert [answer["rewards"][i] for i in good] == alone["rewards"]
+        in_process = make_reward_func({"task": {"name": "arithmetic", "settings": {}}}, workers=0)
+        local = in_process(body["query"], prompts, labels)
+        assert local["rewards"].tolist() == pytest.approx(answer["rewards"])
+        assert {k: v.tolist() for k, v in local["extra_logs"].items()} == answer["extra_logs"]
 
 
 def test_the_token_is_required_except_for_healthz(service):

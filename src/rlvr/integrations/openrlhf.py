@@ -12,14 +12,16 @@ advantages), `scores` (1.0 when the correctness term says correct, for dynamic f
 (per-sample 0/1 tensors `rlvr/<status>` for every verdict status, which OpenRLHF averages into its logs).
 OpenRLHF cannot leave a sample out, so a fault (verifier error, unusable gold: rlvr.verifiers.base.FAULT_STATUSES)
 gets reward 0.0 and is counted apart in `rlvr/error` and `rlvr/invalid_gold`; a timeout is graded as a wrong answer
-(docs/grading.md). Missing labels (None, or the "" OpenRLHF sends for every sample when `--label_key` is not given)
-raise ValueError, as `rlvr serve`'s /get_reward refuses them with 422: a job would otherwise train on zeros.
+(docs/grading.md). A null or empty label among others is that sample's `invalid_gold` (reward 0): one bad row of a
+dataset does not stop the run. Labels missing, or all null or empty (the "" OpenRLHF sends for each when
+`--label_key` is not given), raise ValueError naming --label_key, as `rlvr serve`'s /get_reward refuses them with
+422 (rlvr.tasks.rows.labels_refusal, the one rule): a job would otherwise train on zeros.
 """
 
 from __future__ import annotations
 
 from rlvr.integrations import rewards
-from rlvr.tasks.rows import strip_prompt  # the shared row rule, re-exported here
+from rlvr.tasks.rows import labels_refusal, strip_prompt  # the shared row rules (strip_prompt re-exported here)
 from rlvr.verifiers.base import FAULT_STATUSES, STATUSES
 
 
@@ -31,10 +33,9 @@ def make_reward_func(spec=None, **overrides):
 
         reward = rewards.cached(spec, **overrides)
         responses = [strip_prompt(q, p) for q, p in zip(queries, prompts)]
-        missing = [i for i, g in enumerate(labels or []) if g is None or (isinstance(g, str) and not g.strip())]
-        if labels is None or missing:
-            where = "labels: missing" if labels is None else f"labels[{missing[0]}]: empty ({len(missing)} of them)"
-            raise ValueError(f"{where}, no gold to grade against; give OpenRLHF --label_key naming the gold column")
+        refusal = labels_refusal(labels)
+        if refusal:
+            raise ValueError(refusal)
         result = reward(
             responses, [rewards.problem_for(g, str(p), str(i)) for i, (g, p) in enumerate(zip(labels, prompts))]
         )

@@ -13,9 +13,10 @@ optionally `id`, `prompt`, `meta`, and `task` / `verifier` naming one of the ser
 (a client may send its dataset's other columns).
 
 `POST /get_reward` (OpenRLHF 0.11's remote reward protocol, openrlhf/utils/agent.py): {"query": [...],
-"prompts": [...], "labels": [...]}; each query is the prompt followed by the response; the label is the gold. A
-missing, null or empty label is refused (422) as /v1/verify refuses an item without gold: OpenRLHF sends "" when its
---label_key is not given, and a reward of 0 for every sample would train on nothing.
+"prompts": [...], "labels": [...]}; each query is the prompt followed by the response; the label is the gold.
+Labels missing, or all null or empty, are refused (422; rlvr.tasks.rows.labels_refusal): OpenRLHF sends "" for each
+when its --label_key is not given, and a reward of 0 for every sample would train on nothing. One null or empty label
+among others is that sample's `invalid_gold` (reward 0), as the in-process reward_func scores it.
 
 Status codes: 422 for a body that is not JSON, a wrong type or a missing field (the message names the field, e.g.
 `items[3].completion`); 413 for too many items; 400 for a task or verifier the service does not serve (the message
@@ -28,11 +29,10 @@ import json
 from dataclasses import dataclass
 
 from rlvr.tasks.base import GOLD_COLUMNS, Problem
-from rlvr.tasks.rows import problem_for, problem_from_row, strip_prompt
+from rlvr.tasks.rows import labels_refusal, problem_for, problem_from_row, strip_prompt
 
 VERIFY_KEYS = ("items", "task", "verifier")
 REWARD_KEYS = ("query", "prompts", "labels", "task", "verifier")
-LABEL_KEY = "give OpenRLHF --label_key naming the dataset's gold column"
 
 
 class BadRequest(Exception):
@@ -165,7 +165,7 @@ def reward_items(body: dict, served: dict, max_items: int) -> list[Item]:
         raise BadRequest(422, f"query: expected an array, got {type_name(queries)}")
     check_count(len(queries), max_items, "query")
     if body.get("labels") is None:  # graded against nothing, every sample would train on a reward of 0
-        raise BadRequest(422, f"labels: missing (the gold per query; {LABEL_KEY})")
+        raise BadRequest(422, str(labels_refusal(None)))
     columns = {}
     for field in ("prompts", "labels"):
         value = body.get(field)
@@ -174,10 +174,9 @@ def reward_items(body: dict, served: dict, max_items: int) -> list[Item]:
         if value is not None and len(value) != len(queries):
             raise BadRequest(422, f"{field}: {len(value)} entries for {len(queries)} queries")
         columns[field] = value or [None] * len(queries)
-    for i, label in enumerate(columns["labels"]):
-        # OpenRLHF sends "" for every label when --label_key is not given: no gold, refused as a missing one is
-        if label is None or (isinstance(label, str) and not label.strip()):
-            raise BadRequest(422, f"labels[{i}]: {'null' if label is None else 'empty'}, no gold; {LABEL_KEY}")
+    refusal = labels_refusal(columns["labels"])  # all without gold; one among others is that row's invalid_gold
+    if refusal:
+        raise BadRequest(422, refusal)
     scorer = choose_scorer("", body.get("task"), body.get("verifier"), next(iter(served)), served)
     out = []
     for i, (q, p, label) in enumerate(zip(queries, columns["prompts"], columns["labels"])):

@@ -7,7 +7,9 @@ framework adapters (rlvr.integrations) read golds the same way:
 - a framework's label (OpenRLHF's `labels`, verl's `ground_truth`) is the answer as text for answer verifiers and the
   hidden tests for code verifiers (`parse_tests`: JSON decoded, verl / PRIME-style {"inputs", "outputs"} as stdio
   cases);
-- OpenRLHF's query is the prompt followed by the response (`strip_prompt`).
+- OpenRLHF's query is the prompt followed by the response (`strip_prompt`);
+- OpenRLHF's labels are refused only when none carries a gold (`labels_refusal`): one row without a gold among others
+  is that row's `invalid_gold` (reward 0), as every verifier grades an empty gold and rlvr's own training leaves it out.
 """
 
 from __future__ import annotations
@@ -49,6 +51,27 @@ def strip_prompt(query: str, prompt: str) -> str:
     return query[at + len(prompt) :] if at >= 0 else query
 
 
+LABEL_KEY = "give OpenRLHF --label_key naming the dataset's gold column"
+
+
+def no_gold(label) -> bool:
+    """A framework's label that carries no gold: None, or empty or blank text."""
+    return label is None or (isinstance(label, str) and not label.strip())
+
+
+def labels_refusal(labels) -> str | None:
+    """Why a batch of OpenRLHF labels cannot be scored, in one line, or None. Missing, or every label without a gold:
+    what OpenRLHF sends ("" for each) when its --label_key is not given, and a reward of 0 for every sample would
+    train on nothing. A batch where some rows have a gold is scored (the others invalid_gold): one bad row of a
+    dataset must not stop the run. The in-process reward_func (rlvr.integrations.openrlhf) raises it, `rlvr serve`'s
+    /get_reward answers it with 422."""
+    if labels is None:
+        return f"labels: missing (the gold per query; {LABEL_KEY})"
+    if labels and all(no_gold(g) for g in labels):
+        return f"labels: all {len(labels)} empty or null, no gold to grade against; {LABEL_KEY}"
+    return None
+
+
 def problem_from_row(row: dict, index: int, task=None) -> Problem:
     """The Problem a `rlvr verify` / `rlvr serve` row names: the task's own reader when it has one (reasoning_gym
     reads `entry`, the generator's item), else the gold under the gold-column rule, `tests` and `entry_point`."""
@@ -68,4 +91,4 @@ def problem_from_row(row: dict, index: int, task=None) -> Problem:
     )
 
 
-__all__ = ["parse_tests", "problem_for", "strip_prompt", "problem_from_row"]
+__all__ = ["parse_tests", "problem_for", "strip_prompt", "problem_from_row", "no_gold", "labels_refusal", "LABEL_KEY"]
