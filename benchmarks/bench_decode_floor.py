@@ -54,7 +54,7 @@ def main() -> None:
     from rlvr.prompts.chat import encode_prompt
     from rlvr.sampling import llama, make_sampler, stop_ids
     from rlvr.tasks import load_task
-    from rlvr_bench.bench import matmul_gflops, median_ms
+    from rlvr_bench.parent import matmul_gflops, median_ms
     from rlvr_bench.roofline import batch_roofline_s, live_rows, read_floor_s
 
     threads = args.threads
@@ -157,7 +157,7 @@ def _step_parts(w, n: int, reps: int, vocab: int) -> tuple[float, float, float]:
     from rlvr.sampling import llama
     from rlvr.sampling.cascade import CascadeCache
     from rlvr.sampling.distribution import sample_tokens
-    from rlvr_bench.bench import median_ms
+    from rlvr_bench.parent import median_ms
 
     P, G, step = 4, 8, 40
     g = torch.Generator().manual_seed(n)

@@ -33,7 +33,7 @@ def main() -> None:
 
     from rlvr.sampling import llama
     from rlvr.sampling.native import decode_ops
-    from rlvr_bench.bench import median_ms
+    from rlvr_bench.parent import median_ms
 
     torch.set_num_threads(args.threads)
     kernels = decode_ops()

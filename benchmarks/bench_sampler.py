@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     from rlvr.sampling import make_sampler
 
     torch.manual_seed(0)
-    from rlvr_bench.bench import matmul_gflops
+    from rlvr_bench.parent import matmul_gflops
 
     threads = torch.get_num_threads()
     print(

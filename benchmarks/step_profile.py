@@ -418,7 +418,7 @@ def probe_part() -> None:
     import torch
 
     from rlvr.machine import auto_dtype
-    from rlvr_bench.bench import matmul_gflops
+    from rlvr_bench.parent import matmul_gflops
 
     for dtype in ("bfloat16", "float32"):  # `rlvr bench`'s ceiling probe
         gflops = matmul_gflops(2048, dtype, torch.get_num_threads(), reps=5)

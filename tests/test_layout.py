@@ -1,12 +1,13 @@
 """House rules of the source tree, checked on the files themselves: packages in one declared order (a package imports
 only packages before it), no import cycle between rlvr's modules (imports inside functions included: a lazy import is
 still a dependency), no function over 60 lines, no module over 400 lines, and the benchmark harness outside the
-product."""
+product, itself without an import cycle."""
 
 import ast
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src"
+BENCH = SRC.parent / "benchmarks" / "rlvr_bench"
 MAX_FUNCTION_LINES = 60
 MAX_MODULE_LINES = 400
 
@@ -37,11 +38,12 @@ ORDER = (
 )
 
 
-def modules() -> dict[str, Path]:
-    """Dotted module name -> file, for every module under src/rlvr (a package is its __init__.py)."""
+def modules(package: Path = SRC / "rlvr") -> dict[str, Path]:
+    """Dotted module name -> file, for every module under a package's folder, src/rlvr by default (a package is its
+    __init__.py)."""
     out = {}
-    for path in (SRC / "rlvr").rglob("*.py"):
-        parts = list(path.relative_to(SRC).with_suffix("").parts)
+    for path in package.rglob("*.py"):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
         out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return out
 
@@ -110,6 +112,15 @@ def test_no_import_cycle_in_src():
     known = modules()
     graph = {name: imported(name, path, known) for name, path in known.items()}
     assert graph["rlvr.training.loop"] >= {"rlvr.training.step", "rlvr.rundir.checkpoint"}  # the parser sees imports
+    assert cycles(graph) == []
+
+
+def test_no_import_cycle_in_the_benchmark_harness():
+    """benchmarks/rlvr_bench: the verbs' modules (bench, rollouts, time_to_accuracy) and the workers import the pieces
+    they share from below (rlvr_bench.parent, rlvr_bench.child), never one another in a circle."""
+    known = modules(BENCH)
+    graph = {name: imported(name, path, known) for name, path in known.items()}
+    assert graph["rlvr_bench.rollouts"] >= {"rlvr_bench.parent", "rlvr_bench.child", "rlvr_bench.engines"}
     assert cycles(graph) == []
 
 

@@ -27,26 +27,16 @@ TRL runs every row's prompt and completion. The ceiling is the probe's rate in t
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
-import subprocess
 import sys
-import tempfile
-import time
-from pathlib import Path
 
 from rlvr_bench.engines import ENGINES
-from rlvr_bench.workers import PREFIX
+from rlvr_bench.parent import BenchError, Worker, check_peer_python, matmul_gflops, measure_and_print
 
 ENGINE_NAMES = tuple(ENGINES)
 
 FRAMEWORKS = ("rlvr", "trl")
 PHASES = ("generate", "verify", "train", "other")
-
-
-class BenchError(RuntimeError):
-    """A child process failed; the message carries the tail of its log."""
 
 
 # what the TRL worker imports, as import name -> pip name (torch comes with trl; rlvr itself goes on its path)
@@ -55,27 +45,6 @@ TRL_RECIPE = (
     "python3 -m venv trl-venv && trl-venv/bin/pip install torch==2.13.0 && "
     "trl-venv/bin/pip install trl peft math-verify pyyaml"
 )
-
-
-def check_peer_python(python: str, packages: dict[str, str], recipe: str, timeout_s: float = 600.0) -> str | None:
-    """None when `python` imports every module of `packages` (import name -> pip name); else why not, naming the
-    missing pip packages and how to install them, so a peer's venv fails in seconds and not after a model load."""
-    probe = f"import importlib.util, json; print(json.dumps([m for m in {list(packages)!r} if importlib.util.find_spec(m) is None]))"
-    try:
-        proc = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=timeout_s)
-    except FileNotFoundError:
-        return f"{python}: no such interpreter; make a venv with: {recipe}"
-    except subprocess.TimeoutExpired:
-        return f"{python}: probing its packages took over {timeout_s:.0f} s"
-    if proc.returncode != 0:
-        return f"{python} failed to start (exit {proc.returncode}): {proc.stderr.strip()[-300:]}"
-    missing = [packages[m] for m in json.loads(proc.stdout.strip().splitlines()[-1])]
-    if missing:
-        return (
-            f"{python} lacks {', '.join(missing)}: install with `{python} -m pip install {' '.join(missing)}` "
-            f"(the whole venv: {recipe})"
-        )
-    return None
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -210,120 +179,6 @@ def run(args) -> int:
         print(f"--frameworks: {','.join(bad) or 'empty'}; choose from {','.join(FRAMEWORKS)}", file=sys.stderr)
         return 2
     return measure_and_print("rlvr bench", lambda: bench(args, frameworks), format_report, args.json)
-
-
-def measure_and_print(label: str, measure, fmt, json_path: str | None) -> int:
-    """Run a benchmark, print its table (and write its figures as JSON when asked); exit code 1 when a
-    child process failed, with the tail of its log."""
-    try:
-        result = measure()
-    except BenchError as e:
-        print(f"{label}: {e}", file=sys.stderr)
-        return 1
-    print(fmt(result))
-    if json_path:
-        Path(json_path).write_text(json.dumps(result, indent=1))
-    return 0
-
-
-def median_ms(f, reps: int, warmup: int = 3) -> float:
-    """Median wall time of f() over reps calls, in ms, after `warmup` calls left out."""
-    for _ in range(warmup):
-        f()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
-
-
-def matmul_gflops(size: int, dtype: str, threads: int, reps: int = 3) -> float:
-    """Best-of-reps rate of a size^3 matmul in GFLOP/s (2 size^3 floating-point operations each)."""
-    import torch
-
-    old = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        a = torch.randn(size, size).to(getattr(torch, dtype))
-        b = torch.randn(size, size).to(getattr(torch, dtype))
-        a @ b  # first call pays for allocation and kernel selection
-        best = float("inf")
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            a @ b
-            best = min(best, time.perf_counter() - t0)
-    finally:
-        torch.set_num_threads(old)
-    return 2 * size**3 / best / 1e9
-
-
-class Worker:
-    """One child process speaking the rlvr_bench.workers protocol; its stderr goes to a temporary log."""
-
-    def __init__(self, name: str, python: str, spec: dict, verbose: bool, label: str = ""):
-        import rlvr
-
-        # a peer's venv has neither package installed: the folders holding rlvr and rlvr_bench go on its path
-        roots = [str(Path(rlvr.__file__).resolve().parent.parent), str(Path(__file__).resolve().parent.parent)]
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([*roots, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-            "OMP_NUM_THREADS": str(spec["threads"]),
-            "MKL_NUM_THREADS": str(spec["threads"]),
-            "TOKENIZERS_PARALLELISM": "false",
-            "TQDM_DISABLE": "1",
-        }
-        self.name = label or name
-        self.log = None if verbose else tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen(
-            [python, "-m", "rlvr_bench.workers", json.dumps({**spec, "framework": name})],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.log or None,
-            text=True,
-            env=env,
-        )
-
-    def read(self, event: str) -> dict:
-        """The next protocol line, which must be `event`; other stdout lines are library chatter."""
-        for line in self.proc.stdout:
-            if line.startswith(PREFIX):
-                msg = json.loads(line[len(PREFIX) :])
-                if msg["event"] != event:
-                    raise self.error(f"expected {event!r}, got {msg['event']!r}")
-                return msg
-        raise self.error(f"exited (code {self.proc.wait()}) before {event!r}")
-
-    def step(self) -> dict:
-        return self.command("step", "step")
-
-    def command(self, line: str, event: str) -> dict:
-        """Send one command line and read its answer, the protocol line `event`."""
-        try:
-            self.proc.stdin.write(line + "\n")
-            self.proc.stdin.flush()
-        except BrokenPipeError:
-            raise self.error(f"exited before a {line!r}") from None
-        return self.read(event)
-
-    def close(self) -> dict:
-        self.proc.stdin.close()
-        done = self.read("done")
-        self.proc.wait(timeout=120)
-        return done
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-    def error(self, what: str) -> BenchError:
-        tail = ""
-        if self.log is not None:
-            self.log.seek(0)
-            tail = "\n" + "".join(self.log.readlines()[-25:])
-        return BenchError(f"{self.name} worker {what}{tail}")
 
 
 def bench(args, frameworks: list[str]) -> dict:

@@ -39,7 +39,7 @@ def sampler_spec(args) -> dict:
     from rlvr.policy.load import resolve_model_path
     from rlvr.prompts.chat import encode_prompt
     from rlvr.sampling import stop_ids
-    from rlvr_bench.workers import bench_config, step_problems
+    from rlvr_bench.child import bench_config, step_problems
 
     path = resolve_model_path(args.model)
     steps = args.warmup + args.steps
@@ -120,7 +120,7 @@ def run_rlvr_sampler(spec: dict) -> None:
             sampler.sync(model)
         return {"convert_s": 0.0, "load_s": time.perf_counter() - t}
 
-    from rlvr_bench.workers import _versions
+    from rlvr_bench.child import versions
 
     serve(
         spec,
@@ -131,7 +131,7 @@ def run_rlvr_sampler(spec: dict) -> None:
             "load_s": load_s,
             "params": params,
             "weight_bytes": weight_bytes,
-            "versions": _versions(),
+            "versions": versions(),
             "precision": "bf16",
             "logprobs": "yes: every sampled token's, from the logits it was drawn from",
         },
@@ -174,7 +174,7 @@ def engine_python(args, name: str) -> str:
 
 def bench_vs_engines(args, engines: list[str]) -> dict:
     """Probe the machine, start every side one at a time, alternate their batches, then time their syncs."""
-    from rlvr_bench.bench import Worker, matmul_gflops
+    from rlvr_bench.parent import Worker, matmul_gflops
     from rlvr_bench.roofline import read_floor_s
 
     spec = sampler_spec(args)
@@ -241,7 +241,7 @@ def bench_vs_engines(args, engines: list[str]) -> dict:
 
 def timed_syncs(key: str, worker, n: int) -> list[dict]:
     """n weight syncs of one side; a side whose sync fails keeps its batches, with the error in place of a time."""
-    from rlvr_bench.bench import BenchError
+    from rlvr_bench.parent import BenchError
 
     out = []
     for _ in range(n):
@@ -336,7 +336,7 @@ def parse_engines(vs: str) -> list[str] | None:
 
 def run_vs_engines(args, engines: list[str]) -> int:
     """The engine branch of `rlvr bench`: exit 2 on a usage error, 1 when a side cannot run."""
-    from rlvr_bench.bench import check_peer_python, measure_and_print
+    from rlvr_bench.parent import check_peer_python, measure_and_print
 
     for name in engines:
         mod, python = engine_module(name), engine_python(args, name)

@@ -107,7 +107,7 @@ def trl_spec(run: Path, args, side: Path) -> dict:
 
 
 def train_trl(out: Path, run: Path, args) -> Path:
-    from rlvr_bench.bench import Worker
+    from rlvr_bench.parent import Worker
 
     side = out / "trl"
     if not (side / "done.json").exists():

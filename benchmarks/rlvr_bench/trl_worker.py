@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 
-from rlvr_bench.workers import _versions, bench_config, emit, load_model, peak_rss_bytes, step_problems, wait_for_step
+from rlvr_bench.child import bench_config, emit, load_model, peak_rss_bytes, step_problems, versions, wait_for_step
 
 
 def _dataset(task, steps):
@@ -197,7 +197,7 @@ def run_trl(spec: dict) -> None:
         gate = _callback()
         trainer, n_params = build_trainer(spec, out_dir, [gate])
         gate.trainer = trainer
-        emit("ready", load_s=time.perf_counter() - t0, params=n_params, rss=peak_rss_bytes(), versions=_versions())
+        emit("ready", load_s=time.perf_counter() - t0, params=n_params, rss=peak_rss_bytes(), versions=versions())
         trainer.train()
 
 
@@ -260,5 +260,5 @@ def run_trl_budget(spec: dict) -> None:
     clock = _budget_callback(out, spec["budget_min"], spec["save_every"])
     trainer, n_params = build_trainer(spec, str(out / "trainer"), [clock])
     clock.trainer = trainer
-    emit("ready", load_s=time.perf_counter() - t0, params=n_params, rss=peak_rss_bytes(), versions=_versions())
+    emit("ready", load_s=time.perf_counter() - t0, params=n_params, rss=peak_rss_bytes(), versions=versions())
     trainer.train()

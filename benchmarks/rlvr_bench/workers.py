@@ -20,6 +20,9 @@ Token counts per step: `gen_tokens` (completion tokens sampled), `prompt_tokens`
 `fwd_tokens` (the tokens the update ran through the model: rlvr's, each distinct prompt of the rows it kept once
 and their completions; TRL's, every row's prompt and completion, as each framework computes them).
 
+This module is the children's entry point and rlvr's own worker; what every child shares (the protocol lines, the
+bench config, the problems, versions) is rlvr_bench.child, and the parent's end of the pipe rlvr_bench.parent.Worker.
+
 Phases reported per step (seconds): `generate` (the sampler only), `verify` (scoring), `train` (log-probs,
 loss, backward, optimizer step), `other` (the rest: weight sync to the sampler, advantages, bookkeeping).
 """
@@ -28,75 +31,10 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import sys
 import time
 
-PREFIX = "BENCH "
-
-
-def emit(event: str, **fields) -> None:
-    """One protocol line on the real stdout (libraries print there too; the parent keeps only these)."""
-    sys.__stdout__.write(PREFIX + json.dumps({"event": event, **fields}) + "\n")
-    sys.__stdout__.flush()
-
-
-def wait_for_step() -> bool:
-    """Block until the parent asks for a step; False when it says stop (or closed the pipe)."""
-    line = sys.stdin.readline()
-    return line.strip() == "step"
-
-
-def peak_rss_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
-
-
-def set_threads(n: int) -> None:
-    import torch
-
-    torch.set_num_threads(n)
-
-
-def bench_config(spec: dict) -> dict:
-    """rlvr's default preset reshaped to the benchmark: the config both workers read their settings from."""
-    from rlvr.config import resolve
-
-    return resolve(
-        "default",
-        [
-            f"seed={spec['seed']}",
-            f"rollout.prompts_per_step={spec['prompts']}",
-            f"rollout.group_size={spec['group']}",
-            f"rollout.max_new_tokens={spec['max_new_tokens']}",
-            f"model.lora.enabled={str(spec['lora']).lower()}",
-            f"train.autocast={'bfloat16' if spec['bf16'] else 'none'}",
-            f"rollout.backend={spec['sampler']}",
-            *spec.get("sets", ()),  # KEY=VALUE on top (benchmarks/step_profile.py's variants)
-        ],
-    )
-
-
-def step_problems(cfg: dict, n_steps: int):
-    """The task and the problems of each step, as rlvr's seeded prompt stream draws them: n_steps lists of P."""
-    from rlvr.prompts.stream import make_stream
-    from rlvr.tasks import load_task
-
-    task = load_task(cfg["task"]["name"], **cfg["task"]["settings"])
-    stream = make_stream({}, task.problems("train"), cfg["seed"])
-    return task, [stream.take(cfg["rollout"]["prompts_per_step"], s, 0) for s in range(n_steps)]
-
-
-def load_model(path: str):
-    """The peers' model (TRL, vLLM workers): plain `from_pretrained`, as their users load it; rlvr's own worker
-    goes through `rlvr.policy.load.load_policy` like the trainer."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    return model, tokenizer
+from rlvr_bench.child import bench_config, emit, peak_rss_bytes, set_threads, versions, wait_for_step
 
 
 def run_rlvr(spec: dict) -> None:
@@ -108,7 +46,7 @@ def run_rlvr(spec: dict) -> None:
     t0 = time.perf_counter()
     state = rlvr_state(spec)
     n_params = sum(p.numel() for n, p in state.model.named_parameters() if "lora_" not in n)
-    emit("ready", load_s=time.perf_counter() - t0, params=n_params, rss=peak_rss_bytes(), versions=_versions())
+    emit("ready", load_s=time.perf_counter() - t0, params=n_params, rss=peak_rss_bytes(), versions=versions())
     for step in range(spec["steps"]):
         if not wait_for_step():
             return
@@ -155,19 +93,6 @@ def step_figures(result, beta: float) -> dict:
         "reward": row["reward/mean"],
         "active_rows": result.update.get("active_rows", 0),
     }
-
-
-def _versions() -> dict:
-    import torch
-    import transformers
-
-    out = {"torch": torch.__version__, "transformers": transformers.__version__}
-    for name in ("peft", "trl"):
-        try:
-            out[name] = __import__(name).__version__
-        except ImportError:
-            pass
-    return out
 
 
 def main(argv: list[str]) -> int:

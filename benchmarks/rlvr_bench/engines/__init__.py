@@ -23,7 +23,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from rlvr_bench.workers import emit
+from rlvr_bench.child import emit
 
 # name -> module under rlvr_bench (imported only in the child, or to read its constants)
 ENGINES = {
