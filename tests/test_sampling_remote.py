@@ -1,6 +1,8 @@
 """The remote backend against real HTTP stand-ins of vLLM on loopback: the Rollouts contract, adapter pushes,
 a server that dies mid-batch (its prompts retried elsewhere, the loss reported), and clear refusals."""
 
+import copy
+
 import pytest
 import torch
 
@@ -163,12 +165,15 @@ def test_episodes_through_the_remote_backend_are_token_in_token_out(tokenizer):
         ("same model, raw log-probs", 1.0, None),  # at temperature 1 raw and processed log-probs are the same
         ("same model, raw log-probs", 0.7, "start it with --logprobs-mode processed_logprobs"),
         ("another model", 1.0, "does not serve this policy's base model"),
+        ("same model, trainer under bf16 autocast", 1.0, None),
     ],
 )
 def test_a_server_is_checked_before_the_first_step(tiny_policy, server_kind, temperature, refusal):
     """With the training temperature (build_sampler passes it), the sampler asks each server for a few tokens of its
     base model and scores them itself: another model, or log-probs of the untempered logits, is refused in one line
-    naming the server, the cause and the measured gap; the right server passes."""
+    naming the server, the cause and the measured gap; the right server passes, also when the trainer holds its
+    frozen base in bf16 for bf16 autocast (train.autocast: auto on a bf16 CPU; that check used to fail on the dtypes)."""
+    from rlvr.policy.load import cast_frozen_base
     from standin_vllm import model_scorer
 
     model, tok = tiny_policy
@@ -180,10 +185,14 @@ def test_a_server_is_checked_before_the_first_step(tiny_policy, server_kind, tem
         "same model": model_scorer(model),
         "same model, raw log-probs": model_scorer(model, tempered=False),
         "another model": model_scorer(other),
+        "same model, trainer under bf16 autocast": model_scorer(copy.deepcopy(model)),  # the server's own float32 copy
     }[server_kind]
+    policy = add_lora(model, r=2, alpha=4)
+    if "bf16" in server_kind:
+        assert cast_frozen_base(policy, torch.bfloat16) == 14  # 2 layers x 7 LoRA-wrapped linears
     with StandinServer(scorer=scorer) as server:
         build = lambda: make_sampler(  # noqa: E731
-            "remote", add_lora(model, r=2, alpha=4), tok, stop_ids=STOP, urls=[server.url], temperature=temperature
+            "remote", policy, tok, stop_ids=STOP, urls=[server.url], temperature=temperature
         )
         if refusal is None:
             assert build().live == [server.url]
