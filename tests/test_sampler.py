@@ -2,6 +2,7 @@
 (plain and LoRA), and the fast backend against HF's forward, greedy decode and sampling distribution."""
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -341,16 +342,34 @@ def test_sync_merges_lora(backend):
 
 
 def test_unsupported_architecture_falls_back_to_hf():
-    from transformers import AutoModelForCausalLM, GPT2Config
+    """fast (the config's default backend) on a model it does not run samples with hf, and one warning says why: a
+    family it does not cover (GPT-2, Qwen3) and a Llama whose loaded weights it cannot run (biases on the MLP, which
+    the config check does not see; before, that raised instead of falling back)."""
+    from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig, Qwen3Config
 
     from rlvr.sampling.hf import HFSampler
 
-    gpt2 = AutoModelForCausalLM.from_config(GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=1, n_head=2)).eval()
-    with pytest.warns(UserWarning, match="model_type 'gpt2'"):
-        s = make_sampler("fast", gpt2, CharTok(), stop_ids=[STOP], dtype="float32")
-    assert isinstance(s, HFSampler)
-    r = s.generate([[5, 6]], 2, max_new_tokens=4, temperature=1.0, generator=torch.Generator().manual_seed(0))
-    assert r.completion_ids.shape[0] == 2
+    small = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4)
+    models = {
+        "model_type 'gpt2' (supported: llama, mistral, qwen2)": GPT2Config(
+            vocab_size=VOCAB, n_embd=32, n_layer=1, n_head=2
+        ),
+        "model_type 'qwen3' (supported: llama, mistral, qwen2)": Qwen3Config(
+            **small, num_key_value_heads=2, head_dim=8
+        ),
+        "biases on o_proj or the MLP": LlamaConfig(**small, num_key_value_heads=2, mlp_bias=True),
+    }
+    for why, config in models.items():
+        model = AutoModelForCausalLM.from_config(config).eval()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            s = make_sampler("fast", model, CharTok(), stop_ids=[STOP], dtype="float32")
+        assert [str(w.message) for w in caught] == [
+            f"rollout.backend=fast does not run this model: {why}; sampling with hf"
+        ]
+        assert isinstance(s, HFSampler)
+        r = s.generate([[5, 6]], 2, max_new_tokens=4, temperature=1.0, generator=torch.Generator().manual_seed(0))
+        assert r.completion_ids.shape[0] == 2
 
 
 def test_unknown_backend_names_choices(model):

@@ -3,7 +3,8 @@ hand-written Llama forward in bf16 (float32 numerics where they matter), finishe
 that continues a row of the last call (an episode's next turn) prefills only its new tokens
 (rlvr.sampling.prefix_cache).
 
-Falls back to the "hf" backend, with a warning that says why, for models the forward does not cover.
+Falls back to the "hf" backend, with one warning that says why, for models the forward does not cover (the config's
+default backend is "fast", so a model of another family samples with "hf").
 """
 
 from __future__ import annotations
@@ -24,12 +25,15 @@ MAX_ROWS = 64  # decode-batch rows per chunk of prompts: bounds cache memory for
 
 
 def make_fast_sampler(model, tokenizer, *, stop_ids: list[int], dtype: str = "bfloat16", threads: int | None = None):
+    """A FastSampler where the hand-written forward runs the model, else an HFSampler and one warning saying why
+    (rollout.backend "fast", the default, is then "hf" for this model). Both checks count: the config's family and
+    settings (check_supported), and the weights as loaded (a Llama with biases on o_proj or the MLP)."""
     try:
         llama.check_supported(llama.plain_config(model))
+        return FastSampler(model, tokenizer, stop_ids=stop_ids, dtype=dtype, threads=threads)
     except llama.Unsupported as why:
-        warnings.warn(f"fast sampler does not support this model ({why}); using the 'hf' backend", stacklevel=3)
+        warnings.warn(f"rollout.backend=fast does not run this model: {why}; sampling with hf", stacklevel=3)
         return HFSampler(model, tokenizer, stop_ids=stop_ids, dtype=dtype, threads=threads)
-    return FastSampler(model, tokenizer, stop_ids=stop_ids, dtype=dtype, threads=threads)
 
 
 class FastSampler(LocalSampler):
