@@ -6,13 +6,22 @@ import os
 import subprocess
 import sys
 import time
+import warnings
 
 import pytest
 import torch
 
 import rlvr
-from rlvr.config import dump
-from rlvr.training.contention import CpuSnapshot, contention_warning, other_cpu, run_figures, snapshot
+from conftest import make_tiny_llama
+from rlvr.config import dump, resolve
+from rlvr.training.contention import (
+    CpuSnapshot,
+    contention_warning,
+    emulated_bf16_warning,
+    other_cpu,
+    run_figures,
+    snapshot,
+)
 from test_pipeline import tiny_model_dir  # noqa: F401  (a fixture)
 from test_trainer import tiny_config
 
@@ -63,24 +72,88 @@ def test_the_test_process_imports_rlvr_before_torch():
 
 
 def test_the_warning_names_its_reason_and_threshold():
+    """Each case's words: contended; slow against the user's own figure, with what the run ruled out; computed in
+    emulated bf16; and a quiet bf16 machine with no figure of the user's says nothing."""
     busy = {"other_share": 0.5, "other_cpu_s": 10.0, "cores": 2, "wall_s": 10.0, "steps_per_min": 9.0}
     text = contention_warning(busy, quiet_steps_per_min=10.0)
-    assert text.startswith("This run was contended: other processes took 50% of the machine's CPU capacity")
-    assert "warned above 25%" in text and "steps a minute" not in text
-    both = {**busy, "steps_per_min": 4.0}
-    text = contention_warning(both, quiet_steps_per_min=10.0)
-    assert text.startswith("This run was contended: other processes took 50%")
-    assert "; it trained 4.0 steps a minute against about 10 on a quiet machine (warned below 50% of that)" in text
-    slow = {**busy, "other_share": 0.1, "steps_per_min": 4.0}  # slow, and nothing else ran: a slower machine
-    assert contention_warning(slow, 10.0) == (
-        "This run was slow: it trained 4.0 steps a minute against about 10 on a quiet machine (warned below 50% of "
-        "that), while other processes took only 10% of the CPU, so this machine is slower than the preset's (a CPU "
-        "without bf16 in hardware, say). A time budget then buys fewer steps and a weaker result; `rlvr run --steps "
-        "N` trains a set number."
+    assert text == (
+        "This run was contended: other processes took 50% of the machine's CPU capacity during RL training (10 CPU-s "
+        "of 2 cores x 10 s; warned above 25%). A time budget then buys fewer steps and a weaker result; rerun on a "
+        "quiet machine, or with `rlvr run --steps N` for a result that does not depend on load."
     )
+    assert contention_warning(busy) == text  # contention needs no figure of the user's
+    text = contention_warning({**busy, "steps_per_min": 4.0}, quiet_steps_per_min=10.0)
+    assert text.startswith("This run was contended: other processes took 50%")
+    assert (
+        "; it trained 4.0 steps a minute against the 10 of log.quiet_steps_per_min, your figure for a quiet run "
+        "(warned below 50% of it)." in text
+    )
+    # slow against the user's figure, nothing else running, no bf16 emulated: load and dtype ruled out, said so
+    slow = {**busy, "other_share": 0.1, "steps_per_min": 4.0, "emulated_bf16": []}
+    assert contention_warning(slow, 10.0) == (
+        "This run was slow: it trained 4.0 steps a minute against the 10 of log.quiet_steps_per_min, your figure for a "
+        "quiet run (warned below 50% of it), while other processes took only 10% of the CPU: not load and not "
+        "emulated bf16, so this machine or the work a step does (completion lengths, the rollout and train settings) "
+        "differs from the run that figure was measured on. A time budget then buys fewer steps and a weaker result; "
+        "`rlvr run --steps N` trains a set number."
+    )
+    emulated = {**slow, "emulated_bf16": ["rollout.dtype", "train.autocast"]}
+    assert contention_warning(emulated, 10.0) == (
+        "This run was slow: it trained 4.0 steps a minute against the 10 of log.quiet_steps_per_min, your figure for a "
+        "quiet run (warned below 50% of it), while other processes took only 10% of the CPU, and it computed "
+        "rollout.dtype, train.autocast in bf16 this CPU emulates: the likely cause (set them to auto). A time budget "
+        "then buys fewer steps and a weaker result; `rlvr run --steps N` trains a set number."
+    )
+    unrecorded = {k: v for k, v in slow.items() if k != "emulated_bf16"}  # a run from before emulated_bf16 was kept
+    assert ": not load, so this machine or the work a step does" in contention_warning(unrecorded, 10.0)
+    assert emulated_bf16_warning(emulated) == (
+        "This run computed in emulated bf16: rollout.dtype=bfloat16 and train.autocast=bfloat16 on a CPU without bf16 "
+        "in hardware (no avx512_bf16 or amx_bf16 in its flags), where torch emulates it, tens of times slower than "
+        "float32 (benchmarks/bf16_matmul.py), so a time budget buys far fewer steps; `auto` there picks float32."
+    )
+    # at least half the user's figure, or no figure of the user's: the run has nothing to call itself slow by
     assert contention_warning({**slow, "steps_per_min": 6.0}, 10.0) is None
-    assert contention_warning({**slow, "steps_per_min": 0.1}, 0.0) is None  # no quiet figure known: no rate warning
-    assert contention_warning(None) is None
+    assert contention_warning({**slow, "steps_per_min": 0.1}, 0.0) is None
+    assert emulated_bf16_warning(slow) is None and emulated_bf16_warning(unrecorded) is None
+    assert contention_warning(None) is None and emulated_bf16_warning(None) is None
+
+
+def test_no_preset_carries_another_machines_steps_per_minute():
+    """A preset's steps-per-minute figure came from one machine and says nothing about this one (issue 64: the default
+    preset's 11.5 warned a bf16 CPU that it lacked bf16): log.quiet_steps_per_min is the user's own, 0 in every
+    preset, so a quiet run of a preset is warned about only for what it measured itself."""
+    from rlvr.presets import CONFIG_PRESETS
+
+    for name in CONFIG_PRESETS.names():
+        assert resolve(name)["log"]["quiet_steps_per_min"] == 0.0, name
+    quiet = {"other_share": 0.01, "other_cpu_s": 1.0, "cores": 2, "wall_s": 60.0, "steps_per_min": 4.6}
+    assert contention_warning({**quiet, "emulated_bf16": []}, resolve("default")["log"]["quiet_steps_per_min"]) is None
+
+
+@pytest.mark.parametrize("has_bf16", [False, True])
+def test_a_run_records_the_bf16_it_emulated_and_its_report_says_so(tmp_path, tokenizer, monkeypatch, has_bf16):
+    """rollout.dtype and train.autocast bfloat16 on a CPU without bf16 in hardware (RLVR_NATIVE_BF16=0): the run's
+    contention.json names both and its report's first warning says so; on one with it, an empty list and no warning."""
+    from rlvr import machine
+    from rlvr.training.loop import train
+    from rlvr.training.run_report import write_run_report
+
+    monkeypatch.setenv("RLVR_NATIVE_BF16", "1" if has_bf16 else "0")
+    machine.native_bf16.cache_clear()
+    try:
+        cfg = tiny_config(
+            tmp_path,
+            **{"train.steps": 1, "rollout.backend": "hf", "rollout.dtype": "bfloat16", "train.autocast": "bfloat16"},
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the start-up warnings' own test is tests/test_machine.py
+            run = train(cfg, policy=(make_tiny_llama(len(tokenizer)), tokenizer), quiet=True)
+    finally:
+        machine.native_bf16.cache_clear()
+    load = json.loads((run / "contention.json").read_text())
+    assert load["emulated_bf16"] == ([] if has_bf16 else ["rollout.dtype", "train.autocast"])
+    said = [x for x in write_run_report(run).read_text().splitlines() if "This run computed in emulated bf16" in x]
+    assert said == ([] if has_bf16 else [f"> **Warning.** {emulated_bf16_warning(load)}"])
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="reads Linux /proc")

@@ -56,10 +56,17 @@ def auto_dtypes(cfg: dict) -> dict:
     return cfg
 
 
+def emulates_bf16(dtype: str, on_cpu: bool) -> bool:
+    """Whether computing in `dtype` (a resolved rollout.dtype or train.autocast) on the CPU (`on_cpu`: not on a GPU,
+    which has its own bf16) is torch's emulation of bf16: the one rule the start-up warnings and a run's record
+    (RUN/contention.json's emulated_bf16) follow."""
+    return dtype == "bfloat16" and on_cpu and not native_bf16()
+
+
 EMULATED_BF16 = (
     "{what}=bfloat16 on a CPU without bf16 in hardware (no avx512_bf16 or amx_bf16 in its flags): torch emulates it, "
     "tens of times slower than float32 (benchmarks/bf16_matmul.py); `{what}=auto` picks float32 on such a machine"
 )
 
 
-__all__ = ["BF16_FLAGS", "EMULATED_BF16", "cpu_flags", "native_bf16", "auto_dtype", "auto_dtypes"]
+__all__ = ["BF16_FLAGS", "EMULATED_BF16", "cpu_flags", "native_bf16", "auto_dtype", "auto_dtypes", "emulates_bf16"]

@@ -182,8 +182,9 @@ class LogConfig:
     # C of mismatch/outside_frac: the share of trained tokens whose ratio pi_train / pi_sampler lies outside
     # [1/C, C] (rlvr.algorithms.mismatch; 2 = the cap verl's corrections use by default)
     mismatch_cap: float = in_range(2.0, 1.0, above=True)
-    # a quiet machine's RL steps per minute for this preset (0 = unknown): the main job's report warns when a run
-    # trains at less than half of it (rlvr.training.contention)
+    # your own quiet run's RL steps per minute for this config on this machine (0 = none; no preset carries one: a
+    # figure from another machine says nothing about this one): the reports warn when a run trains at less than half
+    # of it, naming what the run ruled out (other processes' load, emulated bf16; rlvr.training.contention)
     quiet_steps_per_min: float = 0.0
     # Experiment trackers that also get every step's metrics line, the config, the samples and, in `rlvr run`, the
     # held-out tables and plots (rank 0 only; metrics.jsonl stays the source of truth). rlvr.rundir.trackers

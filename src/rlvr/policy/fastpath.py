@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from rlvr.machine import EMULATED_BF16, native_bf16
+from rlvr.machine import EMULATED_BF16, emulates_bf16
 from rlvr.policy import attention
 from rlvr.policy.load import base_model, cast_frozen_base, model_device
 
@@ -34,7 +34,7 @@ def prepare_for_update(model, train) -> dict:
         done["gradient_checkpointing"] = True
     if train.autocast != "bfloat16":
         return done
-    if not native_bf16() and model_device(model).type == "cpu":  # a GPU has its own bf16
+    if emulates_bf16(train.autocast, model_device(model).type == "cpu"):
         warnings.warn(EMULATED_BF16.format(what="train.autocast"), stacklevel=2)
     if stores_base_in_bf16(train):
         done["bf16_frozen_linears"] = cast_frozen_base(model, torch.bfloat16)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rlvr.machine import EMULATED_BF16, auto_dtype, native_bf16
+from rlvr.machine import EMULATED_BF16, auto_dtype, emulates_bf16
 from rlvr.registry import Registry
 
 from .rollouts import Rollouts, Sampler
@@ -164,12 +164,16 @@ def build_sampler(rollout, model, tokenizer, *, backend: str | None = None, thre
     sampler = make_sampler(
         name, model, tokenizer, stop_ids=stop_ids(model.config, tokenizer), dtype=dtype, threads=threads, **settings
     )
-    # a local sampler computes on the CPU unless it put its copy on the policy's GPU (hf, model.device: cuda)
-    device = getattr(sampler, "device", None)
-    on_cpu = BACKENDS.get(name).local_cpu and (device is None or device.type == "cpu")
-    if dtype == "bfloat16" and on_cpu and not native_bf16():
+    if emulates_bf16(dtype, samples_on_cpu(sampler, name)):
         warnings.warn(EMULATED_BF16.format(what="rollout.dtype"), stacklevel=2)
     return sampler
+
+
+def samples_on_cpu(sampler: Sampler, backend: str) -> bool:
+    """Whether `sampler` (of the backend named) computes on this machine's CPU: a local backend's, unless it put its
+    copy on the policy's GPU (hf, model.device: cuda)."""
+    device = getattr(sampler, "device", None)
+    return BACKENDS.get(backend).local_cpu and (device is None or device.type == "cpu")
 
 
 def _with_backend(rollout, backend: str):
@@ -187,5 +191,6 @@ __all__ = [
     "build_sampler",
     "draw_settings",
     "make_sampler",
+    "samples_on_cpu",
     "stop_ids",
 ]

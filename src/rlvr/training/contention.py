@@ -12,8 +12,9 @@ nothing is recorded):
     other_cpu_s   = (busy_after - busy_before) - (own_after - own_before)
     other_share   = other_cpu_s / (cores * wall seconds)     the share of the machine's CPU capacity others took
 
-A run writes its figures into RUN/contention.json (with the steps and steps per minute) and each step's
-`time/other_cpu_share` into its metrics line; the main job's report warns from them (`contention_warning`).
+A run writes its figures into RUN/contention.json (with the steps and steps per minute, and the settings it computed
+in bf16 that the CPU emulates) and each step's `time/other_cpu_share` into its metrics line; both reports warn from
+them (`contention_warning`, `emulated_bf16_warning`): only of what the run measured or knows of itself.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from typing import Any
 # waits for the slowest core: measured on the reasoning-gym preset, others' load cut the update from about 400 to
 # 26-85 train tok/s and the steps from about 60 to 9 (issue 33).
 OTHER_SHARE_WARN = 0.25
-# A run below this fraction of a quiet run's steps per minute (log.quiet_steps_per_min) is warned about too.
+# A run below this fraction of the user's own quiet run's steps per minute (log.quiet_steps_per_min, a figure they
+# measured on their machine; no preset carries one, as a figure from another machine says nothing about this one).
 SLOW_FRACTION = 0.5
 
 _PROC = Path("/proc")
@@ -145,11 +147,27 @@ def other_cpu(before: CpuSnapshot | None, after: CpuSnapshot | None) -> dict | N
     }
 
 
-def run_figures(before: CpuSnapshot | None, after: CpuSnapshot | None, steps: int, train_s: float) -> dict:
+def emulated_bf16(cfg, sampler, model) -> list[str]:
+    """The settings this run computes in bf16 that the CPU emulates (rlvr.machine.emulates_bf16, the rule the start-up
+    warnings follow): rollout.dtype where the sampler computes on this CPU, train.autocast where the policy does."""
+    from rlvr.machine import auto_dtype, emulates_bf16
+    from rlvr.policy.load import model_device
+    from rlvr.sampling import samples_on_cpu
+
+    settings = {
+        "rollout.dtype": (auto_dtype(cfg.rollout.dtype, "float32"), samples_on_cpu(sampler, cfg.rollout.backend)),
+        "train.autocast": (cfg.train.autocast, model_device(model).type == "cpu"),
+    }
+    return [key for key, (dtype, on_cpu) in settings.items() if emulates_bf16(dtype, on_cpu)]
+
+
+def run_figures(
+    before: CpuSnapshot | None, after: CpuSnapshot | None, steps: int, train_s: float, emulated: list[str] | None = None
+) -> dict:
     """RUN/contention.json: the training phase's steps, seconds and steps per minute, the torch thread count and the
     OpenMP wait policy it ran with (the thread count decides how float reductions split, so two seeded runs sample
-    alike only at the same count; load alone changes nothing: docs/reliability.md), and other_cpu's figures (absent
-    where /proc is not readable)."""
+    alike only at the same count; load alone changes nothing: docs/reliability.md), the settings it computed in
+    emulated bf16 (`emulated_bf16`, when known), and other_cpu's figures (absent where /proc is not readable)."""
     import torch
 
     out: dict[str, Any] = {
@@ -158,13 +176,17 @@ def run_figures(before: CpuSnapshot | None, after: CpuSnapshot | None, steps: in
         "steps_per_min": 60 * steps / train_s if train_s > 0 else 0.0,
     }
     out |= {"torch_threads": torch.get_num_threads(), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")}
+    if emulated is not None:
+        out["emulated_bf16"] = emulated
     return {**out, **(other_cpu(before, after) or {})}
 
 
 def contention_warning(figures: dict | None, quiet_steps_per_min: float = 0.0) -> str | None:
     """One plain sentence when the run was contended (other processes took more than OTHER_SHARE_WARN of the CPU
-    capacity) or slow (below SLOW_FRACTION of a quiet run's steps per minute, when known: > 0). A slow run that other
-    processes did not crowd is said to be on a slower machine, not a busy one. None otherwise."""
+    capacity) or slow against the user's own figure (below SLOW_FRACTION of log.quiet_steps_per_min, when > 0: a
+    figure measured on the user's machine, never one from another). A slow run that other processes did not crowd
+    says what it ruled out (load, emulated bf16) and what is left. None otherwise: a run has no figure of its own
+    to call itself slow by."""
     if not figures:
         return None
     share, rate = figures.get("other_share"), figures.get("steps_per_min", 0.0)
@@ -179,23 +201,51 @@ def contention_warning(figures: dict | None, quiet_steps_per_min: float = 0.0) -
         )
     if slow:
         reasons.append(
-            f"it trained {rate:.1f} steps a minute against about {quiet_steps_per_min:g} on a quiet "
-            f"machine (warned below {SLOW_FRACTION:.0%} of that)"
+            f"it trained {rate:.1f} steps a minute against the {quiet_steps_per_min:g} of log.quiet_steps_per_min, "
+            f"your figure for a quiet run (warned below {SLOW_FRACTION:.0%} of it)"
         )
     if not reasons:
         return None
-    if slow and not busy:  # nothing else ran: the machine itself is slower than the one the figure comes from
+    if slow and not busy:
         return (
             "This run was slow: "
             + reasons[0]
             + ", while other processes took "
             + (f"only {share:.0%}" if share is not None else "an unknown share")
-            + " of the CPU, so this machine is slower than the preset's (a CPU without bf16 in hardware, say). "
-            "A time budget then buys fewer steps and a weaker result; `rlvr run --steps N` trains a set number."
+            + " of the CPU"
+            + _what_is_left(figures.get("emulated_bf16"))
+            + " A time budget then buys fewer steps and a weaker result; `rlvr run --steps N` trains a set number."
         )
     return (
         "This run was contended: " + "; ".join(reasons) + ". A time budget then buys fewer steps and a weaker "
         "result; rerun on a quiet machine, or with `rlvr run --steps N` for a result that does not depend on load."
+    )
+
+
+def _what_is_left(emulated: list[str] | None) -> str:
+    """A slow, uncrowded run's cause: emulated bf16 where it computed some, else what differs from the user's run."""
+    if emulated:
+        return (
+            f", and it computed {', '.join(emulated)} in bf16 this CPU emulates: the likely cause (set them to auto)."
+        )
+    ruled_out = "not load and not emulated bf16" if emulated is not None else "not load"
+    return (
+        f": {ruled_out}, so this machine or the work a step does (completion lengths, the rollout and train settings) "
+        "differs from the run that figure was measured on."
+    )
+
+
+def emulated_bf16_warning(figures: dict | None) -> str | None:
+    """One sentence when the run computed in bf16 that this CPU emulates (RUN/contention.json's emulated_bf16); None
+    otherwise, and for a run that did not record it."""
+    emulated = (figures or {}).get("emulated_bf16")
+    if not emulated:
+        return None
+    settings = " and ".join(f"{key}=bfloat16" for key in emulated)
+    return (
+        f"This run computed in emulated bf16: {settings} on a CPU without bf16 in hardware (no avx512_bf16 or "
+        "amx_bf16 in its flags), where torch emulates it, tens of times slower than float32 (benchmarks/bf16_matmul.py), "
+        "so a time budget buys far fewer steps; `auto` there picks float32."
     )
 
 
@@ -205,6 +255,8 @@ __all__ = [
     "SLOW_FRACTION",
     "snapshot",
     "other_cpu",
+    "emulated_bf16",
     "run_figures",
     "contention_warning",
+    "emulated_bf16_warning",
 ]

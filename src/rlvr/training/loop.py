@@ -151,7 +151,7 @@ def _loop(state: TrainState, run: RunDir | None, trackers: Trackers, start: int,
                 prev = _note_contention(result.row, prev)
                 _log_step(run, trackers, c, step, result)
                 if last or stopping:  # the training phase's figures, before a signal's exit
-                    _write_contention(run, first, prev, done - start, time.perf_counter() - started)
+                    _write_contention(run, state, first, prev, done - start, time.perf_counter() - started)
             bar.set_postfix(_progress(result.row))
             _budget_eta(bar, c.train, step + 1 - start, time.perf_counter() - started)
             bad_steps = bad_steps + 1 if result.update.get("skipped") and len(result.seen) else 0
@@ -185,11 +185,12 @@ def _note_contention(row: dict, before):
     return now
 
 
-def _write_contention(run: RunDir, first, last, steps: int, train_s: float) -> None:
-    """RUN/contention.json: this session's steps, steps per minute and the CPU others took while it trained."""
-    atomic_write_text(
-        run.path / "contention.json", json.dumps(contention.run_figures(first, last, steps, train_s), indent=2) + "\n"
-    )
+def _write_contention(run: RunDir, state: TrainState, first, last, steps: int, train_s: float) -> None:
+    """RUN/contention.json: this session's steps, steps per minute, the CPU others took while it trained and the
+    settings it computed in emulated bf16."""
+    emulated = contention.emulated_bf16(state.cfg, state.sampler, state.model)
+    figures = contention.run_figures(first, last, steps, train_s, emulated)
+    atomic_write_text(run.path / "contention.json", json.dumps(figures, indent=2) + "\n")
 
 
 def _log_step(run: RunDir, trackers: Trackers, c, step: int, result) -> None:

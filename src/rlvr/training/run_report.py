@@ -23,7 +23,7 @@ from rlvr.config import Config
 from rlvr.evaluation import report
 from rlvr.evaluation.learning_signal import run_signal_warning
 from rlvr.rundir.files import atomic_write_text, read_config
-from rlvr.training.contention import contention_warning
+from rlvr.training.contention import contention_warning, emulated_bf16_warning
 from rlvr.training.lifecycle import TrainingAborted
 
 # The figures the report's table shows at the start and the end of training (the README's stable names).
@@ -67,10 +67,13 @@ def read_load(run_dir: Path) -> dict | None:
 
 def run_warnings(run_dir: Path, rows: list[dict], quiet_steps_per_min: float = 0.0) -> list[str]:
     """The warnings a finished (or stopped) run's files call for, in the order a report shows them first: a contended
-    or slow machine (contention.json), a sampler that disagrees with the trainer (the metrics). Both reports (this
-    one and the main job's) show this list: a new run-level warning is added here, once."""
+    machine or a run slower than the user's own figure, bf16 the CPU emulated (contention.json), a sampler that
+    disagrees with the trainer (the metrics), steps without learning signal. Both reports (this one and the main
+    job's) show this list: a new run-level warning is added here, once."""
+    load = read_load(run_dir)
     found = [
-        contention_warning(read_load(run_dir), quiet_steps_per_min),
+        contention_warning(load, quiet_steps_per_min),
+        emulated_bf16_warning(load),
         report.mismatch_warning(rows),
         run_signal_warning(run_dir),  # steps in a row without learning signal (rlvr.evaluation.learning_signal)
     ]
