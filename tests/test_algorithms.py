@@ -58,7 +58,10 @@ def test_algorithm_keys_are_checked_by_the_rule_that_checks_every_config_key():
     not a number here either (YAML and --set read `0.3` as a float; the old string coercion was this section's alone)."""
     with pytest.raises(ConfigError, match=r"^config key 'algorithm.clip_high' must be float, got '0.3'$"):
         with_overrides(get_preset("grpo"), {"clip_high": "0.3"})
-    with pytest.raises(ConfigError, match=r"^config key 'train.lr' must be float, got '0.3'$"):
+    with pytest.raises(ConfigError, match=r"^config key 'train.max_grad_norm' must be float, got '0.3'$"):
+        as_config({"train": {"max_grad_norm": "0.3"}})
+    # train.lr takes "auto" too (rlvr.config.resolve_auto), and says so
+    with pytest.raises(ConfigError, match=r"^config key 'train.lr' must be float or auto, got '0.3'$"):
         as_config({"train": {"lr": "0.3"}})
     with pytest.raises(ConfigError, match=r"^config key 'algorithm.beta' = -0.1; must be >= 0$"):
         algorithm_from_config({"preset": "dapo", "beta": -0.1})

@@ -3,7 +3,7 @@
 import pytest
 
 from rlvr.cli import main
-from rlvr.config import DEFAULTS, REGISTERED, REGISTERED_WHERE, ConfigError, as_config, parse_set, resolve
+from rlvr.config import DEFAULTS, REGISTERED, REGISTERED_WHERE, ConfigError, as_config, dump, parse_set, resolve
 from rlvr.training.lifecycle import KEYED_REGISTRIES, check_registered
 
 
@@ -24,7 +24,7 @@ def read(sets, source=None):
             ["bogus=1"],
             "unknown config key 'bogus'; allowed keys at the top level: algorithm, curriculum, episode, eval, log, model, output_dir, reward, rollout, seed, sft",
         ),
-        (["train.lr=fast"], "config key 'train.lr' must be float, got 'fast'"),
+        (["train.lr=fast"], "config key 'train.lr' must be float or auto, got 'fast'"),
         (["train.steps=1.5"], "config key 'train.steps' must be int, got 1.5"),
         (["model.lora.enabled=3"], "config key 'model.lora.enabled' must be bool, got 3"),
         (["rollout.backend=tpu"], "config key 'rollout.backend' = 'tpu'; choose from hf, fast, remote, vllm"),
@@ -108,6 +108,25 @@ def test_set_parses_yaml_values_and_nests():
     cfg = resolve(None, ["train.lr=3e-4", "train.steps=7", "rollout.group_size=4"])
     assert cfg["train"]["lr"] == 3e-4 and cfg["train"]["steps"] == 7 and cfg["rollout"]["group_size"] == 4
     assert cfg["train"]["micro_batch_size"] == DEFAULTS["train"]["micro_batch_size"]  # untouched keys keep defaults
+
+
+def test_a_config_from_scratch_trains_like_the_default_preset():
+    """The bare defaults (issue 64): a LoRA learning rate with LoRA on, the fast sampler, `auto` dtypes, as the default
+    preset has them (it used to be lr 1e-5, a full fine-tuning rate, and the hf sampler); `train.lr: auto` is a full
+    fine-tuning rate without LoRA, and config.yaml records the number either way."""
+
+    def values(cfg):  # model.lora.enabled, train.lr, rollout.backend, rollout.dtype, train.autocast
+        r, t = cfg["rollout"], cfg["train"]
+        return [cfg["model"]["lora"]["enabled"], t["lr"], r["backend"], r["dtype"], t["autocast"]]
+
+    assert values(resolve(None)) == values(resolve("default"))
+    assert resolve(None)["train"]["lr"] == 2e-4 and resolve(None)["rollout"]["backend"] == "fast"
+    assert DEFAULTS["train"]["lr"] == "auto"  # made concrete when the config resolves
+    assert resolve(None, ["model.lora.enabled=false"])["train"]["lr"] == 1e-5
+    assert resolve("default", ["model.lora.enabled=false", "train.lr=auto"])["train"]["lr"] == 1e-5
+    assert resolve(None, ["model.lora.enabled=false", "train.lr=3e-6"])["train"]["lr"] == 3e-6  # a number is kept
+    assert as_config({"model": {"lora": {"enabled": False}}}).train.lr == 1e-5  # the Python API's dicts too
+    assert "lr: 0.0002" in dump(resolve(None)) and "lr: auto" not in dump(resolve(None))  # what config.yaml records
 
 
 def test_int_is_accepted_where_float_is_expected():

@@ -38,13 +38,13 @@ def test_the_flags_say_which_cpus_have_bf16_in_hardware():
 @pytest.mark.parametrize("has_bf16, dtype, autocast", [(True, "bfloat16", "bfloat16"), (False, "float32", "none")])
 def test_the_presets_auto_dtypes_resolve_for_this_machine(native, has_bf16, dtype, autocast):
     native(has_bf16)
-    for preset in ("default", "reasoning-gym", "tool-use"):
+    for preset in ("default", "reasoning-gym", "tool-use", None):  # None: the bare defaults, `auto` as the presets
         cfg = resolve(preset)
         assert (cfg["rollout"]["dtype"], cfg["train"]["autocast"]) == (dtype, autocast), preset
     # a value given is kept, whatever the machine; auto given on the command line resolves too
     assert resolve("default", ["rollout.dtype=bfloat16"])["rollout"]["dtype"] == "bfloat16"
-    assert resolve(None, ["train.autocast=auto"])["train"]["autocast"] == autocast
-    assert resolve(None)["rollout"]["dtype"] == "bfloat16"  # the class default is unchanged
+    assert resolve(None, ["train.autocast=none"])["train"]["autocast"] == "none"
+    assert resolve("default", ["train.autocast=auto"])["train"]["autocast"] == autocast
 
 
 def test_a_bf16_sampler_on_a_cpu_without_it_says_so(native, tokenizer):

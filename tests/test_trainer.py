@@ -73,6 +73,10 @@ def tiny_config(tmp_path, **over):
         "log.samples_every=1",
         "log.checkpoint_every=1",
         "model.lora.r=4",
+        # the dtypes the tests were written with (the class defaults before issue 64's `auto`), whatever this CPU has:
+        # `auto` would run bf16 autocast here and float32 on a CPU without bf16, two different tests
+        "rollout.dtype=bfloat16",
+        "train.autocast=none",
     ]
     return resolve(None, sets + [f"{k}={v}" for k, v in over.items()])
 

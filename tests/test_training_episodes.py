@@ -78,6 +78,7 @@ def episode_config(tmp_path, backend="hf", **over):
         "rollout.max_new_tokens": 6,
         "train.steps": 2,
         "train.lr": 0.05,
+        "train.autocast": "none",  # float32 as the sampler (the class default before issue 64's `auto`)
         "train.micro_batch_size": 4,
         "log.samples_every": 1,
         "log.checkpoint_every": 0,

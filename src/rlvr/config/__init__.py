@@ -19,6 +19,8 @@ import yaml
 
 from rlvr.config.fields import NO_ITEMS, check_name, check_value, each_value, in_range
 from rlvr.config.sections import (
+    FULL_FINE_TUNING_LR,
+    LORA_LR,
     Config,
     EpisodeConfig,
     EvalConfig,
@@ -52,7 +54,7 @@ _META = {key: f.metadata for key, f in walk(Config)}  # each leaf's choices and 
 
 def as_config(cfg: Config | dict) -> Config:
     """A Config as it is; a dict (whole, or partial over DEFAULTS: the Python API) checked as `resolve` checks a file."""
-    return cfg if isinstance(cfg, Config) else Config.from_dict(auto_dtypes(merge(DEFAULTS, cfg)))
+    return cfg if isinstance(cfg, Config) else Config.from_dict(resolve_auto(merge(DEFAULTS, cfg)))
 
 
 def reward_config(section: dict) -> RewardConfig:
@@ -96,10 +98,19 @@ def _set_open(current, value):
 
 def resolve(source: str | None = None, sets: list[str] | tuple[str, ...] = ()) -> dict:
     """DEFAULTS <- file or preset <- --set overrides, validated (a registry's names: by check_registered, where the
-    run starts), `auto` dtypes made concrete for this machine (rlvr.machine). Returns a plain dict."""
+    run starts), every `auto` made concrete (resolve_auto). Returns a plain dict."""
     cfg = merge(DEFAULTS, read_yaml(source)) if source else copy.deepcopy(DEFAULTS)
     for item in sets:
         cfg = merge(cfg, parse_set(item))
+    return resolve_auto(cfg)
+
+
+def resolve_auto(cfg: dict) -> dict:
+    """A whole config dict with each `auto` made concrete, so that the run directory's config.yaml records what ran:
+    rollout.dtype and train.autocast for this machine (rlvr.machine.auto_dtypes), train.lr for the run's LoRA setting
+    (LORA_LR with model.lora.enabled, else FULL_FINE_TUNING_LR)."""
+    if cfg["train"]["lr"] == "auto":
+        cfg["train"]["lr"] = LORA_LR if cfg["model"]["lora"]["enabled"] else FULL_FINE_TUNING_LR
     return auto_dtypes(cfg)
 
 
@@ -136,5 +147,6 @@ __all__ = [
     "merge",
     "parse_set",
     "resolve",
+    "resolve_auto",
     "reward_config",
 ]

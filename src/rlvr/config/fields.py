@@ -50,6 +50,12 @@ def in_range(default: Any, low: float | None = None, high: float | None = None, 
     return field(default=default, metadata={"range": (low, high, above, below)})
 
 
+def auto_or_range(low: float | None = None, high: float | None = None, *, above=False, below=False) -> Any:
+    """A number as `in_range` checks it, or "auto" (the default), made concrete when the config resolves
+    (rlvr.config.resolve_auto) so that a run's config.yaml records the number it used."""
+    return field(default="auto", metadata={"range": (low, high, above, below), "auto": True})
+
+
 def open_field(factory):
     """A field read by another component, which validates it itself (task settings, reward terms, ...)."""
     return field(default_factory=factory, metadata={"open": True})
@@ -57,13 +63,19 @@ def open_field(factory):
 
 def check_value(path: str, value: Any, default: Any, meta: Mapping[str, Any]) -> Any:
     """A setting against its default's type and its field's choices and range (one line naming the key if not);
-    an int where a float is due becomes the float. For every leaf of `merge` and every field of Algorithm."""
+    an int where a float is due becomes the float. For every leaf of `merge` and every field of Algorithm. A field
+    that may be "auto" (`auto_or_range`) takes it, or a float, whatever it holds now."""
+    if meta.get("auto"):
+        if value == "auto":
+            return value
+        default = 0.0  # otherwise a number, checked as one
     if isinstance(default, bool) or isinstance(value, bool):  # True is an int to Python, never to a config
         type_ok = isinstance(value, bool) and isinstance(default, bool)
     else:
         type_ok = isinstance(value, (int, float) if isinstance(default, float) else type(default))
     if not type_ok:
-        raise ConfigError(f"config key '{path}' must be {type(default).__name__}, got {value!r}")
+        allowed = f"{type(default).__name__}{' or auto' if meta.get('auto') else ''}"
+        raise ConfigError(f"config key '{path}' must be {allowed}, got {value!r}")
     if "choices" in meta:
         check_choice(path, value, meta["choices"], meta.get("plugin", False))
     low, high, above, below = meta.get("range", (None, None, False, False))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 from dataclasses import asdict, dataclass, field, fields
 
-from rlvr.config.fields import choice, each, in_range, open_field, registered
+from rlvr.config.fields import auto_or_range, choice, each, in_range, open_field, registered
 
 
 @dataclass
@@ -68,7 +68,9 @@ class VllmConfig:
 
 @dataclass
 class RolloutConfig:
-    backend: str = registered("hf", "sampler backend")  # rlvr.sampling.BACKENDS
+    # rlvr.sampling.BACKENDS. "fast" runs the Llama family (Llama, Mistral, Qwen2: the embedded default among them);
+    # any other model samples with "hf", which one warning says at start-up (rlvr.sampling.fast)
+    backend: str = registered("fast", "sampler backend")
     prompts_per_step: int = in_range(4, 1)  # P
     group_size: int = in_range(8, 1)  # G
     max_new_tokens: int = in_range(128, 1)
@@ -76,8 +78,8 @@ class RolloutConfig:
     top_p: float = in_range(1.0, 0.0, 1.0, above=True)
     top_k: int = in_range(0, 0)
     # local samplers' compute dtype; "float32" is the reference path (docs/performance.md); "auto" = bfloat16 where the
-    # CPU has it in hardware, else float32 (rlvr.machine)
-    dtype: str = choice("bfloat16", "float32", "auto")
+    # CPU has it in hardware, else float32 (rlvr.machine), made concrete when the config resolves
+    dtype: str = choice("auto", "bfloat16", "float32")
     # backend "remote" only (rlvr.sampling.remote, docs/scaling.md): vLLM server addresses, and a folder
     # every server can read the pushed LoRA adapters from ("" = a temporary folder on this machine)
     urls: list = field(default_factory=list)
@@ -115,10 +117,18 @@ class EpisodeConfig:
     grader: str = choice("environment", "task", "both")
 
 
+# train.lr "auto": a LoRA adapter is few parameters and wants a larger step than a full fine-tune (every preset with
+# LoRA trains at 2e-4); without LoRA, the rate this default was before LoRA's, 1e-5 (full fine-tuning runs 1e-6 to
+# 1e-5; a 1.5B model wants the low end: set it)
+LORA_LR = 2e-4
+FULL_FINE_TUNING_LR = 1e-5
+
+
 @dataclass
 class TrainConfig:
     steps: int = in_range(20, 1)
-    lr: float = in_range(1e-5, 0.0, above=True)
+    # "auto" = LORA_LR with model.lora.enabled, else FULL_FINE_TUNING_LR, made concrete when the config resolves
+    lr: float = auto_or_range(0.0, above=True)
     lr_schedule: str = choice("constant", "cosine")  # after train.warmup_steps of linear warm-up
     warmup_steps: int = in_range(0, 0)
     weight_decay: float = in_range(0.0, 0.0)
@@ -129,7 +139,7 @@ class TrainConfig:
     micro_batch_size: int = in_range(8, 1)
     micro_batch_tokens: int = in_range(0, 0)
     updates_per_batch: int = in_range(1, 1)  # mu: optimisation passes over each rollout batch
-    autocast: str = choice("none", "bfloat16", "auto")  # "auto" as rollout.dtype: bf16 where the CPU has it
+    autocast: str = choice("auto", "none", "bfloat16")  # "auto" as rollout.dtype: bf16 where the CPU has it, else none
     # attention in the update: "auto" = rlvr's CPU kernel on the CPU (rlvr.policy.attention), the model's own on
     # a GPU; "rlvr"; "model" = whatever the model was loaded with (sdpa)
     attention: str = choice("auto", "rlvr", "model")
