@@ -106,6 +106,11 @@ def test_the_warning_names_its_reason_and_threshold():
     )
     unrecorded = {k: v for k, v in slow.items() if k != "emulated_bf16"}  # a run from before emulated_bf16 was kept
     assert ": not load, so this machine or the work a step does" in contention_warning(unrecorded, 10.0)
+    no_proc = {"steps": 4, "train_s": 60.0, "steps_per_min": 4.0, "emulated_bf16": []}  # /proc not readable
+    assert (
+        "while other processes took an unknown share of the CPU: not emulated bf16, so this machine, its load or the "
+        "work a step does (completion lengths" in contention_warning(no_proc, 10.0)
+    )
     assert emulated_bf16_warning(emulated) == (
         "This run computed in emulated bf16: rollout.dtype=bfloat16 and train.autocast=bfloat16 on a CPU without bf16 "
         "in hardware (no avx512_bf16 or amx_bf16 in its flags), where torch emulates it, tens of times slower than "

@@ -213,7 +213,7 @@ def contention_warning(figures: dict | None, quiet_steps_per_min: float = 0.0) -
             + ", while other processes took "
             + (f"only {share:.0%}" if share is not None else "an unknown share")
             + " of the CPU"
-            + _what_is_left(figures.get("emulated_bf16"))
+            + _what_is_left(share, figures.get("emulated_bf16"))
             + " A time budget then buys fewer steps and a weaker result; `rlvr run --steps N` trains a set number."
         )
     return (
@@ -222,16 +222,18 @@ def contention_warning(figures: dict | None, quiet_steps_per_min: float = 0.0) -
     )
 
 
-def _what_is_left(emulated: list[str] | None) -> str:
-    """A slow, uncrowded run's cause: emulated bf16 where it computed some, else what differs from the user's run."""
+def _what_is_left(share: float | None, emulated: list[str] | None) -> str:
+    """A slow run's cause, after other processes' share did not explain it: the bf16 it computed emulated, else what
+    it ruled out (load where /proc measured it, emulated bf16 where the run recorded it) and what is left."""
     if emulated:
         return (
             f", and it computed {', '.join(emulated)} in bf16 this CPU emulates: the likely cause (set them to auto)."
         )
-    ruled_out = "not load and not emulated bf16" if emulated is not None else "not load"
+    ruled_out = (["not load"] if share is not None else []) + (["not emulated bf16"] if emulated is not None else [])
+    left = "this machine" + (", its load" if share is None else "") + " or the work a step does"
     return (
-        f": {ruled_out}, so this machine or the work a step does (completion lengths, the rollout and train settings) "
-        "differs from the run that figure was measured on."
+        f": {' and '.join(ruled_out) + ', so ' if ruled_out else ''}{left} (completion lengths, the rollout and train "
+        "settings) differs from the run that figure was measured on."
     )
 
 
