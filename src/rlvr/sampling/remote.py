@@ -37,7 +37,6 @@ import torch
 
 from rlvr.errors import ConfigError
 from rlvr.policy.load import base_model, model_device
-from rlvr.policy.logprobs import autocast
 
 from .rollouts import Rollouts, cut_at_stop, pack_rollouts, pad_id_for
 
@@ -352,11 +351,7 @@ def _trainer_logprobs(model, prompt: list[int], tokens: list[int], temperature: 
     """The base model's log-probs of `tokens` after `prompt`, at `temperature` and untempered (adapter off)."""
     off = model.disable_adapter() if hasattr(model, "disable_adapter") else contextlib.nullcontext()
     ids = torch.tensor([list(prompt) + list(tokens)], device=model_device(model))
-    # a trainer under bf16 autocast stores its frozen base in bf16 (rlvr.policy.load.cast_frozen_base): that model
-    # runs under the autocast only, as the update runs it (without it, float32 activations meet bf16 weights)
-    stored = {p.dtype for p in model.parameters()}
-    mixed = torch.bfloat16 in stored and len(stored) > 1
-    with torch.no_grad(), off, autocast(model, "bfloat16" if mixed else "none"):
+    with torch.no_grad(), off:
         logits = model(ids).logits[0, len(prompt) - 1 : -1].float().cpu()
     pick = torch.tensor(tokens)[:, None]
     at_t = (logits / max(temperature, 1e-3)).log_softmax(-1).gather(-1, pick)[:, 0]
