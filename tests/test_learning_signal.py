@@ -41,6 +41,21 @@ NO_ANSWER = (
     f"{HEAD}; 100% of the completions gave no answer: the model never writes the task's answer format "
     f"(a final \\boxed{{...}}). {FORMAT_FIX}"
 )
+# the same remedies after asking and showing (issue 64: chat rows are used as written, so the settings that add turns
+# reach some rows or none, and the advice says what reaches the rows at hand)
+AFTER_SHOW = "; fine-tune on worked solutions first " + FORMAT_FIX.split("; fine-tune on worked solutions first ")[1]
+CHAT_FIX = (
+    "Fix the prompt or the grading before anything else: ask for the format in task.settings.system_prompt (the rows "
+    "without a system turn of their own get it), or show it in the rows' own turns, a solved user/assistant exchange "
+    "before the question (chat rows are used as written: task.settings.demo does not reach them)" + AFTER_SHOW
+)
+OWN_SYSTEM_FIX = (
+    "Fix the prompt or the grading before anything else: ask for the format in the rows' own system turns (chat rows "
+    "with a system turn of their own are used as written: task.settings.system_prompt and task.settings.demo do not "
+    "reach them), or show it in the rows' own turns, a solved user/assistant exchange before the question; where "
+    "their system turns ask for another answer format, grade that one (task.settings.answer_format: boxed or tags)"
+    + AFTER_SHOW
+)
 ALL_WRONG = (
     f"{HEAD}; none of the completions was correct (100% wrong, 0% no answer): the problems are too hard for the "
     "model. Train on easier bands (curriculum: {kind: fixed, weights: {<band>: <share>}}, or {kind: adaptive} to "
@@ -136,6 +151,50 @@ def figures(nzv, correct=0.0, wrong=0.0, no_answer=0.0, step=0, error=0.0) -> di
 )
 def test_diagnosis_of_one_step(row, answer_format, message):
     assert diagnose(row, answer_format) == message
+
+
+def test_the_no_answer_advice_names_what_reaches_the_rows():
+    """Text rows: the task's system prompt and demonstration. Chat rows: the system prompt reaches those without a
+    system turn, the demonstration none. Chat rows with their own system turn: neither; their own turns, or the answer
+    format their system turns ask for. The code task's advice likewise, without a demonstration to offer."""
+    row = figures(0.0, no_answer=1.0)
+    no_answer = f"{HEAD}; 100% of the completions gave no answer: the model never writes the task's answer format "
+    assert diagnose(row, "boxed", "text") == NO_ANSWER
+    assert diagnose(row, "boxed", "chat") == no_answer + f"(a final \\boxed{{...}}). {CHAT_FIX}"
+    assert diagnose(row, "boxed", "own_system") == no_answer + f"(a final \\boxed{{...}}). {OWN_SYSTEM_FIX}"
+    assert diagnose(row, "code", "own_system") == no_answer + (
+        "(one ```python block). Fix the prompt or the grading before anything else: ask for the format in the rows' "
+        "own system turns (chat rows with a system turn of their own are used as written: "
+        "task.settings.system_prompt and task.settings.demo do not reach them); fine-tune on worked solutions first "
+        "(rlvr sft with sft.source: reference, the traces in the data's sft.reference_field column or written by a "
+        "function of the row, sft.reference, then model.name: that run's final/merged; train.init_from_sft: true in "
+        "rlvr run)"
+    )
+    assert diagnose(figures(0.0, wrong=1.0), "boxed", "own_system") == ALL_WRONG  # only the format advice differs
+
+
+def test_a_run_on_chat_rows_with_their_own_system_turn_advises_those_turns(tmp_path, model_dir, capsys):
+    """A TRL user's rows (system turn asking for <answer> tags) under the default boxed grader: every completion is
+    no_answer, and the step-0 warning, signal.json and the report advise the rows' own turns or answer_format, not
+    task.settings.system_prompt and demo, which reach none of them."""
+    cfg = forced_config(tmp_path, None, **{"model.name": model_dir, "train.steps": 1})
+    system = {"role": "system", "content": "Think, then give the answer in <answer></answer>."}
+    for name, add in (("train", 1), ("heldout", 2)):  # the same problems as forced_config's, as such chat rows
+        rows = [
+            {"id": f"{name}{i}", "prompt": [system, {"role": "user", "content": f"What is {i} + {add}?"}],
+             "answer": str(i + add)}
+            for i in range(20)
+        ]  # fmt: skip
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "c.yaml").write_text(dump(cfg))
+    run = tmp_path / "run"
+    assert main(["train", str(tmp_path / "c.yaml")]) == 0
+    said = f"{HEAD}; 100% of the completions gave no answer: the model never writes the task's answer format (a final "
+    said += f"\\boxed{{...}}). {OWN_SYSTEM_FIX}"
+    assert lines(capsys) == [f"WARNING: no learning signal at step 0: {said}."]
+    assert json.loads((run / "signal.json").read_text())["prompts"] == "own_system"
+    report = (run / "report.md").read_text()
+    assert f"No learning signal in step 0 (1 of the run's 1 steps in a row): {said}." in report
 
 
 def test_the_answer_format_is_code_where_a_term_s_kind_runs_tests():

@@ -169,6 +169,89 @@ def test_the_hub_task_takes_the_setting_and_defaults_to_none(monkeypatch, tmp_pa
     assert task.messages(left)[1:] == [*task.demo, {"role": "user", "content": "What is 4+4?"}]
 
 
+# Issue 64: chat rows with a system turn of their own. They are used as written, so a setting that adds turns reaches
+# none of them: refused in one line naming it (was: ignored without a word), and only where it reaches no row at all.
+CHAT_SYS = [
+    {
+        "id": f"s{i}",
+        "prompt": [
+            {"role": "system", "content": "Think, then answer in <answer></answer>."},
+            {"role": "user", "content": f"What is {i} + 1?"},
+        ],
+        "answer": str(i + 1),
+    }
+    for i in range(4)
+]
+CHAT_BARE = [{"id": "u", "prompt": [{"role": "user", "content": "What is 9 + 1?"}], "answer": "10"}]
+OWN = [{"role": "user", "content": "What is 2 + 2?"}, {"role": "assistant", "content": "\\boxed{4}"}]
+
+
+@pytest.mark.parametrize(
+    "rows, settings, message",
+    [
+        (
+            CHAT_SYS,
+            "{{path: {path}, demo: [{{role: user, content: 'What is 2 + 2?'}}, {{role: assistant, content: "
+            "'\\boxed{{4}}'}}]}}",
+            "task.settings.demo: every row of {path} is chat messages, used as written, so this demonstration would "
+            "never be shown; put the solved exchange into the rows' own turns, before the question, or drop the "
+            "setting",
+        ),
+        (
+            CHAT_SYS + CHAT_BARE,  # a row without a system turn: the system prompt reaches it, the demo still none
+            "{{path: {path}, demo: [{{role: user, content: 'What is 2 + 2?'}}, {{role: assistant, content: "
+            "'\\boxed{{4}}'}}], system_prompt: Be brief.}}",
+            "task.settings.demo: every row of {path} is chat messages, used as written, so this demonstration would "
+            "never be shown; put the solved exchange into the rows' own turns, before the question, or drop the "
+            "setting",
+        ),
+        (
+            CHAT_SYS,
+            "{{path: {path}, system_prompt: Put the answer in a box.}}",
+            "task.settings.system_prompt: every row of {path} has a system turn of its own, used as written, so this "
+            "system prompt would never be shown; write the instruction into the rows' system turns, or drop the "
+            "setting",
+        ),
+    ],
+)
+def test_a_setting_that_reaches_no_chat_row_is_refused(tmp_path, capsys, monkeypatch, rows, settings, message):
+    from rlvr.cli import main
+
+    def no_model(*a, **k):  # settings the checks let through must not start a real run in a test
+        raise AssertionError("the settings were accepted: a model is being loaded")
+
+    monkeypatch.setattr("rlvr.training.step.build_policy", no_model)
+    data = write(tmp_path / "d.jsonl", rows)
+    out = tmp_path / "run"
+    code = main(["train", "--set", "task.name=jsonl", "--set", "task.settings=" + settings.format(path=data),
+                 "--output-dir", str(out)])  # fmt: skip
+    assert code == 2 and not out.exists()
+    assert capsys.readouterr().err.strip() == "rlvr train: " + message.format(path=data)
+
+
+def test_settings_that_reach_some_rows_or_do_nothing_by_definition_are_kept(tmp_path, monkeypatch):
+    import datasets
+
+    from rlvr.tasks.chat import prompt_rows
+
+    data = write(tmp_path / "d.jsonl", CHAT_SYS + CHAT_BARE)
+    for demo in ("auto", "none"):  # the default, and "no demonstration": nothing to refuse on chat rows
+        task = load_task("jsonl", path=data, demo=demo, system_prompt="Be brief.")
+        assert task.demo == [] and prompt_rows(task.problems("train") + task.problems("heldout")) == "chat"
+        bare = next(p for ps in map(task.problems, ("train", "validation", "heldout")) for p in ps if p.id == "u")
+        assert task.messages(bare)[0] == {"role": "system", "content": "Be brief."}  # the one row it reaches
+    mixed = load_task("jsonl", path=write(tmp_path / "m.jsonl", CHAT_SYS + ROWS[:3]), demo=OWN, system_prompt="S")
+    assert mixed.demo == OWN and prompt_rows([p for s in ("train", "heldout") for p in mixed.problems(s)]) == "text"
+    assert prompt_rows(load_task("jsonl", path=write(tmp_path / "s.jsonl", CHAT_SYS)).problems("train")) == (
+        "own_system"
+    )
+    # the hub task checks the same way (its rows, fetched, then the settings)
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: datasets.Dataset.from_list(CHAT_SYS))
+    with pytest.raises(ConfigError) as e:
+        load_task("hub", dataset="any/set", answer_field="answer", system_prompt="S")
+    assert str(e.value).startswith("task.settings.system_prompt: every row of any/set has a system turn of its own")
+
+
 def test_the_run_records_the_demo_and_rlvr_eval_of_the_run_asks_with_it(tmp_path, tokenizer, monkeypatch):
     from conftest import make_tiny_llama
     from rlvr.cli import main

@@ -219,7 +219,7 @@ def test_a_gold_in_its_answer_form_loads(tmp_path):
 
 def test_trl_tool_call_demonstration_is_kept(tmp_path):
     rows = [{"id": "t", "prompt": TOOL_CHAT, "answer": "42"}]
-    task = load_task("jsonl", splits={"train": _bad_file(tmp_path, rows)}, system_prompt="SYS")
+    task = load_task("jsonl", splits={"train": _bad_file(tmp_path, rows)})  # a system_prompt: refused, see below
     (p,) = task.problems("train")
     assert p.prompt == "What is 6 * 7?"
     assert task.messages(p) == [

@@ -53,9 +53,34 @@ def answer_format_of(task_settings: dict, terms: list) -> str:
     return (task_settings or {}).get("answer_format") or "boxed"
 
 
-def _format_remedies(answer_format: str) -> str:
-    """What rlvr has for a model that never writes the answer format (each names its config key)."""
-    ask = "ask for the format in task.settings.system_prompt"
+# How to ask for the format and show it, by what the task's rows give as prompts (rlvr.tasks.chat.prompt_rows): chat
+# rows are used as written, so the settings that add turns (system_prompt, demo) reach only some rows, or none.
+ASK_AND_SHOW = {
+    "text": (
+        "ask for the format in task.settings.system_prompt",
+        "show it (task.settings.demo on jsonl and hub: auto, one solved training problem, or a worked exchange of "
+        "your own; task.settings.one_shot: true on arithmetic)",
+    ),
+    "chat": (
+        "ask for the format in task.settings.system_prompt (the rows without a system turn of their own get it)",
+        "show it in the rows' own turns, a solved user/assistant exchange before the question (chat rows are used "
+        "as written: task.settings.demo does not reach them)",
+    ),
+    "own_system": (
+        "ask for the format in the rows' own system turns (chat rows with a system turn of their own are used as "
+        "written: task.settings.system_prompt and task.settings.demo do not reach them)",
+        "show it in the rows' own turns, a solved user/assistant exchange before the question; where their system "
+        "turns ask for another answer format, grade that one (task.settings.answer_format: "
+        + " or ".join(e.name for e in ANSWER_FORMATS.entries())
+        + ")",
+    ),
+}
+
+
+def _format_remedies(answer_format: str, prompts: str = "text") -> str:
+    """What rlvr has for a model that never writes the answer format (each names its config key), for a task whose
+    rows give `prompts` (ASK_AND_SHOW's keys)."""
+    ask, show = ASK_AND_SHOW.get(prompts, ASK_AND_SHOW["text"])
     sft = (
         "fine-tune on worked solutions first (rlvr sft with sft.source: reference, the traces in the data's "
         "sft.reference_field column or written by a function of the row, sft.reference, then model.name: that run's "
@@ -64,16 +89,16 @@ def _format_remedies(answer_format: str) -> str:
     if answer_format == "code":
         return f"{ask}; {sft}"
     return (
-        f"{ask}, or show it (task.settings.demo on jsonl and hub: auto, one solved training problem, or a worked "
-        f"exchange of your own; task.settings.one_shot: true on arithmetic); {sft}; grade answers leniently "
+        f"{ask}, or {show}; {sft}; grade answers leniently "
         "(require_boxed: false on the correctness term of reward.terms: the final answer is then read even outside "
         "the format); a format reward (a reward.terms term of kind boxed_format) pays only answers already in the "
         "format, so it cannot start from none"
     )
 
 
-def diagnose(row: dict, answer_format: str = "boxed") -> str | None:
-    """One step's figures -> why it carried no learning signal and what to do, or None when it had some.
+def diagnose(row: dict, answer_format: str = "boxed", prompts: str = "text") -> str | None:
+    """One step's figures -> why it carried no learning signal and what to do, or None when it had some; `prompts`:
+    what the task's rows give as prompts (rlvr.tasks.chat.prompt_rows), which decides how to ask for the format.
 
     No informative group and mostly faults (error, invalid_gold): the grading failed, not the model (fix it first).
     Mostly no_answer: the model never writes the task's answer format (fix the prompt or the grading first). None
@@ -98,7 +123,7 @@ def diagnose(row: dict, answer_format: str = "boxed") -> str | None:
         return (
             f"{head}; {frac['no_answer']:.0%} of the completions gave no answer: the model never writes the task's "
             f"answer format ({shape}). Fix the prompt or the grading before anything else: "
-            f"{_format_remedies(answer_format)}"
+            f"{_format_remedies(answer_format, prompts)}"
         )
     if frac["correct"] == 0:
         return (
@@ -145,7 +170,9 @@ def trailing_streak(rows: list[dict]) -> int:
     return n
 
 
-def signal_warning(rows: list[dict], answer_format: str = "boxed", warn_after: int = WARN_STREAK) -> str | None:
+def signal_warning(
+    rows: list[dict], answer_format: str = "boxed", warn_after: int = WARN_STREAK, prompts: str = "text"
+) -> str | None:
     """The report's line for a run's metrics: its longest run of steps without an informative group, when that is at
     least `warn_after` steps (or the whole of a shorter run), with the diagnosis of its last step; None otherwise."""
     runs = streaks(rows)
@@ -159,17 +186,18 @@ def signal_warning(rows: list[dict], answer_format: str = "boxed", warn_after: i
     where = f"step {first}" if first == last else f"steps {first}-{last}"
     return (
         f"No learning signal in {where} ({length} of the run's {len(rows)} steps in a row): "
-        f"{diagnose(by_step.get(last, rows[-1]), answer_format)}."
+        f"{diagnose(by_step.get(last, rows[-1]), answer_format, prompts)}."
     )
 
 
-def run_signal_warning(run_dir: str | Path) -> str | None:
-    """`signal_warning` for a run directory: its metrics.jsonl, in the answer format its config.yaml grades."""
+def run_signal_warning(run_dir: str | Path, prompts: str = "text") -> str | None:
+    """`signal_warning` for a run directory: its metrics.jsonl, in the answer format its config.yaml grades, for a
+    task whose rows give `prompts` (what the run recorded: rlvr.training.signal_watch.recorded_prompts)."""
     run_dir = Path(run_dir)
     rows = read_jsonl(run_dir / "metrics.jsonl", skip_torn=True) if (run_dir / "metrics.jsonl").exists() else []
     cfg = read_config(run_dir)
     fmt = answer_format_of(cfg.task.settings, cfg.reward.terms)
-    return signal_warning(rows, fmt)
+    return signal_warning(rows, fmt, prompts=prompts)
 
 
 __all__ = [

@@ -41,11 +41,16 @@ class DatasetError(ValueError):
     """A data row that cannot be used; the message names its source and row."""
 
 
+def own_messages(problem: Problem) -> list[dict] | None:
+    """The chat messages the data gave as a problem's prompt (rlvr.tasks.chat), or None for a text question."""
+    return (problem.meta.get("messages") if isinstance(problem.meta, dict) else None) or None
+
+
 def task_messages(system_prompt: str | None, problem: Problem, shots: Sequence[dict] = ()) -> list[dict]:
     """The chat for a problem: its own messages when the data gave a chat prompt (the task's system prompt added
     only when they have no system turn; no demonstration, the data's own turns are kept as written), else the system
     prompt, the demonstration's turns (`shots`, rlvr.tasks.demo) and the question."""
-    own = problem.meta.get("messages") if isinstance(problem.meta, dict) else None
+    own = own_messages(problem)
     if own:
         lead = (
             []

@@ -10,13 +10,19 @@ A chat template that ignores `tool_calls` (SmolLM2's reads only role and content
 prompt without a word: `for_template` writes it into the assistant's text instead, as the Hermes
 `<tool_call>{json}</tool_call>` the tool episodes parse (rlvr.environments.calls), and leaves the messages as they
 are for a template that renders the calls itself.
+
+Chat rows are used as written, so two task settings do not reach them: `demo` (no demonstration goes into a chat
+row) and `system_prompt` (given only to a row without a system turn of its own). `prompt_rows` says which case a
+task's rows are in, for the advice a run without learning signal gets (rlvr.evaluation.learning_signal), and
+`check_settings_apply` refuses a setting that reaches none of a task's rows, rather than ignoring it.
 """
 
 from __future__ import annotations
 
 import json
 
-from rlvr.tasks.base import DatasetError
+from rlvr.errors import ConfigError
+from rlvr.tasks.base import DatasetError, Problem, own_messages
 
 ROLES = ("system", "user", "assistant", "tool")
 CALL_FORM = "{type: function, function: {name: text, arguments: object}}"
@@ -101,4 +107,42 @@ def for_template(tokenizer, messages: list[dict]) -> list[dict]:
     ]
 
 
-__all__ = ["ROLES", "chat_prompt", "chat_message", "tool_calls", "call_text", "for_template"]
+def prompt_rows(problems) -> str:
+    """What a task's rows give as prompts: "text" when some row is a text question (system_prompt and demo apply
+    to it), "chat" when every row is chat messages (no demonstration; the system prompt only where a row has no
+    system turn), "own_system" when every row is chat messages with a system turn of its own (neither applies)."""
+    chats = [own_messages(p) for p in problems]
+    if not chats or not all(chats):
+        return "text"
+    return "own_system" if all(any(m["role"] == "system" for m in c) for c in chats) else "chat"
+
+
+def check_settings_apply(problems: list[Problem], source: str, demo, system_prompt: str | None) -> None:
+    """Refuse a demonstration of one's own (`demo` as turns) when every row is chat messages, and a `system_prompt`
+    when every row has its own system turn: each would reach no prompt (a ConfigError naming the setting).
+    "auto" and "none" are left alone: the default, and a no-op on chat rows by its own definition."""
+    rows = prompt_rows(problems)
+    if isinstance(demo, list) and rows != "text":
+        raise ConfigError(
+            f"task.settings.demo: every row of {source} is chat messages, used as written, so this demonstration "
+            "would never be shown; put the solved exchange into the rows' own turns, before the question, or drop "
+            "the setting"
+        )
+    if system_prompt and rows == "own_system":
+        raise ConfigError(
+            f"task.settings.system_prompt: every row of {source} has a system turn of its own, used as written, so "
+            "this system prompt would never be shown; write the instruction into the rows' system turns, or drop "
+            "the setting"
+        )
+
+
+__all__ = [
+    "ROLES",
+    "prompt_rows",
+    "check_settings_apply",
+    "chat_prompt",
+    "chat_message",
+    "tool_calls",
+    "call_text",
+    "for_template",
+]

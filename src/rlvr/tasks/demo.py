@@ -28,7 +28,7 @@ import re
 
 from rlvr.errors import ConfigError
 from rlvr.tasks.answer_formats import ANSWER_FORMATS
-from rlvr.tasks.base import Problem
+from rlvr.tasks.base import Problem, own_messages
 from rlvr.tasks.hygiene import text_hash
 
 DEMO_CHOICES = ("auto", "none")
@@ -101,7 +101,5 @@ def auto_problem(train: list[Problem], others: dict) -> Problem | None:
     train split of one problem, which showing would leave with nothing to train on."""
     if len(train) < 2:
         return None
-    fit = [
-        p for p in train if p.answer is not None and not p.meta.get("messages") and text_hash(p.prompt) not in others
-    ]
+    fit = [p for p in train if p.answer is not None and not own_messages(p) and text_hash(p.prompt) not in others]
     return min(fit, key=lambda p: (band_order(p.band), p.id), default=None)

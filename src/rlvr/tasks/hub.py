@@ -21,7 +21,7 @@ from rlvr.tasks.base import (
     system_prompt_for,
     validate_problem,
 )
-from rlvr.tasks.chat import chat_prompt
+from rlvr.tasks.chat import chat_prompt, check_settings_apply
 from rlvr.tasks.hub_access import from_hub, looks_local
 
 # a local data file: what the jsonl task reads (rlvr.tasks.benchmarks.LOCAL_SUFFIXES and csv: what people pass)
@@ -100,6 +100,7 @@ def load_hub_task(
         )
         bucket = int(hashlib.sha256(pid.encode()).hexdigest(), 16) % 100
         splits[next(s for s, r in SPLIT_BUCKETS.items() if bucket in r)].append(problem)
+    check_settings_apply([p for ps in splits.values() for p in ps], dataset, demo, system_prompt)
     # "none" by default: a hub run's prompts stay as they were
     turns, splits = resolve_demo(demo, splits, answer_format)
     task = ProblemSetTask(

@@ -13,7 +13,8 @@
   default system prompt asks for the answer, and how the reward reads it.
 - `demo` (task setting): "auto" (default), "none", or a solved exchange of your own as chat messages: the
   demonstration shown before each text question (rlvr.tasks.demo; "auto" shows the easiest band's first training
-  problem, answered in the answer format).
+  problem, answered in the answer format). Chat rows are used as written: a demonstration of your own when every row
+  is chat messages, or a system_prompt when every row has its own system turn, is refused (rlvr.tasks.chat).
 A bad row fails the load with its file and line, before anything is written; so does a gold that does not have
 the task's answer form itself (`"about 40"` under `number`), which no reply could match."""
 
@@ -35,7 +36,7 @@ from rlvr.tasks.base import (
     task_messages,
     validate_problem,
 )
-from rlvr.tasks.chat import chat_prompt
+from rlvr.tasks.chat import chat_prompt, check_settings_apply
 
 PROMPT_COLUMNS = ("prompt", "problem")
 
@@ -180,6 +181,8 @@ class JsonlTask:
         self.bands = sorted({p.band for ps in self._splits.values() for p in ps})
         self.answer_form = answer_form if answer_form != "auto" else auto_form(self._splits.values())
         check_golds([row for rows in located.values() for row in rows], self.answer_form)
+        every = [p for ps in self._splits.values() for p in ps]
+        check_settings_apply(every, path or ", ".join(map(str, splits.values())), demo, system_prompt)
         self.grader = default_grader((p for ps in self._splits.values() for p in ps), self.answer_form)
         # last, on the data as read: its question leaves the train split (rlvr.tasks.demo says why)
         self.demo, self._splits = resolve_demo(demo, self._splits, answer_format)

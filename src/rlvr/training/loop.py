@@ -125,7 +125,7 @@ def _loop(state: TrainState, run: RunDir | None, trackers: Trackers, start: int,
     bad_steps, started, done = 0, time.perf_counter(), start
     saved_at = started  # log.checkpoint_minutes counts from here, then from each checkpoint
     first = prev = contention.snapshot() if comm.is_main else None  # what other processes take (rank 0 reports)
-    watch = SignalWatch.open(run, c, start) if run is not None else None  # steps without learning signal (rank 0)
+    watch = SignalWatch.open(run, c, start, state.task) if run is not None else None  # no learning signal (rank 0)
     bar = tqdm(
         range(start, c.train.steps),
         initial=start,

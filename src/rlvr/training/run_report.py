@@ -25,6 +25,7 @@ from rlvr.evaluation.learning_signal import run_signal_warning
 from rlvr.rundir.files import atomic_write_text, read_config
 from rlvr.training.contention import contention_warning, emulated_bf16_warning
 from rlvr.training.lifecycle import TrainingAborted
+from rlvr.training.signal_watch import recorded_prompts
 
 # The figures the report's table shows at the start and the end of training (the README's stable names).
 FIGURES = (
@@ -75,7 +76,8 @@ def run_warnings(run_dir: Path, rows: list[dict], quiet_steps_per_min: float = 0
         contention_warning(load, quiet_steps_per_min),
         emulated_bf16_warning(load),
         report.mismatch_warning(rows),
-        run_signal_warning(run_dir),  # steps in a row without learning signal (rlvr.evaluation.learning_signal)
+        # steps in a row without learning signal (rlvr.evaluation.learning_signal), advised for the run's rows
+        run_signal_warning(run_dir, recorded_prompts(run_dir)),
     ]
     return [w for w in found if w]
 
