@@ -277,3 +277,111 @@ def test_eval_refuses_a_reward_that_cannot_grade_the_task(tmp_path, model_dir, c
     err = capsys.readouterr().err
     assert "kind 'math') grades answer, but task 'humaneval' carries hidden tests" in err and "python_tests" in err
     assert not (tmp_path / "out").exists()
+
+
+# Issue 64: `rlvr eval` as a new user met it. Each mistake is one line, exit 2, before a model loads and before
+# anything is written.
+@pytest.fixture
+def no_model(monkeypatch):
+    """transformers refuses to load anything: a test that passes refused before a tokenizer or model was read."""
+    import transformers
+
+    def refuse(*a, **k):
+        raise AssertionError("a model is being loaded")
+
+    for auto in (transformers.AutoTokenizer, transformers.AutoModelForCausalLM):
+        monkeypatch.setattr(auto, "from_pretrained", refuse)
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--n", "-1"], "--n -1: samples per problem must be >= 1, or 0 for the greedy decode alone"),
+        (["--n", "0", "--no-greedy"], "--n 0 with --no-greedy: nothing to evaluate; give --n 1 or more, or drop --no-greedy"),
+        (["--k", "0,2"], "--k 0,2: each k must be >= 1 (a k above --n is dropped)"),
+        (["--k", "1,four"], "--k '1,four': give whole numbers separated by commas, e.g. 1,4,8"),
+        (
+            ["--temperature", "0"],
+            "--temperature 0: the sampling temperature must be > 0 (the greedy decode runs beside the samples; --n 0 "
+            "for it alone)",
+        ),
+        (["--max-new-tokens", "0"], "--max-new-tokens 0: new tokens per completion must be >= 1"),
+        (["--limit", "-5"], "--limit -5: problems to evaluate must be >= 1, or 0 for all of them"),
+        (["--rows-per-call", "0"], "--rows-per-call 0: sequences per generate call must be >= 1"),
+    ],
+)  # fmt: skip
+def test_eval_refuses_a_bad_number_before_the_model_loads(tmp_path, capsys, no_model, flags, message):
+    from rlvr.cli import main
+
+    out = tmp_path / "out"
+    assert main(["eval", "--model", "smollm2-135m-instruct", "--task", "arithmetic", "--out", str(out), *flags]) == 2
+    assert capsys.readouterr().err == f"rlvr eval: {message}\n" and not out.exists()
+
+
+def test_eval_help_says_limit_0_is_all():
+    from rlvr.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "verb").choices["eval"]
+    limit = next(a for a in sub._actions if a.dest == "limit")
+    assert limit.help == "evaluate N problems, taken evenly across bands (default, and 0: all problems)"
+
+
+def test_eval_of_a_folder_that_is_no_model_says_what_it_is(tmp_path, tokenizer, capsys, no_model):
+    """An evaluation's folder, a folder of them, a run's checkpoints/ and final/: named, with what to pass (was:
+    "You need to have sentencepiece or tiktoken installed", after transformers tried it as a model)."""
+    from rlvr.cli import main
+
+    run = make_run_dir(tmp_path, tokenizer)
+    capsys.readouterr()  # saving it wrote a progress bar
+    for step in (2, 10, 4):  # the newest by number, not by name
+        (run / "checkpoints" / f"step-{step}").mkdir(parents=True)
+        (run / "checkpoints" / f"step-{step}" / "trainable.safetensors").write_bytes(b"")
+    evals = tmp_path / "mine-eval"
+    for name, model in (("start", "smollm2-135m-instruct"), ("rlvr", str(run))):
+        (evals / name).mkdir(parents=True)
+        (evals / name / "records.jsonl").write_text("")
+        (evals / name / "summary.json").write_text(json.dumps({"setup": {"model": model}}))
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("")
+    args = ["--task", "jsonl", "--set", f"task.settings.path={tmp_path / 'train.jsonl'}", "--quiet"]
+    expected = {
+        evals / "rlvr": "an evaluation's output folder (records.jsonl, summary.json), not a model; pass the model it "
+        f"evaluated ({run}), or compare evaluations with rlvr compare NAME=FOLDER/records.jsonl ...",
+        evals: f"a folder of evaluations (rlvr, start), not a model; pass a model they evaluated ({run}, "
+        f"smollm2-135m-instruct), or compare them: rlvr compare rlvr={evals}/rlvr/records.jsonl "
+        f"start={evals}/start/records.jsonl",
+        run / "checkpoints": f"the checkpoints folder of the run {run}; pass one of them ({run}/checkpoints/step-10, "
+        f"the newest) or the run folder {run} (its final model)",
+        run / "final": f"the final folder of the run {run}; pass the run folder, {run} (its task and reward come too)",
+        tmp_path / "notes": "the folder holds no config.json, so it is no model folder (it holds todo.txt)",
+    }
+    for folder, why in expected.items():
+        out = tmp_path / "out"
+        assert main(["eval", "--model", str(folder), *args, "--out", str(out)]) == 2
+        assert capsys.readouterr().err == f"rlvr eval: model {str(folder)!r}: {why}\n" and not out.exists()
+
+
+def test_eval_refuses_an_existing_output_folder_unless_overwrite(tmp_path, tokenizer, capsys, monkeypatch):
+    """As `rlvr train` refuses its output directory: the evaluation there (the one a model card may cite) is kept,
+    the model not even loaded; --overwrite replaces the folder whole."""
+    from rlvr.cli import main
+    from rlvr.policy import load
+
+    run = make_run_dir(tmp_path, tokenizer)
+    argv = ["eval", "--model", str(run), "--n", "1", "--max-new-tokens", "2", "--limit", "2", "--quiet"]
+    assert main([*argv, "--set", "reward.workers=0"]) == 0
+    capsys.readouterr()
+    out = run / "eval" / "heldout"
+    (out / "ood-old").mkdir()  # what an earlier evaluation left beside its records
+    before = (out / "summary.json").read_text()
+    loads = []
+    monkeypatch.setattr(load, "load_policy", lambda *a, **k: loads.append(a) or pytest.fail("a model loaded"))
+    for extra in ([], ["--out", str(out)]):
+        assert main([*argv, "--n", "2", *extra]) == 2
+        assert capsys.readouterr().err == (
+            f"rlvr eval: output directory {out} exists; pass --overwrite to replace it, or --out another folder\n"
+        )
+    assert (out / "summary.json").read_text() == before and loads == []
+    monkeypatch.undo()
+    assert main([*argv, "--n", "2", "--overwrite"]) == 0
+    assert json.loads((out / "summary.json").read_text())["setup"]["n"] == 2 and not (out / "ood-old").exists()

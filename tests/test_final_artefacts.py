@@ -373,7 +373,8 @@ def test_rlvr_eval_of_a_run_puts_its_heldout_table_into_every_card(tmp_path, tok
             f"\nMeasured by `rlvr eval` on {day}: the `heldout` split of `jsonl` (4 problems), 2 samples per problem at "
             f"temperature 1.0 and a greedy decode, at most 8 new tokens; records in `{run / 'eval' / 'heldout'}`.\n\n"
         )
-        assert section.strip().endswith(summary_markdown(summary).strip())  # the table it just measured
+        table, measured = section.strip().rsplit("\n\n", 1)  # the table it just measured, then what it measured
+        assert table.endswith(summary_markdown(summary).strip()) and measured.startswith("<!-- rlvr held-out measure:")
     # evaluated on other task settings, it is not the card's model on the card's task: the card stays
     before = card.read_text()
     other = ["--set", "task.settings.system_prompt=Be brief.", "--out", str(tmp_path / "other")]
@@ -382,17 +383,58 @@ def test_rlvr_eval_of_a_run_puts_its_heldout_table_into_every_card(tmp_path, tok
     assert card.read_text() == before
 
 
+def test_a_quick_look_does_not_replace_the_cards_fuller_evaluation(tmp_path, tokenizer, capsys):
+    """Issue 64: each `rlvr eval` of a run replaced its card's table, a greedy look at 2 problems included. The card
+    keeps the fullest evaluation: one with fewer problems, fewer samples per problem or no greedy decode leaves it,
+    saying why; one with at least as many replaces it; one written over the records the card cites (--overwrite)
+    replaces it too, since the card follows its records."""
+    from rlvr.cli import main
+    from rlvr.rundir.final import heldout_measured
+
+    run = train(tiny_config(tmp_path), policy=(make_tiny_llama(len(tokenizer)), tokenizer), quiet=True)
+    final, card = run / "final", run / "final" / "README.md"
+    argv = ["eval", "--model", str(run), "--max-new-tokens", "4", "--quiet"]
+    full = run / "eval" / "heldout"
+    assert main([*argv, "--n", "2", "--limit", "4"]) == 0
+    capsys.readouterr()
+    assert heldout_measured(final) == {"problems": 4, "samples": 2, "greedy": True, "records": str(full.absolute())}
+    shown = card.read_text()
+    for look in (["--n", "0", "--limit", "2"], ["--n", "2", "--limit", "4", "--no-greedy"], ["--n", "1"]):
+        assert main([*argv, *look, "--out", str(tmp_path / "look"), "--overwrite"]) == 0
+        said = capsys.readouterr().out.splitlines()[-1]
+        assert said.startswith(
+            f"model card {card} left as it was: it shows a fuller evaluation (4 problems, 2 samples per problem and "
+            f"the greedy decode; records in {full.absolute()}) than this one ("
+        )
+        assert card.read_text() == shown and (final / "merged" / "README.md").read_text() == shown
+    assert said.endswith(  # all 6 held-out problems, but 1 sample each
+        "than this one (6 problems, 1 sample per problem and the greedy decode); one with at least as many problems "
+        "and samples per problem replaces it"
+    )
+    bigger = tmp_path / "bigger"
+    assert main([*argv, "--n", "2", "--limit", "6", "--out", str(bigger)]) == 0
+    assert f"model card {card} (and its copies in adapter/ and merged/) now shows this evaluation" in (
+        capsys.readouterr().out
+    )
+    assert heldout_measured(final)["problems"] == 6 and f"records in `{bigger}`" in card.read_text()
+    assert main([*argv, "--n", "0", "--limit", "2", "--out", str(bigger), "--overwrite"]) == 0  # its own records
+    assert "now shows this evaluation" in capsys.readouterr().out
+    assert heldout_measured(final) == {"problems": 2, "samples": 0, "greedy": True, "records": str(bigger)}
+
+
 def test_the_main_job_adds_the_heldout_table_to_every_card(tmp_path):
-    from rlvr.rundir.final import add_heldout, write_model_card
+    from rlvr.rundir.final import add_heldout, heldout_measured, write_model_card
 
     final = tmp_path / "final"
     for folder in ("adapter", "merged"):
         (final / folder).mkdir(parents=True)
     write_model_card(final, "# card\n\n## Held-out evaluation\n\nNot evaluated in this run.\n")
-    add_heldout(final, "| band | pass@1 |\n|---|---|\n| all | 0.42 |\n")
+    measured = {"problems": 60, "samples": 4, "greedy": True, "records": str(tmp_path / "eval" / "rlvr")}
+    add_heldout(final, "| band | pass@1 |\n|---|---|\n| all | 0.42 |\n", measured)
     for card in (final / "README.md", final / "adapter" / "README.md", final / "merged" / "README.md"):
         text = card.read_text()
         assert "| all | 0.42 |" in text and "Not evaluated" not in text
+    assert heldout_measured(final) == measured  # what a later `rlvr eval` is weighed against
 
 
 @pytest.mark.slow

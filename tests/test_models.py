@@ -11,11 +11,19 @@ from rlvr.policy.load import DEFAULT_MODEL, ModelUnavailable, add_lora, load_pol
 
 
 def test_folders_pass_through_and_hub_ids_resolve_to_the_cache_or_stop(tmp_path, monkeypatch):
-    """A local folder is used as it is; a hub id is its cached snapshot, else (offline) a one-line ModelUnavailable;
-    a path that is not there is not sent to the hub (tests/test_final_artefacts.py covers the rest)."""
+    """A local model folder is used as it is; a hub id is its cached snapshot, else (offline) a one-line
+    ModelUnavailable; a path that is not there is not sent to the hub (tests/test_final_artefacts.py covers the rest);
+    a folder without config.json is no model folder, said before transformers blames a missing tokenizer library."""
     from rlvr.policy.load import ModelUnavailable
 
+    (tmp_path / "config.json").write_text("{}")
     assert resolve_model_path(str(tmp_path)) == str(tmp_path)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelUnavailable) as e:
+        resolve_model_path(str(tmp_path / "empty"))
+    assert str(e.value) == f"model {str(tmp_path / 'empty')!r}: the folder holds no config.json, so it is no model " + (
+        "folder (it is empty)"
+    )
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelUnavailable, match="HuggingFaceTB/SmolLM2-135M-Instruct.*HF_HUB_OFFLINE"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -42,7 +43,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--no-greedy", action="store_true", help="skip the greedy decode")
-    p.add_argument("--limit", type=int, help="evaluate N problems, taken evenly across bands")
+    p.add_argument(
+        "--limit", type=int, help="evaluate N problems, taken evenly across bands (default, and 0: all problems)"
+    )
     from rlvr.sampling import BACKENDS  # its names for the help; run() checks the value against it
 
     p.add_argument(
@@ -66,7 +69,14 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         help="sequences per generate call (default 32); more is faster on CPU but holds "
         "rows x max-new-tokens x vocab logits in memory",
     )
-    p.add_argument("--out", help="output folder (default RUNDIR/eval/SPLIT, else runs/eval/MODEL-TASK-SPLIT)")
+    p.add_argument(
+        "--out",
+        help="output folder (default RUNDIR/eval/SPLIT, else runs/eval/MODEL-TASK-SPLIT); one that exists is refused "
+        "unless --overwrite",
+    )
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace the output folder when it exists (its evaluation is removed)"
+    )
     p.add_argument(
         "--allow-contaminated",
         action="store_true",
@@ -108,6 +118,41 @@ def parse_overrides(items: list[str]) -> tuple[dict, list[str]]:
     return settings, sets
 
 
+# The whole numbers rlvr eval takes: flag, attribute, lowest value, the rule. Checked before anything loads.
+NUMBERS = (
+    ("--n", "n", 0, "samples per problem must be >= 1, or 0 for the greedy decode alone"),
+    ("--max-new-tokens", "max_new_tokens", 1, "new tokens per completion must be >= 1"),
+    ("--limit", "limit", 0, "problems to evaluate must be >= 1, or 0 for all of them"),
+    ("--rows-per-call", "rows_per_call", 1, "sequences per generate call must be >= 1"),
+)
+
+
+def check_numbers(args) -> tuple[int, ...]:
+    """The pass@k list (--k, else the coverage curve's), once every number is one rlvr eval can run with; a
+    ConfigError naming the flag otherwise (before a model loads: --n -1 used to load it first)."""
+    from rlvr.config import ConfigError
+    from rlvr.evaluation.stats import coverage_ks
+
+    for flag, attr, low, rule in NUMBERS:
+        value = getattr(args, attr)
+        if value is not None and value < low:
+            raise ConfigError(f"{flag} {value}: {rule}")
+    if args.n == 0 and args.no_greedy:
+        raise ConfigError("--n 0 with --no-greedy: nothing to evaluate; give --n 1 or more, or drop --no-greedy")
+    if not args.temperature > 0:
+        raise ConfigError(
+            f"--temperature {args.temperature:g}: the sampling temperature must be > 0 (the greedy decode runs beside "
+            "the samples; --n 0 for it alone)"
+        )
+    try:
+        ks = tuple(int(k) for k in args.k.split(",") if k.strip())
+    except ValueError:
+        raise ConfigError(f"--k {args.k!r}: give whole numbers separated by commas, e.g. 1,4,8") from None
+    if any(k < 1 for k in ks):
+        raise ConfigError(f"--k {args.k}: each k must be >= 1 (a k above --n is dropped)")
+    return ks or tuple(coverage_ks(args.n))
+
+
 def default_out(args) -> Path:
     from rlvr.evaluation.run_eval import is_checkpoint_dir, is_run_dir
 
@@ -123,24 +168,29 @@ def run(args) -> int:
     from rlvr.config import ConfigError
     from rlvr.evaluation.records import write_records
     from rlvr.evaluation.run_eval import EvalSettings, eval_config, evaluate_model
-    from rlvr.evaluation.stats import coverage_ks
     from rlvr.evaluation.summary import summary_markdown, write_summary
     from rlvr.rundir.card_update import card_after_eval
+    from rlvr.rundir.files import RunDirError, check_output_dir
     from rlvr.sampling import BACKENDS
     from rlvr.tasks.hygiene import ContaminationError
     from rlvr.training.lifecycle import check_registered
 
+    out = Path(args.out) if args.out else default_out(args)
     try:
         BACKENDS.check(args.backend, "--backend")  # a name of the registry, or a plug-in that imports
-        ks = [int(k) for k in args.k.split(",") if k.strip()] or coverage_ks(max(args.n, 0))
+        ks = check_numbers(args)
         settings, sets = parse_overrides(args.sets)
+        # as rlvr train refuses its output directory: an earlier evaluation (the one a model card cites) is kept
+        check_output_dir(
+            out, overwrite=args.overwrite, choices="pass --overwrite to replace it, or --out another folder"
+        )
         records, summary = evaluate_model(
             args.model,
             args.task,
             EvalSettings(
                 split=args.split,
                 n=args.n,
-                ks=tuple(ks),
+                ks=ks,
                 temperature=args.temperature,
                 max_new_tokens=args.max_new_tokens,
                 greedy=not args.no_greedy,
@@ -154,10 +204,11 @@ def run(args) -> int:
             cfg=check_registered(eval_config(args.model, sets)),
             task_settings=settings,
         )
-    except (ContaminationError, ConfigError, FileNotFoundError, ValueError) as e:
+    except (ContaminationError, ConfigError, FileNotFoundError, ValueError, RunDirError) as e:
         print(f"rlvr eval: {e}", file=sys.stderr)
         return 2
-    out = Path(args.out) if args.out else default_out(args)
+    if args.overwrite and out.is_dir():
+        shutil.rmtree(out)  # the earlier evaluation whole: an ood-* folder it had must not pass for this one's
     write_records(records, out / "records.jsonl")
     write_summary(summary, out, name="summary")
     print(summary_markdown(summary))

@@ -5,7 +5,9 @@ its own task settings, reward and training split (for the contamination check)."
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from pathlib import Path
 
 import torch
@@ -50,6 +52,52 @@ def is_adapter_dir(path) -> bool:
     return (p / "adapter_config.json").exists() and not (p / "config.json").exists()
 
 
+def not_a_model(path) -> str | None:
+    """Why a folder `rlvr eval --model` was given is none of the things it evaluates, naming what the folder is and
+    what to pass instead, for a run's checkpoints/ or final/ folder and for evaluations (records.jsonl, summary.json,
+    or a folder of them); None otherwise (rlvr.policy.load says why any other folder without config.json is not a
+    model)."""
+    if not isinstance(path, (str, os.PathLike)) or not Path(path).is_dir() or (Path(path) / "config.json").exists():
+        return None
+    p = Path(path)
+    if is_run_dir(p.parent) and p.name == "final":
+        return f"the final folder of the run {p.parent}; pass the run folder, {p.parent} (its task and reward come too)"
+    if is_run_dir(p.parent) and p.name == "checkpoints":
+        steps = sorted(
+            (c for c in p.iterdir() if re.fullmatch(r"step-\d+", c.name) and is_checkpoint_dir(c)),
+            key=lambda c: int(c.name[5:]),
+        )
+        one = f"one of them ({steps[-1]}, the newest) or " if steps else ""
+        return f"the checkpoints folder of the run {p.parent}; pass {one}the run folder {p.parent} (its final model)"
+    return _evaluations(p)
+
+
+def _evaluations(p: Path) -> str | None:
+    """not_a_model for an evaluation's output folder, or a folder of them (docs/your-data.md's runs/mine-eval)."""
+    evals = [f for f in (p, *sorted(p.iterdir())) if f.is_dir() and (f / "summary.json").is_file()]
+    if not evals:
+        return None
+    models = []
+    for f in evals:
+        try:
+            model = json.loads((f / "summary.json").read_text()).get("setup", {}).get("model")
+        except (OSError, ValueError, AttributeError):
+            model = None
+        if model and str(model) not in models:
+            models.append(str(model))
+    which = f" ({', '.join(models)})" if models else ""
+    if evals[0] == p:
+        return (
+            f"an evaluation's output folder (records.jsonl, summary.json), not a model; pass the model it "
+            f"evaluated{which}, or compare evaluations with rlvr compare NAME=FOLDER/records.jsonl ..."
+        )
+    pairs = " ".join(f"{f.name}={f / 'records.jsonl'}" for f in evals)
+    return (
+        f"a folder of evaluations ({', '.join(f.name for f in evals)}), not a model; pass a model they "
+        f"evaluated{which}, or compare them: rlvr compare {pairs}"
+    )
+
+
 def _config_of_run(path) -> Config:
     """run_config of what is known to be a run directory or a checkpoint of one."""
     cfg = run_config(path)
@@ -90,8 +138,6 @@ def checkpoint_policy(path, c: Config):
 def adapter_policy(path):
     """(model, tokenizer) of a PEFT adapter folder: its base model (an embedded name, folder or hub id, as
     adapter_config.json names it) with the adapter merged."""
-    import json
-
     from peft import PeftModel
 
     from rlvr.policy.load import load_policy, peft_quietly
@@ -128,7 +174,7 @@ def resolve_model(model_or_path, task, task_settings: dict | None, as_adapter: b
     A run directory (or checkpoint) supplies its task settings when `task` is its task's name (or None); its training
     split is returned for the contamination check. `as_adapter`: a run directory is loaded
     as its base model plus its adapter (run_as_adapter) instead of its merged model."""
-    from rlvr.policy.load import load_policy, merged_copy
+    from rlvr.policy.load import ModelUnavailable, load_policy, merged_copy
     from rlvr.tasks import load_task
 
     settings = dict(task_settings or {})
@@ -150,6 +196,9 @@ def resolve_model(model_or_path, task, task_settings: dict | None, as_adapter: b
         task, settings, run_train = _as_run(cfg, task, settings)
         label = str(model_or_path)
     else:
+        why = not_a_model(model_or_path)
+        if why:  # before transformers, which would blame a missing tokenizer library
+            raise ModelUnavailable(f"model {str(model_or_path)!r}: {why}")
         model, tokenizer = (
             adapter_policy(model_or_path)
             if is_adapter_dir(model_or_path)
@@ -178,6 +227,7 @@ __all__ = [
     "read_run",
     "is_checkpoint_dir",
     "is_adapter_dir",
+    "not_a_model",
     "run_config",
     "checkpoint_policy",
     "adapter_policy",

@@ -105,7 +105,12 @@ def resolve_model_path(name: str) -> str:
         if not (target / "config.json").exists():
             convert_gguf(embedded_gguf(name), target)
         return str(target)
-    if Path(name).expanduser().exists():
+    folder = Path(name).expanduser()
+    if folder.is_dir() and not (folder / "config.json").exists():  # transformers would blame a missing tokenizer
+        held = sorted(p.name + "/" * p.is_dir() for p in folder.iterdir() if not p.name.startswith("."))
+        holds = f"it holds {', '.join(held[:8])}{', ...' * (len(held) > 8)}" if held else "it is empty"
+        raise ModelUnavailable(f"model {name!r}: the folder holds no config.json, so it is no model folder ({holds})")
+    if folder.exists():
         return name
     if looks_local(name):  # a path, mistyped: the hub would only say it has no such model
         raise ModelUnavailable(f"model {name!r}: no such folder{closest_folders(name)}")

@@ -55,9 +55,15 @@ def _clean(value):
     return value
 
 
-def check_output_dir(path: str | Path, *, resume: bool = False, overwrite: bool = False) -> None:
+RUN_CHOICES = "pass --resume to continue it or --overwrite to replace it"
+
+
+def check_output_dir(
+    path: str | Path, *, resume: bool = False, overwrite: bool = False, choices: str = RUN_CHOICES
+) -> None:
     """Refuse, as RunDir would, an output directory that cannot be used, without creating or removing anything:
-    callers check it before slow work (loading the model) that must come before the directory is made."""
+    callers check it before slow work (loading the model) that must come before the directory is made. `choices`:
+    what the refusal of an existing one offers (a verb without --resume offers less)."""
     path = Path(path)
     holder = _live_holder(path)
     if holder is not None:
@@ -66,7 +72,7 @@ def check_output_dir(path: str | Path, *, resume: bool = False, overwrite: bool 
             "(a stopped run finishes its step and saves a checkpoint first) or choose another output directory"
         )
     if path.exists() and path.is_dir() and any(path.iterdir()) and not resume and not overwrite:
-        raise RunDirError(f"output directory {path} exists; pass --resume to continue it or --overwrite to replace it")
+        raise RunDirError(f"output directory {path} exists; {choices}")
     if resume and not (path / "config.yaml").exists():
         raise RunDirError(f"--resume: {path} holds no run (no config.yaml)")
     parent = path

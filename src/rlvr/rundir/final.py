@@ -27,6 +27,7 @@ from rlvr.rundir.files import atomic_write_text
 TEMPLATE_FILE = "prompt_template.json"
 CARD_FILE = "README.md"
 FOLDERS = ("adapter", "merged")
+MEASURED = "<!-- rlvr held-out measure:"  # what the card's held-out table measured (add_heldout), hidden when rendered
 
 
 def prompt_prefix(task, problems) -> tuple[list[dict] | None, str]:
@@ -317,14 +318,28 @@ def write_final(
     write_model_card(final_dir, model_card(cfg, base, loaded_from, steps, record, kind=kind, local_base=local_base))
 
 
-def add_heldout(final_dir: Path, heldout_md: str) -> None:
-    """Put an evaluation table into an existing model card (and its copies)."""
+def add_heldout(final_dir: Path, heldout_md: str, measured: dict | None = None) -> None:
+    """Put an evaluation table into an existing model card (and its copies); `measured` (rlvr.rundir.card_update.
+    measure: problems, samples per problem, greedy, records) goes with it, in a comment a reader does not see, for the
+    next evaluation to be weighed against (heldout_measured)."""
     card = Path(final_dir) / CARD_FILE
     if not card.exists():
         return
     text = card.read_text()
     head, sep, _ = text.partition("## Held-out evaluation\n")
-    write_model_card(final_dir, head + sep + "\n" + heldout_md.strip() + "\n" if sep else text + "\n" + heldout_md)
+    body = heldout_md.strip() + (f"\n\n{MEASURED} {json.dumps(measured)} -->" if measured else "") + "\n"
+    write_model_card(final_dir, head + sep + "\n" + body if sep else text + "\n" + body)
+
+
+def heldout_measured(final_dir: Path) -> dict | None:
+    """What the card's held-out table measured, as add_heldout recorded it; None for a card without one."""
+    card = Path(final_dir) / CARD_FILE
+    text = card.read_text() if card.exists() else ""
+    line = next((x for x in text.splitlines() if x.startswith(MEASURED)), None)
+    try:
+        return json.loads(line[len(MEASURED) : -len("-->")]) if line else None
+    except ValueError:
+        return None
 
 
 def write_model_card(final_dir: Path, text: str) -> None:
@@ -339,6 +354,7 @@ def write_model_card(final_dir: Path, text: str) -> None:
 __all__ = [
     "write_final",
     "add_heldout",
+    "heldout_measured",
     "template_rule",
     "write_prompt_artefacts",
     "model_card",

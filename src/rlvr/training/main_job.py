@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from rlvr.config import Config, as_config, dump
+from rlvr.rundir.card_update import measure
 from rlvr.rundir.files import RunDir, atomic_write_text, check_output_dir
 from rlvr.rundir.final import add_heldout
 from rlvr.training.main_folder import PhaseClock, cached_eval, check_finished_phases, phase_cfgs, rl_phase_cfg
@@ -135,7 +136,8 @@ def run_main(cfg: Config | dict, *, overwrite: bool = False, quiet: bool = False
     summaries = {"start": start_eval[1]}
     for name, run in (("sft", sft_dir), ("rlvr", rl_dir)):
         evals[name], summaries[name] = timed(f"eval {name}", _evaluate, name, str(run), cfg, root, quiet)
-        add_heldout(run / "final", summary_markdown(summaries[name]))  # the model card gets its held-out table
+        # the model card gets its held-out table, with what it measured (an rlvr eval that measures less keeps it)
+        add_heldout(run / "final", summary_markdown(summaries[name]), measure(summaries[name], root / "eval" / name))
     result = compare(evals, baseline="start", metric="pass@1", seed=cfg.seed)
     paths = write_comparison(result, root, "compare")
     # the question the supervised baseline is there for: does RL beat it on problems neither trained on?
