@@ -197,6 +197,45 @@ def fake_hub_cache(root: Path, repo_id: str, model, tokenizer) -> Path:
     return root
 
 
+def test_the_card_names_the_saved_dtype_and_its_snippet_loads_float32_on_a_cpu(
+    tmp_path, tokenizer, monkeypatch, capsys
+):
+    """Issue 64: the card's weights row said "saved in auto", and its snippet loaded final/merged as saved (bf16 for
+    the embedded default): on a CPU without bf16 hardware, generation 6x slower than float32. The row names the dtype
+    final/merged holds; the snippet, run as written from the run folder (CUDA hidden by conftest), loads float32."""
+    from safetensors import safe_open
+
+    from rlvr.config import as_config, resolve
+    from rlvr.rundir.final import model_card
+
+    base = tmp_path / "bf16-model"  # a base stored in bf16, as the embedded default's hub weights are
+    make_tiny_llama(len(tokenizer)).to(torch.bfloat16).save_pretrained(base)
+    tokenizer.save_pretrained(base)
+    run = train(tiny_config(tmp_path, **{"model.name": str(base)}), quiet=True)
+    with safe_open(run / "final" / "merged" / "model.safetensors", "pt") as f:
+        assert f.get_tensor("model.norm.weight").dtype == torch.bfloat16
+    card = (run / "final" / "README.md").read_text()
+    assert (
+        "| weights | trained in float32; final/merged saved in bfloat16 (model.save_dtype auto: the dtype the base "
+        "model's weights are stored in) |"
+    ) in card.splitlines()
+    snippet = card.split("## Use\n\n```python\n")[1].split("```")[0]
+    assert snippet.splitlines()[2] == (
+        "# saved in bfloat16; bf16 on a GPU, float32 on a CPU (where bf16 generation is several times slower "
+        "without bf16 hardware)"
+    )
+    monkeypatch.chdir(run)  # the snippet's "final/merged"
+    capsys.readouterr()
+    scope: dict = {}
+    exec(snippet, scope)
+    assert scope["device"] == "cpu" and scope["model"].dtype == torch.float32
+    assert scope["out"].shape[1] > scope["inputs"]["input_ids"].shape[1] and capsys.readouterr().out.endswith("\n")
+    # a dtype asked for by name is named as it is
+    cfg = as_config(resolve(None, [f"output_dir={tmp_path / 'r'}", "model.save_dtype=float16"]))
+    card = model_card(cfg, "org/name", None, 3, None, saved_dtype="float16")
+    assert "| weights | trained in float32; final/merged saved in float16 |" in card.splitlines()
+
+
 def test_hub_id_from_the_cache_names_the_adapters_base_and_peft_loads_it_there(tmp_path, tokenizer, monkeypatch):
     """A run on a hub id (served by the cache, hub offline) writes that id into the adapter; transformers + peft
     load final/adapter on it and give the merged model's logits."""

@@ -143,9 +143,11 @@ def model_card(
     heldout_md: str | None = None,
     kind: str = "RLVR",
     local_base: str | None = None,
+    saved_dtype: str | None = None,
 ) -> str:
     """The model card's Markdown (hub front matter included). `local_base`: the folder this run loaded its base model
-    from (None: handed over in memory), for loading the adapter without the hub."""
+    from (None: handed over in memory), for loading the adapter without the hub. `saved_dtype`: the dtype
+    final/merged was saved in (merged_dtype), which save_dtype "auto" resolved to."""
     algo, lora = cfg.algorithm, cfg.model.lora
     terms = ", ".join(
         f"{t.get('name', t.get('kind'))}: {t.get('kind')} x{t.get('weight', 1.0)}" for t in cfg.reward.terms
@@ -168,18 +170,10 @@ def model_card(
         ("reward", terms),
         ("steps", str(steps)),
         ("LoRA", f"r={lora.r} alpha={lora.alpha} targets={lora.target_modules}" if lora.enabled else "off"),
-        (
-            "weights",
-            f"trained in {cfg.model.dtype}; "
-            + (
-                f"final/merged saved in {cfg.model.save_dtype} (auto = the dtype the model's weights are stored in)"
-                if cfg.model.save_merged
-                else "no final/merged (the adapter alone)"
-            ),
-        ),
+        ("weights", f"trained in {cfg.model.dtype}; " + _saved_row(cfg, saved_dtype)),
     ]
     lines = front + [f"# {Path(cfg.output_dir).name}: {kind} on {cfg.task.name}", "", "| | |", "|---|---|"]
-    lines += [f"| {k} | {v} |" for k, v in rows] + ["", *_card_body(record, base)]
+    lines += [f"| {k} | {v} |" for k, v in rows] + ["", *_card_body(record, base, saved_dtype)]
     lines += [*_offline_lines(cfg, base, local_base), "## Held-out evaluation", ""]
     lines.append(
         heldout_md.strip()
@@ -188,6 +182,24 @@ def model_card(
         "own task and verifier and puts its table here."
     )
     return "\n".join(lines) + "\n"
+
+
+def _saved_row(cfg: Config, saved: str | None) -> str:
+    """The weights row's second half: the dtype final/merged holds, "auto" resolved to it."""
+    if not cfg.model.save_merged:
+        return "no final/merged (the adapter alone)"
+    if cfg.model.save_dtype != "auto" or not saved:
+        return f"final/merged saved in {saved or cfg.model.save_dtype}"
+    return f"final/merged saved in {saved} (model.save_dtype auto: the dtype the base model's weights are stored in)"
+
+
+def merged_dtype(final_dir: Path) -> str | None:
+    """The dtype final/merged was saved in, as its config.json records it; None without a merged model."""
+    try:
+        config = json.loads((Path(final_dir) / "merged" / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return config.get("dtype") or config.get("torch_dtype")
 
 
 def _is_hub_id(base: str) -> bool:
@@ -250,8 +262,9 @@ def _offline_lines(cfg: Config, base: str, local_base: str | None) -> list[str]:
     ]
 
 
-def _card_body(record: dict | None, base: str) -> list[str]:
-    """Files, the prompt the model expects, and how to load it."""
+def _card_body(record: dict | None, base: str, saved_dtype: str | None = None) -> list[str]:
+    """Files, the prompt the model expects, and how to load it: in float32 on a CPU (where bf16 generation is
+    several times slower without bf16 hardware: transformers would load the weights as saved), bf16 on a GPU."""
     lines = [
         "## Files",
         "",
@@ -284,16 +297,20 @@ def _card_body(record: dict | None, base: str) -> list[str]:
     question = json.dumps((record or {}).get("example", {}).get("question") or "What is 12 + 30?", ensure_ascii=False)
     faithful = bool(record and record["chat_template"].startswith("puts"))
     hint = "  # the chat template adds the training turns" if faithful else "  # put prompt_template.json's turns first"
+    saved = f"saved in {saved_dtype}; " if saved_dtype else ""
     lines += [
         "## Use",
         "",
         "```python",
+        "import torch",
         "from transformers import AutoModelForCausalLM, AutoTokenizer",
+        f"# {saved}bf16 on a GPU, float32 on a CPU (where bf16 generation is several times slower without bf16 hardware)",
+        'device, dtype = ("cuda", torch.bfloat16) if torch.cuda.is_available() else ("cpu", torch.float32)',
         'tok = AutoTokenizer.from_pretrained("final/merged")',
-        'model = AutoModelForCausalLM.from_pretrained("final/merged")',
+        'model = AutoModelForCausalLM.from_pretrained("final/merged", dtype=dtype).to(device)',
         f'chat = [{{"role": "user", "content": {question}}}]{hint}',
         'inputs = tok.apply_chat_template(chat, add_generation_prompt=True, return_tensors="pt", return_dict=True)',
-        "out = model.generate(**inputs, max_new_tokens=96, do_sample=False)",
+        "out = model.generate(**inputs.to(device), max_new_tokens=96, do_sample=False)",
         'print(tok.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True))',
         "```",
         "",
@@ -315,7 +332,10 @@ def write_final(
     """The prompt template, the faithful tokenizer and the model card, after the weights were saved."""
     problems = task.problems("train") or task.problems("heldout")
     record = write_prompt_artefacts(final_dir, tokenizer, task, problems[:3])
-    write_model_card(final_dir, model_card(cfg, base, loaded_from, steps, record, kind=kind, local_base=local_base))
+    card = model_card(
+        cfg, base, loaded_from, steps, record, kind=kind, local_base=local_base, saved_dtype=merged_dtype(final_dir)
+    )
+    write_model_card(final_dir, card)
 
 
 def add_heldout(final_dir: Path, heldout_md: str, measured: dict | None = None) -> None:
@@ -358,6 +378,7 @@ __all__ = [
     "template_rule",
     "write_prompt_artefacts",
     "model_card",
+    "merged_dtype",
     "write_model_card",
     "faithful_template",
     "wrapped_template",
