@@ -98,15 +98,14 @@ def convert_gguf(gguf_path: Path, out_dir: Path) -> Path:
 
 def resolve_model_path(name: str) -> str:
     """The local folder to load `name` from: an embedded name -> its converted cache folder (converting once); a
-    local folder -> itself; a hub id -> its snapshot in the hub cache (downloaded after one check that the hub
-    has it). Raises ModelUnavailable (one line) when none of these works."""
+    model folder (one with config.json) -> itself; a hub id -> its cached snapshot (downloaded after one check that
+    the hub has it). Else ModelUnavailable, one line (of a folder, transformers would blame a tokenizer library)."""
     if name in EMBEDDED:
         target = cache_dir() / "models" / name
         if not (target / "config.json").exists():
             convert_gguf(embedded_gguf(name), target)
         return str(target)
-    folder = Path(name).expanduser()
-    if folder.is_dir() and not (folder / "config.json").exists():  # transformers would blame a missing tokenizer
+    if (folder := Path(name).expanduser()).is_dir() and not (folder / "config.json").exists():
         held = sorted(p.name + "/" * p.is_dir() for p in folder.iterdir() if not p.name.startswith("."))
         holds = f"it holds {', '.join(held[:8])}{', ...' * (len(held) > 8)}" if held else "it is empty"
         raise ModelUnavailable(f"model {name!r}: the folder holds no config.json, so it is no model folder ({holds})")

@@ -107,12 +107,12 @@ def for_template(tokenizer, messages: list[dict]) -> list[dict]:
     ]
 
 
-def prompt_rows(problems) -> str:
+def prompt_rows(problems: list[Problem]) -> str:
     """What a task's rows give as prompts: "text" when some row is a text question (system_prompt and demo apply
     to it), "chat" when every row is chat messages (no demonstration; the system prompt only where a row has no
     system turn), "own_system" when every row is chat messages with a system turn of its own (neither applies)."""
-    chats = [own_messages(p) for p in problems]
-    if not chats or not all(chats):
+    chats = [c for c in map(own_messages, problems) if c]
+    if not chats or len(chats) < len(problems):
         return "text"
     return "own_system" if all(any(m["role"] == "system" for m in c) for c in chats) else "chat"
 

@@ -182,7 +182,7 @@ class JsonlTask:
         self.answer_form = answer_form if answer_form != "auto" else auto_form(self._splits.values())
         check_golds([row for rows in located.values() for row in rows], self.answer_form)
         every = [p for ps in self._splits.values() for p in ps]
-        check_settings_apply(every, path or ", ".join(map(str, splits.values())), demo, system_prompt)
+        check_settings_apply(every, path or ", ".join(map(str, (splits or {}).values())), demo, system_prompt)
         self.grader = default_grader((p for ps in self._splits.values() for p in ps), self.answer_form)
         # last, on the data as read: its question leaves the train split (rlvr.tasks.demo says why)
         self.demo, self._splits = resolve_demo(demo, self._splits, answer_format)
