@@ -197,12 +197,15 @@ def fake_hub_cache(root: Path, repo_id: str, model, tokenizer) -> Path:
     return root
 
 
-def test_the_card_names_the_saved_dtype_and_its_snippet_loads_float32_on_a_cpu(
+def test_the_card_names_the_saved_dtype_and_its_snippet_computes_where_it_is_fast(
     tmp_path, tokenizer, monkeypatch, capsys
 ):
     """Issue 64: the card's weights row said "saved in auto", and its snippet loaded final/merged as saved (bf16 for
     the embedded default): on a CPU without bf16 hardware, generation 6x slower than float32. The row names the dtype
-    final/merged holds; the snippet, run as written from the run folder (CUDA hidden by conftest), loads float32."""
+    final/merged holds; the snippet, run as written from the run folder (CUDA hidden by conftest), computes in float32
+    on such a CPU (or where it cannot tell) and in bf16 on one with AVX512-BF16 or AMX, rlvr's own `auto` rule."""
+    import io
+
     from safetensors import safe_open
 
     from rlvr.config import as_config, resolve
@@ -220,16 +223,33 @@ def test_the_card_names_the_saved_dtype_and_its_snippet_loads_float32_on_a_cpu(
         "model's weights are stored in) |"
     ) in card.splitlines()
     snippet = card.split("## Use\n\n```python\n")[1].split("```")[0]
-    assert snippet.splitlines()[2] == (
-        "# saved in bfloat16; bf16 on a GPU, float32 on a CPU (where bf16 generation is several times slower "
-        "without bf16 hardware)"
-    )
+    assert snippet.splitlines()[2:4] == [
+        "# final/merged holds bfloat16 weights. Computed in bf16 where the hardware does it (a GPU, a CPU with "
+        "AVX512-BF16 or AMX),",
+        "# else in float32: torch emulates bf16 on other CPUs, several times slower",
+    ]
     monkeypatch.chdir(run)  # the snippet's "final/merged"
-    capsys.readouterr()
-    scope: dict = {}
-    exec(snippet, scope)
-    assert scope["device"] == "cpu" and scope["model"].dtype == torch.float32
-    assert scope["out"].shape[1] > scope["inputs"]["input_ids"].shape[1] and capsys.readouterr().out.endswith("\n")
+
+    def cpuinfo(text):
+        def fake_open(path, *a, **k):
+            if path != "/proc/cpuinfo":
+                return open(path, *a, **k)
+            if text is None:
+                raise FileNotFoundError(path)
+            return io.StringIO(text)
+
+        return fake_open
+
+    for text, dtype in (
+        ("flags\t: fpu sse2 avx2 fma\n", torch.float32),  # an AVX2-only EPYC
+        ("flags\t: fpu avx2 avx512f avx512_bf16\n", torch.bfloat16),  # this project's 2-core machine
+        (None, torch.float32),  # macOS, Windows
+    ):
+        capsys.readouterr()
+        scope: dict = {"open": cpuinfo(text)}
+        exec(snippet, scope)
+        assert scope["device"] == "cpu" and scope["model"].dtype == dtype
+        assert scope["out"].shape[1] > scope["inputs"]["input_ids"].shape[1] and capsys.readouterr().out.endswith("\n")
     # a dtype asked for by name is named as it is
     cfg = as_config(resolve(None, [f"output_dir={tmp_path / 'r'}", "model.save_dtype=float16"]))
     card = model_card(cfg, "org/name", None, 3, None, saved_dtype="float16")

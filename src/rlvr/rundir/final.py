@@ -22,6 +22,7 @@ import json
 from pathlib import Path
 
 from rlvr.config import Config
+from rlvr.machine import BF16_FLAGS
 from rlvr.rundir.files import atomic_write_text
 
 TEMPLATE_FILE = "prompt_template.json"
@@ -263,8 +264,7 @@ def _offline_lines(cfg: Config, base: str, local_base: str | None) -> list[str]:
 
 
 def _card_body(record: dict | None, base: str, saved_dtype: str | None = None) -> list[str]:
-    """Files, the prompt the model expects, and how to load it: in float32 on a CPU (where bf16 generation is
-    several times slower without bf16 hardware: transformers would load the weights as saved), bf16 on a GPU."""
+    """Files, the prompt the model expects, and how to load it (_use_lines)."""
     lines = [
         "## Files",
         "",
@@ -297,15 +297,28 @@ def _card_body(record: dict | None, base: str, saved_dtype: str | None = None) -
     question = json.dumps((record or {}).get("example", {}).get("question") or "What is 12 + 30?", ensure_ascii=False)
     faithful = bool(record and record["chat_template"].startswith("puts"))
     hint = "  # the chat template adds the training turns" if faithful else "  # put prompt_template.json's turns first"
-    saved = f"saved in {saved_dtype}; " if saved_dtype else ""
-    lines += [
+    return lines + _use_lines(question, hint, saved_dtype)
+
+
+def _use_lines(question: str, hint: str, saved_dtype: str | None) -> list[str]:
+    """The card's snippet: final/merged in bf16 where the hardware computes it (a GPU; a CPU with rlvr.machine's flags),
+    else float32 (transformers alone loads them as saved: bf16, emulated on other CPUs, is several times slower)."""
+    flags = "{" + ", ".join(f'"{f}"' for f in sorted(BF16_FLAGS)) + "}"
+    return [
         "## Use",
         "",
         "```python",
         "import torch",
         "from transformers import AutoModelForCausalLM, AutoTokenizer",
-        f"# {saved}bf16 on a GPU, float32 on a CPU (where bf16 generation is several times slower without bf16 hardware)",
-        'device, dtype = ("cuda", torch.bfloat16) if torch.cuda.is_available() else ("cpu", torch.float32)',
+        f"# {'final/merged holds ' + saved_dtype + ' weights. ' if saved_dtype else ''}Computed in bf16 where the "
+        "hardware does it (a GPU, a CPU with AVX512-BF16 or AMX),",
+        "# else in float32: torch emulates bf16 on other CPUs, several times slower",
+        "try:",
+        f'    cpu_bf16 = bool({flags} & set(open("/proc/cpuinfo").read().split()))',
+        "except OSError:  # no /proc/cpuinfo (not Linux): float32",
+        "    cpu_bf16 = False",
+        'device = "cuda" if torch.cuda.is_available() else "cpu"',
+        'dtype = torch.bfloat16 if device == "cuda" or cpu_bf16 else torch.float32',
         'tok = AutoTokenizer.from_pretrained("final/merged")',
         'model = AutoModelForCausalLM.from_pretrained("final/merged", dtype=dtype).to(device)',
         f'chat = [{{"role": "user", "content": {question}}}]{hint}',
@@ -315,7 +328,6 @@ def _card_body(record: dict | None, base: str, saved_dtype: str | None = None) -
         "```",
         "",
     ]
-    return lines
 
 
 def write_final(
