@@ -246,6 +246,9 @@ def test_settings_that_reach_some_rows_or_do_nothing_by_definition_are_kept(tmp_
         "own_system"
     )
     # the hub task checks the same way (its rows, fetched, then the settings)
+    from test_tasks_hub import cache_dataset
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache_dataset(tmp_path, "any/set")))  # found in the cache: no request
     monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: datasets.Dataset.from_list(CHAT_SYS))
     with pytest.raises(ConfigError) as e:
         load_task("hub", dataset="any/set", answer_field="answer", system_prompt="S")
