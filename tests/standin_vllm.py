@@ -6,6 +6,9 @@ subset of vLLM's OpenAI-compatible protocol the remote backend uses, and answers
   sees the same rollouts. Tokens come back as "token_id:N" strings with their log-probs, as vLLM does.
 - POST /v1/load_lora_adapter, /v1/unload_lora_adapter: records the adapter (its folder must hold
   adapter_config.json); a completion naming an adapter that is not loaded gets 404, as in vLLM.
+- POST /v1/completions with `prompt_logprobs` (a distillation teacher's request, rlvr.sampling.remote_teacher): each
+  prompt position's entry holds the log-prob of the id standing there, under the scorer's model (None at position 0),
+  as vLLM sends them; POST /tokenize: the ids of a text under `tokenizer`.
 - `die_after=k`: after k completion requests the server drops the connection of the next one without a
   reply and stops listening: a server lost mid-batch.
 """
@@ -37,8 +40,9 @@ def fixed_completion(prompt: list[int], j: int, max_tokens: int, stop_ids: list[
 class StandinServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, die_after: int | None = None, scorer=None):
+    def __init__(self, die_after: int | None = None, scorer=None, tokenizer=None):
         super().__init__(("127.0.0.1", 0), _Handler)
+        self.tokenizer = tokenizer  # /tokenize's
         self.die_after, self.completions, self.served, self.adapters, self.log = die_after, 0, 0, {}, []
         self.scorer = scorer  # (prompt, tokens, temperature) -> log-probs, as a server of that model would send
         self.lock = threading.Lock()
@@ -101,6 +105,9 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path == "/v1/unload_lora_adapter":
             server.adapters.pop(body["lora_name"], None)
             return self._reply(200, f"Success: LoRA adapter '{body['lora_name']}' removed successfully.")
+        if self.path == "/tokenize" and server.tokenizer is not None:
+            ids = server.tokenizer(body["prompt"], add_special_tokens=body.get("add_special_tokens", True))["input_ids"]
+            return self._reply(200, {"tokens": ids, "count": len(ids)})
         if self.path != "/v1/completions":
             return self._reply(404, {"error": "not found"})
         with server.lock:
@@ -113,8 +120,15 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if body["model"] not in server.adapters and body["model"] != BASE_MODEL:
             return self._reply(404, {"error": f"The model `{body['model']}` does not exist."})
+        if body.get("prompt_logprobs") is not None:  # a teacher's scoring: the prompt's own ids, each position's
+            ids = body["prompt"]
+            logps = server.scorer(ids[:1], ids[1:], 1.0)
+            entries = [None] + [{str(t): {"logprob": lp, "rank": 1}} for t, lp in zip(ids[1:], logps)]
+            with server.lock:
+                server.served += 1
+            return self._reply(200, {"choices": [{"index": 0, "text": "", "prompt_logprobs": entries}]})
         choices = []
-        for j in range(body["n"]):
+        for j in range(body.get("n", 1)):
             tokens, logps, finish = fixed_completion(body["prompt"], j, body["max_tokens"], body["stop_token_ids"])
             if server.scorer is not None:
                 logps = server.scorer(body["prompt"], tokens, body["temperature"])

@@ -22,7 +22,7 @@ def read(sets, source=None):
         ),
         (
             ["bogus=1"],
-            "unknown config key 'bogus'; allowed keys at the top level: algorithm, curriculum, episode, eval, log, model, output_dir, reward, rollout, seed, sft",
+            "unknown config key 'bogus'; allowed keys at the top level: algorithm, curriculum, distill, episode, eval, log, model, output_dir, reward, rollout, seed, sft",
         ),
         (["train.lr=fast"], "config key 'train.lr' must be float or auto, got 'fast'"),
         (["train.steps=1.5"], "config key 'train.steps' must be int, got 1.5"),

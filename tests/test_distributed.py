@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.multiprocessing as tmp
 
-from conftest import make_tiny_llama
+from conftest import make_tiny_llama, save_tiny_model
 from rlvr.algorithms import get_preset
 from rlvr.policy.update import UpdateSettings, update_policy
 from rlvr.tasks.base import Problem
@@ -117,8 +117,8 @@ def _entry(rank, fn, port, args):
     fn(rank, *args)
 
 
-def _rank_main(rank, out_dir, train_cfg, tokenizer_dir):
-    """One spawn for every 2-rank check (process start and imports dominate): the update cases, then a run."""
+def _rank_main(rank, out_dir, train_cfgs, tokenizer_dir):
+    """One spawn for every 2-rank check (process start and imports dominate): the update cases, then the runs."""
     from transformers import AutoTokenizer
 
     from rlvr.training.loop import train
@@ -130,7 +130,8 @@ def _rank_main(rank, out_dir, train_cfg, tokenizer_dir):
         results["fsdp/" + case[0]] = run_case(case, distributed.Comm(comm.rank, comm.world), fsdp=True)
     torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
-    train(train_cfg, policy=(make_tiny_llama(len(tok)), tok), quiet=True)
+    for train_cfg in train_cfgs:
+        train(train_cfg, policy=(make_tiny_llama(len(tok)), tok), quiet=True)
     comm.close()
 
 
@@ -147,10 +148,23 @@ def two_ranks(tmp_path_factory, tokenizer, server):
         )
     )
     tokenizer.save_pretrained(out / "tok")
-    launch(
-        _rank_main, free_port(), str(out), train_config(out / "two", out / "data.jsonl", server.url), str(out / "tok")
-    )
+    save_tiny_model(tokenizer, out / "student")  # the tokenizer a distillation run checks its teacher's against
+    make_tiny_llama(len(tokenizer), seed=7).save_pretrained(out / "teacher")
+    tokenizer.save_pretrained(out / "teacher")
+    runs = [
+        train_config(out / "two", out / "data.jsonl", server.url),
+        distill_config(out / "two-distill", out, server.url),
+    ]
+    launch(_rank_main, free_port(), str(out), runs, str(out / "tok"))
     return out
+
+
+def distill_config(out_dir, folder, url):
+    """train_config's run with a teacher (another tiny model, whole): per-token advantages on each rank's block."""
+    cfg = train_config(out_dir, folder / "data.jsonl", url)
+    cfg["model"]["name"] = str(folder / "student")
+    cfg["distill"].update(teacher=str(folder / "teacher"), coef=0.5)
+    return cfg
 
 
 @pytest.fixture(scope="module")
@@ -219,7 +233,10 @@ def train_config(out_dir, data, url):
     return resolve(None, sets)
 
 
-def test_two_rank_training_run_logs_the_one_rank_metrics(two_ranks, tokenizer, server):
+@pytest.mark.parametrize("teacher", [False, True], ids=["rlvr", "distill"])
+def test_two_rank_training_run_logs_the_one_rank_metrics(two_ranks, tokenizer, server, teacher):
+    """With a teacher (distill_config), each rank scores its own block and the per-token advantages and the
+    distill/* sums merge as one process's would; dynamic sampling is off with a teacher, so no refill round."""
     import json
 
     from safetensors.torch import load_file
@@ -228,30 +245,33 @@ def test_two_rank_training_run_logs_the_one_rank_metrics(two_ranks, tokenizer, s
 
     torch.set_num_threads(1)
     tmp_path = two_ranks
+    one, two = ("one-distill", "two-distill") if teacher else ("one", "two")
+    make = distill_config(tmp_path / one, tmp_path, server.url) if teacher else None
     train(
-        train_config(tmp_path / "one", tmp_path / "data.jsonl", server.url),
+        make or train_config(tmp_path / one, tmp_path / "data.jsonl", server.url),
         policy=(make_tiny_llama(len(tokenizer)), tokenizer),
         quiet=True,
     )
-    rows = {
-        n: [json.loads(x) for x in (tmp_path / n / "metrics.jsonl").read_text().splitlines()] for n in ("one", "two")
-    }
-    assert [r["step"] for r in rows["two"]] == [0, 1]
-    assert any(r["dynamic_sampling/generated_groups"] > 4 for r in rows["one"])  # a refill round happened
-    for a, b in zip(rows["one"], rows["two"]):
+    rows = {n: [json.loads(x) for x in (tmp_path / n / "metrics.jsonl").read_text().splitlines()] for n in (one, two)}
+    assert [r["step"] for r in rows[two]] == [0, 1]
+    if teacher:
+        assert all(r["distill/tokens"] > 0 and r["distill/share"] > 0.01 for r in rows[one])
+    else:
+        assert any(r["dynamic_sampling/generated_groups"] > 4 for r in rows[one])  # a refill round happened
+    for a, b in zip(rows[one], rows[two]):
         assert a.keys() == b.keys()
         for key in a:
             if not key.startswith(("time/", "throughput/")):
                 assert b[key] == pytest.approx(a[key], rel=1e-5, abs=1e-6), key
-    samples = {n: (tmp_path / n / "samples.jsonl").read_text() for n in ("one", "two")}
-    assert samples["one"] == samples["two"]
-    wa, wb = (load_file(tmp_path / n / "checkpoints" / "step-2" / "trainable.safetensors") for n in ("one", "two"))
+    samples = {n: (tmp_path / n / "samples.jsonl").read_text() for n in (one, two)}
+    assert samples[one] == samples[two]
+    wa, wb = (load_file(tmp_path / n / "checkpoints" / "step-2" / "trainable.safetensors") for n in (one, two))
     assert wa.keys() == wb.keys() and any(wa[k].abs().max() > 0 for k in wa if "lora_B" in k)
     # AdamW divides by sqrt(v): on a near-zero gradient the rounding of a different summation order (1e-9) is
     # magnified, so weights after Adam steps agree to 1e-4, not 1e-6; the SGD step above checks the gradient exactly
     for k in wa:
         torch.testing.assert_close(wb[k], wa[k], atol=1e-4, rtol=1e-4)
-    assert json.loads((tmp_path / "two" / "checkpoints" / "step-2" / "loop_state.json").read_text())["world_size"] == 2
+    assert json.loads((tmp_path / two / "checkpoints" / "step-2" / "loop_state.json").read_text())["world_size"] == 2
 
 
 def test_resume_on_another_rank_count_is_refused():
@@ -268,7 +288,7 @@ sys.path.insert(0, {tests!r})
 import torch
 torch.set_num_threads(1)
 from transformers import AutoTokenizer
-from conftest import make_tiny_llama
+from conftest import make_tiny_llama, save_tiny_model
 from test_distributed import train_config
 from rlvr.training.loop import train
 out, url = pathlib.Path(sys.argv[1]), sys.argv[2]

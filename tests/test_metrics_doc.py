@@ -1,5 +1,6 @@
-"""docs/metrics.md lists every key a step's metrics line can hold, and only those: three tiny runs (single-turn with
-validation, a KL term and a rollout correction; one tool-use episode step; two steps sampled ahead) write their
+"""docs/metrics.md lists every key a step's metrics line can hold, and only those: four tiny runs (single-turn with
+validation, a KL term and a rollout correction; one tool-use episode step; two steps sampled ahead; two with a
+distillation teacher) write their
 lines, and each key they hold must match a row of the table, each row must match a key they hold, and a row said to
 come "every step" must be in every line. A key added to, renamed in or dropped from the code without the table fails here."""
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_tiny_llama
+from conftest import make_tiny_llama, save_tiny_model
 from test_trainer import tiny_config
 from test_training_episodes import episode_config
 
@@ -69,10 +70,16 @@ def lines(tmp_path_factory, tokenizer) -> dict[str, list[dict]]:
         tmp_path_factory.mktemp("ahead"),
         **{"rollout.max_staleness": 1, "log.checkpoint_every": 0, "model.save_merged": "false"},
     )
+    tiny = save_tiny_model(tokenizer, tmp_path_factory.mktemp("tiny-model"))
+    distill = tiny_config(  # distill/*, time/teacher
+        tmp_path_factory.mktemp("distill"),
+        **{"model.name": str(tiny), "distill.teacher": str(tiny), "distill.coef": 0.5, "log.checkpoint_every": 0},
+    )
     out = {}
-    for name, cfg in (("single-turn", single), ("episodes", episodes), ("sampled-ahead", ahead)):
+    runs = (("single-turn", single), ("episodes", episodes), ("sampled-ahead", ahead), ("distillation", distill))
+    for name, cfg in runs:
         out[name] = read_lines(train(cfg, policy=(make_tiny_llama(len(tokenizer)), tokenizer), quiet=True))
-    assert [len(v) for v in out.values()] == [2, 1, 2]
+    assert [len(v) for v in out.values()] == [2, 1, 2, 2]
     return out
 
 

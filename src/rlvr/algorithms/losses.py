@@ -25,7 +25,7 @@ Count = torch.Tensor | float  # a denominator: a 0-d tensor (batch_counts) or a 
 # (logp, old_logp, mask) -> log importance ratio per token (B, T)
 RatioLevel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 RATIO_LEVELS: Registry[RatioLevel] = Registry("loss ratio level", key="algorithm.ratio")
-# (log_ratio (B, T), adv (B, 1), clip_low, clip_high) -> per-token loss to minimise (B, T)
+# (log_ratio (B, T), adv (B, 1) or per token (B, T), clip_low, clip_high) -> per-token loss to minimise (B, T)
 Surrogate = Callable[[torch.Tensor, torch.Tensor, float, float], torch.Tensor]
 SURROGATES: Registry[Surrogate] = Registry("loss surrogate", key="algorithm.surrogate")
 # (masked per-token loss (B, T), mask (B, T), n_tok, n_seq, norm_len) -> 0-d loss
@@ -140,7 +140,7 @@ def log_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor, le
 def clipped_surrogate(log_r: torch.Tensor, adv: torch.Tensor, clip_low: float, clip_high: float) -> torch.Tensor:
     """PPO's clipped surrogate (GRPO, DAPO, GSPO, Dr. GRPO): l = -min(r A, clip(r, 1 - eps_low, 1 + eps_high) A).
 
-    log_r (B, T), adv (B, 1) -> (B, T). Where the clipped branch is strictly larger it is constant in theta:
+    log_r (B, T), adv (B, 1) or (B, T) -> (B, T). Where the clipped branch is strictly larger it is constant in theta:
     those tokens get no gradient.
     """
     r = torch.exp(log_r)
@@ -175,7 +175,7 @@ def policy_loss(
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """The policy loss of GRPO / DAPO / GSPO / Dr. GRPO (and any registered variant), as one scalar to minimise.
 
-    logp, old_logp, ref_logp, mask: (B, T); adv: (B,). old_logp=None means "one update per rollout
+    logp, old_logp, ref_logp, mask: (B, T); adv: (B,), or (B, T) per token (rlvr.algorithms.distill). old_logp=None means "one update per rollout
     batch": the old policy is the current one, so the ratio is exp(logp - sg[logp]) = 1 with the
     right gradient, and no second forward pass is needed.
     Returns (loss 0-d, stats) with stats "clip/low_frac", "clip/high_frac", "ratio/mean" and, when
@@ -189,7 +189,8 @@ def policy_loss(
     old = logp.detach() if old_logp is None else old_logp
     mask = mask.to(logp.dtype)
     log_r = log_ratio(logp, old, mask, ratio)
-    a = adv.to(logp.dtype).unsqueeze(-1)
+    a = adv.to(logp.dtype)
+    a = a if a.dim() == 2 else a.unsqueeze(-1)  # per token (B, T) where a term needs it (distillation), else (B, 1)
     per_token = SURROGATES.get(surrogate)(log_r, a, clip_low, clip_high)
     correction: dict[str, torch.Tensor] = {}
     if _corrects(rollout_correction):

@@ -34,7 +34,8 @@ class StepBatch:
     verdicts: list[Verdict]  # (B,) Verdict of the correctness term
     rewards: torch.Tensor  # (B,) float32: weighted reward terms (+ overlong penalty)
     terms: dict[str, list[float]]  # reward term name -> (B,) unweighted values
-    advantages: torch.Tensor | None = None  # (B,)
+    # (B,) the group advantages; per token (B, T) where a teacher's term is added (rlvr.algorithms.distill)
+    advantages: torch.Tensor | None = None
     stats: dict[str, float] = field(default_factory=dict)  # times, token and group counts
     # with dynamic sampling: every row generated this step (the kept rows are a subset), for the metrics;
     # and, under data parallel, the rounds one by one (rlvr.training.distributed.gather_batch merges them in order)

@@ -222,6 +222,25 @@ class SftConfig:
 
 
 @dataclass
+class DistillConfig:
+    """On-policy distillation (rlvr.algorithms.distill, docs/distillation.md): a teacher scores the policy's own sampled
+    tokens, and each token's advantage becomes A_it = A_i - coef * clip(sampler_logp_it - teacher_logp_it, -clip, clip)
+    (the sampled reverse KL to the teacher, per token; A_i the verifier's group advantage, or 0 without `verifier`).
+    teacher: "" (off), a run directory or PEFT adapter folder trained on the policy's own base (scored by switching to
+    that adapter: no second model in memory), a model folder or hub id with the policy's tokenizer (loaded frozen), or
+    with `urls` the model name `vllm serve` serves there. coef 0 leaves the run exactly as without a teacher."""
+
+    teacher: str = ""
+    coef: float = in_range(0.0, 0.0)  # lambda: the teacher's per-token term's weight in the advantage
+    clip: float = in_range(2.0, 0.0, above=True)  # nats: |log ratio| beyond this counts as this, per token
+    verifier: bool = True  # keep the verifier's group advantage beside the teacher's term; false: distillation alone
+    urls: list = field(default_factory=list)  # vLLM servers of the teacher (OpenAI-compatible, prompt log-probs)
+    # "constant": a control run whose term carries no per-token information: each token gets the mean of the step's
+    # clipped terms (the same size, a constant negative advantage), to tell the teacher's knowledge from its size
+    control: str = choice("none", "constant")
+
+
+@dataclass
 class Config:
     """A whole resolved config, typed: built at the entry (cli, as_config), read as `cfg.train.lr` everywhere after."""
 
@@ -241,6 +260,7 @@ class Config:
     eval: EvalConfig = field(default_factory=EvalConfig)
     log: LogConfig = field(default_factory=LogConfig)
     sft: SftConfig = field(default_factory=SftConfig)
+    distill: DistillConfig = field(default_factory=DistillConfig)
 
     @classmethod
     def from_dict(cls, cfg: dict) -> Config:
@@ -269,3 +289,4 @@ def walk(cls, prefix=""):
 
 SECTIONS: dict[object, type] = {c.__name__: c for c in (LoraConfig, ModelConfig, TaskConfig, RewardConfig, VllmConfig)}
 SECTIONS |= {c.__name__: c for c in (RolloutConfig, EpisodeConfig, TrainConfig, EvalConfig, LogConfig, SftConfig)}
+SECTIONS |= {DistillConfig.__name__: DistillConfig}

@@ -40,9 +40,10 @@ FORMATS = {**{e.name: e.value.shape for e in ANSWER_FORMATS.entries()}, "code": 
 
 
 def has_signal(row: dict) -> bool:
-    """Whether a step had at least one informative group (a row without the figure counts as having one)."""
+    """Whether a step had at least one informative group (a row without the figure counts as having one), or a
+    distillation teacher's per-token signal on some token (distill/tokens)."""
     frac = row.get("groups/nonzero_var_frac")
-    return frac is None or frac > 0
+    return frac is None or frac > 0 or row.get("distill/tokens", 0) > 0
 
 
 def answer_format_of(task_settings: dict, terms: list) -> str:

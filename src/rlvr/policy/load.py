@@ -320,13 +320,21 @@ def save_policy(model, tokenizer, out_dir: Path, *, merged: bool = True, save_dt
 
     out_dir = Path(out_dir)
     if isinstance(model, PeftModel):
-        model.save_pretrained(str(out_dir / "adapter"))
+        save_adapter(model, out_dir / "adapter")
         tokenizer.save_pretrained(out_dir / "adapter")
         name_base_model(out_dir / "adapter", getattr(base_model(model), "rlvr_base_model", None))
         if merged:
             _save_merged(merged_copy(model), tokenizer, out_dir / "merged", save_dtype)
     else:
         _save_merged(model, tokenizer, out_dir / "merged", save_dtype)
+
+
+def save_adapter(model, path, state_dict: dict | None = None) -> None:
+    """The policy's LoRA adapter, in PEFT format, at `path`: the active adapter alone (a distillation teacher's
+    adapter loaded beside it, rlvr.policy.teacher, is not the policy's). state_dict: its whole tensors, gathered by
+    the caller under FSDP."""
+    kwargs = {} if state_dict is None else {"state_dict": state_dict}
+    model.save_pretrained(str(path), selected_adapters=[model.active_adapter], **kwargs)
 
 
 def merged_copy(model):

@@ -144,6 +144,19 @@ def fixed_logprobs(
     return out
 
 
+@torch.no_grad()
+def scored_logprobs(model: torch.nn.Module, batch: StepBatch, s: UpdateSettings) -> torch.Tensor:
+    """(B, T) float32 on the batch's device: `model`'s log-probs of each row's completion tokens, 0 off the mask,
+    computed as the update computes its own (each prompt once, rows by length in micro-batches, the update's
+    autocast, the sampler's temperature). A distillation teacher's scoring (rlvr.training.teacher)."""
+    rows = [r for r in range(len(batch)) if batch.mask[r].sum() > 0]
+    chunks: list[Chunk] = list(micro_batches(rows, batch.lengths.tolist(), s.micro_batch_size, s.micro_batch_tokens))
+    out = torch.zeros_like(batch.sampler_logp, dtype=torch.float32)
+    for key, logp in fixed_logprobs(model, batch, chunks, s.pad_id, s.temperature, s.autocast).items():
+        out[list(key), : logp.shape[1]] = logp.to(out.device, torch.float32)
+    return torch.where(batch.mask > 0, out, torch.zeros_like(out))
+
+
 def reference_logprobs(
     model: torch.nn.Module,
     ref_model: torch.nn.Module | None,
@@ -226,7 +239,7 @@ def update_policy(
     if comm is not None:  # data parallel: normalise by the global batch's counts
         num_tokens, num_seqs = comm.all_sum(num_tokens, num_seqs)
     adv = _advantages(batch)
-    active = [r for r in range(len(batch)) if batch.mask[r].sum() > 0 and (adv[r] != 0 or algo.beta > 0)]
+    active = [r for r in range(len(batch)) if batch.mask[r].sum() > 0 and (bool(adv[r].any()) or algo.beta > 0)]
     chunks = micro_batches(active, batch.lengths.tolist(), s.micro_batch_size, s.micro_batch_tokens)
     trainable = [p for p in model.parameters() if p.requires_grad]
     # FSDP: every forward/backward is a collective; a rank with fewer micro-batches adds zero-weight ones
@@ -261,11 +274,16 @@ def update_policy(
     return _update_stats(totals, grad_norm, len(active), algo, s.mu, comm)
 
 
-def _advantages(batch: StepBatch) -> torch.Tensor:
-    """The batch's (B,) advantages: a batch made without them (rlvr.training.batch.collect sets them) is refused."""
+def _advantages(batch: StepBatch, rows: list[int] | None = None, t: int | None = None) -> torch.Tensor:
+    """The batch's advantages, (B,) or per token (B, T) (a teacher's term: rlvr.algorithms.distill); with `rows` and
+    `t` those rows', per-token ones trimmed to t positions. A batch made without them (rlvr.training.batch.collect
+    sets them) is refused."""
     if batch.advantages is None:
         raise ValueError("update_policy: the batch has no advantages (rlvr.training.batch.collect computes them)")
-    return batch.advantages
+    if rows is None:
+        return batch.advantages
+    adv = batch.advantages[rows]
+    return adv[:, :t] if adv.dim() == 2 else adv
 
 
 def _one_pass(
@@ -300,7 +318,7 @@ def _one_pass(
             loss, stats = policy_loss(
                 logp,
                 old[tuple(rows)] if old else None,
-                _advantages(batch)[rows],
+                _advantages(batch, rows, t),
                 mask,
                 ref_logp=ref[tuple(rows)] if ref else None,
                 norm_len=s.norm_len,

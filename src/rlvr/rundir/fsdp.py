@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from rlvr.policy.load import base_model, name_base_model
+from rlvr.policy.load import base_model, name_base_model, save_adapter
 
 
 def is_sharded(model) -> bool:
@@ -116,7 +116,7 @@ def save_policy(model, tokenizer, out_dir: Path | None, *, is_main: bool, save_d
         raise ValueError("rank 0 writes the final model: it needs out_dir")
     out_dir = Path(out_dir)
     if adapter is not None:
-        model.save_pretrained(out_dir / "adapter", state_dict=adapter)
+        save_adapter(model, out_dir / "adapter", state_dict=adapter)
         tokenizer.save_pretrained(out_dir / "adapter")
         name_base_model(out_dir / "adapter", getattr(base_model(model), "rlvr_base_model", None))
     dtype = next(v.dtype for v in merged.values() if v.is_floating_point())

@@ -36,7 +36,7 @@ from pathlib import Path
 import torch
 
 from rlvr.errors import ConfigError
-from rlvr.policy.load import base_model, model_device
+from rlvr.policy.load import base_model, model_device, save_adapter
 
 from .rollouts import Rollouts, cut_at_stop, pack_rollouts, pad_id_for
 
@@ -224,7 +224,7 @@ class RemoteSampler:
         if not push:
             return
         path = self.adapter_dir / self.adapter_name
-        model.save_pretrained(path, **({} if state_dict is None else {"state_dict": state_dict}))
+        save_adapter(model, path, state_dict)
         for url in self.live:
             try:
                 post_json(

@@ -48,7 +48,7 @@ from pathlib import Path
 
 import torch
 
-from rlvr.policy.load import base_model
+from rlvr.policy.load import base_model, save_adapter
 
 from .rollouts import Rollouts, cut_at_stop, pack_rollouts, pad_id_for
 from .weights import merged_state_dict, plain_config
@@ -298,7 +298,7 @@ class VLLMSampler:
         else:
             old = self.lora
             name, int_id, path = adapter_request(self.version, self.scratch / "adapters")
-            model.save_pretrained(path)
+            save_adapter(model, path)
             self.lora = self._lora_request_cls(lora_name=name, lora_int_id=int_id, lora_path=path)
             if old is not None:  # the engine holds one adapter at a time and loads the new one on first use
                 shutil.rmtree(old.lora_path, ignore_errors=True)

@@ -38,7 +38,7 @@ BACKEND_ENV = "RLVR_DIST_BACKEND"
 BACKENDS = ("gloo", "nccl")
 # Stats where the global value is the max over ranks: wall times (the step waits for the slowest rank), and
 # the round count (every rank runs the same rounds).
-_MAX_STATS = ("time/generate", "time/verify", "dynamic_sampling/rounds")
+_MAX_STATS = ("time/generate", "time/verify", "time/teacher", "dynamic_sampling/rounds")
 
 
 def choose_backend(asked: str, cuda: bool) -> str:
@@ -140,6 +140,9 @@ def gather_batch(comm: Comm, batch: StepBatch, pad_id: int) -> StepBatch:
 def _merge(batches: list[StepBatch], pad_id: int) -> StepBatch:
     merged = concat(batches, pad_id)
     advantages = [b.advantages for b in batches if b.advantages is not None]
+    if len(advantages) == len(batches) and advantages[0].dim() == 2:  # per token: padded to the merged T
+        t = merged.completion_ids.shape[1]
+        advantages = [torch.nn.functional.pad(a, (0, t - a.shape[1])) for a in advantages]
     merged.advantages = torch.cat(advantages) if len(advantages) == len(batches) else None
     for key in _MAX_STATS:
         if key in merged.stats:

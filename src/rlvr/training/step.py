@@ -37,6 +37,7 @@ from rlvr.training.batch import RoundFn, StepBatch, collect, rollout_round
 from rlvr.training.episodes import EpisodeRound
 from rlvr.training.lifecycle import check_registered
 from rlvr.training.metrics import step_metrics_row
+from rlvr.training.teacher import Teacher, TeacherSpec, build_teacher, distill_batch, distill_metrics, resolve_teacher
 from rlvr.verifiers.compose import Reward, build_reward, task_reward
 from rlvr.verifiers.controls import ControlReward, control_reward
 
@@ -67,6 +68,7 @@ class Components:
     task: Task
     # one fresh environment per call, when rollouts are episodes (episode section); None: single-turn rollouts
     new_environment: Callable[[], Environment] | None = None
+    teacher: TeacherSpec | None = None  # the distillation teacher (distill section), checked; None without one
 
     @property
     def resolved(self) -> Config:
@@ -96,6 +98,7 @@ class TrainState:
     val_problems: list[Problem] = field(default_factory=list)
     rollout_round: RoundFn = rollout_round  # one round's rows: one completion each, or one episode each
     ahead: SamplingAhead | None = None  # rollout.max_staleness >= 1: the thread sampling ahead (rlvr.training.ahead)
+    teacher: Teacher | None = None  # distill.coef > 0: scores each step's rows (rlvr.training.teacher)
 
 
 @dataclass
@@ -129,7 +132,7 @@ def check_components(cfg: Config | dict) -> Components:
     cfg = copy.deepcopy(cfg)  # the run's own: the caller's Config is not changed, nor shared
     cfg = replace(cfg, reward=resolved, task=replace(cfg.task, settings=absolute_paths(cfg.task.settings)))
     new_environment = environment_factory(cfg.episode, task, reward)  # its mistakes too, before any model
-    return Components(cfg, algo, reward, task, new_environment)
+    return Components(cfg, algo, reward, task, new_environment, resolve_teacher(cfg))
 
 
 def configured_reward(cfg: Config) -> tuple[Task, RewardConfig, Reward]:
@@ -163,6 +166,7 @@ def setup(parts: Components, policy=None, comm: distributed.Comm | None = None) 
     # With LoRA the reference is the base model with the adapter switched off: no second copy in memory.
     ref_model = _frozen_copy(model) if parts.algo.beta > 0 and not c.model.lora.enabled else None
     comm.broadcast_params([p for p in model.parameters() if p.requires_grad])  # every rank starts from rank 0's
+    teacher = build_teacher(parts.teacher, c, model, tokenizer) if parts.teacher else None
     # before sharding: a remote sampler checks each server against a forward of the whole model (a forward of the
     # sharded one here, before the first step, left FSDP's parameters unfit for loading a checkpoint)
     sampler = build_sampler(c.rollout, model, tokenizer)
@@ -188,6 +192,7 @@ def setup(parts: Components, policy=None, comm: distributed.Comm | None = None) 
         UpdateSettings.from_config(c, tokenizer.pad_token_id),
         val,
         EpisodeRound(parts.new_environment, tokenizer, c.episode) if parts.new_environment else rollout_round,
+        teacher=teacher,
     )
 
 
@@ -214,6 +219,8 @@ def run_step(state: TrainState, step: int, *, validate_now: bool = False) -> Ste
     else:  # rollout.max_staleness >= 1: sampled ahead from older weights, on another thread (rlvr.training.ahead)
         val = state.ahead.validate(_validation) if validate_now else {}
         batch = state.ahead.take(step)
+    if state.teacher is not None:  # on the trainer's thread, the policy's weights at rest: what was sampled, scored
+        distill_batch(state.teacher, batch, state.cfg.distill, state.update)
     seen = distributed.gather_batch(comm, batch, pad_id=pad_id)  # the global batch (metrics, curriculum)
     generated = seen.all_generated
     if state.ahead is None:  # sampled ahead, the sampling thread showed the stream each batch, in this same order
@@ -238,6 +245,7 @@ def run_step(state: TrainState, step: int, *, validate_now: bool = False) -> Ste
         state.ahead.publish(step + 1)
     row = {
         **step_metrics_row(step, seen, generated, upd, state.scheduler.get_last_lr()[0], t1 - t0, t2 - t1),
+        **distill_metrics(seen.stats),
         **step_band_metrics(generated),
         **(episode_metrics(generated.episodes) if generated.episodes else {}),
         **val,
@@ -258,7 +266,9 @@ def sample_batch(state: TrainState, step: int) -> StepBatch:
         problems = state.stream.take(c.rollout.prompts_per_step, step, next(rounds))
         return problems, [state.prompt_ids(p) for p in problems]
 
-    args = (state.sampler, next_prompts, state.reward, state.algo, c.rollout, generator, state.tokenizer.pad_token_id)
+    # with a teacher every group carries its per-token signal: dynamic sampling would drop what it can learn from
+    algo = replace(state.algo, dynamic_sampling=False) if state.teacher is not None else state.algo
+    args = (state.sampler, next_prompts, state.reward, algo, c.rollout, generator, state.tokenizer.pad_token_id)
     return collect(*args, comm, round_fn=state.rollout_round)
 
 

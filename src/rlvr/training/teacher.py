@@ -1,0 +1,190 @@
+"""The distillation teacher a config names (the `distill` section, docs/distillation.md): which model it is, refused
+before anything is written when it cannot teach this policy, built beside the policy, and each step's per-token
+advantages from its scores (rlvr.algorithms.distill).
+
+What `distill.teacher` may name, and the form it takes:
+- a run directory trained with LoRA on the policy's own base model: its final/adapter, switched to on the policy's base
+  weights (rlvr.policy.teacher.AdapterTeacher: no second model in memory); a PEFT adapter folder on that base likewise;
+- a run trained otherwise, an adapter on another base, a model folder, the embedded name or a hub id: the whole model,
+  loaded frozen on the policy's device (ModelTeacher);
+- with `distill.urls`: the model `vllm serve` serves at those addresses, asked for the prompt log-probs of the
+  student's token ids (rlvr.sampling.remote.RemoteTeacher).
+Every form must share the policy's tokenizer (the same vocabulary, token for token): the per-token log ratio compares
+two distributions over the same ids. Cross-tokenizer distillation is out of scope.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import torch
+
+from rlvr.algorithms.distill import SUM_KEYS, distill_advantages, distill_figures, distill_sums
+from rlvr.algorithms.step_batch import StepBatch
+from rlvr.config import Config, ConfigError, DistillConfig
+from rlvr.evaluation.models import is_adapter_dir, is_run_dir
+from rlvr.policy.update import UpdateSettings
+
+STAT = "distill_sum/"  # the prefix of the figures' sums in a batch's stats (summed over ranks as every count is)
+
+
+class Teacher(Protocol):
+    label: str
+
+    def logprobs(self, batch: StepBatch, s: UpdateSettings) -> torch.Tensor: ...
+
+
+@dataclass(frozen=True)
+class TeacherSpec:
+    """What `distill.teacher` resolved to. form: "adapter" (on the policy's own base), "model" (a whole model),
+    "server" (vllm serve); where: the adapter folder, the model's folder or name, or the served model's name."""
+
+    form: str
+    where: str
+    label: str
+
+
+def resolve_teacher(cfg: Config) -> TeacherSpec | None:
+    """The teacher of `cfg` (None with distill.coef 0: the run is exactly one without a teacher), or a ConfigError of
+    one line: no teacher named, a path that is none of the things a teacher can be, a hub id that cannot be had,
+    a tokenizer other than the policy's. Reads tokenizers and configs, loads no weights."""
+    d = cfg.distill
+    if d.coef == 0:
+        return None
+    if not d.teacher:
+        raise ConfigError(
+            f"distill.coef = {d.coef:g} needs distill.teacher: a run directory, a PEFT adapter folder, a model folder "
+            "or hub id with the policy's tokenizer (docs/distillation.md)"
+        )
+    if d.urls:
+        if cfg.rollout.temperature != 1.0:
+            raise ConfigError(
+                f"distill.urls with rollout.temperature = {cfg.rollout.temperature:g}: vLLM gives prompt log-probs of "
+                "the untempered logits, so a served teacher scores at temperature 1 only; sample at 1 or load the "
+                "teacher in process (distill.urls: [])"
+            )
+        return TeacherSpec("server", d.teacher, d.teacher)  # its model and tokenizer are checked on the servers
+    spec = _local_spec(cfg, d)
+    if spec.form == "adapter" and cfg.train.fsdp:
+        raise ConfigError(
+            f"distill.teacher = {d.teacher}: an adapter teacher switches adapters on the policy's own "
+            "weights, which train.fsdp shards; give its run's final/merged model instead"
+        )
+    _check_tokenizer(cfg, spec)
+    return spec
+
+
+def _local_spec(cfg: Config, d: DistillConfig) -> TeacherSpec:
+    from rlvr.policy.load import resolve_model_path
+
+    path = Path(d.teacher).expanduser()
+    if is_run_dir(path):
+        adapter, merged = path / "final" / "adapter", path / "final" / "merged"
+        if (adapter / "adapter_config.json").exists() and _on_policy_base(cfg, adapter):
+            return TeacherSpec("adapter", str(adapter), d.teacher)
+        if (merged / "config.json").exists():
+            return TeacherSpec("model", str(merged), d.teacher)
+        raise ConfigError(f"distill.teacher = {d.teacher}: the run has no final model yet (is it still training?)")
+    if is_adapter_dir(path):
+        return TeacherSpec("adapter" if _on_policy_base(cfg, path) else "model", str(path), d.teacher)
+    if path.exists() and not (path / "config.json").exists():
+        raise ConfigError(
+            f"distill.teacher = {d.teacher}: not a run directory, a PEFT adapter folder (adapter_config.json) or a "
+            "model folder (config.json)"
+        )
+    return TeacherSpec("model", resolve_model_path(str(path) if path.exists() else d.teacher), d.teacher)
+
+
+def _on_policy_base(cfg: Config, adapter: Path) -> bool:
+    """Whether the adapter was trained on the policy's own base model, so that it can run on the policy's weights:
+    its adapter_config names the same base (by hub id, as rlvr names it) and the policy has LoRA to switch."""
+    from rlvr.policy.load import base_model_id
+
+    base = json.loads((adapter / "adapter_config.json").read_text()).get("base_model_name_or_path") or ""
+    return cfg.model.lora.enabled and bool(base) and base_model_id(base) == base_model_id(cfg.model.name)
+
+
+def _check_tokenizer(cfg: Config, spec: TeacherSpec) -> None:
+    """The teacher's tokenizer must be the policy's, id for id: else one line naming both."""
+    from transformers import AutoTokenizer
+
+    from rlvr.policy.load import resolve_model_path
+
+    student = AutoTokenizer.from_pretrained(resolve_model_path(cfg.model.name))
+    teacher = AutoTokenizer.from_pretrained(_tokenizer_folder(spec))
+    if teacher.get_vocab() != student.get_vocab():
+        raise ConfigError(
+            f"distill.teacher = {spec.label}: its tokenizer ({len(teacher)} tokens) is not the policy's "
+            f"({cfg.model.name}: {len(student)} tokens); the per-token term compares the two models on the same ids, "
+            "so the teacher must share the student's tokenizer (cross-tokenizer distillation is not supported)"
+        )
+
+
+def _tokenizer_folder(spec: TeacherSpec) -> str:
+    """Where the teacher's tokenizer is: its folder (rlvr saves the tokenizer beside an adapter), else its base's."""
+    folder = Path(spec.where)
+    if (folder / "tokenizer_config.json").exists() or (folder / "tokenizer.json").exists():
+        return str(folder)
+    from rlvr.policy.load import resolve_model_path
+
+    base = json.loads((folder / "adapter_config.json").read_text()).get("base_model_name_or_path")
+    return resolve_model_path(base)
+
+
+def build_teacher(spec: TeacherSpec, cfg: Config, model, tokenizer) -> Teacher:
+    """The teacher itself, beside `model` (the policy, built: with its adapter and fast path)."""
+    from rlvr.policy.load import load_policy, model_device
+    from rlvr.policy.teacher import AdapterTeacher, ModelTeacher
+
+    if spec.form == "adapter":
+        return AdapterTeacher(model, spec.where, spec.label)
+    if spec.form == "server":
+        from rlvr.sampling.remote_teacher import RemoteTeacher
+
+        return RemoteTeacher(cfg.distill.urls, spec.where, tokenizer, timeout_s=60.0)
+    if is_adapter_dir(spec.where):  # an adapter on another base: its base with it merged
+        from rlvr.evaluation.models import adapter_policy
+
+        whole, _ = adapter_policy(spec.where)
+    else:
+        whole, _ = load_policy(spec.where, cfg.model.dtype)
+    return ModelTeacher(whole, model_device(model), spec.label)
+
+
+def distill_batch(teacher: Teacher, batch: StepBatch, d: DistillConfig, s: UpdateSettings) -> None:
+    """The teacher scores the batch's kept rows; their advantages become per token (rlvr.algorithms.distill), and the
+    sums of the step's distill/* figures and the teacher's time go into batch.stats."""
+    if not len(batch) or batch.advantages is None:
+        return
+    t0 = time.perf_counter()
+    teacher_logp = teacher.logprobs(batch, s)
+    group = batch.advantages
+    token_adv = distill_advantages(
+        group,
+        batch.sampler_logp,
+        teacher_logp,
+        batch.mask,
+        coef=d.coef,
+        clip=d.clip,
+        verifier=d.verifier,
+        control=d.control,
+    )
+    base = group if d.verifier else torch.zeros_like(group)
+    sums = distill_sums(base, token_adv, batch.sampler_logp, teacher_logp, batch.mask, d.clip)
+    batch.advantages = token_adv
+    batch.stats.update({STAT + k: v for k, v in sums.items()})
+    batch.stats["time/teacher"] = time.perf_counter() - t0
+
+
+def distill_metrics(stats: dict) -> dict[str, float]:
+    """The metrics line's distill/* figures and time/teacher from a (global) batch's stats; {} without a teacher."""
+    if STAT + "tokens" not in stats:
+        return {}
+    return {**distill_figures({k: stats[STAT + k] for k in SUM_KEYS}), "time/teacher": stats["time/teacher"]}
+
+
+__all__ = ["Teacher", "TeacherSpec", "resolve_teacher", "build_teacher", "distill_batch", "distill_metrics"]
