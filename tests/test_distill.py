@@ -301,3 +301,49 @@ def test_the_constant_control_keeps_the_terms_size_and_drops_its_information():
     mean = (0.5 + 0 + 2 - 2 + 0.1) / 5  # the clipped terms' mean over the 5 tokens
     want = torch.tensor([[1.0, 1.0, 1.0], [-0.5, -0.5, 0.0]]) - 0.5 * mean * mask
     torch.testing.assert_close(got, want)
+
+
+def test_the_main_job_with_a_teacher_reports_it_and_each_models_reverse_kl(tmp_path, model_dir):
+    """`rlvr run --teacher` is the main job with distill.teacher set: the teacher is evaluated as a fourth model
+    (its pass@1 the ceiling), and the report's section gives the start and RLVR models' held-out reverse KL to it, the
+    figures its files hold; --teacher leaves a coefficient given with --set as it is."""
+    from rlvr.cli.run import TEACHER_COEF, add_parser
+    from rlvr.training.main_job import run_main
+
+    teacher = save_tiny_model_seeded(tmp_path / "teacher", seed=7)
+    sets = {
+        "model.name": str(model_dir),
+        "output_dir": str(tmp_path / "main"),
+        "train.steps": 2,
+        "log.eval_every": 0,
+        "eval.n": 2,
+        "eval.ks": "[1, 2]",
+        "eval.limit": 6,
+        "eval.out_of_domain": "[]",
+        "sft.epochs": 1,
+        "distill.teacher": str(teacher),
+        "distill.coef": 0.5,
+        "rollout.backend": "fast",
+    }
+    out = run_main(tiny_config(tmp_path, **sets), quiet=True)
+    root = tmp_path / "main"
+    assert set(out["compare"]["models"]) == {"start", "sft", "rlvr", "teacher"}
+    assert (root / "eval" / "teacher" / "summary.json").exists()
+    report = (root / "report.md").read_text()
+    assert "## Distillation: reverse KL to the teacher" in report
+    for name in ("start", "rlvr"):
+        kl = json.loads((root / "eval" / name / "teacher_kl.json").read_text())
+        assert kl["problems"] == 6 and kl["tokens"] > 0 and kl["lo"] <= kl["value"] <= kl["hi"]
+        assert f"| {name} | {kl['value']:.3f} [{kl['lo']:.3f}, {kl['hi']:.3f}] | 6 | {kl['tokens']} |" in report
+    rows = [json.loads(x) for x in (root / "rlvr" / "metrics.jsonl").read_text().splitlines()]
+    assert all(r["distill/tokens"] > 0 for r in rows)
+    # the flag: the teacher, and the coefficient unless the command line gives one
+    import argparse
+
+    from rlvr.cli.run import run_sets
+    from rlvr.config import resolve
+
+    verb = add_parser(argparse.ArgumentParser().add_subparsers())
+    for extra, coef in (([], TEACHER_COEF), (["--set", "distill.coef=0.3"], 0.3)):
+        cfg = resolve("default", run_sets(verb.parse_args(["--teacher", "runs/t", *extra])))
+        assert (cfg["distill"]["teacher"], cfg["distill"]["coef"]) == ("runs/t", coef)

@@ -7,6 +7,9 @@ import sys
 
 from rlvr.cli.config_args import add_config_args, config_sets
 
+# distill.coef for `rlvr run --teacher` where nothing else sets it: the experiment's choice (docs/distillation.md)
+TEACHER_COEF = 1.0
+
 
 def add_parser(subparsers):
     p = subparsers.add_parser("run", help="the main job on the embedded default, end to end")
@@ -21,6 +24,13 @@ def add_parser(subparsers):
         "on how busy the machine is (train.steps=N, train.time_budget_min=0)",
     )
     p.add_argument(
+        "--teacher",
+        metavar="RUN_OR_MODEL",
+        help="distil from this teacher (a run directory, adapter or model folder, hub id with the policy's tokenizer): "
+        f"distill.teacher=RUN_OR_MODEL and, unless set, distill.coef={TEACHER_COEF:g}; the report adds the teacher's "
+        "held-out results and each model's reverse KL to it (docs/distillation.md)",
+    )
+    p.add_argument(
         "--controls",
         action="store_true",
         help="also train RL runs with the same budget, seed and settings under a random reward at the policy's "
@@ -28,6 +38,17 @@ def add_parser(subparsers):
         "(eval.controls=[random_rate, format_only])",
     )
     return p
+
+
+def run_sets(args) -> list[str]:
+    """The --set overrides the verb's own flags stand for, after (and so over) the config's, except --teacher's
+    coefficient, which goes first: a distill.coef given with --set wins."""
+    sets = config_sets(args) + ([f"train.time_budget_min={args.budget}"] if args.budget else [])
+    sets += [f"train.steps={args.steps}", "train.time_budget_min=0"] if args.steps else []
+    sets += ["eval.controls=[random_rate, format_only]"] if args.controls else []
+    if args.teacher:
+        sets = [f"distill.coef={TEACHER_COEF}", f"distill.teacher={args.teacher}", *sets]
+    return sets
 
 
 def run(args) -> int:
@@ -42,10 +63,7 @@ def run(args) -> int:
     if args.steps is not None and args.steps < 1:
         print(f"rlvr run: --steps must be at least 1, got {args.steps}", file=sys.stderr)
         return 2
-    sets = config_sets(args) + ([f"train.time_budget_min={args.budget}"] if args.budget else [])
-    sets += [f"train.steps={args.steps}", "train.time_budget_min=0"] if args.steps else []
-    sets += ["eval.controls=[random_rate, format_only]"] if args.controls else []
-    cfg = as_config(resolve(args.config or args.preset, sets))
+    cfg = as_config(resolve(args.config or args.preset, run_sets(args)))
     out = run_main(cfg, overwrite=args.overwrite)
     print("\n" + out["compare_md"])
     print(head_to_head_markdown(out["against_sft"]))

@@ -74,6 +74,7 @@ def _start_up(cfg: Config, overwrite: bool) -> tuple[Path, Config, RunDir]:
     from rlvr.rundir.trackers import check_trackers
     from rlvr.training.controls import check_controls
     from rlvr.training.lifecycle import check_registered
+    from rlvr.training.teacher import resolve_teacher
 
     check_registered(cfg)
     check_sets(cfg)
@@ -81,6 +82,7 @@ def _start_up(cfg: Config, overwrite: bool) -> tuple[Path, Config, RunDir]:
     rl_cfg = rl_phase_cfg(cfg, root)
     check_trackers(rl_cfg.log.report_to, root / "rlvr", rl_cfg.log.project)  # before any phase
     check_controls(cfg, root, rl_cfg)  # a control that cannot apply stops here, not after the RLVR phase
+    resolve_teacher(rl_cfg)  # a distillation teacher that cannot teach this policy, likewise
     resume = (root / "config.yaml").exists() and not overwrite
     check_output_dir(root, resume=resume, overwrite=overwrite)  # an unusable folder first, then the model:
     if resume:
@@ -138,6 +140,9 @@ def run_main(cfg: Config | dict, *, overwrite: bool = False, quiet: bool = False
         evals[name], summaries[name] = timed(f"eval {name}", _evaluate, name, str(run), cfg, root, quiet)
         # the model card gets its held-out table, with what it measured (an rlvr eval that measures less keeps it)
         add_heldout(run / "final", summary_markdown(summaries[name]), measure(summaries[name], root / "eval" / name))
+    teacher_kl = _teacher_phase(
+        cfg, root, {"start": cfg.model.name, "rlvr": str(rl_dir)}, evals, summaries, timed, quiet
+    )
     result = compare(evals, baseline="start", metric="pass@1", seed=cfg.seed)
     paths = write_comparison(result, root, "compare")
     # the question the supervised baseline is there for: does RL beat it on problems neither trained on?
@@ -156,7 +161,7 @@ def run_main(cfg: Config | dict, *, overwrite: bool = False, quiet: bool = False
     )
     wall = time.perf_counter() - t0
     wall_line = timed.line(wall)
-    report = _write_report(root, cfg, result, summaries, evals, wall_line, ood, controls, against_sft)
+    report = _write_report(root, cfg, result, summaries, evals, wall_line, ood, controls, against_sft, teacher_kl)
     report_to_trackers(rl_cfg, root)
     return {
         "root": root,
@@ -169,6 +174,38 @@ def run_main(cfg: Config | dict, *, overwrite: bool = False, quiet: bool = False
         "wall_line": wall_line,
         "timings": timed.spent,
     }
+
+
+def _teacher_phase(cfg: Config, root: Path, models: dict, evals: dict, summaries: dict, timed, quiet: bool) -> str:
+    """With a distillation teacher: the teacher itself evaluated as a fourth model (its pass@1 is the ceiling the
+    students aim at; a served one is not evaluated here), and each model's held-out reverse KL to it
+    (rlvr.training.teacher_eval) as the report's section; "" without a teacher."""
+    from transformers import AutoTokenizer
+
+    from rlvr.policy.load import resolve_model_path
+    from rlvr.prompts.stream import spread_over_bands
+    from rlvr.tasks import load_task
+    from rlvr.training.teacher import resolve_teacher
+    from rlvr.training.teacher_eval import heldout_reverse_kl, kl_markdown, whole_teacher
+
+    spec = resolve_teacher(rl_phase_cfg(cfg, root))
+    if spec is None:
+        return ""
+    if spec.form != "server":
+        evals["teacher"], summaries["teacher"] = timed(
+            "eval teacher", _evaluate, "teacher", spec.label, cfg, root, quiet
+        )
+    problems = spread_over_bands(load_task(cfg.task.name, **cfg.task.settings).problems(cfg.eval.split), cfg.eval.limit)
+    figures, teacher = {}, None
+    for name, ref in models.items():
+        path = root / "eval" / name / "teacher_kl.json"  # a rerun reads the figure back
+        if path.exists():
+            figures[name] = json.loads(path.read_text())
+            continue
+        teacher = teacher or whole_teacher(spec, cfg, AutoTokenizer.from_pretrained(resolve_model_path(cfg.model.name)))
+        figures[name] = timed(f"teacher KL {name}", heldout_reverse_kl, ref, teacher, cfg, problems)
+        atomic_write_text(path, json.dumps(figures[name], indent=2) + "\n")
+    return kl_markdown(figures, spec.label)
 
 
 def _report_plots(root: Path, rows: list[dict], summaries: dict) -> dict:
@@ -185,7 +222,7 @@ def _report_plots(root: Path, rows: list[dict], summaries: dict) -> dict:
     return {**plots, **dict(own[1:])}
 
 
-def _write_report(root, c: Config, result, summaries, evals, wall_line, ood, controls, against_sft) -> Path:
+def _write_report(root, c: Config, result, summaries, evals, wall_line, ood, controls, against_sft, teacher_kl) -> Path:
     from rlvr.evaluation import report
     from rlvr.evaluation.compare import compare_markdown
     from rlvr.evaluation.summary import summary_markdown
@@ -222,7 +259,11 @@ def _write_report(root, c: Config, result, summaries, evals, wall_line, ood, con
         examples_md=report.examples_markdown(pairs, prompts),
         reading=reading(result),
         out_of_domain_md=_ood_markdown(ood),
-        sections={**_sft_section(against_sft), **_controls_section(root, rows, controls)},
+        sections={
+            **_sft_section(against_sft),
+            **({"Distillation: reverse KL to the teacher": teacher_kl} if teacher_kl else {}),
+            **_controls_section(root, rows, controls),
+        },
     )
 
 
