@@ -347,6 +347,7 @@ def test_only_rank_0_checks_the_output_dir(tmp_path):
     from rlvr.training.lifecycle import open_run
 
     (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")  # a model folder as far as the start-up's check goes
     cfg = resolve(None, [f"output_dir={tmp_path / 'run'}", f"model.name={tmp_path / 'model'}"])
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "config.yaml").write_text("written by rank 0\n")

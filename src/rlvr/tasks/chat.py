@@ -122,7 +122,7 @@ def check_settings_apply(problems: list[Problem], source: str, demo, system_prom
     when every row has its own system turn: each would reach no prompt (a ConfigError naming the setting).
     "auto" and "none" are left alone: the default, and a no-op on chat rows by its own definition."""
     rows = prompt_rows(problems)
-    if isinstance(demo, list) and rows != "text":
+    if isinstance(demo, list) and rows in ("chat", "own_system"):
         raise ConfigError(
             f"task.settings.demo: every row of {source} is chat messages, used as written, so this demonstration "
             "would never be shown; put the solved exchange into the rows' own turns, before the question, or drop "
