@@ -165,8 +165,10 @@ def test_an_episode_runs_record_shows_its_tools_as_the_policy_saw_them(tokenizer
     assert record["example"]["messages"] == task.messages(problems[0])  # no tools block in the messages then
 
 
-def test_save_dtype_and_base_model_ids(tmp_path, tokenizer):
+def test_save_dtype_and_base_model_ids(tmp_path, tokenizer, monkeypatch):
     from peft import LoraConfig, get_peft_model
+
+    from rlvr.policy.load import embedded_folder
 
     model = make_tiny_llama(len(tokenizer))
     model.rlvr_base_model = HUB_ID
@@ -180,7 +182,12 @@ def test_save_dtype_and_base_model_ids(tmp_path, tokenizer):
     assert json.loads((tmp_path / "final/adapter/adapter_config.json").read_text())["base_model_name_or_path"] == HUB_ID
     assert (tmp_path / "final/adapter/tokenizer_config.json").exists()
     assert base_model_id(DEFAULT_MODEL) == "HuggingFaceTB/SmolLM2-135M-Instruct"
-    assert base_model_id(str(cache_dir() / "models" / DEFAULT_MODEL)) == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    monkeypatch.setenv("RLVR_CACHE", str(tmp_path / "cache"))
+    assert base_model_id(str(embedded_folder(DEFAULT_MODEL))) == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert base_model_id("~/m.gguf") == str(gguf)  # a GGUF file: its absolute path, which rlvr loads again
     assert base_model_id("/x/hub/models--org--name/snapshots/abc123") == "org/name"
     assert base_model_id("org/name") == "org/name"
 

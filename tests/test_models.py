@@ -2,6 +2,7 @@
 transformers loads; hub ids and paths pass through; LoRA saves as an adapter and a merged model."""
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -81,7 +82,8 @@ def test_embedded_default_converts_once_and_loads_plainly(tmp_path, monkeypatch)
 
     monkeypatch.setenv("RLVR_CACHE", str(tmp_path))
     model, tokenizer = load_policy(DEFAULT_MODEL)
-    folder = tmp_path / "models" / DEFAULT_MODEL
+    folder = Path(resolve_model_path(DEFAULT_MODEL))
+    assert folder.parent == tmp_path / "models" and folder.name.startswith("gguf-")
     assert (folder / "model.safetensors").exists() and not list(folder.parent.glob("*.tmp-*"))
     assert sum(p.numel() for p in model.parameters()) == pytest.approx(134.5e6, rel=0.01)
     assert model.config.num_hidden_layers == 30 and model.config.vocab_size == 49152

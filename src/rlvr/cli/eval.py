@@ -27,7 +27,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "--model",
         required=True,
         metavar="PATH_OR_ID_OR_RUNDIR",
-        help="embedded model name, local folder, hub id, a run directory (uses its final/merged "
+        help="embedded model name, local folder, .gguf file, hub id, a run directory (uses its final/merged "
         "model and its recorded task and reward), one of its checkpoints (RUN/checkpoints/step-N, "
         "the run's task and reward too), or a PEFT adapter folder (merged into the base it names)",
     )

