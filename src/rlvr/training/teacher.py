@@ -91,7 +91,7 @@ def _local_spec(cfg: Config, d: DistillConfig) -> TeacherSpec:
         raise ConfigError(f"distill.teacher = {d.teacher}: the run has no final model yet (is it still training?)")
     if is_adapter_dir(path):
         return TeacherSpec("adapter" if _on_policy_base(cfg, path) else "model", str(path), d.teacher)
-    if path.exists() and not (path / "config.json").exists():
+    if path.is_dir() and not (path / "config.json").exists():
         raise ConfigError(
             f"distill.teacher = {d.teacher}: not a run directory, a PEFT adapter folder (adapter_config.json) or a "
             "model folder (config.json)"
