@@ -1,0 +1,208 @@
+"""What on-policy distillation is worth on the embedded default (issue 62): four arms, the same steps, three seeds.
+
+    python benchmarks/distill_experiment.py --teacher runs/distill/teacher --out runs/distill      # train, eval, report
+    python benchmarks/distill_experiment.py --teacher runs/distill/teacher --out runs/distill --report
+
+The teacher is the RLVR model of the default preset (a run directory: `rlvr train default --set train.steps=40
+--set train.time_budget_min=0 --output-dir runs/distill/teacher`), so its held-out pass@1 is the ceiling the student
+(the start model, the same base: the teacher's adapter is switched to on the student's own weights) can reach.
+Arms, each `rlvr train default` for --steps steps at each seed, nothing else changed:
+  rlvr      RLVR alone (the preset)
+  distill   the teacher's per-token term alone (distill.verifier false)
+  mix       the teacher's term beside the verifier's group advantage
+  control   the mix with the teacher's term replaced by its mean over the step's tokens (distill.control constant):
+            the same size, no per-token information
+Every run, the teacher and the start model are scored by `rlvr eval` on the same held-out problems (--n samples a
+problem at the training temperature, plus the greedy decode): pass@1 per arm and seed with 95% bootstrap intervals
+over problems, and each arm against RLVR alone paired by problem (per problem, the arm's pass@1 averaged over seeds).
+Steps and wall-clock to 90% of the teacher: the first validation point (greedy, the preset's validation problems every
+log.eval_every steps) at or above 0.9 x the teacher run's last validation accuracy; wall-clock is the run's summed
+time/step up to that step (the teacher's scoring included). Runs go seed-major and a finished one (its final/ exists)
+is kept, so the script resumes. It measures; it asserts nothing. Writes OUT/results.md and OUT/results.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from rlvr.evaluation.records import read_records
+from rlvr.evaluation.summary import per_problem_values
+
+ARMS = ("rlvr", "distill", "mix", "control")
+
+
+def arm_sets(arm: str, teacher: str, coef: float) -> list[str]:
+    """The overrides of one arm (rlvr: none)."""
+    if arm == "rlvr":
+        return []
+    sets = [f"distill.teacher={teacher}", f"distill.coef={coef}", f"distill.verifier={arm != 'distill'}".lower()]
+    return sets + (["distill.control=constant"] if arm == "control" else [])
+
+
+def rlvr_cli(args: list[str], log: Path) -> None:
+    import subprocess
+
+    print("$ rlvr " + " ".join(args), file=sys.stderr, flush=True)
+    with open(log, "w") as fh:
+        if subprocess.run([sys.executable, "-m", "rlvr", *args], stdout=fh, stderr=subprocess.STDOUT).returncode:
+            raise RuntimeError(f"rlvr {args[0]} failed; see {log}")
+
+
+def train_all(out: Path, a) -> None:
+    for seed in a.seeds:
+        for arm in a.arms:
+            run = out / f"{arm}-s{seed}"
+            if (run / "final").exists():
+                continue
+            sets = [f"seed={seed}", f"train.steps={a.steps}", "train.time_budget_min=0"]
+            sets += arm_sets(arm, a.teacher, a.coef)
+            args = ["train", "default", "--overwrite", "--output-dir", str(run)]
+            rlvr_cli(args + [x for s in sets for x in ("--set", s)], out / f"{run.name}.train.log")
+
+
+def eval_all(out: Path, a) -> None:
+    """Every run, the teacher and the start model: the same problems, samples and seed."""
+    models = {"start": "smollm2-135m-instruct", "teacher": a.teacher}
+    models |= {f"{arm}-s{s}": str(out / f"{arm}-s{s}") for s in a.seeds for arm in a.arms}
+    first = out / f"{a.arms[0]}-s{a.seeds[0]}"
+    for name, target in models.items():
+        dest = out / "eval" / name
+        if (dest / "records.jsonl").exists():
+            continue
+        args = ["eval", "--model", target, "--n", str(a.n), "--limit", str(a.limit), "--seed", "0", "--quiet"]
+        args += ["--out", str(dest), "--overwrite"]
+        if name == "start":  # the start model carries no task: the runs'
+            args += task_flags(first)
+        rlvr_cli(args, out / f"eval-{name}.log")
+
+
+def task_flags(run: Path) -> list[str]:
+    import yaml
+
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    flags = ["--task", cfg["task"]["name"]]
+    for key, value in cfg["task"]["settings"].items():
+        flags += ["--set", f"task.settings.{key}={json.dumps(value)}"]
+    return flags
+
+
+def pass1(out: Path, name: str) -> dict[str, float]:
+    """{problem id: pass@1} of one evaluation."""
+    return {p: v for p, (_, v) in per_problem_values(read_records(out / "eval" / name / "records.jsonl")).items()}
+
+
+def metrics(run: Path) -> list[dict]:
+    return [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def to_teacher(rows: list[dict], target: float) -> tuple[int | None, float | None]:
+    """(steps, minutes) to the first validation accuracy >= target: the step after which it was measured (val at
+    step s ran before step s trained, on the weights of s updates) and the summed time/step before it."""
+    for i, r in enumerate(rows):
+        if r.get("val/accuracy", -1) >= target:
+            return r["step"], sum(x["time/step"] for x in rows[:i]) / 60
+    return None, None
+
+
+def report(out: Path, a) -> dict:
+    from rlvr.evaluation.stats import bootstrap_ci, paired_bootstrap, paired_verdict
+
+    teacher_val = [r["val/accuracy"] for r in metrics(Path(a.teacher)) if "val/accuracy" in r][-1]
+    target = 0.9 * teacher_val
+    res: dict = {"teacher_val": teacher_val, "target": target, "models": {}, "arms": {}}
+    for name in ("start", "teacher"):
+        res["models"][name] = dict(zip(("value", "lo", "hi"), bootstrap_ci(list(pass1(out, name).values()))))
+    rl = {s: pass1(out, f"rlvr-s{s}") for s in a.seeds}
+    pids = sorted(rl[a.seeds[0]])
+    rl_mean = [sum(rl[s][p] for s in a.seeds) / len(a.seeds) for p in pids]
+    for arm in a.arms:
+        per = {s: pass1(out, f"{arm}-s{s}") for s in a.seeds}
+        mean = [sum(per[s][p] for s in a.seeds) / len(a.seeds) for p in pids]
+        row = {"pooled": dict(zip(("value", "lo", "hi"), bootstrap_ci(mean)))}
+        row["seeds"] = {s: dict(zip(("value", "lo", "hi"), bootstrap_ci(list(per[s].values())))) for s in a.seeds}
+        if arm != "rlvr":
+            d, lo, hi = paired_bootstrap(mean, rl_mean)
+            row["vs_rlvr"] = {"diff": d, "lo": lo, "hi": hi, "verdict": paired_verdict(lo, hi)}
+        runs = {s: metrics(out / f"{arm}-s{s}") for s in a.seeds}
+        row["to_teacher"] = {s: to_teacher(runs[s], target) for s in a.seeds}
+        row["minutes"] = {s: sum(r["time/step"] for r in runs[s]) / 60 for s in a.seeds}
+        row["teacher_share"] = {
+            s: sum(r.get("time/teacher", 0.0) for r in runs[s]) / sum(r["time/step"] for r in runs[s]) for s in a.seeds
+        }
+        row["distill"] = {
+            s: {k: sum(r.get(f"distill/{k}", 0.0) for r in runs[s]) / len(runs[s]) for k in ("reverse_kl", "share")}
+            for s in a.seeds
+        }
+        res["arms"][arm] = row
+    (out / "results.json").write_text(json.dumps(res, indent=1) + "\n")
+    md = markdown(res, a)
+    (out / "results.md").write_text(md)
+    print(md)
+    return res
+
+
+def _ci(r: dict) -> str:
+    return f"{r['value']:.3f} [{r['lo']:.3f}, {r['hi']:.3f}]"
+
+
+def markdown(res: dict, a) -> str:
+    seeds = a.seeds
+    lines = [
+        f"Held-out pass@1 ({a.n} samples a problem, {a.limit} problems), arms at {a.steps} steps, seeds {seeds}; "
+        f"start {_ci(res['models']['start'])}, teacher {_ci(res['models']['teacher'])}. 90% of the teacher: greedy "
+        f"validation accuracy >= {res['target']:.3f} (teacher {res['teacher_val']:.3f}).",
+        "",
+        "| arm | pass@1, seeds pooled | " + " | ".join(f"seed {s}" for s in seeds) + " | against RLVR alone, paired | "
+        "steps to 90% of the teacher | minutes to it | minutes in all | teacher's share of the time | "
+        "reverse KL (mean of steps) | teacher's share of the advantage |",
+        "|---" * (len(seeds) + 8) + "|",
+    ]
+    for arm, r in res["arms"].items():
+        vs = r.get("vs_rlvr")
+        against = f"{vs['diff']:+.3f} [{vs['lo']:+.3f}, {vs['hi']:+.3f}] {vs['verdict']}" if vs else ""
+        steps = ", ".join("-" if r["to_teacher"][s][0] is None else str(r["to_teacher"][s][0]) for s in seeds)
+        mins = ", ".join("-" if r["to_teacher"][s][1] is None else f"{r['to_teacher'][s][1]:.1f}" for s in seeds)
+        lines.append(
+            f"| {arm} | {_ci(r['pooled'])} | "
+            + " | ".join(_ci(r["seeds"][s]) for s in seeds)
+            + f" | {against} | {steps} | {mins} | "
+            + ", ".join(f"{r['minutes'][s]:.1f}" for s in seeds)
+            + " | "
+            + ", ".join(f"{r['teacher_share'][s]:.0%}" for s in seeds)
+            + " | "
+            + ", ".join(f"{r['distill'][s]['reverse_kl']:.3f}" for s in seeds)
+            + " | "
+            + ", ".join(f"{r['distill'][s]['share']:.2f}" for s in seeds)
+            + " |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--teacher", required=True, help="the teacher's run directory")
+    ap.add_argument("--out", default="runs/distill")
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--arms", default=",".join(ARMS))
+    ap.add_argument("--coef", type=float, default=1.0)
+    ap.add_argument("--n", type=int, default=4, help="samples a problem in the held-out evaluation")
+    ap.add_argument("--limit", type=int, default=120, help="held-out problems (the default preset's)")
+    ap.add_argument("--report", action="store_true", help="only tabulate finished runs")
+    a = ap.parse_args()
+    a.seeds, a.arms = [int(s) for s in a.seeds.split(",")], a.arms.split(",")
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
+    if not a.report:
+        train_all(out, a)
+        eval_all(out, a)
+    report(out, a)
+
+
+if __name__ == "__main__":
+    main()
