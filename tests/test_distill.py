@@ -104,6 +104,10 @@ def test_a_whole_model_teacher_equal_to_the_start_scores_the_first_step_as_the_s
     run, rows = distill_run(
         tmp_path, model_dir, "a", **{"distill.teacher": str(model_dir), "distill.coef": 1.0, "rollout.dtype": "float32"}
     )
+    from rlvr.training.run_report import write_run_report
+
+    report = write_run_report(run).read_text()  # the run's report shows the teacher's figures beside the others
+    assert "| sampled reverse KL to the teacher (`distill/reverse_kl`) |" in report
     first = rows[0]
     assert abs(first["distill/reverse_kl"]) < 1e-4 and first["distill/clipped_frac"] == 0.0
     assert first["distill/tokens"] == first["mismatch/tokens"] > 0 and first["time/teacher"] > 0

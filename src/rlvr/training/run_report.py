@@ -37,6 +37,8 @@ FIGURES = (
     ("len/truncated_frac", "truncated fraction"),
     ("entropy", "entropy"),
     ("mismatch/k3_kl", "k3 KL(sampler || trainer)"),
+    ("distill/reverse_kl", "sampled reverse KL to the teacher"),  # with a teacher only (docs/distillation.md)
+    ("distill/share", "the teacher's share of the advantage"),
     ("val/accuracy", "validation accuracy (greedy)"),
 )
 EDGE = 5  # steps averaged at each end of the run
