@@ -57,6 +57,45 @@ def make_tiny_llama(vocab_size: int, seed: int = 0, layers: int = 2):
     return AutoModelForCausalLM.from_config(config, dtype=torch.float32)
 
 
+def make_tiny_model(family: str, vocab_size: int, seed: int = 0, layers: int = 2):
+    """A tiny random model of a family the fast sampler runs (rlvr.sampling.families), the size of make_tiny_llama,
+    each with what makes its family differ from Llama in play: Qwen3's per-head q/k norms (and a head_dim of 16, not
+    hidden / heads = 8), SmolLM3's layers without RoPE (every second one). Every RMSNorm weight is random, so a norm
+    weight read in the wrong order shows."""
+    if family == "llama":
+        return make_tiny_llama(vocab_size, seed, layers)
+    from transformers import AutoModelForCausalLM, Qwen3Config, SmolLM3Config
+
+    common = dict(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
+    )
+    config = {
+        "qwen3": lambda: Qwen3Config(**common, head_dim=16),
+        "smollm3": lambda: SmolLM3Config(**common, no_rope_layer_interval=2),
+    }[family]()
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    g = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1 + 0.3 * torch.randn(p.shape, generator=g))
+    return model
+
+
+FAST_FAMILIES = ("llama", "qwen3", "smollm3")  # make_tiny_model's families
+
+
 def save_tiny_model(tokenizer, folder):
     """The tiny random Llama and the real tokenizer (chat template included) as a transformers folder."""
     make_tiny_llama(len(tokenizer)).save_pretrained(folder)

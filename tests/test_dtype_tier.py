@@ -10,13 +10,14 @@ a checkpoint's evaluation the final model's. docs/reliability.md, "Both kinds of
 """
 
 import json
+import warnings
 from dataclasses import dataclass
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import make_tiny_llama
+from conftest import FAST_FAMILIES, make_tiny_llama, make_tiny_model
 from rlvr import machine
 from rlvr.training.loop import train
 from test_trainer import tiny_config
@@ -107,17 +108,20 @@ def test_the_remote_backend_checks_its_server_and_trains(tmp_path, tokenizer, ki
     assert sum(path == "/v1/load_lora_adapter" for path, _ in server.log) == 2  # one adapter pushed a step
 
 
-def test_a_resume_is_exact(tmp_path, tokenizer, kind):
-    """Two steps, then a third by --resume, against three uninterrupted: the same metrics and the same weights."""
+@pytest.mark.parametrize("family", FAST_FAMILIES)
+def test_a_resume_is_exact(tmp_path, tokenizer, kind, family):
+    """Two steps, then a third by --resume, against three uninterrupted: the same metrics and the same weights; on each
+    family the fast sampler runs (conftest.make_tiny_model), which it samples itself: a fallback to hf is an error."""
     sets = {**AUTO, "rollout.backend": "fast", "train.steps": 3}
-    full = train(tiny_config(tmp_path / "a", **sets), policy=(make_tiny_llama(len(tokenizer)), tokenizer), quiet=True)
-    cfg = tiny_config(tmp_path / "b", **sets)
-    short = json.loads(json.dumps(cfg))
-    short["train"]["steps"] = 2
-    train(short, policy=(make_tiny_llama(len(tokenizer)), tokenizer), quiet=True)
-    resumed = train(
-        cfg, resume=True, allow_config_change=True, policy=(make_tiny_llama(len(tokenizer)), tokenizer), quiet=True
-    )
+    policy = lambda: (make_tiny_model(family, len(tokenizer)), tokenizer)  # noqa: E731
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="rollout.backend=fast does not run")
+        full = train(tiny_config(tmp_path / "a", **sets), policy=policy(), quiet=True)
+        cfg = tiny_config(tmp_path / "b", **sets)
+        short = json.loads(json.dumps(cfg))
+        short["train"]["steps"] = 2
+        train(short, policy=policy(), quiet=True)
+        resumed = train(cfg, resume=True, allow_config_change=True, policy=policy(), quiet=True)
     timing = ("time/", "throughput/")
     a, b = check_run(full, kind, steps=3), check_run(resumed, kind, steps=3)
     assert [{k: v for k, v in r.items() if not k.startswith(timing)} for r in a] == [

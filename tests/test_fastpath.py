@@ -1,6 +1,7 @@
 """rlvr.policy.fastpath: under bf16 autocast the fast path computes the plain autocast forward (to bf16 rounding),
 stores the frozen base in bf16 without losing the adapter's precision in merges, and steps aside where it
-does not apply (no autocast, adapters off, dropout, FSDP)."""
+does not apply (no autocast, adapters off, dropout, FSDP). The forward checks run on each family the fast sampler
+runs (conftest.make_tiny_model: Qwen3's per-head q/k norms, SmolLM3's layers without RoPE)."""
 
 import contextlib
 import copy
@@ -9,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from conftest import make_tiny_llama
+from conftest import FAST_FAMILIES, make_tiny_llama, make_tiny_model
 from rlvr.policy.fastpath import cast_norm_outputs, fuse_lora_forward, prepare_for_update
 from rlvr.policy.load import add_lora, cast_frozen_base, save_policy
 from rlvr.sampling.weights import merged_state_dict
@@ -17,8 +18,8 @@ from rlvr.sampling.weights import merged_state_dict
 VOCAB = 300
 
 
-def lora_model(seed=0, dropout=0.0):
-    model = add_lora(make_tiny_llama(VOCAB, seed=seed), r=4, alpha=8, dropout=dropout)
+def lora_model(seed=0, dropout=0.0, family="llama"):
+    model = add_lora(make_tiny_model(family, VOCAB, seed=seed), r=4, alpha=8, dropout=dropout)
     g = torch.Generator().manual_seed(seed + 1)
     for name, p in model.named_parameters():
         if "lora_B" in name:  # peft starts B at zero; a trained adapter is not
@@ -48,14 +49,18 @@ def loss_and_grads(model, autocast=True):
     return logits[real].float().detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
 
 
-def test_bf16_fast_path_matches_plain_autocast():
-    plain, fast = lora_model(), lora_model()
+NORMS = {"llama": 5, "qwen3": 9, "smollm3": 5}  # RMSNorms of the tiny models: 2 a layer and the final one; Qwen3's q/k
+
+
+@pytest.mark.parametrize("family", FAST_FAMILIES)
+def test_bf16_fast_path_matches_plain_autocast(family):
+    plain, fast = lora_model(family=family), lora_model(family=family)
     applied = prepare_for_update(fast, settings())
     assert applied == {
         "attention": "rlvr_cpu",
         "bf16_frozen_linears": 14,
         "bf16_frozen_head": True,
-        "bf16_norm_outputs": 5,
+        "bf16_norm_outputs": NORMS[family],
         "fused_lora": 14,
     }
     want_logits, want_grads = loss_and_grads(plain)
@@ -66,12 +71,15 @@ def test_bf16_fast_path_matches_plain_autocast():
         assert (got_grads[name] - g).abs().max() < 5e-2 * float(g.abs().max()) + 1e-6, name
 
 
-def test_no_autocast_changes_only_the_attention():
-    model = lora_model()
+@pytest.mark.parametrize("family", FAST_FAMILIES)
+def test_no_autocast_changes_only_the_attention(family):
+    """rlvr's attention computes the model's own on each family (Qwen3 normalises q and k before calling it, SmolLM3
+    calls it with q and k unrotated on its no-RoPE layers): float32 logits to 1e-4."""
+    model = lora_model(family=family)
     applied = prepare_for_update(model, settings(autocast="none"))
     assert applied == {"attention": "rlvr_cpu"}
     assert all(p.dtype == torch.float32 for p in model.parameters())
-    want, _ = loss_and_grads(lora_model(), autocast=False)
+    want, _ = loss_and_grads(lora_model(family=family), autocast=False)
     got, _ = loss_and_grads(model, autocast=False)
     assert (got - want).abs().max() < 1e-4
 
@@ -149,6 +157,17 @@ def test_norm_outputs_are_bf16_only_under_autocast():
     assert norm(x).dtype == torch.float32
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert norm(x).dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("family", FAST_FAMILIES)
+def test_norm_outputs_keep_the_plain_autocast_arithmetic(family):
+    """Casting the norms' outputs moves a rounding, never changes one: under autocast the logits are the plain
+    forward's bit for bit. Qwen3's per-head q_norm and k_norm (fed by the bf16 q and k projections) hand RoPE their
+    float32 output as the plain forward does; cast to bf16 as well, they changed half the logits, by up to 4e-3."""
+    plain, hooked = make_tiny_model(family, VOCAB), make_tiny_model(family, VOCAB)
+    assert cast_norm_outputs(hooked, torch.bfloat16) == NORMS[family]
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.equal(hooked(**batch()).logits, plain(**batch()).logits)
 
 
 @pytest.mark.parametrize("case", ["disabled", "dropout"])

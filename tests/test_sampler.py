@@ -343,19 +343,20 @@ def test_sync_merges_lora(backend):
 
 def test_unsupported_architecture_falls_back_to_hf():
     """fast (the config's default backend) on a model it does not run samples with hf, and one warning says why: a
-    family it does not cover (GPT-2, Qwen3) and a Llama whose loaded weights it cannot run (biases on the MLP, which
-    the config check does not see; before, that raised instead of falling back)."""
+    family it does not cover (GPT-2), a family's setting it does not run (Qwen3 with a sliding window on a layer) and
+    a Llama whose loaded weights it cannot run (biases on the MLP, which the config check does not see; before, that
+    raised instead of falling back)."""
     from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig, Qwen3Config
 
     from rlvr.sampling.hf import HFSampler
 
-    small = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4)
+    small = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4)
     models = {
-        "model_type 'gpt2' (supported: llama, mistral, qwen2)": GPT2Config(
+        "model_type 'gpt2' (supported: llama, mistral, qwen2, qwen3, smollm3)": GPT2Config(
             vocab_size=VOCAB, n_embd=32, n_layer=1, n_head=2
         ),
-        "model_type 'qwen3' (supported: llama, mistral, qwen2)": Qwen3Config(
-            **small, num_key_value_heads=2, head_dim=8
+        "sliding-window attention (sliding_window=4 on layers [1])": Qwen3Config(
+            **small, num_key_value_heads=2, head_dim=8, use_sliding_window=True, sliding_window=4, max_window_layers=1
         ),
         "biases on o_proj or the MLP": LlamaConfig(**small, num_key_value_heads=2, mlp_bias=True),
     }

@@ -172,6 +172,31 @@ def test_fused_small_ops_in_float32_equal_the_torch_ops():
 
 
 @dtypes
+def test_head_norm_rope_equals_the_torch_path(dtype):
+    """Qwen3's per-head q/k RMSNorm and RoPE in one call: the torch path's result (rlvr.sampling.llama._normed_rope:
+    normalised in float32, rounded to the dtype, times each head's own weight row, rotated) up to a rounding of the
+    dtype; the v columns after the heads are never read. By hand, in float32: the head (3, 4) has mean square 12.5, so
+    it normalises to (3, 4) / sqrt(12.5); times the weight (1, 2) and rotated by i: (-8, 3) / sqrt(12.5)."""
+    from types import SimpleNamespace
+
+    from rlvr.sampling import llama
+
+    g = torch.Generator().manual_seed(5)
+    heads, D = 6, 16
+    qkv, rot = rope_inputs(g, heads, D, dtype)
+    qkv, weight = (qkv.float() * 3).to(dtype), torch.rand(heads, D, generator=g) + 0.5
+    torch_path = SimpleNamespace(fused=None, head_dim=D, eps=1e-6, dtype=dtype)
+    want = llama._normed_rope(torch_path, qkv, weight, rot, heads * D)
+    got = kernel.head_norm_rope(qkv, weight, rot, 1e-6)
+    assert got.dtype == dtype and got.shape == want.shape == (5, heads, D)
+    tol = 1e-2 if dtype == torch.bfloat16 else 1e-5
+    torch.testing.assert_close(got.float(), want.float(), atol=tol, rtol=tol)
+    assert torch.equal(kernel.head_norm_rope(qkv[:, : heads * D].contiguous(), weight, rot, 1e-6), got)
+    by_hand = kernel.head_norm_rope(torch.tensor([[3.0, 4.0]]), torch.tensor([[1.0, 2.0]]), torch.tensor([[[1j]]]), 0.0)
+    assert by_hand.view(2).tolist() == pytest.approx([-8 / 12.5**0.5, 3 / 12.5**0.5], rel=1e-6)
+
+
+@dtypes
 def test_the_fused_forward_follows_the_torch_forward(dtype):
     """The whole forward with the native ops against the same weights with torch's ops: the same logits up to the
     dtype's rounding (bf16's, or float32's: only the order of sums differs), and the same greedy tokens."""

@@ -83,17 +83,27 @@ def cache_frozen_head_cast(model, dtype) -> bool:
 
 
 def cast_norm_outputs(model, dtype) -> int:
-    """Under autocast to `dtype`, hand each RMSNorm's output to the next layers already in `dtype`; returns
-    how many norms. The residual stream and the norm's own arithmetic stay float32.
+    """Under autocast to `dtype`, hand each RMSNorm's output of the float32 residual stream to the next layers already
+    in `dtype`; returns how many norms were hooked. The residual stream and the norm's own arithmetic stay float32.
 
     Why: every linear layer after a norm (q, k, v and their LoRA A matrices; gate, up and theirs) cast the
     same float32 normed activations to bf16 itself, and autograd kept each copy for the backward: ten casts
     and ten saved copies per decoder layer where one does. The rounding is the same cast, done once.
+
+    Only a norm whose input is float32 (the residual stream) is cast: that output goes to linear layers. A norm fed
+    by a matmul's `dtype` output (Qwen3's per-head q_norm and k_norm, after the q and k projections) returns float32
+    in the plain autocast forward (its float32 weight times the rounded normed value), and RoPE takes that in float32:
+    rounding it to `dtype` first would change the arithmetic, so it is handed on as it is.
     """
 
     def hook(module, args, output):
         device = output.device.type
-        if torch.is_autocast_enabled(device) and torch.get_autocast_dtype(device) == dtype:
+        if (
+            args
+            and args[0].dtype == torch.float32
+            and torch.is_autocast_enabled(device)
+            and torch.get_autocast_dtype(device) == dtype
+        ):
             return output.to(dtype)
         return output
 

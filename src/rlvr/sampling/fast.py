@@ -1,10 +1,10 @@
 """Backend "fast": prefill each prompt once, share its KV cache across its G samples, decode with a
-hand-written Llama forward in bf16 (float32 numerics where they matter), finished rows leave the batch. A prompt
+hand-written forward for the Llama layout (the families of rlvr.sampling.families) in bf16 (float32 numerics where they matter), finished rows leave the batch. A prompt
 that continues a row of the last call (an episode's next turn) prefills only its new tokens
 (rlvr.sampling.prefix_cache).
 
 Falls back to the "hf" backend, with one warning that says why, for models the forward does not cover (the config's
-default backend is "fast", so a model of another family samples with "hf").
+default backend is "fast", so a model of another family, or a setting its forward does not run, samples with "hf").
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import torch
 from . import llama
 from .cascade import CascadeCache
 from .distribution import sample_tokens
+from .families import Unsupported, check_supported
 from .hf import HFSampler
 from .prefix_cache import PrefixCache, row_entries
 from .rollouts import LocalSampler, Rollouts, pack_rollouts
@@ -29,9 +30,9 @@ def make_fast_sampler(model, tokenizer, *, stop_ids: list[int], dtype: str = "bf
     (rollout.backend "fast", the default, is then "hf" for this model). Both checks count: the config's family and
     settings (check_supported), and the weights as loaded (a Llama with biases on o_proj or the MLP)."""
     try:
-        llama.check_supported(llama.plain_config(model))
+        check_supported(llama.plain_config(model))
         return FastSampler(model, tokenizer, stop_ids=stop_ids, dtype=dtype, threads=threads)
-    except llama.Unsupported as why:
+    except Unsupported as why:
         warnings.warn(f"rollout.backend=fast does not run this model: {why}; sampling with hf", stacklevel=3)
         return HFSampler(model, tokenizer, stop_ids=stop_ids, dtype=dtype, threads=threads)
 

@@ -1,6 +1,8 @@
-"""A hand-written forward for the Llama family (Llama, Mistral without a live sliding window, Qwen2),
-used by the fast sampler. Reads the weights out of the HF model once per sync; per-layer work is a
-handful of fused matmuls (q|k|v in one, gate|up in one), so Python overhead stays small at 135M scale.
+"""A hand-written forward for the Llama layout, used by the fast sampler for every family in
+rlvr.sampling.families (Llama, Mistral without a live sliding window, Qwen2, Qwen3, SmolLM3). Reads the weights out of
+the HF model once per sync; per-layer work is a handful of fused matmuls (q|k|v in one, gate|up in one), so Python
+overhead stays small at 135M scale. A family's own pieces (Qwen3's per-head q/k norms, SmolLM3's layers without RoPE)
+are fields of its registry entry, read into each Layer.
 
 Precision: matmuls in the compute dtype (bf16 on CPUs with AVX512-BF16/AMX); the residual stream,
 RMSNorm, RoPE and softmax in float32. Shapes: N tokens, H hidden, Hq / Hkv heads, D head dim.
@@ -18,14 +20,8 @@ import torch.nn.functional as F
 
 from rlvr.policy.load import base_model
 
+from .families import Family, Unsupported, check_supported, family_of
 from .weights import merged_weights_lazily, plain_config
-
-SUPPORTED = ("llama", "mistral", "qwen2")
-STATIC_ROPE = ("default", "linear", "llama3", "yarn")  # position-independent tables; "dynamic" rescales with length
-
-
-class Unsupported(ValueError):
-    """The model is not one the hand-written forward can run exactly."""
 
 
 @dataclass
@@ -37,6 +33,8 @@ class Layer:
     ln2: torch.Tensor  # (H,) float32
     wgu: torch.Tensor  # (2 I, H): gate rows then up rows
     wd: torch.Tensor  # (H, I)
+    qk_norm: torch.Tensor | None = None  # (Hq + Hkv, D) float32: per-head q, then k norm weights, interleaved
+    rope: bool = True  # False: q and k go to attention unrotated (SmolLM3's no-RoPE layers)
 
 
 @dataclass
@@ -54,20 +52,6 @@ class LlamaWeights:
     dtype: torch.dtype
     linear: Callable = F.linear  # (x, weight, bias) -> x @ weight.T + bias, for weights as stored here
     fused: Any = None  # rlvr.sampling.native's decode ops (bf16, float32), or None for the torch ops
-
-
-def check_supported(config) -> None:
-    """Raise Unsupported with the reason when the hand-written forward would not match the model."""
-    kind = getattr(config, "model_type", None)
-    if kind not in SUPPORTED:
-        raise Unsupported(f"model_type {kind!r} (supported: {', '.join(SUPPORTED)})")
-    if getattr(config, "hidden_act", "silu") != "silu":
-        raise Unsupported(f"hidden_act {config.hidden_act!r} (only silu)")
-    rope = getattr(config, "rope_parameters", None) or {"rope_type": "default"}
-    if rope.get("rope_type", "default") not in STATIC_ROPE:
-        raise Unsupported(f"rope_type {rope.get('rope_type')!r} (supported: {', '.join(STATIC_ROPE)})")
-    if kind == "qwen2" and getattr(config, "use_sliding_window", False):
-        raise Unsupported("Qwen2 with use_sliding_window=True")
 
 
 def packed_linear(dtype: torch.dtype, batch_hint: int, kernels=None) -> tuple[Callable, Callable] | None:
@@ -124,6 +108,7 @@ def load_weights(model, dtype: torch.dtype, batch_hint: int = 32, native: bool =
     float32 the forward uses the native fused ops where they build (`native=False`: torch's ops only)."""
     config = plain_config(model)
     check_supported(config)
+    family = family_of(config)
     sd = merged_weights_lazily(model)  # one merged float weight at a time, converted, then dropped
     kernels = _native_ops() if native and dtype in (torch.bfloat16, torch.float32) else None
     packed = packed_linear(dtype, batch_hint, kernels)
@@ -134,7 +119,7 @@ def load_weights(model, dtype: torch.dtype, batch_hint: int = 32, native: bool =
     Hq, Hkv = config.num_attention_heads, config.num_key_value_heads
     D = getattr(config, "head_dim", None) or config.hidden_size // Hq
     layers = []
-    for i in range(config.num_hidden_layers):
+    for i, rope in enumerate(family.rope_layers(config)):
         p = f"model.layers.{i}."
         qkv = [sd[f"{p}self_attn.{x}_proj.weight"] for x in "qkv"]
         biases = [sd.get(f"{p}self_attn.{x}_proj.bias") for x in "qkv"]
@@ -151,6 +136,8 @@ def load_weights(model, dtype: torch.dtype, batch_hint: int = 32, native: bool =
                 wo=mat(sd[f"{p}self_attn.o_proj.weight"]),
                 wgu=mat(torch.cat([sd[f"{p}mlp.gate_proj.weight"], sd[f"{p}mlp.up_proj.weight"]])),
                 wd=mat(sd[f"{p}mlp.down_proj.weight"]),
+                qk_norm=_qk_norm_weights(family, f32, p, D, Hq, Hkv),
+                rope=rope,
             )
         )
     head = sd.get("lm_head.weight", sd["model.embed_tokens.weight"])  # tied embeddings have no own head
@@ -170,6 +157,16 @@ def load_weights(model, dtype: torch.dtype, batch_hint: int = 32, native: bool =
         linear=packed[1] if packed else F.linear,
         fused=kernels,
     )
+
+
+def _qk_norm_weights(family: Family, f32: Callable, p: str, D: int, Hq: int, Hkv: int) -> torch.Tensor | None:
+    """A layer's per-head q and k norm weights as (Hq + Hkv, D) float32, one row a head, in the interleaved order of
+    the q and k rows (RMSNorm's mean over a head is the same in any order; its weight must follow the rows); None for
+    a family without them."""
+    if not family.qk_norm:
+        return None
+    q, k = (_interleave(f32(f"{p}self_attn.{x}_norm.weight"), D) for x in "qk")
+    return torch.cat([q.expand(Hq, D), k.expand(Hkv, D)]).contiguous()
 
 
 def _native_ops():
@@ -211,6 +208,14 @@ def rope_rotation(w: LlamaWeights, positions: torch.Tensor) -> torch.Tensor:
     return torch.polar(w.head_gain[None].expand(1, -1, angle.shape[-1]), angle)
 
 
+def no_rotation(w: LlamaWeights, n: int) -> torch.Tensor:
+    """(N, Hq + Hkv, D/2) complex64: what a layer without RoPE multiplies q and k by, in rope_rotation's form: 1/sqrt(D)
+    on the q heads and 1 on the k heads, real (transformers skips RoPE on such a layer, its attention_scaling too)."""
+    gain = torch.tensor([1 / math.sqrt(w.head_dim)] * w.n_heads + [1.0] * w.n_kv)[None, :, None]
+    gain = gain.expand(n, -1, w.head_dim // 2)
+    return torch.complex(gain, torch.zeros_like(gain)).contiguous()
+
+
 # attend(layer index, q (N, Hkv, rep, D), k (N, Hkv, D), v (N, Hkv, D)) -> (N, Hq * D), compute dtype.
 # q arrives already multiplied by the softmax scale 1/sqrt(D); q and k are in the interleaved order.
 Attend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -223,11 +228,16 @@ def forward(w: LlamaWeights, tokens: torch.Tensor, positions: torch.Tensor, atte
     N, H = x.shape
     D, Hq, Hkv = w.head_dim, w.n_heads, w.n_kv
     rot = rope_rotation(w, positions)
+    still = rot if all(L.rope for L in w.layers) else no_rotation(w, N)  # a no-RoPE layer's (unused where none is)
     nqk = (Hq + Hkv) * D
     linear = w.linear
     for i, L in enumerate(w.layers):
         qkv = linear(_norm(w, x, L.ln1), L.wqkv, L.bqkv)
-        qk = _rope(w, qkv, rot, nqk)  # (N, Hq + Hkv, D) compute dtype
+        turn = rot if L.rope else still
+        if L.qk_norm is None:
+            qk = _rope(w, qkv, turn, nqk)  # (N, Hq + Hkv, D) compute dtype
+        else:
+            qk = _normed_rope(w, qkv, L.qk_norm, turn, nqk)
         q, k, v = qk[:, :Hq].view(N, Hkv, Hq // Hkv, D), qk[:, Hq:], qkv[:, nqk:].view(N, Hkv, D)
         x += linear(attend(i, q, k, v), L.wo)
         x += linear(_silu_mul(w, linear(_norm(w, x, L.ln2), L.wgu)), L.wd)
@@ -250,6 +260,17 @@ def _rope(w: LlamaWeights, qkv: torch.Tensor, rot: torch.Tensor, nqk: int) -> to
     N, D = qkv.shape[0], w.head_dim
     qk = torch.view_as_complex(qkv[:, :nqk].float().view(N, -1, D // 2, 2)) * rot
     return torch.view_as_real(qk).to(w.dtype).view(N, -1, D)
+
+
+def _normed_rope(w: LlamaWeights, qkv: torch.Tensor, weight: torch.Tensor, rot: torch.Tensor, nqk: int) -> torch.Tensor:
+    """A per-head RMSNorm of the q and k heads of the qkv output (N, >= nqk), weight (Hq + Hkv, D), then RoPE: (N, Hq +
+    Hkv, D) in the compute dtype. As transformers' Qwen3 computes it under the trainer's autocast: normalised in
+    float32, rounded to the projection's dtype (the compute dtype here), times the float32 weight, rotated in float32."""
+    if w.fused is not None:
+        return w.fused.head_norm_rope(qkv, weight, rot, w.eps)
+    N, D = qkv.shape[0], w.head_dim
+    heads = F.rms_norm(qkv[:, :nqk].float().view(N, -1, D), (D,), eps=w.eps).to(w.dtype) * weight
+    return _rope(w, heads.view(N, nqk), rot, nqk)
 
 
 def _silu_mul(w: LlamaWeights, gate_up: torch.Tensor) -> torch.Tensor:

@@ -5,6 +5,7 @@
 //   every active row attends to its prompt's shared keys and its own generated keys under one float32 softmax;
 // - rms_norm: RMSNorm of the float32 residual stream, rounded once to the compute dtype (the next matmul's input);
 // - rope: the rotary embedding of q and k straight from the qkv matmul output, in float32, rounded once;
+// - head_norm_rope: a per-head RMSNorm of q and k (Qwen3's q_norm, k_norm), then rope, from the qkv output;
 // - silu_mul: silu(gate) * up of the fused gate|up matmul output, in float32, rounded once.
 // Vector paths for AVX512 (16 lanes) and AVX2 with FMA (8 lanes: the machines where `auto` samples in float32).
 #include <torch/extension.h>
@@ -322,6 +323,64 @@ torch::Tensor rope(torch::Tensor qkv, torch::Tensor rot) {
   return by_element(qkv, "qkv", [&](auto e) { return rope_impl<decltype(e)>(qkv, rot); });
 }
 
+// qkv (N, >= heads * D) in T, its first heads * D columns q|k as for rope; weight (heads, D) float32, each head's norm
+// weight in the pairs' order; rot as for rope -> (N, heads, D) in T. Each head is RMS-normalised in float32 (its
+// sum of squares in float32 vector lanes: D is a few dozen, and one chain of double adds a head was 3x slower), rounded to T (transformers rounds the normed value to the projection's dtype,
+// before its float32 weight), times its weight, rotated in float32, rounded once to T: the torch path's arithmetic.
+template <typename T>
+torch::Tensor head_norm_rope_impl(const torch::Tensor& qkv, const torch::Tensor& weight, const torch::Tensor& rot,
+                                  double eps) {
+  const int64_t N = rot.size(0), heads = rot.size(1), half = rot.size(2), D = 2 * half;
+  TORCH_CHECK(qkv.size(0) == N && qkv.size(1) >= heads * D, "qkv narrower than the rotated heads");
+  TORCH_CHECK(weight.size(0) == heads && weight.size(1) == D, "a (heads, D) weight");
+  auto out = torch::empty({N, heads, D}, qkv.options());
+  auto wc = weight.contiguous();
+  const auto* Q = reinterpret_cast<const T*>(qkv.data_ptr());
+  const float* W = wc.data_ptr<float>();
+  const float* R = reinterpret_cast<const float*>(rot.data_ptr());  // (re, im) pairs
+  auto* O = reinterpret_cast<T*>(out.data_ptr());
+  const int64_t qs = qkv.stride(0);
+  at::parallel_for(0, N * heads, 16, [&](int64_t begin, int64_t end) {
+    std::vector<float> h(D);
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t r = task / heads, hd = task % heads;
+      const T* x = Q + r * qs + hd * D;
+      int64_t d = 0;
+      float ss = 0.f;
+#ifdef RLVR_VEC
+      vecf acc = vzero();
+      for (; d + LANES <= D; d += LANES) {
+        const vecf v = vload(x + d);
+        vstore(h.data() + d, v);
+        acc = vfma(v, v, acc);
+      }
+      ss = vsum(acc);
+#endif
+      for (; d < D; ++d) {
+        h[d] = to_float(x[d]);
+        ss += h[d] * h[d];
+      }
+      const float inv = static_cast<float>(1.0 / std::sqrt(static_cast<double>(ss) / D + eps));
+      const float* w = W + hd * D;
+      for (d = 0; d < D; ++d) h[d] = to_float(from_float<T>(h[d] * inv)) * w[d];
+      const float* rr = R + task * half * 2;
+      T* o = O + task * D;
+      for (int64_t j = 0; j < half; ++j) {
+        const float a = h[2 * j], b = h[2 * j + 1], c = rr[2 * j], s = rr[2 * j + 1];
+        o[2 * j] = from_float<T>(a * c - b * s);
+        o[2 * j + 1] = from_float<T>(a * s + b * c);
+      }
+    }
+  });
+  return out;
+}
+
+torch::Tensor head_norm_rope(torch::Tensor qkv, torch::Tensor weight, torch::Tensor rot, double eps) {
+  TORCH_CHECK(rot.scalar_type() == at::kComplexFloat && weight.scalar_type() == at::kFloat, "complex64 rot, float32 weight");
+  TORCH_CHECK(qkv.stride(1) == 1 && rot.is_contiguous(), "qkv rows with unit stride, contiguous rot");
+  return by_element(qkv, "qkv", [&](auto e) { return head_norm_rope_impl<decltype(e)>(qkv, weight, rot, eps); });
+}
+
 // gu (N, 2 I) in T, gate columns then up columns -> (N, I) in T: silu(gate) * up. float32 takes the vector exp
 // (about 1 ulp); bf16 keeps std::exp, so its results stay bit for bit what they were before float32 came here.
 template <typename T>
@@ -453,6 +512,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("decode_attend", &decode_attend, "one decode step's cascade attention for one layer (bf16 or float32)");
   m.def("rms_norm", &rms_norm, "RMSNorm of a float32 stream, rounded once to bf16 (to_bf16) or kept in float32");
   m.def("rope", &rope, "rotary embedding of the q|k heads of a qkv output (bf16 or float32)");
+  m.def("head_norm_rope", &head_norm_rope, "per-head RMSNorm of the q|k heads of a qkv output, then rope (bf16 or float32)");
   m.def("silu_mul", &silu_mul, "silu(gate) * up of a gate|up output (bf16 or float32)");
   m.def("panel_linear_available", &panel_linear_available, "whether panel_linear was compiled (AVX2 and FMA)");
   m.def("panel_linear", &panel_linear, "float32 x W^T (+ b) for a few rows, W packed in panels of 16 columns",

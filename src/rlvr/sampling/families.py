@@ -1,0 +1,96 @@
+"""The model families the fast sampler runs (rlvr.sampling.llama's forward), by the config's `model_type`, and what
+each needs beyond the layout they share.
+
+The shared layout: token embedding; per layer an RMSNorm, q/k/v projections (biases allowed on these three only),
+RoPE on q and k, softmax attention (grouped-query allowed), o_proj, the residual sum, an RMSNorm, silu(gate) * up,
+down_proj, the residual sum; a final RMSNorm and an output head, tied to the embedding or not. An entry says what its
+family's layers add to it, as fields the weight reader and the forward read (so no caller tests a family's name):
+
+- `qk_norm`: a per-head RMSNorm of q and of k (self_attn.q_norm, self_attn.k_norm, over head_dim, the model's
+  rms_norm_eps) between the projection and RoPE;
+- `rope_layers(config)`: which layers rotate q and k (SmolLM3 leaves every fourth layer without position encoding);
+- `refuse(config)`: a reason its forward would not match a setting of this family, or None.
+
+A family with a piece the forward lacks gets a new field here, read where the weights are read
+(llama.load_weights) and used in llama.forward. `check_supported` holds the checks that apply to every family (the
+activation, the rope type, a live sliding window) and asks the entry for its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlvr.registry import Registry
+
+STATIC_ROPE = ("default", "linear", "llama3", "yarn")  # position-independent tables; "dynamic" rescales with length
+
+
+class Unsupported(ValueError):
+    """The model is not one the hand-written forward can run exactly."""
+
+
+def _every_layer(config) -> list[bool]:
+    return [True] * config.num_hidden_layers
+
+
+def _nothing_refused(config) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Family:
+    qk_norm: bool = False  # per-head RMSNorm of q and k before RoPE (Layer.qk_norm)
+    rope_layers: Callable[[Any], list[bool]] = field(default=_every_layer)  # config -> per layer: rotates? (Layer.rope)
+    refuse: Callable[[Any], str | None] = field(default=_nothing_refused)  # config -> why not, or None
+
+
+def _smollm3_rope_layers(config) -> list[bool]:
+    # transformers' SmolLM3Attention: `use_rope = config.no_rope_layers[layer_idx]`, 0 = no RoPE on that layer
+    return [bool(x) for x in config.no_rope_layers]
+
+
+# model_type -> Family. Not a user's extension point (the model names its type), so not listed by `rlvr list`.
+FAMILIES: Registry[Family] = Registry("fast sampler family", key="model_type", listed=False)
+FAMILIES.add("llama", Family(), "Llama 1-3 (and any model that says it is one)")
+FAMILIES.add("mistral", Family(), "Mistral; its sliding window is not applied (exact within the window)")
+FAMILIES.add("qwen2", Family(), "Qwen2 and Qwen2.5: biases on q, k and v")
+FAMILIES.add("qwen3", Family(qk_norm=True), "Qwen3 (dense): a per-head RMSNorm of q and k before RoPE")
+FAMILIES.add("smollm3", Family(rope_layers=_smollm3_rope_layers), "SmolLM3: no RoPE on its no_rope_layers")
+
+
+def family_of(config) -> Family:
+    """The entry for the config's model_type; Unsupported naming the families where there is none."""
+    kind = getattr(config, "model_type", None)
+    if not isinstance(kind, str) or kind not in FAMILIES:
+        raise Unsupported(f"model_type {kind!r} (supported: {', '.join(FAMILIES.names())})")
+    return FAMILIES[kind]
+
+
+def check_supported(config) -> None:
+    """Raise Unsupported with the reason when the hand-written forward would not match the model."""
+    family = family_of(config)
+    if getattr(config, "hidden_act", "silu") != "silu":
+        raise Unsupported(f"hidden_act {config.hidden_act!r} (only silu)")
+    rope = getattr(config, "rope_parameters", None) or {"rope_type": "default"}
+    if rope.get("rope_type", "default") not in STATIC_ROPE:
+        raise Unsupported(f"rope_type {rope.get('rope_type')!r} (supported: {', '.join(STATIC_ROPE)})")
+    sliding = sliding_layers(config)
+    if sliding:
+        raise Unsupported(f"sliding-window attention (sliding_window={config.sliding_window} on layers {sliding})")
+    why = family.refuse(config)
+    if why:
+        raise Unsupported(why)
+
+
+def sliding_layers(config) -> list[int]:
+    """The layers that attend through a sliding window, as transformers' masks do: those `layer_types` calls
+    "sliding_attention" while the config has a window (Qwen2 and Qwen3 set it with use_sliding_window, from
+    max_window_layers on). Mistral names no layer types: its window is not seen here."""
+    if getattr(config, "sliding_window", None) is None:
+        return []
+    return [i for i, kind in enumerate(getattr(config, "layer_types", None) or []) if kind == "sliding_attention"]
+
+
+__all__ = ["FAMILIES", "STATIC_ROPE", "Family", "Unsupported", "check_supported", "family_of", "sliding_layers"]

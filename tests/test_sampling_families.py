@@ -1,0 +1,121 @@
+"""The fast sampler on the families it runs beyond Llama's (tests/test_sampler.py holds Llama's, Mistral's and Qwen2's):
+Qwen3 (a per-head RMSNorm of q and k before RoPE) and SmolLM3 (layers without RoPE), each a tiny random model from
+transformers' config class, in float32 and bf16. The forward is transformers' (logits), greedy decoding is
+transformers' `generate`, the sampled tokens' log-probs are the trainer's (rlvr.policy.logprobs), and `fast` runs
+them itself rather than falling back to `hf`. Training and an exact resume on them, in both dtypes:
+tests/test_dtype_tier.py; the update's fast path on them: tests/test_fastpath.py."""
+
+import warnings
+
+import pytest
+import torch
+
+from conftest import make_tiny_model
+from rlvr.policy.logprobs import completion_logprobs
+from rlvr.sampling import llama, make_sampler
+from rlvr.sampling.fast import FastSampler
+from test_sampler import STOP, VOCAB, CharTok, hf_logits
+
+FAMILIES = ("qwen3", "smollm3")
+FALLBACK = "rollout.backend=fast does not run this model"
+
+
+def sharp_model(family: str, seed: int = 0):
+    """The family's tiny model, 4 layers (SmolLM3: two without RoPE), its matrices scaled up as tests/test_sampler.py's
+    tiny Llama: sharper logits, so greedy paths and stops are not ties."""
+    model = make_tiny_model(family, VOCAB, seed, layers=4)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.mul_(4.0)
+    return model.eval()
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def model(request):
+    return sharp_model(request.param)
+
+
+def fast(model, dtype: str, stops=(STOP,)) -> FastSampler:
+    """The fast sampler on `model`, which must not have fallen back to hf (no warning saying so)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sampler = make_sampler("fast", model, CharTok(), stop_ids=list(stops), dtype=dtype)
+    assert [str(w.message) for w in caught if FALLBACK in str(w.message)] == []
+    assert isinstance(sampler, FastSampler)
+    return sampler
+
+
+def test_each_family_reads_its_own_pieces(model):
+    """Qwen3's layers carry their q/k norm weights, SmolLM3's the layers it rotates (transformers' no_rope_layers)."""
+    w = llama.load_weights(model, torch.float32)
+    if model.config.model_type == "qwen3":
+        assert all(L.qk_norm is not None and L.qk_norm.shape == (4 + 2, 16) and L.rope for L in w.layers)
+        assert w.head_dim == 16  # the config's head_dim, not hidden / heads = 8
+    else:
+        assert (
+            [L.rope for L in w.layers] == [True, False, True, False] == [bool(x) for x in model.config.no_rope_layers]
+        )
+        assert all(L.qk_norm is None for L in w.layers)
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "torch"])
+def test_forward_matches_transformers(model, native):
+    """Two prompts packed in one prefill, each seeing only itself: logits within the Llama tests' bounds of
+    transformers' float32 forward (float32 1e-4; bf16 0.15 of the largest logit, 0.1 in log-prob), on the native ops
+    and on torch's."""
+    ids = [5, 17, 33, 2, 90, 41, 7, 64, 12] + list(range(20, 50))  # 39 positions: RoPE turns well past its start
+    ref = hf_logits(model, ids)
+    for dtype, tol, lp_tol in [(torch.float32, 1e-4, 1e-4), (torch.bfloat16, 0.15, 0.1)]:
+        w = llama.load_weights(model, dtype, native=native)
+        assert (w.fused is not None) == native
+        other = [7, 7, 1, 60]
+        pk = torch.zeros(len(w.layers), 2, w.n_kv, len(ids), w.head_dim, dtype=dtype)
+        attend = llama.prefill_attend_into(pk, torch.zeros_like(pk), [len(other), len(ids)])
+        pos = torch.cat([torch.arange(len(other)), torch.arange(len(ids))])
+        got = llama.logits(w, llama.forward(w, torch.tensor(other + ids), pos, attend))[len(other) :]
+        err = (got - ref).abs().max().item()
+        assert err < tol * max(1.0, ref.abs().max().item()), (dtype, err)
+        lp_err = (got.log_softmax(-1) - ref.log_softmax(-1)).abs().max().item()
+        assert lp_err < lp_tol, (dtype, lp_err)
+
+
+def test_greedy_equals_transformers_generate(model):
+    """float32: greedy decoding through the cascade cache (prompts of several lengths, rows stopping at different
+    steps, past a cache block) gives transformers' generate's tokens, with its log-probs to 1e-4. bf16: the first four
+    tokens of every row (rounding may flip a near-tie later, as tests/test_sampler.py allows for Llama)."""
+    prompts = [[5, 6, 7, 8, 9], [20], [30, 31, 32], [44, 45]]
+    kw = dict(max_new_tokens=70, temperature=0.0)  # past one block (64) of the generated cache
+    free = make_sampler("hf", model, CharTok(), stop_ids=[STOP], dtype="float32").generate(prompts, 1, **kw)
+    seen = [set(r[2:]) for r in free.completion_ids.tolist()]
+    stop2 = next(t for t in free.completion_ids[0, 2:].tolist() if any(t not in s for s in seen[1:]))
+    hf = make_sampler("hf", model, CharTok(), stop_ids=[STOP, stop2], dtype="float32").generate(prompts, 2, **kw)
+    got = fast(model, "float32", (STOP, stop2)).generate(prompts, 2, **kw)
+    assert got.completion_ids.tolist() == hf.completion_ids.tolist()
+    assert got.finish == hf.finish and "stop" in got.finish and "length" in got.finish
+    assert (got.sampler_logp - hf.sampler_logp).abs().max().item() < 1e-4
+    bf16 = fast(model, "bfloat16").generate(prompts, 1, max_new_tokens=16, temperature=0.0)
+    assert bf16.completion_ids[:, :4].tolist() == free.completion_ids[:, :4].tolist()
+
+
+# The sampler's log-probs of its own samples against the trainer's forward on them (completion_logprobs; bf16: under
+# bf16 autocast, as the update runs): float32 to rounding (measured 2e-7 mean, 1e-6 largest); bf16 inside the band
+# docs/scaling.md gives a bf16 sampler (mean |log ratio| about 0.03), here 2-3e-3 mean and 0.01-0.02 the largest.
+LOGP_BOUNDS = {"float32": (1e-5, 1e-4), "bfloat16": (0.02, 0.2)}  # (mean, max) |sampler - trainer| per token
+
+
+@pytest.mark.parametrize("dtype", list(LOGP_BOUNDS))
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_sampler_logprobs_are_the_trainers(model, dtype, temperature):
+    prompts = [[5, 6, 7, 8, 9], [20, 21], [30, 31, 32]]
+    g = torch.Generator().manual_seed(1)
+    r = fast(model, dtype).generate(prompts, 4, max_new_tokens=24, temperature=temperature, generator=g)
+    rows = [prompts[i] for i in r.group_ids.tolist()]
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "bfloat16"):
+        trainer, _ = completion_logprobs(model, rows, r.completion_ids, r.mask, pad_id=0, temperature=temperature)
+    gap = (r.sampler_logp - trainer).abs()[r.mask > 0]
+    mean_bound, max_bound = LOGP_BOUNDS[dtype]
+    assert gap.numel() > 100 and gap.mean().item() < mean_bound and gap.max().item() < max_bound, (
+        gap.mean().item(),
+        gap.max().item(),
+    )
