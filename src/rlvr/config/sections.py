@@ -68,8 +68,8 @@ class VllmConfig:
 
 @dataclass
 class RolloutConfig:
-    # rlvr.sampling.BACKENDS. "fast" runs the Llama family (Llama, Mistral, Qwen2: the embedded default among them);
-    # any other model samples with "hf", which one warning says at start-up (rlvr.sampling.fast)
+    # rlvr.sampling.BACKENDS. "fast" runs the families of rlvr.sampling.families (Llama, the embedded default's, Mistral,
+    # Qwen2, Qwen3, SmolLM3); any other model samples with "hf", which one warning says at start-up (rlvr.sampling.fast)
     backend: str = registered("fast", "sampler backend")
     prompts_per_step: int = in_range(4, 1)  # P
     group_size: int = in_range(8, 1)  # G

@@ -4,7 +4,7 @@
     sampler.generate(prompt_ids (P,), n=G, ...) -> Rollouts (completion_ids (B, T), mask, sampler_logp, ...)
 
 Backends, by name (`BACKENDS`, the registry): "hf" (transformers generate; any architecture), "fast" (hand-written
-CPU decoder for the Llama family; falls back to "hf", with a warning, for architectures it does not support),
+CPU decoder for the families of rlvr.sampling.families; falls back to "hf", with a warning saying why, for others),
 "remote" (vLLM servers over HTTP; settings `urls`, `adapter_dir`; rlvr.sampling.remote) and "vllm" (vLLM's offline
 engine colocated on the trainer's GPU, `pip install "rlvr[vllm]"`; settings from `rollout.vllm`;
 rlvr.sampling.vllm). A backend's module is imported only when a sampler of it is built.
@@ -101,7 +101,7 @@ BACKENDS.add("hf", Backend(_hf, local_cpu=True), "transformers generate: any arc
 BACKENDS.add(
     "fast",
     Backend(_fast, local_cpu=True),
-    "rlvr's CPU decoder for the Llama family: shared prompt cache, native bf16 ops",
+    "rlvr's CPU decoder (Llama, Mistral, Qwen2, Qwen3, SmolLM3): shared prompt cache, native ops",
 )
 BACKENDS.add(
     "remote",

@@ -4,7 +4,8 @@ a C++ compiler and ninja needed) and cached per source, torch version, flags and
 
 Only where a fused kernel replaces several small torch ops and keeps the numerics (float32 arithmetic over bf16 or
 float32 inputs, one rounding to the compute dtype): `decode_ops()` holds one decode step's cascade attention for a
-layer, RMSNorm, RoPE of q and k, and silu(gate) * up (decode.cpp), each in bf16 or float32, and float32's weight
+layer, RMSNorm, RoPE of q and k (alone, or after a per-head RMSNorm of each: Qwen3's q/k norms), and silu(gate) * up
+(decode.cpp), each in bf16 or float32, and float32's weight
 matmul for a decode step's few rows on weights packed in panels (`panel_linear`, where AVX2 and FMA are). Where the
 build fails (no compiler, say) the sampler keeps its torch path (oneDNN's packed weights for the matmuls), with one
 warning saying why; RLVR_NATIVE=0 turns the kernels off.
@@ -101,7 +102,7 @@ def _load(stem: str):
 
 
 def decode_ops():
-    """The compiled module (decode_attend, rms_norm, rope, silu_mul, panel_linear), or None where it cannot be
+    """The compiled module (decode_attend, rms_norm, rope, head_norm_rope, silu_mul, panel_linear), or None where it cannot be
     built."""
     return _load("decode")
 
