@@ -26,11 +26,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 
 from rlvr.evaluation.records import read_records
 from rlvr.evaluation.summary import per_problem_values
+from rlvr_bench.time_to_accuracy import rlvr_cli, task_flags
+
+THREADS = os.cpu_count() or 1
 
 ARMS = ("rlvr", "distill", "mix", "control")
 
@@ -43,15 +45,6 @@ def arm_sets(arm: str, teacher: str, coef: float) -> list[str]:
     return sets + (["distill.control=constant"] if arm == "control" else [])
 
 
-def rlvr_cli(args: list[str], log: Path) -> None:
-    import subprocess
-
-    print("$ rlvr " + " ".join(args), file=sys.stderr, flush=True)
-    with open(log, "w") as fh:
-        if subprocess.run([sys.executable, "-m", "rlvr", *args], stdout=fh, stderr=subprocess.STDOUT).returncode:
-            raise RuntimeError(f"rlvr {args[0]} failed; see {log}")
-
-
 def train_all(out: Path, a) -> None:
     for seed in a.seeds:
         for arm in a.arms:
@@ -61,7 +54,7 @@ def train_all(out: Path, a) -> None:
             sets = [f"seed={seed}", f"train.steps={a.steps}", "train.time_budget_min=0"]
             sets += arm_sets(arm, a.teacher, a.coef)
             args = ["train", "default", "--overwrite", "--output-dir", str(run)]
-            rlvr_cli(args + [x for s in sets for x in ("--set", s)], out / f"{run.name}.train.log")
+            rlvr_cli(args + [x for s in sets for x in ("--set", s)], out / f"{run.name}.train.log", THREADS)
 
 
 def eval_all(out: Path, a) -> None:
@@ -77,17 +70,7 @@ def eval_all(out: Path, a) -> None:
         args += ["--out", str(dest), "--overwrite"]
         if name == "start":  # the start model carries no task: the runs'
             args += task_flags(first)
-        rlvr_cli(args, out / f"eval-{name}.log")
-
-
-def task_flags(run: Path) -> list[str]:
-    import yaml
-
-    cfg = yaml.safe_load((run / "config.yaml").read_text())
-    flags = ["--task", cfg["task"]["name"]]
-    for key, value in cfg["task"]["settings"].items():
-        flags += ["--set", f"task.settings.{key}={json.dumps(value)}"]
-    return flags
+        rlvr_cli(args, out / f"eval-{name}.log", THREADS)
 
 
 def pass1(out: Path, name: str) -> dict[str, float]:
@@ -197,7 +180,6 @@ def main() -> None:
     a.seeds, a.arms = [int(s) for s in a.seeds.split(",")], a.arms.split(",")
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
     if not a.report:
         train_all(out, a)
         eval_all(out, a)
