@@ -9,6 +9,10 @@ subset of vLLM's OpenAI-compatible protocol the remote backend uses, and answers
 - POST /v1/completions with `prompt_logprobs` (a distillation teacher's request, rlvr.sampling.remote_teacher): each
   prompt position's entry holds the log-prob of the id standing there, under the scorer's model (None at position 0),
   as vLLM sends them; POST /tokenize: the ids of a text under `tokenizer`.
+- `max_model_len=L`: /v1/models lists it, and a prompt of L ids or more is refused with HTTP 400 (vLLM 0.32 cuts
+  max_tokens to L - len(prompt), then refuses 0).
+- `engine_dead=True`: every completion request gets vLLM's HTTP 500 of a dead engine (what a teacher server started
+  with --enable-lora sends after two prompt_logprobs requests met in one step; tests/test_engines_vllm.py).
 - `die_after=k`: after k completion requests the server drops the connection of the next one without a
   reply and stops listening: a server lost mid-batch.
 """
@@ -40,8 +44,11 @@ def fixed_completion(prompt: list[int], j: int, max_tokens: int, stop_ids: list[
 class StandinServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, die_after: int | None = None, scorer=None, tokenizer=None):
+    def __init__(
+        self, die_after: int | None = None, scorer=None, tokenizer=None, max_model_len=None, engine_dead=False
+    ):
         super().__init__(("127.0.0.1", 0), _Handler)
+        self.max_model_len, self.engine_dead = max_model_len, engine_dead
         self.tokenizer = tokenizer  # /tokenize's
         self.die_after, self.completions, self.served, self.adapters, self.log = die_after, 0, 0, {}, []
         self.scorer = scorer  # (prompt, tokens, temperature) -> log-probs, as a server of that model would send
@@ -78,7 +85,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         if self.path == "/v1/models":
-            return self._reply(200, {"data": [{"id": BASE_MODEL}, *({"id": a} for a in self.server.adapters)]})
+            base = {
+                "id": BASE_MODEL,
+                **({"max_model_len": self.server.max_model_len} if self.server.max_model_len else {}),
+            }
+            return self._reply(200, {"data": [base, *({"id": a} for a in self.server.adapters)]})
         self._reply(404, {"error": "not found"})
 
     def do_POST(self):
@@ -120,6 +131,13 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if body["model"] not in server.adapters and body["model"] != BASE_MODEL:
             return self._reply(404, {"error": f"The model `{body['model']}` does not exist."})
+        if server.engine_dead:
+            why = "EngineCore encountered an issue. See stack trace (above) for the root cause."
+            return self._reply(500, {"error": {"message": why, "type": "InternalServerError", "code": 500}})
+        if server.max_model_len and len(body["prompt"]) >= server.max_model_len:
+            n, most = len(body["prompt"]), server.max_model_len
+            why = "max_tokens must be at least 1, got 0." if n == most else f"{n} prompt tokens, more than {most}"
+            return self._reply(400, {"error": {"message": why, "type": "BadRequestError", "code": 400}})
         if body.get("prompt_logprobs") is not None:  # a teacher's scoring: the prompt's own ids, each position's
             ids = body["prompt"]
             logps = server.scorer(ids[:1], ids[1:], 1.0)

@@ -2,6 +2,7 @@
 sampled estimator against the exact reverse KL, a teacher identical to the student changing nothing, the per-token
 update's micro-batch invariance, every teacher form in a run, and the refusals before anything is written."""
 
+import contextlib
 import copy
 import json
 import math
@@ -202,12 +203,16 @@ def other_vocabulary_model(folder):
         ("unreachable hub id", "rlvr train: model 'nobody/no-such-teacher' is not in the hub cache"),
         ("other vocabulary", "rlvr train: distill.teacher = {x}: its tokenizer (49153 tokens) is not the policy's"),
         ("served, temperature 0.7", "rlvr train: distill.urls with rollout.temperature = 0.7: vLLM gives prompt"),
+        ("served, no server", "rlvr train: distill.urls = ['{url}']: no teacher server answered (every teacher server"),
+        ("served, another model", "rlvr train: teacher server {url} serves standin-base, not distill.teacher = {x}"),
     ],
 )
 def test_a_teacher_that_cannot_teach_is_refused_before_anything_is_written(
     tmp_path, model_dir, capsys, monkeypatch, case, want
 ):
+    """Each refusal in one line, exit 2, no run directory; a served teacher's servers are asked before it is made."""
     from rlvr.cli import main
+    from standin_vllm import StandinServer
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     x = {
@@ -215,17 +220,18 @@ def test_a_teacher_that_cannot_teach_is_refused_before_anything_is_written(
         "not a model": str((tmp_path / "notes").mkdir() or tmp_path / "notes"),
         "unreachable hub id": "nobody/no-such-teacher",
         "other vocabulary": str(other_vocabulary_model(tmp_path / "other-vocab")) if case == "other vocabulary" else "",
-        "served, temperature 0.7": "served-teacher",
-    }[case]
+    }.get(case, "served-teacher")
     sets = {"model.name": str(model_dir), "distill.coef": 0.5, "distill.teacher": x}
-    if case.startswith("served"):
-        sets |= {"distill.urls": "[http://127.0.0.1:9]", "rollout.temperature": 0.7}
-    out = tmp_path / "run"
-    args = sum((["--set", f"{k}={v}"] for k, v in sets.items()), [])
-    capsys.readouterr()  # what making the test's models printed
-    assert main(["train", "default", *args, "--output-dir", str(out)]) == 2
+    with contextlib.ExitStack() as stack:
+        url = stack.enter_context(StandinServer()).url if case == "served, another model" else "http://127.0.0.1:9"
+        if case.startswith("served"):
+            sets |= {"distill.urls": f"[{url}]", "rollout.temperature": 0.7 if "0.7" in case else 1.0}
+        out = tmp_path / "run"
+        args = sum((["--set", f"{k}={v}"] for k, v in sets.items()), [])
+        capsys.readouterr()  # what making the test's models printed
+        assert main(["train", "default", *args, "--output-dir", str(out)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and err.startswith(want.format(x=x)), err
+    assert err.count("\n") == 0 and err.startswith(want.format(x=x, url=url)), err
     assert not out.exists()
 
 
@@ -249,6 +255,34 @@ def test_a_served_teacher_scores_as_the_same_model_in_process_and_survives_a_los
     assert served.live == [b.url] and b.served >= 7
     assert got.shape == want.shape and float((got - want).abs().max()) < 1e-4
     assert torch.equal(got == 0, batch.mask == 0)  # 0 off the mask, and a real log-prob on it
+
+
+def test_a_served_teacher_names_what_the_server_cannot_do(tokenizer):
+    """A row that fills the server's --max-model-len (vLLM refuses max_tokens 0, and the teacher asks 1 past the row),
+    refused naming the flag; servers whose engine died (HTTP 500: what vLLM's CPU build does with --enable-lora and
+    concurrent prompt_logprobs), the run's error says to serve the teacher without it."""
+    from rlvr.sampling.remote import RemoteError
+    from rlvr.sampling.remote_teacher import LORA_HINT, RemoteTeacher
+    from standin_vllm import BASE_MODEL, StandinServer, model_scorer
+
+    batch = make_batch([1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 0.3, -0.3])
+    longest = max(len(p) + int(n) for p, n in zip(batch.prompt_ids, batch.lengths))
+    s = UpdateSettings(pad_id=0)
+    scorer = model_scorer(make_tiny_llama(len(tokenizer), seed=7))
+    with StandinServer(scorer=scorer, tokenizer=tokenizer, max_model_len=longest + 1) as roomy:
+        assert RemoteTeacher([roomy.url], BASE_MODEL, tokenizer).logprobs(batch, s).shape == batch.mask.shape
+    with StandinServer(scorer=scorer, tokenizer=tokenizer, max_model_len=longest) as tight:
+        with pytest.raises(RemoteError) as e:
+            RemoteTeacher([tight.url], BASE_MODEL, tokenizer).logprobs(batch, s)
+    assert str(e.value) == (
+        f"teacher server {tight.url} holds {longest} positions (--max-model-len); a row of {longest} prompt and "
+        f"completion tokens needs {longest + 1}: start it with a larger --max-model-len"
+    )
+    with StandinServer(scorer=scorer, tokenizer=tokenizer, engine_dead=True) as dead:
+        served = RemoteTeacher([dead.url], BASE_MODEL, tokenizer)
+        with pytest.warns(RuntimeWarning, match="HTTP 500"), pytest.raises(RemoteError) as e:
+            served.logprobs(batch, s)
+    assert str(e.value).startswith("every teacher server is lost") and str(e.value).endswith(LORA_HINT)
 
 
 @pytest.mark.parametrize("wrong", ["another name", "another tokenizer"])

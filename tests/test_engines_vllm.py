@@ -11,9 +11,20 @@ with rlvr installed in it. `rollout.backend: vllm` runs there, in process; `roll
   logged; a server whose log-probs are untempered, and one serving another model, are refused before the first step.
 - both kinds of machine: with `auto` resolved as a bf16 CPU and as an AVX2-only one ($RLVR_NATIVE_BF16), a small
   random Llama trains on the engine in process and against a server (tests/test_dtype_tier.py's kinds and bounds).
+- a distillation teacher behind `vllm serve` (distill.urls): the default model served in float32 scores its own
+  samples as it does in process, within TEACHER_BOUND (measured 4.5e-5 nats per token at most); a 2-step run of the
+  small random Llama distils from it; a server of another model, and one that tokenizes otherwise, are refused in one
+  line before the run directory exists. What the real server showed: a teacher's server must not have
+  --enable-lora (the CPU build's LoRA logits path breaks on two prompt_logprobs requests in one engine step:
+  `einsum(): subscript b has size N ...`, then HTTP 500 and the server gone); prompt log-probs are of the raw
+  logits whatever the request's temperature or --logprobs-mode; max_tokens 0 is refused (HTTP 400), so a row must
+  leave one position free under --max-model-len. The reply's format (a null first position, then {"<id>":
+  {"logprob", "rank", "decoded_token"}} per position) and /tokenize's ({"tokens": [...], "count", ...}) are what
+  rlvr.sampling.remote_teacher parsed already; --return-tokens-as-token-ids plays no part.
 """
 
 import json
+import math
 import os
 import signal
 import socket
@@ -136,21 +147,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(model: str, log: Path, *extra: str) -> tuple[subprocess.Popen, str]:
+def start_server(model: str, log: Path, *extra: str, lora: bool = True) -> tuple[subprocess.Popen, str]:
+    """`vllm serve` of `model` (float32, 1024 positions); lora: adapters pushed at run time (the remote sampler's)."""
     port = free_port()
     cmd = [str(VLLM_PY), "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--host", "127.0.0.1"]
     cmd += ["--port", str(port), "--dtype", "float32", "--max-model-len", "1024", "--enforce-eager"]
-    cmd += [
-        "--gpu-memory-utilization",
-        "0.15",
-        "--enable-lora",
-        "--max-lora-rank",
-        "16",
-        "--max-loras",
-        "2",
-        "--no-enable-chunked-prefill",
-        *extra,
-    ]
+    cmd += ["--gpu-memory-utilization", "0.15", "--no-enable-chunked-prefill", *extra]
+    cmd += ["--enable-lora", "--max-lora-rank", "16", "--max-loras", "2"] if lora else []
     proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, env=ENV, start_new_session=True)
     return proc, f"http://127.0.0.1:{port}"
 
@@ -189,16 +192,31 @@ def small_model(model_dir, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def servers(model_dir, small_model, tmp_path_factory):
-    """Two servers of the default model (log-probs after temperature), one of it sending vLLM's default untempered
-    log-probs, one of another model (small_model)."""
+def other_tokenizer(model_dir, tmp_path_factory) -> Path:
+    """The default model's tokenizer without its BPE merges: the same ids, each text split into single bytes (no other
+    tokenizer is to be had offline). A server given it with --tokenizer tokenizes otherwise than the policy."""
+    folder = tmp_path_factory.mktemp("other-tokenizer")
+    spec = json.loads((Path(model_dir) / "tokenizer.json").read_text())
+    spec["model"]["merges"] = []
+    (folder / "tokenizer.json").write_text(json.dumps(spec))
+    (folder / "tokenizer_config.json").write_text((Path(model_dir) / "tokenizer_config.json").read_text())
+    return folder
+
+
+@pytest.fixture(scope="module")
+def servers(model_dir, small_model, other_tokenizer, tmp_path_factory):
+    """Two servers of the default model (log-probs after temperature); one of it sending vLLM's default untempered
+    log-probs and without LoRA, which is also the distillation teacher's server (prompt log-probs are untempered
+    whatever the mode; a teacher needs no adapters, and a server with --enable-lora dies on its requests); one of
+    another model (small_model), tokenizing with other_tokenizer (a rollout server works in ids and never meets it;
+    a teacher server is refused for it)."""
     logs = tmp_path_factory.mktemp("vllm-logs")
     good = ["--logprobs-mode", "processed_logprobs"]
     made = {
         "a": start_server(model_dir, logs / "a.log", *good),
         "b": start_server(model_dir, logs / "b.log", *good),
-        "raw": start_server(model_dir, logs / "raw.log"),
-        "other": start_server(str(small_model), logs / "other.log", *good),
+        "raw": start_server(model_dir, logs / "raw.log", lora=False),
+        "other": start_server(str(small_model), logs / "other.log", *good, "--tokenizer", str(other_tokenizer)),
     }
     try:
         wait_ready(made.values())
@@ -247,6 +265,135 @@ def test_a_wrong_server_is_refused_before_the_first_step(servers, model_dir, tmp
     _, err = job.communicate(timeout=600)
     assert job.returncode == 2 and why in err and "Traceback" not in err, err[-2000:]
     assert not (run / "metrics.jsonl").exists()
+
+
+# ---- a distillation teacher behind `vllm serve` (rlvr.sampling.remote_teacher) -----------------------------------
+
+# The served float32 teacher against the same model in process, nats per token: at most 4.5e-5 (mean 8.9e-6) over 322
+# of the default model's own sampled tokens, 5.1e-5 over 231 random ids (2026-12-05, vLLM 0.32 CPU build, 2 cores)
+TEACHER_BOUND = 1e-4
+
+
+def sampled_batch(model, tokenizer, n: int = 2, max_new_tokens: int = 48):
+    """A StepBatch of the model's own samples at temperature 1 (the fast sampler, float32): four chat prompts, n
+    rows each."""
+    import torch
+
+    from rlvr.algorithms.step_batch import StepBatch
+    from rlvr.sampling import make_sampler, stop_ids
+    from rlvr.tasks import Problem
+
+    questions = ["What is 4 + 3?", "Add 12 and 30.", "What is 7 times 6?", "Name a prime number above 10."]
+    prompts = []
+    for q in questions:
+        p = tokenizer.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True)
+        prompts.append(p if isinstance(p, list) else p["input_ids"])
+    sampler = make_sampler("fast", model, tokenizer, stop_ids=stop_ids(model.config, tokenizer), dtype="float32")
+    g = torch.Generator().manual_seed(0)
+    ro = sampler.generate(prompts, n, max_new_tokens=max_new_tokens, temperature=1.0, generator=g)
+    b = len(ro.group_ids)
+    return StepBatch(
+        problems=[Problem(id=str(i), prompt="q", answer="1") for i in range(b)],
+        prompt_ids=[ro.prompt_ids[int(i)] for i in ro.group_ids],
+        completion_ids=ro.completion_ids,
+        mask=ro.mask,
+        sampler_logp=ro.sampler_logp,
+        group_ids=ro.group_ids,
+        lengths=ro.mask.sum(-1).long(),
+        finish=list(ro.finish),
+        texts=list(ro.texts),
+        verdicts=[],
+        rewards=torch.zeros(b),
+        terms={},
+    )
+
+
+def test_a_served_teacher_scores_as_the_model_in_process(servers, model_dir):
+    """The teacher's requests against the real server (no LoRA): the default model's prompt log-probs of its own
+    samples, served in float32, are the same model's in process (ModelTeacher, float32) within TEACHER_BOUND. And what
+    the teacher relies on the server for: prompt log-probs of the untempered logits whatever the request's
+    temperature; max_tokens 0 refused, so a row that fills --max-model-len is refused and one position less is
+    answered; the length each server holds, listed at /v1/models."""
+    import torch
+
+    from rlvr.policy.load import load_policy
+    from rlvr.policy.teacher import ModelTeacher
+    from rlvr.policy.update import UpdateSettings
+    from rlvr.sampling.remote import RemoteError, post_json
+    from rlvr.sampling.remote_teacher import RemoteTeacher, completion_logprobs
+
+    url = servers["raw"][1]
+    model, tokenizer = load_policy(model_dir)
+    batch = sampled_batch(model, tokenizer)
+    s = UpdateSettings(pad_id=tokenizer.pad_token_id, micro_batch_size=4)
+    want = ModelTeacher(model, torch.device("cpu"), "in process").logprobs(batch, s)
+    served = RemoteTeacher([url], model_dir, tokenizer)
+    got = served.logprobs(batch, s)
+    on = batch.mask > 0
+    gap = (got - want).abs()[on]
+    figures = {"tokens": int(on.sum()), "max_gap": float(gap.max()), "mean_gap": float(gap.mean())}
+    print("served teacher against in process:", figures)
+    # a real model's log-probs of real samples spread widely: a position off by one could not pass
+    assert figures["tokens"] > 100 and float(want[on].std()) > 0.5 and figures["max_gap"] < TEACHER_BOUND, figures
+    assert served.max_len == {url: 1024} and served.lost == []
+    ids = [300 + i for i in range(1024)]
+    body = {"model": model_dir, "prompt": ids, "max_tokens": 1, "temperature": 1.0, "prompt_logprobs": 0}
+    with pytest.raises(RemoteError, match="max_tokens must be at least 1, got 0"):
+        post_json(url, "/v1/completions", body, 60)
+    fits = {**body, "prompt": ids[:-1]}
+    at_1 = completion_logprobs(post_json(url, "/v1/completions", fits, 60), ids[:-1], 1)
+    at_half = completion_logprobs(post_json(url, "/v1/completions", {**fits, "temperature": 0.5}, 60), ids[:-1], 1)
+    assert len(at_1) == 1022 and at_1 == pytest.approx(at_half, abs=1e-5)
+
+
+def distill_args(student: Path, teacher: str, url: str, run: Path) -> list[str]:
+    args = ["train", "default", "--set", f"model.name={student}", "--set", "train.steps=2", *SMALL]
+    args += ["--set", f"distill.teacher={teacher}", "--set", "distill.coef=0.5", "--set", f"distill.urls=[{url}]"]
+    return [*args, "--set", f"output_dir={run}"]
+
+
+def test_a_run_distils_from_a_served_teacher(servers, model_dir, small_model, tmp_path):
+    """The default model behind `vllm serve` teaches small_model (rollouts from the fast sampler): every step the
+    server scored every trained token, and the step trained on finite figures; the random student is far from the
+    teacher, so the term is a large part of every token's advantage."""
+    run = tmp_path / "run"
+    args = distill_args(small_model, model_dir, servers["raw"][1], run)
+    out = subprocess.run(rlvr_cmd(sys.executable, *args), capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = metrics(run)
+    assert [r["step"] for r in rows] == [0, 1]
+    for r in rows:
+        figures = {k: v for k, v in r.items() if k.startswith("distill/")} | {k: r[k] for k in ("loss", "grad_norm")}
+        print(f"step {r['step']}:", figures, "time/teacher", r["time/teacher"])
+        assert len(figures) == 6 and all(math.isfinite(v) for v in figures.values()), r
+        assert r["distill/tokens"] == r["mismatch/tokens"] > 0 and r["time/teacher"] > 0, r
+        assert r["distill/reverse_kl"] > 1 and r["distill/share"] > 0.1, r
+
+
+@pytest.mark.parametrize("server", ["raw", "other"])
+def test_a_served_teacher_that_cannot_teach_is_refused(
+    servers, model_dir, small_model, other_tokenizer, tmp_path, server
+):
+    """distill.teacher names a model the server does not serve ("raw" serves the default model), or a server that
+    tokenizes otherwise ("other": small_model with other_tokenizer): one line, exit 2, no run directory."""
+    from transformers import AutoTokenizer
+
+    from rlvr.sampling.remote_teacher import PROBE
+
+    url, run = servers[server][1], tmp_path / "run"
+    out = subprocess.run(rlvr_cmd(sys.executable, *distill_args(small_model, str(small_model), url, run)),
+                         capture_output=True, text=True, timeout=600)  # fmt: skip
+    if server == "raw":
+        want = f"rlvr train: teacher server {url} serves {model_dir}, not distill.teacher = {small_model}"
+    else:
+        ours, theirs = (AutoTokenizer.from_pretrained(f)(PROBE, add_special_tokens=False)["input_ids"]
+                        for f in (small_model, other_tokenizer))  # fmt: skip
+        want = (
+            f"rlvr train: teacher server {url}: {small_model} tokenizes {PROBE!r} as {theirs}, the policy's tokenizer "
+            f"as {ours}; the teacher must share the student's tokenizer (cross-tokenizer distillation is not supported)"
+        )
+    assert out.returncode == 2 and out.stderr.strip().splitlines() == [want], out.stderr[-2000:]
+    assert not run.exists()
 
 
 # ---- both kinds of machine (tests/test_dtype_tier.py): `auto` as a bf16 CPU and as an AVX2-only one resolve it -----

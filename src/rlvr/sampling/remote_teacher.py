@@ -1,14 +1,23 @@
 """A distillation teacher behind `vllm serve` (distill.urls): the policy's own sampled ids, scored by the served model.
 
 Each row is one `POST /v1/completions` with its prompt and completion ids as the prompt, `max_tokens` 1 and vLLM's
-`prompt_logprobs` 0: the reply holds, for every prompt position, the log-prob of the id that stands there, under the
-served model. The completion's positions are the teacher's log-probs of the student's tokens. Rows go round robin
-over the live servers, several in flight; a server that is lost is said once and its rows go to the others, as the
-remote sampler's do (rlvr.sampling.remote).
+`prompt_logprobs` 0: the reply holds, for every prompt position but the first (None), the log-prob of the id that
+stands there, under the served model. The completion's positions are the teacher's log-probs of the student's tokens.
+Rows go round robin over the live servers, several in flight; a server that is lost is said once and its rows go to
+the others, as the remote sampler's do (rlvr.sampling.remote).
 
-vLLM computes prompt log-probs from the raw logits, so this teacher speaks at temperature 1: rlvr.training.teacher
-refuses it at another rollout.temperature. Before the first step each server is checked: it must list the model named
-by distill.teacher and tokenize a probe text as the policy's tokenizer does; else one line (ServerMismatch, exit 2).
+vLLM computes prompt log-probs from the raw logits (whatever the request's temperature or `--logprobs-mode`), so this
+teacher speaks at temperature 1: rlvr.training.teacher refuses it at another rollout.temperature. Before the first
+step each server is checked: it must list the model named by distill.teacher and tokenize a probe text as the
+policy's tokenizer does; else one line (ServerMismatch, exit 2).
+
+What vLLM 0.32's server (CPU build, met in the engines tier) asks of a teacher's:
+- no `--enable-lora`: with it, two prompt_logprobs requests in one engine step kill the engine (its CPU LoRA logits
+  path maps one adapter index per request onto one row per prompt token: an einsum error, then HTTP 500 for every
+  request). A teacher serves a base model and needs no adapters; when every server is lost to HTTP 500 the error
+  says so;
+- `max_tokens` 1, not 0 (refused: HTTP 400), so a row needs one position more than its prompt and completion: a row
+  that fills the server's `--max-model-len` (listed at /v1/models) is refused here, naming the flag.
 """
 
 from __future__ import annotations
@@ -25,6 +34,10 @@ from rlvr.algorithms.step_batch import StepBatch
 from .remote import REQUESTS_PER_SERVER, RemoteError, ServerLost, ServerMismatch, _send, post_json
 
 PROBE = "Teacher check: 12 + 30 = 42, naïve café, 東京."
+LORA_HINT = (
+    " (a vLLM server started with --enable-lora dies on concurrent prompt_logprobs requests: serve the teacher "
+    "without it)"
+)
 
 
 class RemoteTeacher:
@@ -35,6 +48,7 @@ class RemoteTeacher:
             raise ValueError(f"distill.urls = {urls!r}: need one or more server addresses like http://host:8000")
         self.urls, self.name, self.timeout_s, self.label = list(urls), name, timeout_s, name
         self.lost: list[tuple[str, str]] = []
+        self.max_len: dict[str, int] = {}  # each server's --max-model-len, as its /v1/models lists it (0: not said)
         self._lock = threading.Lock()
         ours = tokenizer(PROBE, add_special_tokens=False)["input_ids"]
         for url in self.live:
@@ -55,18 +69,19 @@ class RemoteTeacher:
                     stacklevel=2,
                 )
         if not self.live:
-            raise RemoteError(f"every teacher server is lost: {self.lost}")
+            hint = LORA_HINT if any("HTTP 500" in why for _, why in self.lost) else ""
+            raise RemoteError(f"every teacher server is lost: {self.lost}{hint}")
 
     def _check(self, url: str, ours: list[int]) -> None:
         """The server serves `name` and tokenizes as the policy does, or ServerMismatch; unreachable: lost."""
         try:
-            models = [
-                m["id"] for m in _send(urllib.request.Request(url.rstrip("/") + "/v1/models"), self.timeout_s)["data"]
-            ]
+            listed = _send(urllib.request.Request(url.rstrip("/") + "/v1/models"), self.timeout_s)["data"]
+            models = [m["id"] for m in listed]
             if self.name not in models:
                 raise ServerMismatch(
                     f"teacher server {url} serves {', '.join(models) or 'nothing'}, not distill.teacher = {self.name}"
                 )
+            self.max_len[url] = next(m for m in listed if m["id"] == self.name).get("max_model_len") or 0
             body = {"model": self.name, "prompt": PROBE, "add_special_tokens": False}
             theirs = post_json(url, "/tokenize", body, self.timeout_s).get("tokens")
         except ServerLost as e:
@@ -97,6 +112,12 @@ class RemoteTeacher:
         while True:
             live = self.live
             url = live[i % len(live)]
+            limit = self.max_len.get(url, 0)
+            if limit and len(ids) >= limit:  # vLLM would answer 400: "max_tokens must be at least 1, got 0"
+                raise RemoteError(
+                    f"teacher server {url} holds {limit} positions (--max-model-len); a row of {len(ids)} prompt and "
+                    f"completion tokens needs {len(ids) + 1}: start it with a larger --max-model-len"
+                )
             try:
                 reply = post_json(url, "/v1/completions", body, self.timeout_s)
                 return completion_logprobs(reply, ids, len(prompt))

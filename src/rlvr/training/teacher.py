@@ -8,7 +8,8 @@ What `distill.teacher` may name, and the form it takes:
 - a run trained otherwise, an adapter on another base, a model folder, the embedded name or a hub id: the whole model,
   loaded frozen on the policy's device (ModelTeacher);
 - with `distill.urls`: the model `vllm serve` serves at those addresses, asked for the prompt log-probs of the
-  student's token ids (rlvr.sampling.remote.RemoteTeacher).
+  student's token ids (rlvr.sampling.remote_teacher.RemoteTeacher); each server is checked here, before anything is
+  written.
 Every form must share the policy's tokenizer (the same vocabulary, token for token): the per-token log ratio compares
 two distributions over the same ids. Cross-tokenizer distillation is out of scope.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -29,6 +31,7 @@ from rlvr.config import Config, ConfigError, DistillConfig
 from rlvr.evaluation.models import is_adapter_dir, is_run_dir
 from rlvr.policy.update import UpdateSettings
 
+TIMEOUT_S = 60.0  # a served teacher's request: one prefill of a row
 STAT = "distill_sum/"  # the prefix of the figures' sums in a batch's stats (summed over ranks as every count is)
 
 
@@ -67,7 +70,8 @@ def resolve_teacher(cfg: Config) -> TeacherSpec | None:
                 "the untempered logits, so a served teacher scores at temperature 1 only; sample at 1 or load the "
                 "teacher in process (distill.urls: [])"
             )
-        return TeacherSpec("server", d.teacher, d.teacher)  # its model and tokenizer are checked on the servers
+        _check_servers(cfg)
+        return TeacherSpec("server", d.teacher, d.teacher)
     spec = _local_spec(cfg, d)
     if spec.form == "adapter" and cfg.train.fsdp:
         raise ConfigError(
@@ -76,6 +80,29 @@ def resolve_teacher(cfg: Config) -> TeacherSpec | None:
         )
     _check_tokenizer(cfg, spec)
     return spec
+
+
+def _check_servers(cfg: Config) -> None:
+    """Each teacher server serves distill.teacher and tokenizes as the policy does (rlvr.sampling.remote_teacher's
+    check, a ServerMismatch otherwise), asked here so that a refusal comes before the run directory is written; no
+    server answering is a config mistake too (distill.urls)."""
+    from transformers import AutoTokenizer
+
+    from rlvr.policy.load import resolve_model_path
+    from rlvr.sampling.remote import RemoteError, ServerMismatch
+    from rlvr.sampling.remote_teacher import RemoteTeacher
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(cfg.model.name))
+    try:
+        with warnings.catch_warnings():  # a server lost here is said when the run builds its teacher
+            warnings.simplefilter("ignore", RuntimeWarning)
+            RemoteTeacher(cfg.distill.urls, cfg.distill.teacher, tokenizer, timeout_s=TIMEOUT_S)
+    except ServerMismatch:
+        raise
+    except ValueError as e:  # not an address
+        raise ConfigError(str(e)) from None
+    except RemoteError as e:
+        raise ConfigError(f"distill.urls = {cfg.distill.urls}: no teacher server answered ({e})") from None
 
 
 def _local_spec(cfg: Config, d: DistillConfig) -> TeacherSpec:
@@ -145,7 +172,7 @@ def build_teacher(spec: TeacherSpec, cfg: Config, model, tokenizer) -> Teacher:
     if spec.form == "server":
         from rlvr.sampling.remote_teacher import RemoteTeacher
 
-        return RemoteTeacher(cfg.distill.urls, spec.where, tokenizer, timeout_s=60.0)
+        return RemoteTeacher(cfg.distill.urls, spec.where, tokenizer, timeout_s=TIMEOUT_S)
     if is_adapter_dir(spec.where):  # an adapter on another base: its base with it merged
         from rlvr.evaluation.models import adapter_policy
 
