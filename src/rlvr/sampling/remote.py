@@ -30,8 +30,10 @@ import urllib.error
 import urllib.request
 import warnings
 import weakref
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 
@@ -43,6 +45,7 @@ from .rollouts import Rollouts, cut_at_stop, pack_rollouts, pad_id_for
 # In-flight requests per live server: vLLM batches concurrent requests itself, so a few keep it busy.
 REQUESTS_PER_SERVER = 8
 ADAPTER_PREFIX = "rlvr-policy"
+T = TypeVar("T")
 
 
 class RemoteError(RuntimeError):
@@ -139,7 +142,52 @@ def _token_id(token: str) -> int:
     return int(token.split(":", 1)[1])
 
 
-class RemoteSampler:
+class ServerPool:
+    """Servers by address, each lost at most once and said so, its work going to the rest: what the remote sampler
+    and a served distillation teacher (rlvr.sampling.remote_teacher) share. `role` names a server in those lines,
+    `work` what goes elsewhere; `setting` is the config key the addresses come from."""
+
+    role, work = "server", "work"
+
+    def __init__(self, urls: list[str], setting: str):
+        if not urls or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls):
+            raise ValueError(f"{setting} = {urls!r}: need one or more server addresses like http://host:8000")
+        self.urls, self.lost = list(urls), list[tuple[str, str]]()  # lost: [(url, reason)] in the order lost
+        self._lock = threading.Lock()
+
+    @property
+    def live(self) -> list[str]:
+        gone = {u for u, _ in self.lost}
+        return [u for u in self.urls if u not in gone]
+
+    def _lose(self, url: str, why: str) -> None:
+        with self._lock:
+            if url in self.live:
+                self.lost.append((url, why))
+                warnings.warn(
+                    f"{self.role} {url} lost ({why}); its {self.work} go to the {len(self.live)} server(s) left",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+        if not self.live:
+            raise RemoteError(f"every {self.role} is lost: {self.lost}{self._all_lost_hint()}")
+
+    def _all_lost_hint(self) -> str:
+        """What to add when the last server is lost (a subclass's knowledge of why servers die)."""
+        return ""
+
+    def _on_live(self, i: int, call: Callable[[str], T]) -> T:
+        """call(url) for the i-th request on server i mod live, then on the next live one each time one is lost."""
+        while True:
+            live = self.live
+            url = live[i % len(live)]
+            try:
+                return call(url)
+            except ServerLost as e:
+                self._lose(url, str(e))
+
+
+class RemoteSampler(ServerPool):
     """`Sampler` over vLLM servers. `shared = True`: the servers serve every rank, so only one pushes.
 
     The servers hold a base model; the policy reaches them as LoRA adapters pushed at each `sync`. A model
@@ -148,6 +196,7 @@ class RemoteSampler:
     """
 
     shared = True
+    role, work = "rollout server", "prompts"
 
     def __init__(
         self,
@@ -161,16 +210,14 @@ class RemoteSampler:
         temperature: float | None = None,
         **_local_only,
     ):
-        if not urls or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls):
-            raise ValueError(f"rollout.urls = {urls!r}: need one or more server addresses like http://host:8000")
+        super().__init__(urls, "rollout.urls")
         self.base_only = not _has_adapter(model)  # sample the servers' base model; no sync
         self.tokenizer, self.stop_ids, self.timeout_s = tokenizer, list(stop_ids), timeout_s
         self.pad_id = pad_id_for(tokenizer, self.stop_ids)
-        self.urls, self.lost = list(urls), list[tuple[str, str]]()  # lost: [(url, reason)] in the order lost
         self.adapter_dir = Path(adapter_dir or tempfile.mkdtemp(prefix="rlvr-adapters-"))
         if adapter_dir is None:  # a temporary folder works when the servers share this machine; removed with us
             weakref.finalize(self, shutil.rmtree, str(self.adapter_dir), True)
-        self.version, self._lock, self._base_name = 0, threading.Lock(), None
+        self.version, self._base_name = 0, None
         if temperature:  # training (not greedy): each server must serve this base model, log-probs as ours
             for url in self.live:
                 check_server(self, url, model, temperature)
@@ -190,25 +237,8 @@ class RemoteSampler:
         return self._base_name
 
     @property
-    def live(self) -> list[str]:
-        gone = {u for u, _ in self.lost}
-        return [u for u in self.urls if u not in gone]
-
-    @property
     def adapter_name(self) -> str:
         return f"{ADAPTER_PREFIX}-{self.version}"
-
-    def _lose(self, url: str, why: str) -> None:
-        with self._lock:
-            if url in self.live:
-                self.lost.append((url, why))
-                warnings.warn(
-                    f"rollout server {url} lost ({why}); its prompts go to the {len(self.live)} server(s) left",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-        if not self.live:
-            raise RemoteError(f"every rollout server is lost: {self.lost}")
 
     def sync(self, model, push: bool = True, state_dict: dict | None = None) -> None:
         """Serve the current adapter under a new name; with push=False (other ranks) only follow the name.
@@ -244,14 +274,10 @@ class RemoteSampler:
         shutil.rmtree(self.adapter_dir / old, ignore_errors=True)
 
     def _complete(self, i: int, body: dict):
-        """Prompt i on server i mod live, then on the next live server each time one is lost."""
-        while True:
-            live = self.live
-            url = live[i % len(live)]
-            try:
-                return parse_choices(post_json(url, "/v1/completions", body, self.timeout_s), body["n"])
-            except ServerLost as e:
-                self._lose(url, str(e))
+        """Prompt i's choices, from the pool's i-th live server (failing over as servers are lost)."""
+        return self._on_live(
+            i, lambda url: parse_choices(post_json(url, "/v1/completions", body, self.timeout_s), body["n"])
+        )
 
     def generate(
         self,

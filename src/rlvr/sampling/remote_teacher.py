@@ -22,16 +22,14 @@ What vLLM 0.32's server (CPU build, met in the engines tier) asks of a teacher's
 
 from __future__ import annotations
 
-import threading
 import urllib.request
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
 from rlvr.algorithms.step_batch import StepBatch
 
-from .remote import REQUESTS_PER_SERVER, RemoteError, ServerLost, ServerMismatch, _send, post_json
+from .remote import REQUESTS_PER_SERVER, RemoteError, ServerLost, ServerMismatch, ServerPool, _send, post_json
 
 PROBE = "Teacher check: 12 + 30 = 42, naïve café, 東京."
 LORA_HINT = (
@@ -40,37 +38,21 @@ LORA_HINT = (
 )
 
 
-class RemoteTeacher:
+class RemoteTeacher(ServerPool):
     """The model `name` as the servers at `urls` serve it, scoring token ids (see the module docstring)."""
 
+    role, work = "teacher server", "rows"
+
     def __init__(self, urls: list[str], name: str, tokenizer, *, timeout_s: float = 60.0):
-        if not urls or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls):
-            raise ValueError(f"distill.urls = {urls!r}: need one or more server addresses like http://host:8000")
-        self.urls, self.name, self.timeout_s, self.label = list(urls), name, timeout_s, name
-        self.lost: list[tuple[str, str]] = []
+        super().__init__(urls, "distill.urls")
+        self.name, self.timeout_s, self.label = name, timeout_s, name
         self.max_len: dict[str, int] = {}  # each server's --max-model-len, as its /v1/models lists it (0: not said)
-        self._lock = threading.Lock()
         ours = tokenizer(PROBE, add_special_tokens=False)["input_ids"]
         for url in self.live:
             self._check(url, ours)
 
-    @property
-    def live(self) -> list[str]:
-        gone = {u for u, _ in self.lost}
-        return [u for u in self.urls if u not in gone]
-
-    def _lose(self, url: str, why: str) -> None:
-        with self._lock:
-            if url in self.live:
-                self.lost.append((url, why))
-                warnings.warn(
-                    f"teacher server {url} lost ({why}); its rows go to the {len(self.live)} server(s) left",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-        if not self.live:
-            hint = LORA_HINT if any("HTTP 500" in why for _, why in self.lost) else ""
-            raise RemoteError(f"every teacher server is lost: {self.lost}{hint}")
+    def _all_lost_hint(self) -> str:
+        return LORA_HINT if any("HTTP 500" in why for _, why in self.lost) else ""
 
     def _check(self, url: str, ours: list[int]) -> None:
         """The server serves `name` and tokenizes as the policy does, or ServerMismatch; unreachable: lost."""
@@ -109,20 +91,17 @@ class RemoteTeacher:
         prompt, n = list(batch.prompt_ids[r]), int(batch.lengths[r])
         ids = prompt + batch.completion_ids[r, :n].tolist()
         body = {"model": self.name, "prompt": ids, "max_tokens": 1, "temperature": 1.0, "prompt_logprobs": 0}
-        while True:
-            live = self.live
-            url = live[i % len(live)]
+
+        def score(url: str) -> list[float]:
             limit = self.max_len.get(url, 0)
             if limit and len(ids) >= limit:  # vLLM would answer 400: "max_tokens must be at least 1, got 0"
                 raise RemoteError(
                     f"teacher server {url} holds {limit} positions (--max-model-len); a row of {len(ids)} prompt and "
                     f"completion tokens needs {len(ids) + 1}: start it with a larger --max-model-len"
                 )
-            try:
-                reply = post_json(url, "/v1/completions", body, self.timeout_s)
-                return completion_logprobs(reply, ids, len(prompt))
-            except ServerLost as e:
-                self._lose(url, str(e))
+            return completion_logprobs(post_json(url, "/v1/completions", body, self.timeout_s), ids, len(prompt))
+
+        return self._on_live(i, score)
 
 
 def completion_logprobs(reply: dict, ids: list[int], start: int) -> list[float]:
