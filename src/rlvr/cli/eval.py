@@ -88,7 +88,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="task.settings.X=..., reward.X=... or rollout.X=... (repeatable)",
+        help="task.settings.X=..., reward.X=..., rollout.X=..., model.prompt_format=chat|plain|auto (repeatable)",
     )
     p.add_argument(
         "--out-of-domain",
@@ -100,8 +100,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
 
 def parse_overrides(items: list[str]) -> tuple[dict, list[str]]:
     """['task.settings.per_band=50', 'reward.workers=0', 'rollout.urls=[...]', 'episode.environment=tool',
-    'model.device=cuda'] -> (task settings, the reward / rollout / episode / model.device --set items, which
-    evaluation.run_eval.eval_config merges over the run's config as `rlvr train` merges --set over a file)."""
+    'model.device=cuda', 'model.prompt_format=plain'] -> (task settings, the reward / rollout / episode / model.device
+    / model.prompt_format --set items, which evaluation.run_eval.eval_config merges over the run's config as `rlvr
+    train` merges --set over a file)."""
     from rlvr.config import ConfigError, parse_set
 
     settings, sets = {}, []
@@ -109,11 +110,12 @@ def parse_overrides(items: list[str]) -> tuple[dict, list[str]]:
         key = item.split("=", 1)[0].strip()
         if key.startswith("task.settings."):
             settings.update(parse_set(item)["task"]["settings"])
-        elif key.startswith(("reward.", "rollout.", "episode.")) or key == "model.device":
+        elif key.startswith(("reward.", "rollout.", "episode.")) or key in ("model.device", "model.prompt_format"):
             sets.append(item)
         else:
             raise ConfigError(
-                f"--set {item!r}: rlvr eval takes task.settings.*, reward.*, rollout.*, episode.* or model.device keys"
+                f"--set {item!r}: rlvr eval takes task.settings.*, reward.*, rollout.*, episode.*, model.device or "
+                "model.prompt_format keys"
             )
     return settings, sets
 

@@ -28,6 +28,9 @@ class ModelConfig:
     # the embedded default), else the training dtype (model.dtype)
     save_dtype: str = choice("auto", "float32", "bfloat16", "float16")
     save_merged: bool = True  # final/merged beside final/adapter (LoRA); false: the adapter alone (rlvr eval merges it)
+    # how prompts are written (rlvr.prompts.chat): "chat" through the tokenizer's chat template, "plain" as plain text
+    # for a base model (the R1-Zero frame), "auto" = chat when the tokenizer has a chat template, else plain
+    prompt_format: str = choice("auto", "chat", "plain")
     lora: LoraConfig = field(default_factory=LoraConfig)
 
 

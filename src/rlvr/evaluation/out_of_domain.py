@@ -76,12 +76,18 @@ def set_setup(spec: dict, cfg: Config) -> dict:
 def evaluate_set(model, spec: dict, cfg: Config, quiet: bool, trained: list):
     """(records, summary) of one model on one out-of-domain set, graded by that set's own task (the default reward:
     the task's own grader, not the run's reward), with the run's evaluation settings and sampler; a run directory's
-    model in its own episode section; `trained` from trained_problems(cfg)."""
+    model in its own episode section, every model in the run's prompt format; `trained` from trained_problems(cfg)."""
     from dataclasses import replace
 
     from rlvr.evaluation.run_eval import eval_config, evaluate_model
 
-    own = replace(eval_config(model), reward=RewardConfig(), rollout=cfg.rollout)
+    base = eval_config(model)
+    own = replace(
+        base,
+        reward=RewardConfig(),
+        rollout=cfg.rollout,
+        model=replace(base.model, prompt_format=cfg.model.prompt_format),  # the start model's too
+    )
     return evaluate_model(
         model,
         spec["name"],

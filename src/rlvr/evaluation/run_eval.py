@@ -36,7 +36,7 @@ from rlvr.evaluation.models import (
 )
 from rlvr.evaluation.stats import coverage_ks
 from rlvr.evaluation.summary import summarize
-from rlvr.prompts.chat import encode_prompt
+from rlvr.prompts.chat import encode_prompt, prompt_format
 from rlvr.tasks.base import Problem
 from rlvr.tasks.hygiene import check_contamination, find_leaks
 
@@ -81,14 +81,15 @@ def limit_problems(problems: Sequence[Problem], limit: int | None) -> list[Probl
 
 
 class _Generate:
-    """The driver's policy_generate over a rollout sampler: chats -> token ids -> n texts per prompt."""
+    """The driver's policy_generate over a rollout sampler: chats -> token ids (in prompt format `fmt`) -> n texts per
+    prompt."""
 
-    def __init__(self, sampler, tokenizer, max_new_tokens: int, seed: int):
-        self.sampler, self.tokenizer, self.max_new_tokens = sampler, tokenizer, max_new_tokens
+    def __init__(self, sampler, tokenizer, max_new_tokens: int, seed: int, fmt: str = "chat"):
+        self.sampler, self.tokenizer, self.max_new_tokens, self.fmt = sampler, tokenizer, max_new_tokens, fmt
         self.generator = torch.Generator().manual_seed(seed)
 
     def __call__(self, chats: list[list[dict]], n: int, temperature: float) -> list[list[str]]:
-        ids = [encode_prompt(self.tokenizer, chat) for chat in chats]
+        ids = [encode_prompt(self.tokenizer, chat, self.fmt) for chat in chats]
         ro = self.sampler.generate(
             ids, n, max_new_tokens=self.max_new_tokens, temperature=temperature, generator=self.generator
         )
@@ -181,7 +182,7 @@ def _split_checked(task_obj, task, e: EvalSettings, train_problems) -> tuple[lis
     return problems, hygiene_report(list(train_problems), problems, e.split, e.allow_contaminated)
 
 
-def _sample_and_score(sampler, tokenizer, reward, task_obj, problems, ks, e: EvalSettings, episode, new_env):
+def _sample_and_score(sampler, tokenizer, reward, task_obj, problems, ks, e: EvalSettings, episode, new_env, fmt):
     """(records, episode figures or None): every problem's n samples and greedy decode through the sampler, each
     scored (strictly and leniently) by the reward, or, with an environment, n + 1 episodes graded by it; behind
     one progress bar."""
@@ -204,7 +205,7 @@ def _sample_and_score(sampler, tokenizer, reward, task_obj, problems, ks, e: Eva
                 bar=bar,
             )
         records = evaluate(
-            _Generate(sampler, tokenizer, e.max_new_tokens, e.seed),
+            _Generate(sampler, tokenizer, e.max_new_tokens, e.seed, fmt),
             _Tracked(reward, bar, len(problems) * e.n),
             problems,
             n=e.n,
@@ -265,23 +266,23 @@ def evaluate_model(
     )
     if not isinstance(model_or_path, tuple):  # loaded here: onto model.device (a caller's model stays where it is)
         model.to(policy_device(cfg.model.device))
+    fmt = prompt_format(cfg.model.prompt_format, tokenizer, label, cfg.episode.environment)
     reward_cfg, reward = task_reward(cfg.reward, task_obj)
     problems, hygiene = _split_checked(task_obj, task, e, train_problems if train_problems is not None else run_train)
     t0 = time.perf_counter()
     model.eval()
-    sampler = build_sampler(cfg.rollout, model, tokenizer, backend=backend)
+    sampler = build_sampler(cfg.rollout, model, tokenizer, backend=backend, prompt_format=fmt)
     if on_servers and not getattr(sampler, "base_only", False):  # a remote sampler's: servers of the base model
         sampler.sync(model)  # push the adapter once: the model does not change during an evaluation
     episode = cfg.episode
-    new_environment = environment_factory(episode, task_obj, reward)
-    records, figures = _sample_and_score(
-        sampler, tokenizer, reward, task_obj, problems, ks, e, episode, new_environment
-    )
+    new_env = environment_factory(episode, task_obj, reward)
+    records, figures = _sample_and_score(sampler, tokenizer, reward, task_obj, problems, ks, e, episode, new_env, fmt)
     summary = summarize(records, ks=ks, n_boot=e.n_boot, seed=e.seed, label=f"{label} on {e.split}")
     summary["setup"] = {
         "model": label,
         "task": getattr(task_obj, "name", str(task)),
         **eval_setup(e, task_settings, backend),
+        "prompt_format": fmt,  # chat or plain (rlvr.prompts.chat): model.prompt_format for this model's tokenizer
         # what a local sampler computed in (rollout.dtype, `auto` resolved for this machine); None for a server's
         "sampler_dtype": str(sampler.dtype).removeprefix("torch.") if hasattr(sampler, "dtype") else None,
         **{"reward": asdict(reward_cfg), "wall_s": round(time.perf_counter() - t0, 2)},

@@ -8,7 +8,9 @@ behave differently. So final/ also holds:
 - the tokenizer in final/adapter and final/merged, its chat template made to put those turns first whenever a
   conversation has no system turn, when that is faithful: the template is changed only if rendering a bare
   question with it gives exactly the training prompt (checked here on a real problem), and left as it was
-  otherwise (the reason is in prompt_template.json);
+  otherwise (the reason is in prompt_template.json). A run in the plain prompt format (a base model) keeps its
+  tokenizer as it is: prompt_template.json holds the text around the question and the stop ids instead
+  (rlvr.rundir.plain_prompt);
 - `README.md` (the model card, in final/ and copied into each folder): base model, task, algorithm, reward,
   steps, files, the prompt and how the chat template applies it, usage, how to load it without the hub (this run's
   own paths), and the held-out table once the run is evaluated (the main job adds it; `rlvr eval` of the run too,
@@ -22,8 +24,10 @@ import json
 from pathlib import Path
 
 from rlvr.config import Config
-from rlvr.machine import BF16_FLAGS
+from rlvr.prompts.chat import plain_text, prompt_format
+from rlvr.rundir.card_snippet import plain_use_lines, use_lines
 from rlvr.rundir.files import atomic_write_text
+from rlvr.rundir.plain_prompt import WHY_NO_TEMPLATE, plain_card_lines, plain_record
 
 TEMPLATE_FILE = "prompt_template.json"
 CARD_FILE = "README.md"
@@ -83,17 +87,22 @@ def faithful_template(tokenizer, prefix: list[dict] | None, question: str) -> tu
     return candidate, ""
 
 
-def template_record(task, tokenizer, problems) -> tuple[dict, str | None]:
-    """(what prompt_template.json holds, the faithful chat template or None)."""
+def template_record(task, tokenizer, problems, fmt: str = "chat") -> tuple[dict, str | None]:
+    """(what prompt_template.json holds, the faithful chat template or None), for prompts in format `fmt` ("chat" or
+    "plain", rlvr.prompts.chat: a plain run's tokenizer is saved as it is and the record holds its text)."""
     prefix, why = prompt_prefix(task, problems)
     example = problems[0] if problems else None
-    template, why_not = faithful_template(tokenizer, prefix, example.prompt) if example else (None, why)
+    if fmt == "plain":
+        template, why_not = None, WHY_NO_TEMPLATE
+    else:
+        template, why_not = faithful_template(tokenizer, prefix, example.prompt) if example else (None, why)
     # an episode run's opening (rlvr.environments.openings): the tools it showed, and how
     shown = getattr(task, "tools_shown", None)
     schemas, by_template = shown(example) if shown is not None and example is not None else ([], False)
     if by_template:  # a wrapped template would drop them: the served conversation must pass them itself
         template, why_not = None, "the chat template renders the tools itself: pass record['tools'] as `tools=`"
     record = {
+        "prompt_format": fmt,
         "messages_before_question": prefix,
         "per_problem_prompts": prefix is None,
         "why_no_single_prefix": why or None,
@@ -108,19 +117,21 @@ def template_record(task, tokenizer, problems) -> tuple[dict, str | None]:
     if example is not None:
         msgs = task.messages(example)
         extra = {"tools": schemas} if by_template else {}
-        text = (
-            tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, **extra)
-            if getattr(tokenizer, "chat_template", None)
-            else None
-        )
+        if fmt == "plain":
+            text = plain_text(msgs)
+            record["plain"] = plain_record(tokenizer, prefix if prefix is not None else msgs[:-1])
+        elif getattr(tokenizer, "chat_template", None):
+            text = tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, **extra)
+        else:
+            text = None
         record["example"] = {"question": example.prompt, "messages": msgs, "prompt_text": text}
     return record, template
 
 
-def write_prompt_artefacts(final_dir: Path, tokenizer, task, problems) -> dict:
+def write_prompt_artefacts(final_dir: Path, tokenizer, task, problems, fmt: str = "chat") -> dict:
     """prompt_template.json in final/ and each saved folder; the faithful tokenizer into each saved folder."""
     final_dir = Path(final_dir)
-    record, template = template_record(task, tokenizer, list(problems)[:3])
+    record, template = template_record(task, tokenizer, list(problems)[:3], fmt)
     text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
     atomic_write_text(final_dir / TEMPLATE_FILE, text)
     tok = None
@@ -264,7 +275,7 @@ def _offline_lines(cfg: Config, base: str, local_base: str | None) -> list[str]:
 
 
 def _card_body(record: dict | None, base: str, saved_dtype: str | None = None) -> list[str]:
-    """Files, the prompt the model expects, and how to load it (_use_lines)."""
+    """Files, the prompt the model expects, and how to load it (rlvr.rundir.card_snippet)."""
     lines = [
         "## Files",
         "",
@@ -274,6 +285,9 @@ def _card_body(record: dict | None, base: str, saved_dtype: str | None = None) -
         f"- `{TEMPLATE_FILE}`: the prompt the model was trained on",
         "",
     ]
+    question = json.dumps((record or {}).get("example", {}).get("question") or "What is 12 + 30?", ensure_ascii=False)
+    if record and record.get("prompt_format") == "plain":
+        return lines + plain_card_lines(record) + use_lines(plain_use_lines(record, question), saved_dtype)
     if record:
         faithful = record["chat_template"].startswith("puts")
         lines += [
@@ -294,40 +308,16 @@ def _card_body(record: dict | None, base: str, saved_dtype: str | None = None) -
                 "```",
                 "",
             ]
-    question = json.dumps((record or {}).get("example", {}).get("question") or "What is 12 + 30?", ensure_ascii=False)
     faithful = bool(record and record["chat_template"].startswith("puts"))
     hint = "  # the chat template adds the training turns" if faithful else "  # put prompt_template.json's turns first"
-    return lines + _use_lines(question, hint, saved_dtype)
-
-
-def _use_lines(question: str, hint: str, saved_dtype: str | None) -> list[str]:
-    """The card's snippet: final/merged in bf16 where the hardware computes it (a GPU; a CPU with rlvr.machine's flags),
-    else float32 (transformers alone loads them as saved: bf16, emulated on other CPUs, is several times slower)."""
-    flags = "{" + ", ".join(f'"{f}"' for f in sorted(BF16_FLAGS)) + "}"
-    return [
-        "## Use",
-        "",
-        "```python",
-        "import torch",
-        "from transformers import AutoModelForCausalLM, AutoTokenizer",
-        f"# {'final/merged holds ' + saved_dtype + ' weights. ' if saved_dtype else ''}Computed in bf16 where the "
-        "hardware does it (a GPU, a CPU with AVX512-BF16 or AMX),",
-        "# else in float32: torch emulates bf16 on other CPUs, several times slower",
-        "try:",
-        f'    cpu_bf16 = bool({flags} & set(open("/proc/cpuinfo").read().split()))',
-        "except OSError:  # no /proc/cpuinfo (not Linux): float32",
-        "    cpu_bf16 = False",
-        'device = "cuda" if torch.cuda.is_available() else "cpu"',
-        'dtype = torch.bfloat16 if device == "cuda" or cpu_bf16 else torch.float32',
-        'tok = AutoTokenizer.from_pretrained("final/merged")',
-        'model = AutoModelForCausalLM.from_pretrained("final/merged", dtype=dtype).to(device)',
-        f'chat = [{{"role": "user", "content": {question}}}]{hint}',
-        'inputs = tok.apply_chat_template(chat, add_generation_prompt=True, return_tensors="pt", return_dict=True)',
-        "out = model.generate(**inputs.to(device), max_new_tokens=96, do_sample=False)",
-        'print(tok.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True))',
-        "```",
-        "",
-    ]
+    return lines + use_lines(
+        [
+            f'chat = [{{"role": "user", "content": {question}}}]{hint}',
+            'inputs = tok.apply_chat_template(chat, add_generation_prompt=True, return_tensors="pt", return_dict=True)',
+            "out = model.generate(**inputs.to(device), max_new_tokens=96, do_sample=False)",
+        ],
+        saved_dtype,
+    )
 
 
 def write_final(
@@ -343,7 +333,8 @@ def write_final(
 ) -> None:
     """The prompt template, the faithful tokenizer and the model card, after the weights were saved."""
     problems = task.problems("train") or task.problems("heldout")
-    record = write_prompt_artefacts(final_dir, tokenizer, task, problems[:3])
+    fmt = prompt_format(cfg.model.prompt_format, tokenizer, cfg.model.name)
+    record = write_prompt_artefacts(final_dir, tokenizer, task, problems[:3], fmt)
     card = model_card(
         cfg, base, loaded_from, steps, record, kind=kind, local_base=local_base, saved_dtype=merged_dtype(final_dir)
     )

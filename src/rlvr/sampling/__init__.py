@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlvr.machine import EMULATED_BF16, auto_dtype, emulates_bf16
+from rlvr.prompts.chat import plain_stop_ids
 from rlvr.registry import Registry
 
 from .rollouts import Rollouts, Sampler
@@ -128,10 +129,12 @@ def make_sampler(
     return BACKENDS.get(backend).make(model, tokenizer, stop_ids, dtype, threads, settings)
 
 
-def stop_ids(config, tokenizer) -> list[int]:
-    """Token ids that end a completion: the tokenizer's eos and the model config's (an int or a list)."""
+def stop_ids(config, tokenizer, prompt_format: str = "chat") -> list[int]:
+    """Token ids that end a completion: the tokenizer's eos and the model config's (an int or a list); in the plain
+    prompt format also the token that starts a next `User:` line (rlvr.prompts.chat.plain_stop_ids)."""
     eos = getattr(config, "eos_token_id", None)
-    return sorted({tokenizer.eos_token_id, *([eos] if isinstance(eos, int) else eos or [])} - {None})
+    turn = plain_stop_ids(tokenizer) if prompt_format == "plain" else []
+    return sorted({tokenizer.eos_token_id, *([eos] if isinstance(eos, int) else eos or []), *turn} - {None})
 
 
 def backend_settings(rollout) -> dict:
@@ -154,15 +157,30 @@ def draw_settings(rollout) -> dict:
     }
 
 
-def build_sampler(rollout, model, tokenizer, *, backend: str | None = None, threads: int | None = None) -> Sampler:
-    """The one way to build a sampler from the rollout settings: stop ids worked out here, the backend's own
-    settings (remote urls, vLLM's engine) always passed. `backend` overrides `rollout.backend` (evaluation of a
-    run's checkpoint may sample with another one); its settings still come from `rollout`."""
+def build_sampler(
+    rollout,
+    model,
+    tokenizer,
+    *,
+    backend: str | None = None,
+    threads: int | None = None,
+    prompt_format: str = "chat",
+) -> Sampler:
+    """The one way to build a sampler from the rollout settings: stop ids worked out here (for the prompt format the
+    prompts are in: "chat" or "plain", rlvr.prompts.chat.prompt_format), the backend's own settings (remote urls,
+    vLLM's engine) always passed. `backend` overrides `rollout.backend` (evaluation of a run's checkpoint may sample
+    with another one); its settings still come from `rollout`."""
     settings = backend_settings(rollout if backend is None else _with_backend(rollout, backend))
     name = backend or (rollout["backend"] if isinstance(rollout, dict) else rollout.backend)
     dtype = auto_dtype(rollout["dtype"] if isinstance(rollout, dict) else rollout.dtype, "float32")
     sampler = make_sampler(
-        name, model, tokenizer, stop_ids=stop_ids(model.config, tokenizer), dtype=dtype, threads=threads, **settings
+        name,
+        model,
+        tokenizer,
+        stop_ids=stop_ids(model.config, tokenizer, prompt_format),
+        dtype=dtype,
+        threads=threads,
+        **settings,
     )
     if emulates_bf16(dtype, samples_on_cpu(sampler, name)):
         warnings.warn(EMULATED_BF16.format(what="rollout.dtype"), stacklevel=2)

@@ -97,13 +97,20 @@ def for_template(tokenizer, messages: list[dict]) -> list[dict]:
     def render(ms):
         return tokenizer.apply_chat_template(ms, tokenize=False, add_generation_prompt=True)
 
-    if render(messages) != render(bare):
-        return messages
+    return messages if render(messages) != render(bare) else calls_as_text(messages)
+
+
+def calls_as_text(messages: list[dict]) -> list[dict]:
+    """`messages` with each assistant turn's tool calls written after its text (call_text) and `tool_calls` dropped:
+    for a chat template that ignores them (for_template) and for the plain prompt format (rlvr.prompts.chat)."""
     return [
-        {**m, "content": "\n".join([m["content"]] * bool(m["content"]) + [call_text(c) for c in calls])}
-        if (calls := original.get("tool_calls"))
+        {
+            **{k: v for k, v in m.items() if k != "tool_calls"},
+            "content": "\n".join([m["content"]] * bool(m["content"]) + [call_text(c) for c in calls]),
+        }
+        if (calls := m.get("tool_calls"))
         else m
-        for m, original in zip(bare, messages)
+        for m in messages
     ]
 
 
@@ -145,4 +152,5 @@ __all__ = [
     "tool_calls",
     "call_text",
     "for_template",
+    "calls_as_text",
 ]

@@ -23,6 +23,7 @@ from rlvr.config import DEFAULTS, REGISTERED, REGISTERED_WHERE, Config, ConfigEr
 from rlvr.environments.build import ENVIRONMENTS, TOOLS, takes_tools
 from rlvr.environments.calls import TOOL_CALL_PARSERS
 from rlvr.policy.load import base_model, model_origin, resolve_model_path, save_policy
+from rlvr.prompts.chat import prompt_format
 from rlvr.rundir import checkpoint as ckpt
 from rlvr.rundir import fsdp
 from rlvr.rundir.files import RunDir, check_output_dir, read_jsonl
@@ -113,6 +114,7 @@ def open_run(
             # checking it raced rank 0's lock (a second node was refused: "in use by a running rlvr process")
             check_output_dir(output_dir, resume=resume, overwrite=overwrite)
         resolve_model_path(cfg.model.name)
+    check_prompt_format(cfg, policy[1] if policy is not None else None)  # a chat format of a base model, likewise
     run, trackers = None, Trackers([], None)
     if is_main:
         check_trackers(cfg.log.report_to, path, cfg.log.project)  # a missing extra: before anything is written
@@ -122,6 +124,19 @@ def open_run(
     if run is not None:  # rank 0's
         trackers = open_trackers(run, cfg, resume, resume_from)
     return OpenedRun(path, run, trackers, resume_from)
+
+
+def check_prompt_format(cfg: Config, tokenizer=None) -> None:
+    """Refuse, in one line and before any run directory, a model.prompt_format the model cannot take: chat of a
+    tokenizer without a chat template, episodes in the plain format (rlvr.prompts.chat.prompt_format). The tokenizer
+    is read from the model's folder (no weights) unless given, and only where a refusal is possible."""
+    if cfg.model.prompt_format != "chat" and cfg.episode.environment == "none":
+        return  # auto and plain take any tokenizer for single-turn prompts
+    if tokenizer is None:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(cfg.model.name))
+    prompt_format(cfg.model.prompt_format, tokenizer, cfg.model.name, cfg.episode.environment)
 
 
 def open_trackers(run: RunDir, cfg: Config, resume: bool, resume_from: Path | None) -> Trackers:
@@ -258,6 +273,7 @@ __all__ = [
     "StopFlag",
     "OpenedRun",
     "open_run",
+    "check_prompt_format",
     "registered_names",
     "check_registered",
     "open_trackers",

@@ -73,7 +73,7 @@ def _start_up(cfg: Config, overwrite: bool) -> tuple[Path, Config, RunDir]:
     from rlvr.policy.load import resolve_model_path
     from rlvr.rundir.trackers import check_trackers
     from rlvr.training.controls import check_controls
-    from rlvr.training.lifecycle import check_registered
+    from rlvr.training.lifecycle import check_prompt_format, check_registered
     from rlvr.training.teacher import resolve_teacher
 
     check_registered(cfg)
@@ -88,6 +88,7 @@ def _start_up(cfg: Config, overwrite: bool) -> tuple[Path, Config, RunDir]:
     if resume:
         check_finished_phases(cfg, root, rl_cfg)
     resolve_model_path(cfg.model.name)  # a hub id the hub cannot give stops here, before any folder exists
+    check_prompt_format(cfg)  # a chat format asked of a base model's tokenizer, likewise
     held = RunDir(root, resume=resume, overwrite=overwrite)
     atomic_write_text(root / "config.yaml", dump(cfg.to_dict()))
     return root, rl_cfg, held

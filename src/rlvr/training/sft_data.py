@@ -16,7 +16,7 @@ from rlvr.config import Config, ConfigError
 from rlvr.environments.build import build_tools, episodic
 from rlvr.environments.episode import replay_episode
 from rlvr.environments.figures import transcript
-from rlvr.prompts.chat import encode_prompt
+from rlvr.prompts.chat import encode_prompt, prompt_format
 from rlvr.rundir.files import atomic_write_text, read_config, read_jsonl
 from rlvr.sampling import build_sampler, draw_settings
 from rlvr.sampling.scored import draw_generator, sample_and_score
@@ -74,7 +74,18 @@ def _keep_correct(ro, owners, verdicts, ids, stats: dict, seen: set, kept: list)
 
 
 def collect_correct(
-    sampler, tokenizer, task, reward, problems, *, budget: int, group_size: int, rollout, seed: int, progress=None
+    sampler,
+    tokenizer,
+    task,
+    reward,
+    problems,
+    *,
+    budget: int,
+    group_size: int,
+    rollout,
+    seed: int,
+    progress=None,
+    fmt: str = "chat",
 ) -> tuple[list[dict], dict]:
     """Sample `budget` completions (group_size per prompt, prompts in a seeded order, cycling if needed) and
     keep the verifier-correct, stop-terminated, distinct ones. Each call samples and scores as the RL round does
@@ -91,7 +102,7 @@ def collect_correct(
         want = min(per_call, math.ceil((budget - stats["generated"]) / group_size))
         batch = [problems[order[(position + i) % len(order)]] for i in range(want)]
         position, n_round = position + want, n_round + 1
-        ids = [encode_prompt(tokenizer, task.messages(p)) for p in batch]
+        ids = [encode_prompt(tokenizer, task.messages(p), fmt) for p in batch]
         generator = draw_generator(seed, n_round)
         scored = sample_and_score(
             sampler, batch, ids, group_size, reward, **draw_settings(rollout), generator=generator
@@ -108,7 +119,7 @@ def collect_correct(
 
 
 def reference_examples(
-    tokenizer, task, problems, field: str, tools: dict | None = None, traces: dict | None = None
+    tokenizer, task, problems, field: str, tools: dict | None = None, traces: dict | None = None, fmt: str = "chat"
 ) -> list[dict]:
     """The dataset's own worked solutions (problem.meta[field]), or `traces` ({problem id: trace}, written by
     sft.reference: rlvr.training.reference_traces), as completions: a text ends in the stop token; a list of chat
@@ -126,7 +137,7 @@ def reference_examples(
             ep = replay_episode(tokenizer, task.messages(p), trace, tools or {})
             prompt_ids, ids, mask, text = ep.prompt_ids, ep.ids, ep.mask, transcript(ep)
         else:
-            prompt_ids, text = encode_prompt(tokenizer, task.messages(p)), str(trace)
+            prompt_ids, text = encode_prompt(tokenizer, task.messages(p), fmt), str(trace)
             ids = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
             mask = [1.0] * len(ids)
         out.append(
@@ -168,13 +179,14 @@ def kept_examples(
         examples = read_jsonl(ids_path)
         return examples, json.loads((opened.path / "sft_data.json").read_text())
     t0 = time.perf_counter()
+    fmt = prompt_format(c.model.prompt_format, tokenizer, c.model.name, c.episode.environment)
     if c.sft.source == "reference":
         tools = build_tools(c.episode) if episodic(c.episode) else {}
         # traces written by the user's function (sft.reference), played through the run's own environment
         traces, stats = written if written is not None else (written_for(c, task, reward, problems) or (None, {}))
-        examples = reference_examples(tokenizer, task, problems, c.sft.reference_field, tools, traces)
+        examples = reference_examples(tokenizer, task, problems, c.sft.reference_field, tools, traces, fmt)
     else:
-        sampler = build_sampler(c.rollout, model.eval(), tokenizer)
+        sampler = build_sampler(c.rollout, model.eval(), tokenizer, prompt_format=fmt)
         with tqdm(total=budget, desc="rlvr sft: sampling", unit="completion", disable=quiet) as bar:
             examples, stats = collect_correct(
                 sampler,
@@ -187,6 +199,7 @@ def kept_examples(
                 rollout=c.rollout,
                 seed=c.seed,
                 progress=bar,
+                fmt=fmt,
             )
         del sampler
     available = len(examples)

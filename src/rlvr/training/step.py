@@ -26,7 +26,7 @@ from rlvr.evaluation.out_of_domain import check_sets
 from rlvr.evaluation.validation import validate
 from rlvr.policy.build import build_policy, policy_device
 from rlvr.policy.update import UpdateSettings, update_policy
-from rlvr.prompts.chat import PromptCache
+from rlvr.prompts.chat import PromptCache, prompt_format
 from rlvr.prompts.stream import CurriculumStream, PromptStream, make_stream, spread_over_bands, step_band_metrics
 from rlvr.sampling import build_sampler
 from rlvr.sampling.rollouts import Sampler
@@ -169,7 +169,8 @@ def setup(parts: Components, policy=None, comm: distributed.Comm | None = None) 
     teacher = build_teacher(parts.teacher, c, model, tokenizer) if parts.teacher else None
     # before sharding: a remote sampler checks each server against a forward of the whole model (a forward of the
     # sharded one here, before the first step, left FSDP's parameters unfit for loading a checkpoint)
-    sampler = build_sampler(c.rollout, model, tokenizer)
+    fmt = prompt_format(c.model.prompt_format, tokenizer, c.model.name, c.episode.environment)
+    sampler = build_sampler(c.rollout, model, tokenizer, prompt_format=fmt)
     if c.train.fsdp and comm.world > 1:  # the shards replace the parameters: the optimizer is made after
         distributed.shard_model(model, comm)
     trainable = [p for p in model.parameters() if p.requires_grad]
@@ -188,7 +189,7 @@ def setup(parts: Components, policy=None, comm: distributed.Comm | None = None) 
         make_scheduler(optimizer, c.train),
         sampler,
         make_stream(c.curriculum, parts.task.problems("train"), c.seed),
-        PromptCache(tokenizer, parts.task),
+        PromptCache(tokenizer, parts.task, fmt),
         UpdateSettings.from_config(c, tokenizer.pad_token_id),
         val,
         EpisodeRound(parts.new_environment, tokenizer, c.episode) if parts.new_environment else rollout_round,

@@ -39,14 +39,15 @@ def heldout_reverse_kl(model_ref, teacher: Teacher, cfg: Config, problems, limit
     from rlvr.evaluation.models import resolve_model
     from rlvr.evaluation.stats import bootstrap_ci
     from rlvr.policy.update import UpdateSettings
-    from rlvr.prompts.chat import PromptCache
+    from rlvr.prompts.chat import PromptCache, prompt_format
     from rlvr.sampling import build_sampler, draw_settings
     from rlvr.sampling.scored import draw_generator
 
     model, tokenizer, task, *_ = resolve_model(model_ref, cfg.task.name, cfg.task.settings)
     chosen = problems[:limit] if limit else list(problems)
-    ids = [PromptCache(tokenizer, task)(p) for p in chosen]
-    sampler = build_sampler(cfg.rollout, model, tokenizer)
+    fmt = prompt_format(cfg.model.prompt_format, tokenizer, str(model_ref))
+    ids = [PromptCache(tokenizer, task, fmt)(p) for p in chosen]
+    sampler = build_sampler(cfg.rollout, model, tokenizer, prompt_format=fmt)
     ro = sampler.generate(ids, 1, **draw_settings(cfg.rollout), generator=draw_generator(EVAL_SEED, 0))
     batch = StepBatch(
         problems=chosen,
