@@ -112,7 +112,7 @@ def test_the_format_resolves_by_the_tokenizer_and_refuses_in_one_line(tokenizer,
         'which prompts it as plain text, or auto (docs/your-data.md, "Base models")'
     )
     with pytest.raises(ConfigError) as e:
-        prompt_format("auto", base_tokenizer, "org/base", environment="tool")
+        prompt_format("auto", base_tokenizer, "org/base", episodes="tool")
     assert str(e.value) == (
         "episode.environment: tool needs a chat template (an episode's turns are chat messages), but org/base is "
         "prompted as plain text (model.prompt_format: auto, and its tokenizer has no chat template); episodes need a "

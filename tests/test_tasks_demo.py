@@ -280,7 +280,7 @@ def test_the_run_records_the_demo_and_rlvr_eval_of_the_run_asks_with_it(tmp_path
         assert json.loads((run / "final" / folder / "prompt_template.json").read_text()) == record
     asked = []  # every chat `rlvr eval` of the run encodes: the run's own task, demo and all, from its config.yaml
     encode = run_eval.encode_prompt
-    monkeypatch.setattr(run_eval, "encode_prompt", lambda tok, chat: asked.append(chat) or encode(tok, chat))
+    monkeypatch.setattr(run_eval, "encode_prompt", lambda tok, chat, fmt: asked.append(chat) or encode(tok, chat, fmt))
     argv = ["eval", "--model", str(run), "--n", "1", "--limit", "3", "--max-new-tokens", "4", "--no-greedy", "--quiet"]
     assert main(argv) == 0
     assert len(asked) == 3 and all(chat[:-1] == record["messages_before_question"] for chat in asked)

@@ -139,6 +139,12 @@ def episodic(episode) -> bool:
     return ENVIRONMENTS.get(episode.environment).episodic
 
 
+def episodes_of(episode) -> str | None:
+    """The environment's name when rollouts are episodes (episodic), else None: what a prompt format that cannot run
+    episodes names in its refusal (rlvr.prompts.chat.prompt_format)."""
+    return episode.environment if episodic(episode) else None
+
+
 def takes_tools(environment: str) -> bool:
     """Whether the environment named `environment` offers episode.tools (its entry's takes_tools; a plug-in's is
     imported to ask it)."""
@@ -193,6 +199,7 @@ __all__ = [
     "build_tools",
     "environment_factory",
     "episodic",
+    "episodes_of",
     "probe_environment",
     "takes_tools",
 ]

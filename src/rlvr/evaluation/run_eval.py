@@ -23,7 +23,7 @@ import torch
 from tqdm.auto import tqdm
 
 from rlvr.config import Config, as_config, merge
-from rlvr.environments.build import environment_factory
+from rlvr.environments.build import environment_factory, episodes_of
 from rlvr.evaluation.driver import evaluate
 from rlvr.evaluation.episodes import evaluate_episodes
 from rlvr.evaluation.models import (
@@ -266,7 +266,7 @@ def evaluate_model(
     )
     if not isinstance(model_or_path, tuple):  # loaded here: onto model.device (a caller's model stays where it is)
         model.to(policy_device(cfg.model.device))
-    fmt = prompt_format(cfg.model.prompt_format, tokenizer, label, cfg.episode.environment)
+    fmt = prompt_format(cfg.model.prompt_format, tokenizer, label, episodes_of(cfg.episode))
     reward_cfg, reward = task_reward(cfg.reward, task_obj)
     problems, hygiene = _split_checked(task_obj, task, e, train_problems if train_problems is not None else run_train)
     t0 = time.perf_counter()

@@ -28,10 +28,10 @@ def has_chat_template(tokenizer) -> bool:
     return bool(getattr(tokenizer, "chat_template", None))
 
 
-def prompt_format(setting: str, tokenizer, model: str = "the model", environment: str = "none") -> str:
-    """ "chat" or "plain": model.prompt_format `setting` for this tokenizer ("auto": chat when it has a chat template).
-    A ConfigError (one line) for chat asked of a tokenizer without a template, and for episodes (`environment` other
-    than "none") in the plain format."""
+def prompt_format(setting: str, tokenizer, model: str = "the model", episodes: str | None = None) -> str:
+    """The prompt format, chat or plain, that model.prompt_format `setting` gives this tokenizer (auto: chat when it
+    has a chat template). A ConfigError (one line) for chat asked of a tokenizer without a template, and for episodes
+    (`episodes`: the environment's name, rlvr.environments.build.episodes_of) in the plain format."""
     has = has_chat_template(tokenizer)
     if setting == "chat" and not has:
         raise ConfigError(
@@ -39,10 +39,10 @@ def prompt_format(setting: str, tokenizer, model: str = "the model", environment
             f"plain, which prompts it as plain text, or auto ({GUIDE})"
         )
     fmt = "chat" if setting == "chat" or (setting == "auto" and has) else "plain"
-    if fmt == "plain" and environment != "none":
+    if fmt == "plain" and episodes:
         why = "plain" if setting == "plain" else "auto, and its tokenizer has no chat template"
         raise ConfigError(
-            f"episode.environment: {environment} needs a chat template (an episode's turns are chat messages), but "
+            f"episode.environment: {episodes} needs a chat template (an episode's turns are chat messages), but "
             f"{model} is prompted as plain text (model.prompt_format: {why}); episodes need a model with a chat "
             f"template ({GUIDE})"
         )

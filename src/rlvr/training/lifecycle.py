@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlvr.config import DEFAULTS, REGISTERED, REGISTERED_WHERE, Config, ConfigError, check_name, dump
-from rlvr.environments.build import ENVIRONMENTS, TOOLS, takes_tools
+from rlvr.environments.build import ENVIRONMENTS, TOOLS, episodes_of, takes_tools
 from rlvr.environments.calls import TOOL_CALL_PARSERS
 from rlvr.policy.load import base_model, model_origin, resolve_model_path, save_policy
 from rlvr.prompts.chat import prompt_format
@@ -130,13 +130,14 @@ def check_prompt_format(cfg: Config, tokenizer=None) -> None:
     """Refuse, in one line and before any run directory, a model.prompt_format the model cannot take: chat of a
     tokenizer without a chat template, episodes in the plain format (rlvr.prompts.chat.prompt_format). The tokenizer
     is read from the model's folder (no weights) unless given, and only where a refusal is possible."""
-    if cfg.model.prompt_format != "chat" and cfg.episode.environment == "none":
+    episodes = episodes_of(cfg.episode)
+    if cfg.model.prompt_format != "chat" and not episodes:
         return  # auto and plain take any tokenizer for single-turn prompts
     if tokenizer is None:
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(cfg.model.name))
-    prompt_format(cfg.model.prompt_format, tokenizer, cfg.model.name, cfg.episode.environment)
+    prompt_format(cfg.model.prompt_format, tokenizer, cfg.model.name, episodes)
 
 
 def open_trackers(run: RunDir, cfg: Config, resume: bool, resume_from: Path | None) -> Trackers:

@@ -13,7 +13,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from rlvr.config import Config, ConfigError
-from rlvr.environments.build import build_tools, episodic
+from rlvr.environments.build import build_tools, episodes_of, episodic
 from rlvr.environments.episode import replay_episode
 from rlvr.environments.figures import transcript
 from rlvr.prompts.chat import encode_prompt, prompt_format
@@ -179,7 +179,7 @@ def kept_examples(
         examples = read_jsonl(ids_path)
         return examples, json.loads((opened.path / "sft_data.json").read_text())
     t0 = time.perf_counter()
-    fmt = prompt_format(c.model.prompt_format, tokenizer, c.model.name, c.episode.environment)
+    fmt = prompt_format(c.model.prompt_format, tokenizer, c.model.name, episodes_of(c.episode))
     if c.sft.source == "reference":
         tools = build_tools(c.episode) if episodic(c.episode) else {}
         # traces written by the user's function (sft.reference), played through the run's own environment

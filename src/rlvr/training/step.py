@@ -19,7 +19,7 @@ import torch
 
 from rlvr.algorithms import Algorithm, algorithm_from_config
 from rlvr.config import Config, ConfigError, RewardConfig, as_config
-from rlvr.environments.build import environment_factory
+from rlvr.environments.build import environment_factory, episodes_of
 from rlvr.environments.figures import episode_metrics
 from rlvr.environments.protocol import Environment
 from rlvr.evaluation.out_of_domain import check_sets
@@ -169,7 +169,7 @@ def setup(parts: Components, policy=None, comm: distributed.Comm | None = None) 
     teacher = build_teacher(parts.teacher, c, model, tokenizer) if parts.teacher else None
     # before sharding: a remote sampler checks each server against a forward of the whole model (a forward of the
     # sharded one here, before the first step, left FSDP's parameters unfit for loading a checkpoint)
-    fmt = prompt_format(c.model.prompt_format, tokenizer, c.model.name, c.episode.environment)
+    fmt = prompt_format(c.model.prompt_format, tokenizer, c.model.name, episodes_of(c.episode))
     sampler = build_sampler(c.rollout, model, tokenizer, prompt_format=fmt)
     if c.train.fsdp and comm.world > 1:  # the shards replace the parameters: the optimizer is made after
         distributed.shard_model(model, comm)
