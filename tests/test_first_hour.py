@@ -133,7 +133,7 @@ def test_your_data_doc_runs_as_written(tmp_path, monkeypatch, model_dir):
     )
     Path("my-data.yaml").write_text(_doc_blocks("yaml")[0])
     # the middle block, the own-tool example's, trains the real model for minutes: benchmarks/own_tool_experiment.sh
-    own_data, _own_tool, resume = _doc_blocks("bash")
+    own_data, _own_tool, _base_model, resume = _doc_blocks("bash")  # the base model's: test_prompts_plain.py
     for line in own_data.strip().splitlines():
         assert _run_doc_command(line, model_dir) == 0, line
     config = (tmp_path / "runs/mine/config.yaml").read_text()

@@ -4,6 +4,9 @@ artefacts; it stops at end of text or a next `User:` line; a chat format asked o
 are refused in one line (exit 2) before any run directory exists."""
 
 import json
+import re
+import shlex
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,6 +18,8 @@ from rlvr.prompts.chat import encode_prompt, plain_stop_ids, plain_text, prompt_
 from rlvr.tasks.arithmetic import ArithmeticTask
 from rlvr.tasks.base import Problem
 
+DOC = (Path(__file__).resolve().parent.parent / "docs" / "your-data.md").read_text()
+SECTION = DOC[DOC.index("# Base models") : DOC.index("# Resume")]
 EOS, USER = 2, 11126  # the real tokenizer's end of text (<|im_end|>) and its "User" token after a newline
 QUESTION = Problem(id="q", prompt="What is 8 + 0?", answer="8")
 BOXED_TEXT = (
@@ -61,6 +66,7 @@ def base_dir(tmp_path_factory, base_tokenizer):
 def test_the_plain_prompt_of_a_known_problem_text_and_ids(tokenizer, base_tokenizer):
     msgs = ArithmeticTask(per_band=5).messages(QUESTION)
     assert plain_text(msgs) == BOXED_TEXT
+    assert f"```text\n{BOXED_TEXT.replace('What is 8 + 0?', '{question}')}\n```" in SECTION  # the doc quotes it
     ids = encode_prompt(base_tokenizer, msgs, "plain")
     assert ids == base_tokenizer(BOXED_TEXT, add_special_tokens=False)["input_ids"] and len(ids) == 93
     assert ids[:4] == [49, 6634, 826, 11122] and ids[-4:] == [198, 9519, 9531, 42]  # A conversation ... \nAssistant:
@@ -206,6 +212,7 @@ def test_a_chat_format_of_a_base_model_is_refused_before_the_run_directory(tmp_p
         argv = [verb, "--set", f"model.name={base_dir}", "--set", "model.prompt_format=chat", "--output-dir", str(out)]
         assert main(argv) == 2, verb
         assert capsys.readouterr().err.strip() == f"rlvr {verb}: {line}" and not out.exists()
+    assert f"rlvr train: {line}".replace(str(base_dir), "path/to/base-model") in SECTION  # as the doc quotes it
     capsys.readouterr()
     argv = ["eval", "--model", str(base_dir), "--task", "arithmetic", "--set", "model.prompt_format=chat"]
     assert main([*argv, "--out", str(out)]) == 2
@@ -215,3 +222,24 @@ def test_a_chat_format_of_a_base_model_is_refused_before_the_run_directory(tmp_p
     argv = ["train", "--set", f"model.name={base_dir}", "--set", "episode.environment=retry", "--output-dir", str(out)]
     assert main(argv) == 2 and "episode.environment: retry needs a chat template" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_the_docs_one_command_trains_a_base_model_in_the_plain_format(tmp_path, base_dir, monkeypatch):
+    """docs/your-data.md, "Base models": its command as written (the default preset: the fast sampler), on the tiny
+    base model and at the first-hour test's sizes."""
+    monkeypatch.chdir(tmp_path)
+    (command,) = re.findall(r"```bash\n(.*?)```", SECTION, re.S)
+    args = shlex.split(command.strip().replace("path/to/base-model", str(base_dir)))
+    tiny = ["rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=6", "reward.workers=0"]
+    tiny += [
+        "train.steps=2",
+        "model.lora.r=4",
+        "log.eval_every=0",
+        "eval.out_of_domain=[]",
+        "task.settings.per_band=20",
+    ]
+    assert args[:3] == ["rlvr", "train", "default"] and main(args[1:] + sum((["--set", s] for s in tiny), [])) == 0
+    record = json.loads(Path("runs/zero/final/prompt_template.json").read_text())
+    assert record["prompt_format"] == "plain" and record["plain"]["stop_ids"] == [EOS, USER]
+    samples = [json.loads(x) for x in Path("runs/zero/samples.jsonl").read_text().splitlines()]
+    assert any(s["completion"].endswith("User") for s in samples)  # the fast sampler stops there too

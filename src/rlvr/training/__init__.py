@@ -21,7 +21,7 @@ mu = train.updates_per_batch; Lmax = rollout.max_new_tokens.
              (rollout.max_staleness k >= 1: step s's batch is sampled,   training.ahead
              while the trainer updates, by pi_theta after max(0, s - k) updates; steps 1-6 run on that thread)
  1 prompts   q_1..q_P = the stream's next P (seeded, or a curriculum)   prompts.stream.PromptStream.take
-             (CurriculumStream.take); their ids by the chat template    prompts.chat.PromptCache
+             (CurriculumStream.take); their ids by the prompt format     prompts.chat.PromptCache
  2 sample    o_i ~ pi_sampler(. | q_g(i)) at tau, G per prompt;         sampler.generate (sampling.*), called in
              sampler_logp_it = log softmax(z_it / tau)[o_it]              sampling.scored.sample_and_score
  3 reward    r_i = sum_k w_k s_k(o_i, gold_g(i)); Verdict of term 1     verifiers.compose.Reward.__call__,
