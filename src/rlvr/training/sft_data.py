@@ -90,7 +90,8 @@ def collect_correct(
     """Sample `budget` completions (group_size per prompt, prompts in a seeded order, cycling if needed) and
     keep the verifier-correct, stop-terminated, distinct ones. Each call samples and scores as the RL round does
     (rlvr.sampling.scored.sample_and_score; round r draws with draw_generator(seed, r)). Returns (examples, stats);
-    an example is {problem_id, band, prompt, prompt_ids, completion_ids, completion, extracted}."""
+    an example is {problem_id, band, prompt, prompt_ids, completion_ids, completion, extracted}. `fmt`: the prompt
+    format, chat or plain (rlvr.prompts.chat.prompt_format)."""
     order = list(range(len(problems)))
     random.Random(f"{seed}-sft").shuffle(order)
     rows = rollout.prompts_per_step * rollout.group_size
@@ -124,7 +125,8 @@ def reference_examples(
     """The dataset's own worked solutions (problem.meta[field]), or `traces` ({problem id: trace}, written by
     sft.reference: rlvr.training.reference_traces), as completions: a text ends in the stop token; a list of chat
     messages (a tool-use trace: the assistant's turns and the tools' answers) becomes the ids an episode would have
-    sampled, the tools' ids masked out (completion_mask), its opening showing `tools` as episodes do."""
+    sampled, the tools' ids masked out (completion_mask), its opening showing `tools` as episodes do; a text's prompt
+    in format `fmt` (chat or plain)."""
     out = []
     for p in problems:
         if traces is not None:
