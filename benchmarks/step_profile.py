@@ -61,23 +61,6 @@ VARIANTS: dict[str, tuple[dict, list[str]]] = {
 
 
 # ---------------------------------------------------------------------------------------------- the parent side
-def machine() -> dict:
-    from rlvr.machine import cpu_flags
-
-    info = Path("/proc/cpuinfo").read_text()
-    name = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), "?")
-    flags = cpu_flags(info)
-    wanted = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
-    siblings = ""
-    sib = Path("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list")
-    if sib.exists():
-        siblings = sib.read_text().strip()
-    return {
-        "cpu": name,
-        "flags": [f for f in wanted if f in flags],
-        "cpus_allowed": sorted(os.sched_getaffinity(0)),
-        "cpu0_siblings": siblings,
-    }
 
 
 def child(
@@ -187,6 +170,8 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "children.jsonl").write_text("")
+    from rlvr_bench.parent import machine
+
     info = machine()
     cpus = pick_cpus(args.cpus)
     print(json.dumps({"machine": info, "cpus": cpus}), flush=True)

@@ -19,6 +19,8 @@ rows once, for the whole group, then the completions, and skips rows with zero a
 TRL runs every row's prompt and completion. The ceiling is the probe's rate in the compute dtype
 (bf16 when `--dtype bfloat16`, else float32).
 
+`--model NAME[,NAME...]` (published shapes, rlvr_bench.shapes) measures each shape's step on the fast sampler, on hf
+forced and in TRL, and its decode's share of the roofline against the embedded model's (rlvr_bench.models).
 `--vs episodes` compares an episode step's policy tokens/s with a single-turn step's (rlvr_bench.episodes).
 `--vs ENGINE --ENGINE-python VENV/bin/python` compares rollout batches only: rlvr's sampler against a CPU engine
 (vllm, llamacpp, ct2, openvino; or `--vs engines` for all) in its own venv (rlvr_bench.rollouts).
@@ -32,6 +34,7 @@ import sys
 
 from rlvr_bench.engines import ENGINES
 from rlvr_bench.parent import BenchError, Worker, check_peer_python, matmul_gflops, measure_and_print
+from rlvr_bench.shapes import ALL, REFERENCE, SHAPES, parse_shapes
 
 ENGINE_NAMES = tuple(ENGINES)
 
@@ -53,7 +56,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         help="speed of a training step: rlvr vs TRL's GRPOTrainer, side by side",
         description=__doc__.split("\n\n")[0],
     )
-    p.add_argument("--model", default="smollm2-135m-instruct", help="embedded model name or a transformers folder")
+    p.add_argument(
+        "--model",
+        default="smollm2-135m-instruct",
+        help="embedded model name or a transformers folder; or published shapes, comma-separated, from "
+        f"{', '.join(n for n in SHAPES if n != REFERENCE)} ('{ALL}' for all): random weights of each, speed only, "
+        "on the fast sampler, on hf forced and in TRL, beside the embedded model's shape (rlvr_bench.models)",
+    )
     p.add_argument("-P", "--prompts", type=int, default=4, help="prompts per step")
     p.add_argument("-G", "--group", type=int, default=8, help="completions per prompt")
     p.add_argument("--max-new-tokens", type=int, default=128)
@@ -102,7 +111,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument(
         "--work-dir",
         default="",
-        help="with --vs ENGINE: where engines put their converted models (default: a new temporary folder)",
+        help="with --vs ENGINE: where engines put their converted models (default: a new temporary folder); with "
+        "--model SHAPES: where the random models are built once and kept (default: ~/.cache/rlvr/bench-models)",
     )
     p.add_argument(
         "--trl-python",
@@ -178,6 +188,11 @@ def run(args) -> int:
     if bad or not frameworks:
         print(f"--frameworks: {','.join(bad) or 'empty'}; choose from {','.join(FRAMEWORKS)}", file=sys.stderr)
         return 2
+    names = parse_shapes(args.model)
+    if names is not None:
+        from rlvr_bench.models import run_models
+
+        return run_models(args, frameworks, names)
     return measure_and_print("rlvr bench", lambda: bench(args, frameworks), format_report, args.json)
 
 

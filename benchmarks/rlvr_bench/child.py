@@ -65,16 +65,16 @@ def step_problems(cfg: dict, n_steps: int):
     return task, [stream.take(cfg["rollout"]["prompts_per_step"], s, 0) for s in range(n_steps)]
 
 
-def load_model(path: str):
-    """The peers' model (TRL, vLLM workers): plain `from_pretrained`, as their users load it; rlvr's own worker
-    goes through `rlvr.policy.load.load_policy` like the trainer."""
+def load_model(path: str, dtype: str = "float32"):
+    """The peers' model (TRL, vLLM workers): plain `from_pretrained` in `dtype`, as their users load it; rlvr's own
+    worker goes through `rlvr.policy.load.load_policy` like the trainer."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(path)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
     return model, tokenizer
 
 

@@ -1,6 +1,6 @@
 """What every comparison's parent process shares: a child process as a `Worker` (the parent's end of the line protocol,
 rlvr_bench.workers), its failure as `BenchError`, the check that a peer's venv has its packages, the FLOP-ceiling
-probe, and the print-or-fail ending of a benchmark.
+probe, the CPU kind (`machine`), and the print-or-fail ending of a benchmark.
 
 Below the verbs' modules (bench, rollouts, time_to_accuracy), which import it; it imports only rlvr_bench.child, so
 the harness's modules import one another without a circle.
@@ -91,22 +91,47 @@ def matmul_gflops(size: int, dtype: str, threads: int, reps: int = 3) -> float:
     return 2 * size**3 / best / 1e9
 
 
+def machine() -> dict:
+    """The CPU kind a figure was measured on: its model name, the flags that decide its speed (AVX2, AVX-512, bf16,
+    AMX), the CPUs this process may use and cpu0's hyperthread siblings."""
+    from rlvr.machine import cpu_flags
+
+    info = Path("/proc/cpuinfo").read_text()
+    name = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), "?")
+    flags = cpu_flags(info)
+    wanted = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
+    siblings = ""
+    sib = Path("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list")
+    if sib.exists():
+        siblings = sib.read_text().strip()
+    return {
+        "cpu": name,
+        "flags": [f for f in wanted if f in flags],
+        "cpus_allowed": sorted(os.sched_getaffinity(0)),
+        "cpu0_siblings": siblings,
+    }
+
+
+def child_env(threads: int) -> dict:
+    """The environment of a child process: the folders holding rlvr and rlvr_bench on its path (a peer's venv has
+    neither package installed), `threads` threads for OpenMP and MKL, no tokenizer threads, no progress bars."""
+    import rlvr
+
+    roots = [str(Path(rlvr.__file__).resolve().parent.parent), str(Path(__file__).resolve().parent.parent)]
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([*roots, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        "OMP_NUM_THREADS": str(threads),
+        "MKL_NUM_THREADS": str(threads),
+        "TOKENIZERS_PARALLELISM": "false",
+        "TQDM_DISABLE": "1",
+    }
+
+
 class Worker:
     """One child process speaking the rlvr_bench.workers protocol; its stderr goes to a temporary log."""
 
     def __init__(self, name: str, python: str, spec: dict, verbose: bool, label: str = ""):
-        import rlvr
-
-        # a peer's venv has neither package installed: the folders holding rlvr and rlvr_bench go on its path
-        roots = [str(Path(rlvr.__file__).resolve().parent.parent), str(Path(__file__).resolve().parent.parent)]
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([*roots, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-            "OMP_NUM_THREADS": str(spec["threads"]),
-            "MKL_NUM_THREADS": str(spec["threads"]),
-            "TOKENIZERS_PARALLELISM": "false",
-            "TQDM_DISABLE": "1",
-        }
         self.name = label or name
         self.log = None if verbose else tempfile.TemporaryFile(mode="w+")
         self.proc = subprocess.Popen(
@@ -115,7 +140,7 @@ class Worker:
             stdout=subprocess.PIPE,
             stderr=self.log or None,
             text=True,
-            env=env,
+            env=child_env(spec["threads"]),
         )
 
     def read(self, event: str) -> dict:

@@ -44,6 +44,7 @@ def _trainer_class():
                 "fwd_tokens": 0,
                 "rows": 0,
                 "reward": 0.0,
+                "lengths": [],
             }
 
         def _generate_single_turn(self, *args, **kwargs):
@@ -68,6 +69,7 @@ def _trainer_class():
             # prompts arrive repeated G times; count each once, as rlvr's prefill does
             self.bench["prompt_tokens"] += int(out["prompt_mask"].sum()) // self.num_generations
             self.bench["rows"] += int(out["completion_mask"].shape[0])
+            self.bench["lengths"] += [int(n) for n in out["completion_mask"].sum(1)]
             # TRL's update runs every row through the model, zero advantage or not
             self.bench["fwd_tokens"] += int(out["prompt_mask"].sum()) + int(out["completion_mask"].sum())
             return out
@@ -107,6 +109,7 @@ def _callback():
                 prompt_tokens=b["prompt_tokens"],
                 fwd_tokens=b["fwd_tokens"],
                 rows=b["rows"],
+                lengths=b["lengths"],
                 active_rows=b["rows"],
                 reward=b["reward"],
                 rss=peak_rss_bytes(),
@@ -160,7 +163,7 @@ def build_trainer(spec: dict, out_dir: str, callbacks: list):
     cfg = bench_config(spec)
     task, steps = step_problems(cfg, spec["steps"])
     reward = task_reward(reward_config(cfg["reward"]), task)[1]
-    model, tokenizer = load_model(spec["model"])
+    model, tokenizer = load_model(spec["model"], cfg["model"]["dtype"])  # the dtype rlvr's side loads in
     peft_config = None
     if spec["lora"]:
         from peft import LoraConfig

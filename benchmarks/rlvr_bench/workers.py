@@ -18,7 +18,9 @@ use the same thread count.
 
 Token counts per step: `gen_tokens` (completion tokens sampled), `prompt_tokens` (the P prompts, each once),
 `fwd_tokens` (the tokens the update ran through the model: rlvr's, each distinct prompt of the rows it kept once
-and their completions; TRL's, every row's prompt and completion, as each framework computes them).
+and their completions; TRL's, every row's prompt and completion, as each framework computes them), `lengths` (each
+row's completion tokens: the live rows of every decode step, for the roofline). rlvr's ready line also names the
+sampler class that runs (`sampler`) and, where the fast sampler fell back to hf, its warning (`fallback`).
 
 This module is the children's entry point and rlvr's own worker; what every child shares (the protocol lines, the
 bench config, the problems, versions) is rlvr_bench.child, and the parent's end of the pipe rlvr_bench.parent.Worker.
@@ -33,8 +35,11 @@ import json
 import os
 import sys
 import time
+import warnings
 
 from rlvr_bench.child import bench_config, emit, peak_rss_bytes, set_threads, versions, wait_for_step
+
+FALLBACK = "rollout.backend=fast does not run this model"  # the fast sampler's warning when it samples with hf
 
 
 def run_rlvr(spec: dict) -> None:
@@ -44,9 +49,21 @@ def run_rlvr(spec: dict) -> None:
     from rlvr.training.step import run_step
 
     t0 = time.perf_counter()
-    state = rlvr_state(spec)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        state = rlvr_state(spec)
+    for w in caught:  # still shown (stderr), and the sampler's fallback reported
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     n_params = sum(p.numel() for n, p in state.model.named_parameters() if "lora_" not in n)
-    emit("ready", load_s=time.perf_counter() - t0, params=n_params, rss=peak_rss_bytes(), versions=versions())
+    emit(
+        "ready",
+        load_s=time.perf_counter() - t0,
+        params=n_params,
+        rss=peak_rss_bytes(),
+        versions=versions(),
+        sampler=type(state.sampler).__name__,
+        fallback=next((str(w.message) for w in caught if FALLBACK in str(w.message)), ""),
+    )
     for step in range(spec["steps"]):
         if not wait_for_step():
             return
@@ -64,11 +81,12 @@ def run_rlvr(spec: dict) -> None:
 
 def rlvr_state(spec: dict):
     """The trainer's state for the bench shape: `rlvr.training.step.setup` on the bench config, the model loaded
-    as the trainer loads it."""
+    as the trainer loads it (in the config's model.dtype)."""
     from rlvr.policy.load import load_policy
     from rlvr.training.step import check_components, setup
 
-    return setup(check_components(bench_config(spec)), load_policy(spec["model"]))
+    parts = check_components(bench_config(spec))
+    return setup(parts, load_policy(spec["model"], parts.cfg.model.dtype))
 
 
 def step_figures(result, beta: float) -> dict:
@@ -87,6 +105,7 @@ def step_figures(result, beta: float) -> dict:
         "train": train,
         "other": row["time/step"] - gen - ver - train,
         "gen_tokens": int(batch.lengths.sum()),
+        "lengths": [int(n) for n in batch.lengths],  # each row's completion tokens (the roofline's live rows)
         "prompt_tokens": sum(len(p) for p in prompts),
         "fwd_tokens": sum(map(len, run_prompts)) + sum(int(batch.lengths[r]) for r in active),
         "rows": len(batch),
