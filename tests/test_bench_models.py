@@ -4,6 +4,7 @@ sampler runs, one it falls back to hf for), rlvr's sides only (TRL needs its own
 
 import argparse
 import json
+import re
 
 import pytest
 
@@ -45,15 +46,30 @@ def test_each_published_shape_builds_as_its_family(name, model_type, params_m):
 
 def test_a_side_that_would_not_fit_is_refused_in_one_line():
     s = {"weight_bytes": 6e9, "embed": 262e6, "vocab": 128256}  # SmolLM3-3B in bf16, about
-    need = {side: models.estimate_bytes(side, s, 128) for side in ("fast", "hf", "trl")}
-    logits = 16 * 228 * 128256 * 4  # a micro-batch of 16 rows x (100 prompt + 128 new tokens), float32 logits
-    assert need["fast"] == pytest.approx(1.5e9 + 2 * 6e9 + 4 * 262e6 + logits)
-    assert need["hf"] == pytest.approx(1.5e9 + 4 * 6e9 + logits)
-    assert need["trl"] == pytest.approx(1.5e9 + 6e9 + 3 * logits)
+    need = {side: models.estimate_bytes(side, s, 32, 128) for side in ("fast", "hf", "trl")}
+    update = 16 * 228 * 128256 * 4  # a micro-batch of 16 rows x (100 prompt + 128 new tokens), float32 logits
+    assert need["fast"] == pytest.approx(1.2e9 + 2 * 6e9 + 4 * 262e6 + update)
+    # hf: its copy, its sync's merged float32 weights, and 32 rows x 128 tokens of logits kept for the log-probs
+    assert need["hf"] == pytest.approx(1.2e9 + 4 * 6e9 + 8 * 32 * 128 * 128256 + update)
+    assert need["trl"] == pytest.approx(1.2e9 + 6e9 + 3 * update)
     assert models.refusal("smollm3-3b", "hf", need["hf"], 19_000_000_000) == (
-        "smollm3-3b hf: needs about 27.4 GB, 19.0 GB available: not run"
+        "smollm3-3b hf: needs about 31.3 GB, 19.0 GB available: not run"
     )
     assert models.refusal("smollm3-3b", "fast", need["fast"], 19_000_000_000) is None
+
+
+def test_the_guard_stops_a_child_when_memory_runs_low():
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    with models.MemoryGuard(proc, floor=float("inf")) as guard:  # any available memory is below this floor
+        proc.wait(timeout=10)
+    assert proc.returncode == -9 and guard.tripped[0] > 0 and guard.tripped[1] > 0  # available, the child's peak
+    quiet = subprocess.Popen([sys.executable, "-c", "pass"])
+    with models.MemoryGuard(quiet) as guard:
+        quiet.wait(timeout=10)
+    assert quiet.returncode == 0 and guard.tripped is None
 
 
 def test_the_ratio_is_the_fast_shares_over_the_reference_s_and_none_without_a_fast_path():
@@ -180,3 +196,19 @@ def test_trl_runs_each_shape_from_its_folder(tokenizer, tmp_path):
         assert [len(s["lengths"]) for s in m["runs"]["trl"]["steps"]] == [4, 4]  # TRL's rows, each to 4 tokens
         assert trl["gen_tok_s"] > 0 and trl["roofline_frac"] > 0 and m["ratio"] is None  # no fast side: no ratio
     assert "| trl tok/s |" in models.format_models(result)
+
+
+def test_a_side_the_guard_stops_is_reported_and_the_run_goes_on(tokenizer, tmp_path, monkeypatch):
+    """A worker whose machine runs short of memory is stopped and reported in one line, not raised: the other
+    models and sides of the run are still measured."""
+    args = tiny_args(tmp_path, REFERENCE, "rlvr")
+    path = shapes.folder(REFERENCE, TINY[REFERENCE], tmp_path / "models", "float32")
+    s = shapes.sizes(shapes.shape_config(TINY[REFERENCE]), "float32")
+    monkeypatch.setattr(models, "GUARD_BYTES", float("inf"))  # any available memory is too little
+    run = models.run_side(REFERENCE, path, "fast", s, args, "float32")
+    assert re.fullmatch(
+        rf"{REFERENCE} fast: stopped at \d+\.\d GB, the machine down to \d+\.\d GB available "
+        r"\(estimated \d+\.\d GB\): does not fit",
+        run["refused"],
+    )
+    assert models.side_summary(run, "fast", 1, {}) == {"refused": run["refused"]}

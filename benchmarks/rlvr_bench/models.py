@@ -38,19 +38,26 @@ from rlvr_bench.shapes import REFERENCE, SHAPES, Shape, ShapeError, available_by
 GOAL = 2 / 3  # a family's share of the roofline, over the reference's, that issue 67 asks for
 RLVR_SIDES = ("fast", "hf")  # rollout.backend of rlvr's side
 PARITY = "reward.control=gpu_cuda_check:ParityControl"
-BASE_BYTES = 1.5e9  # a child's own: Python, torch, transformers, the task, the verifier's pool
+BASE_BYTES = 1.2e9  # a child's own: Python, torch, transformers, the task, the verifier's pool
 PROMPT_TOKENS = 100  # the chat prompt's tokens, about (for the logits' memory)
 MICRO_ROWS = 16  # rows of an update's micro-batch (rlvr's train.micro_batch_size, TRL's per-device batch here)
+GUARD_BYTES = 1.0e9  # a child is stopped when the machine's available memory falls below this
 
 
-def estimate_bytes(side: str, s: dict, max_new_tokens: int) -> float:
-    """A side's peak memory, roughly, from the model's sizes (shapes.sizes, at the compute dtype): the policy's
-    weights, plus the fast sampler's copy (its weights and a float32 embedding), or the hf sampler's copy and its
-    sync's merged float32 state dict (twice the weights), plus a micro-batch's float32 logits (TRL keeps about three
-    such at once, rlvr one chunk), plus a child's own BASE_BYTES."""
-    B = s["weight_bytes"]
-    logits = MICRO_ROWS * (PROMPT_TOKENS + max_new_tokens) * s["vocab"] * 4
-    extra = {"fast": B + 4 * s["embed"] + logits, "hf": 3 * B + logits, "trl": 3 * logits}[side]
+def estimate_bytes(side: str, s: dict, rows: int, max_new_tokens: int) -> float:
+    """A side's peak memory, roughly, from the model's sizes (shapes.sizes, at the compute dtype): BASE_BYTES, the
+    policy's weights, a micro-batch's float32 logits in the update (TRL at least three), and the sampler's own: the fast
+    one's copy (the weights, a float32 embedding), the hf one's (its copy of the weights, its sync's merged float32
+    state dict, and the logits of every generated token it keeps for the log-probs, about 8 bytes a vocabulary entry).
+    Fitted to the embedded shape's peaks at 4 x 8 x 128 (fast 2.6 GB, hf 4.2 GB); a lower bound for TRL, whose
+    growth the guard watches (MemoryGuard)."""
+    B, V = s["weight_bytes"], s["vocab"]
+    update = MICRO_ROWS * (PROMPT_TOKENS + max_new_tokens) * V * 4
+    extra = {
+        "fast": B + 4 * s["embed"] + update,
+        "hf": 3 * B + 8 * rows * max_new_tokens * V + update,
+        "trl": 3 * update,
+    }[side]
     return BASE_BYTES + B + extra
 
 
@@ -59,6 +66,44 @@ def refusal(name: str, side: str, need: float, free: int) -> str | None:
     if need <= free:
         return None
     return f"{name} {side}: needs about {need / 1e9:.1f} GB, {free / 1e9:.1f} GB available: not run"
+
+
+class MemoryGuard:
+    """While a child runs, polls the machine's available memory twice a second and kills the child when it falls
+    below `floor`: a side that outgrows the estimate stops here, in one line, before the kernel's OOM killer picks a
+    process (maybe someone else's). `tripped` then holds what was available and the child's peak RSS."""
+
+    def __init__(self, proc, floor: float | None = None):
+        import threading
+
+        self.proc, self.floor, self.tripped = proc, GUARD_BYTES if floor is None else floor, None
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.thread.join()
+
+    def _watch(self) -> None:
+        while not self.done.wait(0.5):
+            free = available_bytes()
+            if free < self.floor and self.proc.poll() is None:
+                self.tripped = (free, peak_rss_of(self.proc.pid))
+                self.proc.kill()
+                return
+
+
+def peak_rss_of(pid: int) -> int:
+    """A running process's peak resident memory (VmHWM), in bytes; 0 when it cannot be read."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    return next((int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("VmHWM:")), 0)
 
 
 def side_spec(args, path: Path, side: str, dtype: str) -> dict:
@@ -80,10 +125,11 @@ def side_spec(args, path: Path, side: str, dtype: str) -> dict:
 
 
 def run_side(name: str, path: Path, side: str, s: dict, args, dtype: str) -> dict:
-    """One side of one model, start to close: its ready line, step records and peak RSS; or why it was not run."""
-    from rlvr_bench.parent import Worker
+    """One side of one model, start to close: its ready line, step records and peak RSS; or why it was not run (the
+    estimate over the available memory) or was stopped (the guard)."""
+    from rlvr_bench.parent import BenchError, Worker
 
-    need = estimate_bytes(side, s, args.max_new_tokens)
+    need = estimate_bytes(side, s, args.prompts * args.group, args.max_new_tokens)
     why = refusal(name, side, need, available_bytes())
     if why:
         print(why, file=sys.stderr, flush=True)
@@ -92,21 +138,35 @@ def run_side(name: str, path: Path, side: str, s: dict, args, dtype: str) -> dic
     python = args.trl_python if side == "trl" else sys.executable
     worker = Worker(framework, python, side_spec(args, path, side, dtype), args.verbose, label=f"{name} {side}")
     try:
-        ready = worker.read("ready")
-        steps = []
-        for _ in range(args.warmup + args.steps):
-            steps.append(worker.step())
-            r = steps[-1]
-            print(
-                f"{name} {side} step {r['step']}: {r['wall']:.1f} s (generate {r['generate']:.1f}, train "
-                f"{r['train']:.1f})",
-                file=sys.stderr,
-                flush=True,
-            )
-        done = worker.close()
+        with MemoryGuard(worker.proc) as guard:
+            try:
+                return {**_steps(worker, name, side, args), "estimate": need}
+            except BenchError:
+                if guard.tripped is None:
+                    raise
+        free, peak = guard.tripped
+        why = (
+            f"{name} {side}: stopped at {peak / 1e9:.1f} GB, the machine down to {free / 1e9:.1f} GB available "
+            f"(estimated {need / 1e9:.1f} GB): does not fit"
+        )
+        print(why, file=sys.stderr, flush=True)
+        return {"refused": why, "estimate": need}
     finally:
         worker.kill()
-    return {"ready": ready, "steps": steps, "peak_rss": done["rss"], "estimate": need}
+
+
+def _steps(worker, name: str, side: str, args) -> dict:
+    ready = worker.read("ready")
+    steps = []
+    for _ in range(args.warmup + args.steps):
+        steps.append(worker.step())
+        r = steps[-1]
+        print(
+            f"{name} {side} step {r['step']}: {r['wall']:.1f} s (generate {r['generate']:.1f}, train {r['train']:.1f})",
+            file=sys.stderr,
+            flush=True,
+        )
+    return {"ready": ready, "steps": steps, "peak_rss": worker.close()["rss"]}
 
 
 def side_summary(run: dict, side: str, warmup: int, roof: dict) -> dict:
