@@ -26,6 +26,12 @@ def test_model_names_a_list_of_shapes_or_all_of_them():
     assert shapes.parse_shapes("smollm2-135m-instruct") is None and shapes.parse_shapes("qwen3-0.6b,nope") is None
 
 
+def test_a_trl_venv_is_checked_before_any_shape_is_built(tmp_path, capsys):
+    args = parse(["--model", "families", "--trl-python", str(tmp_path / "python"), "--work-dir", str(tmp_path / "m")])
+    assert bench.run(args) == 1
+    assert "no such interpreter" in capsys.readouterr().err and not (tmp_path / "m").exists()
+
+
 @pytest.mark.parametrize(
     "name, model_type, params_m",
     [  # the published sizes: Qwen3.5-0.8B's text model is 0.75B of its 0.8B (the rest is its vision encoder)
@@ -95,6 +101,18 @@ def test_a_side_s_summary_is_totals_over_totals_and_its_roofline_share():
     x = models.side_summary(run, "fast", 1, {"params": 1_000_000, "read_s": 0.01, "gflops": 1e9})
     assert x["roofline_frac"] == pytest.approx(0.4) and x["gen_tok_s"] == pytest.approx(160)
     assert (x["wall"], x["train"], x["sampler"], x["fallback"]) == (2.5, 1.0, "FastSampler", "")
+
+
+def test_a_failed_side_is_its_error_line_and_no_figure():
+    log = "tiny fast worker exited (code 1) before 'step'\nTraceback (most recent call last):\n  File ...\n"
+    log += "IndexError: list index out of range\n"
+    assert models.failure_line(log) == "IndexError: list index out of range"
+    assert models.failure_line("worker exited (code -9) before 'ready'") == "worker exited (code -9) before 'ready'"
+    run = {"failed": "tiny fast: IndexError: list index out of range", "estimate": 1e9}
+    assert models.side_summary(run, "fast", 1, {}) == {"failed": run["failed"]}
+    assert (
+        models.share_ratio({"sides": {"fast": {"failed": "..."}}}, {"sides": {"fast": {"roofline_frac": 0.4}}}) is None
+    )
 
 
 def tiny(model_type: str, **extra) -> dict:

@@ -30,6 +30,7 @@ another.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -124,12 +125,13 @@ def side_spec(args, path: Path, side: str, dtype: str) -> dict:
     }
 
 
-def run_side(name: str, path: Path, side: str, s: dict, args, dtype: str) -> dict:
+def run_side(name: str, path: Path, side: str, s: dict, args, dtype: str, samples_as: str = "") -> dict:
     """One side of one model, start to close: its ready line, step records and peak RSS; or why it was not run (the
-    estimate over the available memory) or was stopped (the guard)."""
+    estimate over the available memory), was stopped (the guard) or failed. `samples_as`: the sampler its memory is
+    estimated as ("hf" for a fast side the fast sampler will not run)."""
     from rlvr_bench.parent import BenchError, Worker
 
-    need = estimate_bytes(side, s, args.prompts * args.group, args.max_new_tokens)
+    need = estimate_bytes(samples_as or side, s, args.prompts * args.group, args.max_new_tokens)
     why = refusal(name, side, need, available_bytes())
     if why:
         print(why, file=sys.stderr, flush=True)
@@ -141,9 +143,10 @@ def run_side(name: str, path: Path, side: str, s: dict, args, dtype: str) -> dic
         with MemoryGuard(worker.proc) as guard:
             try:
                 return {**_steps(worker, name, side, args), "estimate": need}
-            except BenchError:
-                if guard.tripped is None:
-                    raise
+            except BenchError as e:
+                if guard.tripped is None:  # the side itself failed: recorded, the run goes on (exit 1 at its end)
+                    print(f"{name} {side} failed: {e}", file=sys.stderr, flush=True)
+                    return {"failed": f"{name} {side}: {failure_line(str(e))}", "estimate": need}
         free, peak = guard.tripped
         why = (
             f"{name} {side}: stopped at {peak / 1e9:.1f} GB, the machine down to {free / 1e9:.1f} GB available "
@@ -153,6 +156,13 @@ def run_side(name: str, path: Path, side: str, s: dict, args, dtype: str) -> dic
         return {"refused": why, "estimate": need}
     finally:
         worker.kill()
+
+
+def failure_line(log: str) -> str:
+    """A failed worker's one line: its last exception line (`SomeError: why`), else the error's first line."""
+    lines = log.strip().splitlines()
+    errors = [ln.strip() for ln in lines if re.match(r"^\s*[\w.]+(Error|Exception)\b", ln)]
+    return (errors or lines or ["failed"])[-1 if errors else 0]
 
 
 def _steps(worker, name: str, side: str, args) -> dict:
@@ -174,8 +184,8 @@ def side_summary(run: dict, side: str, warmup: int, roof: dict) -> dict:
     it sampled with hf, and then the side has no share of the roofline of its own to compare."""
     from rlvr_bench.roofline import batch_roofline_s
 
-    if "refused" in run:
-        return {"refused": run["refused"]}
+    if "refused" in run or "failed" in run:
+        return {k: run[k] for k in ("refused", "failed") if k in run}
     rows = run["steps"][warmup:]
     gen_s = sum(r["generate"] for r in rows)
     roof_s = sum(
@@ -200,7 +210,7 @@ def share_ratio(model: dict, reference: dict) -> float | None:
     """The model's fast share of its roofline over the reference's (issue 67's measure, goal GOAL); None where either
     side did not run on the fast sampler."""
     a, b = model["sides"].get("fast", {}), reference["sides"].get("fast", {})
-    if any("refused" in x or x.get("fallback") or not x.get("roofline_frac") for x in (a, b)):
+    if any(x.get("fallback") or not x.get("roofline_frac") for x in (a, b)):
         return None
     return a["roofline_frac"] / b["roofline_frac"]
 
@@ -230,7 +240,8 @@ def bench_models(args, names: list[str], sides: list[str], shapes: dict[str, Sha
             print(str(e), file=sys.stderr, flush=True)
             models[n] = {**entry, "error": str(e), "sides": {}}
             continue
-        runs = {side: run_side(n, path, side, size[n], args, dtype) for side in sides}
+        as_hf = "hf" if not fast_runs(configs[n]) else ""  # the fast side's memory is then hf's
+        runs = {side: run_side(n, path, side, size[n], args, dtype, as_hf if side == "fast" else "") for side in sides}
         roof = {"params": size[n]["params"], "read_s": size[n]["weight_bytes"] / rate, "gflops": gflops}
         summaries = {side: side_summary(runs[side], side, args.warmup, roof) for side in sides}
         models[n] = {**entry, "folder": str(path), "read_s": roof["read_s"], "runs": runs, "sides": summaries}
@@ -249,11 +260,23 @@ def bench_models(args, names: list[str], sides: list[str], shapes: dict[str, Sha
     }
 
 
+def fast_runs(config) -> bool:
+    """Whether the fast sampler's config check passes (rlvr.sampling.families.check_supported, the check it makes
+    itself); a fallback found only in the weights shows when the side runs."""
+    from rlvr.sampling.families import Unsupported, check_supported
+
+    try:
+        check_supported(config)
+    except Unsupported:
+        return False
+    return True
+
+
 def _num(side: dict, key: str, fmt: str, fallback_text: str = "") -> str:
     if not side:
         return ""
-    if "refused" in side:
-        return "refused"
+    if "refused" in side or "failed" in side:
+        return "refused" if "refused" in side else "failed"
     if side.get("fallback") and fallback_text:
         return fallback_text
     return format(side[key], fmt)
@@ -298,8 +321,8 @@ def sides_table(result: dict) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for n, m in result["models"].items():
         for side, x in m["sides"].items():
-            if "refused" in x:
-                lines.append(f"| {n} | {side} | {x['refused']} |" + " |" * (len(head) - 3))
+            if "refused" in x or "failed" in x:
+                lines.append(f"| {n} | {side} | {x.get('refused') or x['failed']} |" + " |" * (len(head) - 3))
                 continue
             cells = [n, side, x["sampler"] + (" (fallback)" if x["fallback"] else "")]
             cells += [f"{x['gen_tok_s']:.0f}", f"{x['wall']:.2f}", f"{x['generate']:.2f}", f"{x['train']:.2f}"]
@@ -331,13 +354,20 @@ def format_models(result: dict) -> str:
 
 
 def run_models(args, frameworks: list[str], names: list[str]) -> int:
-    """The --model branch of `rlvr bench`: exit 1 when a child process failed."""
+    """The --model branch of `rlvr bench`: every figure printed (and written with --json), then exit 1 when a side
+    failed (its line in the table says how), else 0; a side refused for memory is a result, not a failure."""
     from rlvr_bench.parent import measure_and_print
 
     sides = [*(RLVR_SIDES if "rlvr" in frameworks else ()), *(("trl",) if "trl" in frameworks else ())]
-    return measure_and_print(
-        f"rlvr bench --model {args.model}", lambda: bench_models(args, names, sides), format_models, args.json
-    )
+    result: dict = {}
+
+    def measure() -> dict:
+        result.update(bench_models(args, names, sides))
+        return result
+
+    code = measure_and_print(f"rlvr bench --model {args.model}", measure, format_models, args.json)
+    failed = [x["failed"] for m in result.get("models", {}).values() for x in m["sides"].values() if "failed" in x]
+    return 1 if code or failed else 0
 
 
 __all__ = ["GOAL", "estimate_bytes", "refusal", "side_summary", "share_ratio", "bench_models", "format_models"]

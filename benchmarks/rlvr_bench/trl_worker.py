@@ -5,7 +5,8 @@ the parent), so rlvr never depends on TRL. Settings chosen to make TRL do the sa
 preset: P prompts x G completions per optimizer step (one generation batch per step, micro-batches of 16),
 the same LoRA (r, alpha, all linear layers), bf16 autocast, learning rate, temperature, max new tokens,
 `loss_type="grpo"` (each sequence's token mean, as rlvr's GRPO preset), `beta=0` (no reference pass, as
-rlvr), and the prompt order of rlvr's seeded stream (`shuffle_dataset=False`). Gradient checkpointing, on
+rlvr), the weights loaded in the config's model.dtype (float32, rlvr's default; bf16 under `rlvr bench --model`, as
+rlvr's side loads them), and the prompt order of rlvr's seeded stream (`shuffle_dataset=False`). Gradient checkpointing, on
 by default in TRL, is off unless asked for: neither side needs it for memory at this size, and leaving it on
 would make TRL recompute every forward.
 
