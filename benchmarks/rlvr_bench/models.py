@@ -24,8 +24,9 @@ fell back to hf (a family without its fast path yet), its side says so, with the
 or ratio is given.
 
 A side whose estimated peak memory (estimate_bytes) is more than this machine has available when it would start is
-refused, in one line, and the rest of the run goes on: a process past the free memory would be killed, or kill
-another.
+refused, in one line, and one that outgrows it is stopped when the available memory falls below GUARD_BYTES
+(MemoryGuard): a process past the free memory would be killed, or get another killed. A side that fails is recorded
+with its error line. Either way the rest of the run goes on; a failure makes the exit code 1 after the report.
 """
 
 from __future__ import annotations
@@ -345,12 +346,22 @@ def format_models(result: dict) -> str:
         f"{result['dtype']} matmul probe {result['gflops']:.0f} GFLOP/s; read rate {result['read_rate'] / 1e9:.1f} GB/s "
         f"(on the reference's weights)",
         f"command: {result['command']}",
+        "versions: " + versions_line(result),
     ]
     notes = [
         f"- {n}: {x['fallback']}" for n, m in result["models"].items() for x in m["sides"].values() if x.get("fallback")
     ]
     out = "\n".join(head) + "\n\n" + summary_table(result) + "\n\n" + sides_table(result)
     return out + ("\n\nfast sampler fallbacks:\n" + "\n".join(notes) if notes else "")
+
+
+def versions_line(result: dict) -> str:
+    """The packages each framework's side ran with (the first side of each that started)."""
+    seen: dict[str, dict] = {}
+    for m in result["models"].values():
+        for side, run in m.get("runs", {}).items():
+            seen.setdefault("trl" if side == "trl" else "rlvr", run.get("ready", {}).get("versions", {}))
+    return "; ".join(f"{k}: " + ", ".join(f"{n} {v}" for n, v in vs.items()) for k, vs in seen.items() if vs)
 
 
 def run_models(args, frameworks: list[str], names: list[str]) -> int:
