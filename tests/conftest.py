@@ -60,11 +60,13 @@ def make_tiny_llama(vocab_size: int, seed: int = 0, layers: int = 2):
 def make_tiny_model(family: str, vocab_size: int, seed: int = 0, layers: int = 2):
     """A tiny random model of a family the fast sampler runs (rlvr.sampling.families), the size of make_tiny_llama,
     each with what makes its family differ from Llama in play: Qwen3's per-head q/k norms (and a head_dim of 16, not
-    hidden / heads = 8), SmolLM3's layers without RoPE (every second one). Every RMSNorm weight is random, so a norm
-    weight read in the wrong order shows."""
+    hidden / heads = 8), SmolLM3's layers without RoPE (every second one), Gemma 3's pieces (sliding and global layers
+    alternating, a window of 8 that prompts and completions outgrow, linear RoPE scaling on the global layers as
+    Gemma 3 4B has, a softmax scale of 1/8, not 1/sqrt(16)). Every RMSNorm weight is random, so a norm weight read in
+    the wrong order shows."""
     if family == "llama":
         return make_tiny_llama(vocab_size, seed, layers)
-    from transformers import AutoModelForCausalLM, Qwen3Config, SmolLM3Config
+    from transformers import AutoModelForCausalLM, Gemma3TextConfig, Qwen3Config, SmolLM3Config
 
     common = dict(
         vocab_size=vocab_size,
@@ -82,18 +84,26 @@ def make_tiny_model(family: str, vocab_size: int, seed: int = 0, layers: int = 2
     config = {
         "qwen3": lambda: Qwen3Config(**common, head_dim=16),
         "smollm3": lambda: SmolLM3Config(**common, no_rope_layer_interval=2),
+        "gemma3_text": lambda: Gemma3TextConfig(
+            **common,
+            head_dim=16,
+            query_pre_attn_scalar=64,
+            sliding_window=8,
+            layer_types=["sliding_attention", "full_attention"] * (layers // 2) + ["sliding_attention"] * (layers % 2),
+            rope_scaling={"rope_type": "linear", "factor": 8.0},
+        ),
     }[family]()
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     g = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.copy_(1 + 0.3 * torch.randn(p.shape, generator=g))
+            if name.endswith("norm.weight"):  # Gemma's norms scale by 1 + weight
+                p.copy_((family != "gemma3_text") + 0.3 * torch.randn(p.shape, generator=g))
     return model
 
 
-FAST_FAMILIES = ("llama", "qwen3", "smollm3")  # make_tiny_model's families
+FAST_FAMILIES = ("llama", "qwen3", "smollm3", "gemma3_text")  # make_tiny_model's families
 
 
 def save_tiny_model(tokenizer, folder):

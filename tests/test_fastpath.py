@@ -1,7 +1,8 @@
 """rlvr.policy.fastpath: under bf16 autocast the fast path computes the plain autocast forward (to bf16 rounding),
 stores the frozen base in bf16 without losing the adapter's precision in merges, and steps aside where it
 does not apply (no autocast, adapters off, dropout, FSDP). The forward checks run on each family the fast sampler
-runs (conftest.make_tiny_model: Qwen3's per-head q/k norms, SmolLM3's layers without RoPE)."""
+runs (conftest.make_tiny_model: Qwen3's per-head q/k norms, SmolLM3's layers without RoPE, Gemma 3's norms around
+attention and MLP and its sliding windows, which reach rlvr's attention through the mask)."""
 
 import contextlib
 import copy
@@ -49,7 +50,17 @@ def loss_and_grads(model, autocast=True):
     return logits[real].float().detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
 
 
-NORMS = {"llama": 5, "qwen3": 9, "smollm3": 5}  # RMSNorms of the tiny models: 2 a layer and the final one; Qwen3's q/k
+# RMSNorms of the tiny models: 2 a layer and the final one; Qwen3's q/k; Gemma 3's 4 a layer and its q/k (its output
+# norms take bf16 matmul outputs and return bf16, as the plain autocast forward does: left alone by the hook)
+NORMS = {"llama": 5, "qwen3": 9, "smollm3": 5, "gemma3_text": 13}
+
+
+# (logits, gradients) bounds of the fast path against the plain autocast forward, relative to the largest entry. Gemma 3's
+# tiny model is further from float32 in bf16 whatever runs it: its plain autocast forward is 2.4% of the largest logit
+# and 4.4% of a gradient's largest entry from its float32 forward (Qwen3's: 0.7% and 2.0%), and the fast path 2.3% and
+# 5.9% from the plain autocast forward (rlvr's attention alone 1.7%, as transformers' eager attention; the fused LoRA
+# sum, one rounding for three, 3.2%).
+BOUNDS = {"gemma3_text": (4e-2, 1e-1)}
 
 
 @pytest.mark.parametrize("family", FAST_FAMILIES)
@@ -66,9 +77,10 @@ def test_bf16_fast_path_matches_plain_autocast(family):
     want_logits, want_grads = loss_and_grads(plain)
     got_logits, got_grads = loss_and_grads(fast)
     scale = float(want_logits.abs().max())
-    assert (got_logits - want_logits).abs().max() < 2e-2 * scale
+    logits_bound, grad_bound = BOUNDS.get(family, (2e-2, 5e-2))
+    assert (got_logits - want_logits).abs().max() < logits_bound * scale
     for name, g in want_grads.items():
-        assert (got_grads[name] - g).abs().max() < 5e-2 * float(g.abs().max()) + 1e-6, name
+        assert (got_grads[name] - g).abs().max() < grad_bound * float(g.abs().max()) + 1e-6, name
 
 
 @pytest.mark.parametrize("family", FAST_FAMILIES)

@@ -343,22 +343,30 @@ def test_sync_merges_lora(backend):
 
 def test_unsupported_architecture_falls_back_to_hf():
     """fast (the config's default backend) on a model it does not run samples with hf, and one warning says why: a
-    family it does not cover (GPT-2), a family's setting it does not run (Qwen3 with a sliding window on a layer) and
+    family it does not cover (GPT-2), a family's setting it does not run (Qwen3 with a sliding window on a layer, Gemma 3
+    with a logit cap or a rotary table that changes with the length on its global layers) and
     a Llama whose loaded weights it cannot run (biases on the MLP, which the config check does not see; before, that
     raised instead of falling back)."""
-    from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig, Qwen3Config
+    from transformers import AutoModelForCausalLM, Gemma3TextConfig, GPT2Config, LlamaConfig, Qwen3Config
 
     from rlvr.sampling.hf import HFSampler
 
     small = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4)
     models = {
-        "model_type 'gpt2' (supported: llama, mistral, qwen2, qwen3, smollm3)": GPT2Config(
+        "model_type 'gpt2' (supported: llama, mistral, qwen2, qwen3, smollm3, gemma3_text)": GPT2Config(
             vocab_size=VOCAB, n_embd=32, n_layer=1, n_head=2
         ),
         "sliding-window attention (sliding_window=4 on layers [1])": Qwen3Config(
             **small, num_key_value_heads=2, head_dim=8, use_sliding_window=True, sliding_window=4, max_window_layers=1
         ),
         "biases on o_proj or the MLP": LlamaConfig(**small, num_key_value_heads=2, mlp_bias=True),
+        "final_logit_softcapping=30.0 (the forward caps no logits; no released Gemma 3 sets one)": Gemma3TextConfig(
+            **small, head_dim=8, final_logit_softcapping=30.0
+        ),
+        # Gemma 3's rope_parameters by layer type: each is checked
+        "rope_type 'dynamic' (supported: default, linear, llama3, yarn)": Gemma3TextConfig(
+            **small, head_dim=8, rope_scaling={"rope_type": "dynamic", "factor": 2.0}
+        ),
     }
     for why, config in models.items():
         model = AutoModelForCausalLM.from_config(config).eval()

@@ -1,6 +1,7 @@
 """The fast sampler on the families it runs beyond Llama's (tests/test_sampler.py holds Llama's, Mistral's and Qwen2's):
-Qwen3 (a per-head RMSNorm of q and k before RoPE) and SmolLM3 (layers without RoPE), each a tiny random model from
-transformers' config class, in float32 and bf16. The forward is transformers' (logits), greedy decoding is
+Qwen3 (a per-head RMSNorm of q and k before RoPE), SmolLM3 (layers without RoPE) and Gemma 3 (conftest.make_tiny_model:
+its norms, GELU-tanh, sliding windows that prompts and completions outgrow, two RoPE tables), each a tiny random model
+from transformers' config class, in float32 and bf16. The forward is transformers' (logits), greedy decoding is
 transformers' `generate`, the sampled tokens' log-probs are the trainer's (rlvr.policy.logprobs), and `fast` runs
 them itself rather than falling back to `hf`. Training and an exact resume on them, in both dtypes:
 tests/test_dtype_tier.py; the update's fast path on them: tests/test_fastpath.py."""
@@ -16,7 +17,7 @@ from rlvr.sampling import llama, make_sampler
 from rlvr.sampling.fast import FastSampler
 from test_sampler import STOP, VOCAB, CharTok, hf_logits
 
-FAMILIES = ("qwen3", "smollm3")
+FAMILIES = ("qwen3", "smollm3", "gemma3_text")
 FALLBACK = "rollout.backend=fast does not run this model"
 
 
@@ -47,16 +48,44 @@ def fast(model, dtype: str, stops=(STOP,)) -> FastSampler:
 
 
 def test_each_family_reads_its_own_pieces(model):
-    """Qwen3's layers carry their q/k norm weights, SmolLM3's the layers it rotates (transformers' no_rope_layers)."""
+    """Qwen3's layers carry their q/k norm weights, SmolLM3's the layers it rotates (transformers' no_rope_layers),
+    Gemma 3's the rest of its pieces (gemma_pieces)."""
     w = llama.load_weights(model, torch.float32)
     if model.config.model_type == "qwen3":
         assert all(L.qk_norm is not None and L.qk_norm.shape == (4 + 2, 16) and L.rope for L in w.layers)
         assert w.head_dim == 16  # the config's head_dim, not hidden / heads = 8
+    elif model.config.model_type == "gemma3_text":
+        gemma_pieces(model, w)
     else:
         assert (
             [L.rope for L in w.layers] == [True, False, True, False] == [bool(x) for x in model.config.no_rope_layers]
         )
         assert all(L.qk_norm is None for L in w.layers)
+
+
+def gemma_pieces(model, w: llama.LlamaWeights) -> None:
+    """Every norm weight w read as the 1 + w it scales by, the attention's and the MLP's output norms in their own
+    fields (transformers' post_attention_layernorm is Gemma's output norm, its pre-MLP norm pre_feedforward_layernorm),
+    the embedding rows times sqrt(32), GELU-tanh, q scaled by query_pre_attn_scalar**-0.5 = 1/8 (not 1/sqrt(16)), the
+    sliding layers' window and their own RoPE table (base 10,000; the global layers 1,000,000 with linear scaling)."""
+    p, rotary = model.model, model.model.rotary_emb
+    layers = p.layers
+    assert [L.window for L in w.layers] == [8, None, 8, None] and [L.local for L in w.layers] == [1, 0, 1, 0]
+    for L, hf in zip(w.layers, layers):
+        for mine, theirs in [
+            (L.ln1, hf.input_layernorm),
+            (L.ln2, hf.pre_feedforward_layernorm),
+            (L.post_attn, hf.post_attention_layernorm),
+            (L.post_mlp, hf.post_feedforward_layernorm),
+        ]:
+            assert torch.equal(mine, 1 + theirs.weight)
+        assert torch.equal(L.qk_norm[0], llama._interleave(1 + hf.self_attn.q_norm.weight, 16))
+    assert torch.equal(w.norm, 1 + p.norm.weight)
+    assert torch.equal(w.embed, p.embed_tokens.weight * torch.tensor(32**0.5))
+    assert w.act == "gelu_pytorch_tanh" and w.qk_round_last
+    assert w.head_gain.flatten().tolist() == [0.125] * 4 + [1.0] * 2
+    assert torch.equal(w.inv_freq, rotary.full_attention_inv_freq) and w.inv_freq[0] == 1 / 8  # linear, factor 8
+    assert torch.equal(w.local_rope[0], rotary.sliding_attention_inv_freq) and w.local_rope[0][1] == 10_000 ** -(2 / 16)
 
 
 @pytest.mark.parametrize("native", [True, False], ids=["native", "torch"])
@@ -71,7 +100,8 @@ def test_forward_matches_transformers(model, native):
         assert (w.fused is not None) == native
         other = [7, 7, 1, 60]
         pk = torch.zeros(len(w.layers), 2, w.n_kv, len(ids), w.head_dim, dtype=dtype)
-        attend = llama.prefill_attend_into(pk, torch.zeros_like(pk), [len(other), len(ids)])
+        windows = [L.window for L in w.layers]  # Gemma 3's sliding layers: 8 keys of the 39
+        attend = llama.prefill_attend_into(pk, torch.zeros_like(pk), [len(other), len(ids)], windows=windows)
         pos = torch.cat([torch.arange(len(other)), torch.arange(len(ids))])
         got = llama.logits(w, llama.forward(w, torch.tensor(other + ids), pos, attend))[len(other) :]
         err = (got - ref).abs().max().item()

@@ -20,10 +20,10 @@ dtypes = pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 TOL = {torch.bfloat16: 2e-2, torch.float32: 2e-5}
 
 
-def twin_caches(P, G, n_kv, D, lens, dtype, layers=2, seed=0):
+def twin_caches(P, G, n_kv, D, lens, dtype, layers=2, seed=0, windows=None):
     g = torch.Generator().manual_seed(seed)
-    a = CascadeCache(layers, P, G, n_kv, D, lens, dtype, kernel=kernel)
-    b = CascadeCache(layers, P, G, n_kv, D, lens, dtype, kernel=None)
+    a = CascadeCache(layers, P, G, n_kv, D, lens, dtype, kernel=kernel, windows=windows)
+    b = CascadeCache(layers, P, G, n_kv, D, lens, dtype, kernel=None, windows=windows)
     assert a.kernel is not None and b.kernel is None
     for name in ("pk", "pv"):
         x = torch.randn(getattr(a, name).shape, generator=g).to(dtype)
@@ -72,6 +72,35 @@ def test_rows_leaving_compaction_and_a_new_block(dtype):
             assert torch.equal(a.rows, b.rows) and torch.equal(a.slots, b.slots)
         step_both(a, b, g, t, rep=2, D=32)
     assert a.n_slots < 16 and a.gk.shape[3] == 2 * BLOCK
+
+
+@dtypes
+def test_a_sliding_window_on_one_layer(dtype):
+    """Gemma 3's sliding layers: a window of 6 on layer 0 (layer 1 global), prompts shorter and longer than it, rows
+    leaving; the window leaves a prompt partly, then whole (from step 5 on), and, with head_dim 256, Gemma's own."""
+    a, b, g = twin_caches(P=3, G=2, n_kv=1, D=256, lens=[3, 9, 6], dtype=dtype, seed=2, windows=[6, None])
+    keep = torch.ones(6, dtype=torch.bool)
+    for t in range(12):
+        if t == 4:
+            keep[1] = False
+            a.keep(keep), b.keep(keep)
+        step_both(a, b, g, t, rep=4, D=256)
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "torch"])
+def test_a_window_by_hand(native):
+    """One prompt key (value 1), then generated keys of values 3, 5, 7, every score 0: a window of 2 averages the last
+    two values a step sees (2, then 4, then 6); without one, all of them (2, 3, 4)."""
+    outs = {}
+    for window in (2, None):
+        a = CascadeCache(1, 1, 1, 1, 2, [1], torch.float32, kernel=kernel if native else None, windows=[window])
+        a.pv.fill_(1.0)
+        outs[window] = []
+        for t in range(3):
+            a.begin_step(t)
+            v = torch.full((1, 1, 2), 3.0 + 2 * t)
+            outs[window].append(a.attend(0, torch.zeros(1, 1, 1, 2), torch.zeros(1, 1, 2), v)[0, 0].item())
+    assert outs == {2: [2.0, 4.0, 6.0], None: [2.0, 3.0, 4.0]}
 
 
 @dtypes
@@ -185,7 +214,7 @@ def test_head_norm_rope_equals_the_torch_path(dtype):
     heads, D = 6, 16
     qkv, rot = rope_inputs(g, heads, D, dtype)
     qkv, weight = (qkv.float() * 3).to(dtype), torch.rand(heads, D, generator=g) + 0.5
-    torch_path = SimpleNamespace(fused=None, head_dim=D, eps=1e-6, dtype=dtype)
+    torch_path = SimpleNamespace(fused=None, head_dim=D, eps=1e-6, dtype=dtype, qk_round_last=False)
     want = llama._normed_rope(torch_path, qkv, weight, rot, heads * D)
     got = kernel.head_norm_rope(qkv, weight, rot, 1e-6)
     assert got.dtype == dtype and got.shape == want.shape == (5, heads, D)
@@ -194,6 +223,13 @@ def test_head_norm_rope_equals_the_torch_path(dtype):
     assert torch.equal(kernel.head_norm_rope(qkv[:, : heads * D].contiguous(), weight, rot, 1e-6), got)
     by_hand = kernel.head_norm_rope(torch.tensor([[3.0, 4.0]]), torch.tensor([[1.0, 2.0]]), torch.tensor([[[1j]]]), 0.0)
     assert by_hand.view(2).tolist() == pytest.approx([-8 / 12.5**0.5, 3 / 12.5**0.5], rel=1e-6)
+    # Gemma 3's q/k norm rounds the product with its weight (round_last), as the torch path does with qk_round_last
+    gemma = SimpleNamespace(fused=None, head_dim=D, eps=1e-6, dtype=dtype, qk_round_last=True)
+    want = llama._normed_rope(gemma, qkv, weight, rot, heads * D)
+    got = kernel.head_norm_rope(qkv, weight, rot, 1e-6, True)
+    torch.testing.assert_close(got.float(), want.float(), atol=tol, rtol=tol)
+    if dtype == torch.bfloat16:  # the two roundings differ: a rounding step apart on some elements
+        assert not torch.equal(got, kernel.head_norm_rope(qkv, weight, rot, 1e-6))
 
 
 @dtypes
@@ -328,3 +364,28 @@ def test_a_second_checkout_of_the_same_source_reuses_the_build(tmp_path):
     )
     assert p.returncode == 0 and p.stdout.split() == [str(copy / "rlvr" / "__init__.py"), "True"], p.stderr[-2000:]
     assert built[0].stat().st_mtime_ns == stamp  # loaded, not rebuilt
+
+
+@dtypes
+def test_gelu_tanh_mul_equals_the_torch_ops(dtype):
+    """Gemma 3's gelu_tanh(gate) * up, rounded as transformers' MLP rounds it (bf16: the activation, then the product):
+    torch's own result, except where gate < -2 in bf16, where torch's 0.5 x (1 + tanh y) loses digits to cancellation
+    (27% of a value near x = -5) and the kernel's x / (1 + exp(-2y)) does not: there a bf16 step apart, under 1e-4
+    absolute. float32 from -100 to 100, a row (45) with a scalar tail; by hand, gelu_tanh(1) = 0.841192."""
+    import torch.nn.functional as F
+
+    g = torch.Generator().manual_seed(6)
+    gu = torch.randn(4, 2 * 45, generator=g) * 3
+    gu[0, :45] = torch.linspace(-100, 100, 45)
+    gu = gu.to(dtype)
+    gate, up = gu.chunk(2, dim=-1)
+    want, got = F.gelu(gate, approximate="tanh") * up, kernel.gelu_tanh_mul(gu)
+    assert got.dtype == dtype and got.shape == want.shape
+    if dtype == torch.float32:
+        torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
+    else:
+        far = gate.float() > -2
+        assert torch.equal(got[far], want[far]) and (got.float() - want.float()).abs().max() < 1e-4
+    assert kernel.gelu_tanh_mul(torch.tensor([[1.0, 2.0]], dtype=dtype)).item() == pytest.approx(
+        2 * 0.841192, rel=1e-6 if dtype == torch.float32 else 4e-3
+    )

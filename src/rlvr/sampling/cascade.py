@@ -7,7 +7,8 @@ live in a per-sample cache, (S, Hkv, Tcap, D), aligned at generation step 0 (all
 lockstep). The two partial attentions are merged exactly through their log-sum-exps.
 
 Both parts run in torch's CPU flash-attention kernel, which also returns the log-sum-exp; a plain
-matmul/softmax path stands in where that private op is missing. (Batched bf16 matmuls over hundreds
+matmul/softmax path stands in where that private op is missing. A layer with a sliding window of W (`windows`, Gemma 3's
+sliding layers) sees the last W keys: from step W - 1 on, none of the prompt's. (Batched bf16 matmuls over hundreds
 of 3 x 64 query blocks were 2x slower.) Finished samples leave the decode batch at once (the weight
 matmuls see only the n active rows); the caches keep their slots until the active set falls to 3/4
 of the slots, then are compacted. The generated cache grows in blocks of BLOCK positions.
@@ -55,8 +56,10 @@ class CascadeCache:
         prompt_lens: list[int],
         dtype: torch.dtype,
         kernel=None,
+        windows: list[int | None] | None = None,
     ):
         Lmax = max(prompt_lens)
+        self.windows = windows  # per layer, its sliding window or None (llama.Layer.window); None: no layer has one
         self.kernel = kernel  # rlvr.sampling.native's decode ops (bf16 or float32 caches), or None for the torch path
         self.prompt_lens = torch.tensor(prompt_lens, dtype=torch.long)
         self.P, self.G, self.dtype = n_prompts, group, dtype
@@ -99,23 +102,34 @@ class CascadeCache:
         """q (n, Hkv, rep, D) pre-scaled, k/v (n, Hkv, D) for the active rows at step `self.step`."""
         n, Hkv, rep, D = q.shape
         t, gk, gv = self.step, self.gk[i], self.gv[i]
+        window = self.windows[i] if self.windows else None
         if self.kernel is not None:
             return self.kernel.decode_attend(
-                q, k, v, self.pk[i], self.pv[i], gk, gv, self.prompt_of, self.slots, self.prompt_lens, t
+                q, k, v, self.pk[i], self.pv[i], gk, gv, self.prompt_of, self.slots, self.prompt_lens, t, window or 0
             )
+        lo = 0 if window is None else max(0, t + 1 - window)  # the first generated key in the window
         if self.full:
             gk[:, :, t], gv[:, :, t] = k, v
-            o_gen, lse_gen = attention_lse(q, gk[:, :, : t + 1], gv[:, :, : t + 1])
+            o_gen, lse_gen = attention_lse(q, gk[:, :, lo : t + 1], gv[:, :, lo : t + 1])
         else:
             gk[self.slots, :, t], gv[self.slots, :, t] = k, v
             qs = _scatter(q, self.slots, self.n_slots)
-            o_gen, lse_gen = attention_lse(qs, gk[:, :, : t + 1], gv[:, :, : t + 1])
+            o_gen, lse_gen = attention_lse(qs, gk[:, :, lo : t + 1], gv[:, :, lo : t + 1])
             o_gen, lse_gen = o_gen[self.slots], lse_gen[self.slots]
-        o_pr, lse_pr = attention_lse(self._from_rows(q), self.pk[i], self.pv[i], self.prompt_mask)
+        if window is not None and t + 1 >= window:  # the prompt has left the window
+            return o_gen.reshape(n, Hkv * rep * D)
+        mask = self.prompt_mask if window is None else self._window_mask(t, window)
+        o_pr, lse_pr = attention_lse(self._from_rows(q), self.pk[i], self.pv[i], mask)
         o_pr, lse_pr = self._to_rows(o_pr), self._to_rows(lse_pr[..., None])
         # softmax over prompt + generated keys = the two partial softmaxes weighted by their total mass
         w_pr = torch.sigmoid(lse_pr - lse_gen[..., None]).to(self.dtype)
         return torch.lerp(o_gen, o_pr, w_pr).view(n, Hkv * rep * D)
+
+    def _window_mask(self, t: int, window: int) -> torch.Tensor:
+        """prompt_mask, less the prompt keys a window of `window` no longer sees at step t: a query at position L + t
+        sees keys from L + t + 1 - window on."""
+        pos, first = torch.arange(self.pk.shape[3]), self.prompt_lens + t + 1 - window
+        return self.prompt_mask.masked_fill((pos[None, :] < first[:, None])[:, None, None, :], float("-inf"))
 
     def _from_rows(self, x: torch.Tensor) -> torch.Tensor:
         """(n, Hkv, rep, X) for active rows -> (P, Hkv, G * rep, X), zeros for finished rows."""

@@ -9,11 +9,16 @@ family's layers add to it, as fields the weight reader and the forward read (so 
 - `qk_norm`: a per-head RMSNorm of q and of k (self_attn.q_norm, self_attn.k_norm, over head_dim, the model's
   rms_norm_eps) between the projection and RoPE;
 - `rope_layers(config)`: which layers rotate q and k (SmolLM3 leaves every fourth layer without position encoding);
-- `refuse(config)`: a reason its forward would not match a setting of this family, or None.
+- `refuse(config)`: a reason its forward would not match a setting of this family, or None;
+- Gemma 3's pieces: `act_key` (the config attribute naming the MLP's activation), `offset_norms` (RMSNorms whose
+  weight w scales by 1 + w, the product rounded), `sandwich_norms` (the attention's and the MLP's outputs normed before
+  the residual sum), `embed_scale(config)` (the embedding's rows times a constant), `query_scale(config)` (the softmax
+  scale, where it is not 1/sqrt(head_dim)), `layer_rope` (each layer type its own rotary table) and `windows` (the
+  sliding windows of `layer_types` applied, not refused).
 
 A family with a piece the forward lacks gets a new field here, read where the weights are read
 (llama.load_weights) and used in llama.forward. `check_supported` holds the checks that apply to every family (the
-activation, the rope type, a live sliding window) and asks the entry for its own.
+activation, the rope type, a live sliding window where the family does not apply it) and asks the entry for its own.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import Any
 from rlvr.registry import Registry
 
 STATIC_ROPE = ("default", "linear", "llama3", "yarn")  # position-independent tables; "dynamic" rescales with length
+ACTIVATIONS = ("silu", "gelu_pytorch_tanh")  # the MLP's act(gate) * up, as llama.forward computes each
 
 
 class Unsupported(ValueError):
@@ -44,6 +50,13 @@ class Family:
     qk_norm: bool = False  # per-head RMSNorm of q and k before RoPE (Layer.qk_norm)
     rope_layers: Callable[[Any], list[bool]] = field(default=_every_layer)  # config -> per layer: rotates? (Layer.rope)
     refuse: Callable[[Any], str | None] = field(default=_nothing_refused)  # config -> why not, or None
+    act_key: str = "hidden_act"  # the config attribute naming the MLP's activation (LlamaWeights.act)
+    offset_norms: bool = False  # every RMSNorm scales by 1 + w, rounded after the weight (Gemma3RMSNorm)
+    sandwich_norms: bool = False  # attention and MLP outputs normed before the residual sum (Layer.post_attn, post_mlp)
+    embed_scale: Callable[[Any], float] | None = None  # config -> the embedding rows' factor (LlamaWeights.embed)
+    query_scale: Callable[[Any], float] | None = None  # config -> the softmax scale; None: 1/sqrt(head_dim)
+    layer_rope: bool = False  # each layer type rotates with its own table (Layer.local, LlamaWeights.local_rope)
+    windows: bool = False  # sliding windows applied (Layer.window), where check_supported refuses them for others
 
 
 def _smollm3_rope_layers(config) -> list[bool]:
@@ -60,6 +73,35 @@ FAMILIES.add("qwen3", Family(qk_norm=True), "Qwen3 (dense): a per-head RMSNorm o
 FAMILIES.add("smollm3", Family(rope_layers=_smollm3_rope_layers), "SmolLM3: no RoPE on its no_rope_layers")
 
 
+def _gemma3_refuse(config) -> str | None:
+    # transformers' Gemma3Attention stores attn_logit_softcapping without applying it, and no released Gemma 3 sets
+    # either cap: a config that does is refused (and samples with hf, whatever transformers makes of it)
+    for key in ("attn_logit_softcapping", "final_logit_softcapping"):
+        if getattr(config, key, None) is not None:
+            return f"{key}={getattr(config, key)} (the forward caps no logits; no released Gemma 3 sets one)"
+    if getattr(config, "use_bidirectional_attention", False):
+        return "use_bidirectional_attention (the forward is causal)"
+    return None
+
+
+FAMILIES.add(
+    "gemma3_text",
+    Family(
+        qk_norm=True,
+        refuse=_gemma3_refuse,
+        act_key="hidden_activation",
+        offset_norms=True,
+        sandwich_norms=True,
+        embed_scale=lambda config: config.hidden_size**0.5,
+        query_scale=lambda config: config.query_pre_attn_scalar**-0.5,
+        layer_rope=True,
+        windows=True,
+    ),
+    "Gemma 3 text (270M, 1B; the text model of the larger ones): (1 + w) norms around attention and MLP, GELU-tanh, "
+    "sliding-window and global layers with their own RoPE bases",
+)
+
+
 def family_of(config) -> Family:
     """The entry for the config's model_type; Unsupported naming the families where there is none."""
     kind = getattr(config, "model_type", None)
@@ -71,17 +113,25 @@ def family_of(config) -> Family:
 def check_supported(config) -> None:
     """Raise Unsupported with the reason when the hand-written forward would not match the model."""
     family = family_of(config)
-    if getattr(config, "hidden_act", "silu") != "silu":
-        raise Unsupported(f"hidden_act {config.hidden_act!r} (only silu)")
-    rope = getattr(config, "rope_parameters", None) or {"rope_type": "default"}
-    if rope.get("rope_type", "default") not in STATIC_ROPE:
-        raise Unsupported(f"rope_type {rope.get('rope_type')!r} (supported: {', '.join(STATIC_ROPE)})")
+    act = getattr(config, family.act_key, "silu")
+    if act not in ACTIVATIONS:
+        raise Unsupported(f"{family.act_key} {act!r} (supported: {', '.join(ACTIVATIONS)})")
+    for rope in _rope_parameters(config):
+        if rope.get("rope_type", "default") not in STATIC_ROPE:
+            raise Unsupported(f"rope_type {rope.get('rope_type')!r} (supported: {', '.join(STATIC_ROPE)})")
     sliding = sliding_layers(config)
-    if sliding:
+    if sliding and not family.windows:
         raise Unsupported(f"sliding-window attention (sliding_window={config.sliding_window} on layers {sliding})")
     why = family.refuse(config)
     if why:
         raise Unsupported(why)
+
+
+def _rope_parameters(config) -> list[dict]:
+    """The config's rotary settings: one dict, or one per layer type (Gemma 3's `rope_parameters` by layer type)."""
+    rope = getattr(config, "rope_parameters", None) or {"rope_type": "default"}
+    nested = [v for v in rope.values() if isinstance(v, dict)]
+    return nested if nested and len(nested) == len(rope) else [rope]
 
 
 def sliding_layers(config) -> list[int]:
@@ -93,4 +143,13 @@ def sliding_layers(config) -> list[int]:
     return [i for i, kind in enumerate(getattr(config, "layer_types", None) or []) if kind == "sliding_attention"]
 
 
-__all__ = ["FAMILIES", "STATIC_ROPE", "Family", "Unsupported", "check_supported", "family_of", "sliding_layers"]
+__all__ = [
+    "ACTIVATIONS",
+    "FAMILIES",
+    "STATIC_ROPE",
+    "Family",
+    "Unsupported",
+    "check_supported",
+    "family_of",
+    "sliding_layers",
+]

@@ -96,12 +96,15 @@ def _generate_chunk(
     rows for the next call."""
     t0 = time.perf_counter()
     P, B = len(prompts), len(prompts) * G
-    cache = CascadeCache(len(w.layers), P, G, w.n_kv, w.head_dim, [len(p) for p in prompts], w.dtype, kernel=w.fused)
+    windows = [L.window for L in w.layers] if any(L.window for L in w.layers) else None
+    cache = CascadeCache(
+        len(w.layers), P, G, w.n_kv, w.head_dim, [len(p) for p in prompts], w.dtype, kernel=w.fused, windows=windows
+    )
     # prefill: every prompt once, whatever G is, all prompts through the weights in one pass; of a prompt that
     # continues a row of the last call, only the tokens after that row's cached ones
     past = [prefix.longest(p) if prefix is not None else (0, None, None) for p in prompts]
     new = [len(p) - n0 for p, (n0, _, _) in zip(prompts, past)]
-    attend = llama.prefill_attend_into(cache.pk, cache.pv, new, past)
+    attend = llama.prefill_attend_into(cache.pk, cache.pv, new, past, windows)
     positions = torch.cat([torch.arange(n0, len(p)) for p, (n0, _, _) in zip(prompts, past)])
     tokens = torch.tensor([t for p, (n0, _, _) in zip(prompts, past) for t in p[n0:]])
     hidden = llama.forward(w, tokens, positions, attend)

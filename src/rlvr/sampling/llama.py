@@ -1,8 +1,9 @@
 """A hand-written forward for the Llama layout, used by the fast sampler for every family in
-rlvr.sampling.families (Llama, Mistral without a live sliding window, Qwen2, Qwen3, SmolLM3). Reads the weights out of
-the HF model once per sync; per-layer work is a handful of fused matmuls (q|k|v in one, gate|up in one), so Python
-overhead stays small at 135M scale. A family's own pieces (Qwen3's per-head q/k norms, SmolLM3's layers without RoPE)
-are fields of its registry entry, read into each Layer.
+rlvr.sampling.families (Llama, Mistral without a live sliding window, Qwen2, Qwen3, SmolLM3, Gemma 3). Reads the
+weights out of the HF model once per sync; per-layer work is a handful of fused matmuls (q|k|v in one, gate|up in one),
+so Python overhead stays small at 135M scale. A family's own pieces (Qwen3's per-head q/k norms, SmolLM3's layers
+without RoPE, Gemma 3's norms around attention and MLP, GELU-tanh, sliding windows and local RoPE table) are fields of
+its registry entry, read into each Layer and LlamaWeights.
 
 Precision: matmuls in the compute dtype (bf16 on CPUs with AVX512-BF16/AMX); the residual stream,
 RMSNorm, RoPE and softmax in float32. Shapes: N tokens, H hidden, Hq / Hkv heads, D head dim.
@@ -20,7 +21,7 @@ import torch.nn.functional as F
 
 from rlvr.policy.load import base_model
 
-from .families import Family, Unsupported, check_supported, family_of
+from .families import Family, Unsupported, check_supported, family_of, sliding_layers
 from .weights import merged_weights_lazily, plain_config
 
 
@@ -35,6 +36,10 @@ class Layer:
     wd: torch.Tensor  # (H, I)
     qk_norm: torch.Tensor | None = None  # (Hq + Hkv, D) float32: per-head q, then k norm weights, interleaved
     rope: bool = True  # False: q and k go to attention unrotated (SmolLM3's no-RoPE layers)
+    post_attn: torch.Tensor | None = None  # (H,) float32: RMSNorm of the attention's output before the residual sum
+    post_mlp: torch.Tensor | None = None  # (H,) float32: the same for the MLP's output (Gemma 3)
+    window: int | None = None  # sliding window: a token sees itself and the window - 1 tokens before it
+    local: bool = False  # rotates with LlamaWeights.local_rope (Gemma 3's sliding layers), not inv_freq
 
 
 @dataclass
@@ -52,6 +57,9 @@ class LlamaWeights:
     dtype: torch.dtype
     linear: Callable = F.linear  # (x, weight, bias) -> x @ weight.T + bias, for weights as stored here
     fused: Any = None  # rlvr.sampling.native's decode ops (bf16, float32), or None for the torch ops
+    act: str = "silu"  # the MLP's act(gate) * up: "silu" or "gelu_pytorch_tanh" (families.ACTIVATIONS)
+    local_rope: tuple[torch.Tensor, torch.Tensor] | None = None  # (inv_freq, head_gain) of the Layer.local layers
+    qk_round_last: bool = False  # q/k norms round after their weight, (x w).to(dtype) as Gemma3RMSNorm, not before
 
 
 def packed_linear(dtype: torch.dtype, batch_hint: int, kernels=None) -> tuple[Callable, Callable] | None:
@@ -116,8 +124,10 @@ def load_weights(model, dtype: torch.dtype, batch_hint: int = 32, native: bool =
     f32 = lambda k: sd[k].detach().to("cpu", torch.float32, copy=True)  # noqa: E731
     cd = lambda t: t.detach().to("cpu", dtype, copy=True).contiguous()  # noqa: E731
     mat = (lambda t: packed[0](cd(t))) if packed else cd  # noqa: E731
+    nw = (lambda k: f32(k) + 1.0) if family.offset_norms else f32  # noqa: E731  # a norm's weight, as it scales
     Hq, Hkv = config.num_attention_heads, config.num_key_value_heads
     D = getattr(config, "head_dim", None) or config.hidden_size // Hq
+    windows, local = _windows(family, config), _local_layers(family, config)
     layers = []
     for i, rope in enumerate(family.rope_layers(config)):
         p = f"model.layers.{i}."
@@ -129,34 +139,84 @@ def load_weights(model, dtype: torch.dtype, batch_hint: int = 32, native: bool =
         bqkv = _qkv_bias(biases, D)
         layers.append(
             Layer(
-                ln1=f32(f"{p}input_layernorm.weight"),
-                ln2=f32(f"{p}post_attention_layernorm.weight"),
+                ln1=nw(f"{p}input_layernorm.weight"),
+                ln2=nw(f"{p}{'pre_feedforward' if family.sandwich_norms else 'post_attention'}_layernorm.weight"),
                 wqkv=mat(torch.cat(qkv)),
                 bqkv=cd(bqkv) if bqkv is not None else None,
                 wo=mat(sd[f"{p}self_attn.o_proj.weight"]),
                 wgu=mat(torch.cat([sd[f"{p}mlp.gate_proj.weight"], sd[f"{p}mlp.up_proj.weight"]])),
                 wd=mat(sd[f"{p}mlp.down_proj.weight"]),
-                qk_norm=_qk_norm_weights(family, f32, p, D, Hq, Hkv),
+                qk_norm=_qk_norm_weights(family, nw, p, D, Hq, Hkv),
                 rope=rope,
+                post_attn=nw(f"{p}post_attention_layernorm.weight") if family.sandwich_norms else None,
+                post_mlp=nw(f"{p}post_feedforward_layernorm.weight") if family.sandwich_norms else None,
+                window=windows[i],
+                local=local[i],
             )
         )
     head = sd.get("lm_head.weight", sd["model.embed_tokens.weight"])  # tied embeddings have no own head
-    inv_freq, scale = rope_tables(model)  # scale: the rope type's attention_scaling, on both q and k
+    (inv_freq, head_gain), local_rope = _rope_and_gains(model, family, config, D, local)
     return LlamaWeights(
-        embed=f32("model.embed_tokens.weight"),
+        embed=_embedding(family, config, sd),
         layers=layers,
-        norm=f32("model.norm.weight"),
+        norm=nw("model.norm.weight"),
         lm_head=mat(head),
         n_heads=Hq,
         n_kv=Hkv,
         head_dim=D,
         eps=config.rms_norm_eps,
         inv_freq=inv_freq,
-        head_gain=torch.tensor([scale / math.sqrt(D)] * Hq + [scale] * Hkv)[:, None],
+        head_gain=head_gain,
         dtype=dtype,
         linear=packed[1] if packed else F.linear,
         fused=kernels,
+        act=getattr(config, family.act_key, "silu"),
+        local_rope=local_rope,
+        qk_round_last=family.offset_norms,
     )
+
+
+def _rope_and_gains(model, family: Family, config, D: int, local: list[bool]):
+    """((inv_freq, head_gain), the local layers' pair or None), each head_gain (Hq + Hkv, 1) float32: the rope type's
+    attention_scaling on q and k heads, times the softmax scale on q's (1/sqrt(D) unless the family sets its own)."""
+    Hq, Hkv = config.num_attention_heads, config.num_key_value_heads
+    q_scale = family.query_scale(config) if family.query_scale else None
+
+    def gain(scale: float) -> torch.Tensor:
+        return torch.tensor([scale / math.sqrt(D) if q_scale is None else scale * q_scale] * Hq + [scale] * Hkv)[
+            :, None
+        ]
+
+    main = ("sliding_attention" if all(local) else "full_attention") if family.layer_rope else None
+    inv_freq, scale = rope_tables(model, main)
+    if not any(local):
+        return (inv_freq, gain(scale)), None
+    local_freq, local_scale = rope_tables(model, "sliding_attention")
+    return (inv_freq, gain(scale)), (local_freq, gain(local_scale))
+
+
+def _embedding(family: Family, config, sd) -> torch.Tensor:
+    """The embedding table (V, H) float32, its rows times the family's scale as transformers multiplies them (Gemma 3's
+    sqrt(H), rounded to the embedding's dtype, the product in that dtype): a copy, never the trainer's tensor."""
+    table = sd["model.embed_tokens.weight"].detach().to("cpu")
+    if family.embed_scale is None:
+        return table.to(torch.float32, copy=True)
+    return (table * torch.tensor(family.embed_scale(config), dtype=table.dtype)).to(torch.float32)
+
+
+def _windows(family: Family, config) -> list[int | None]:
+    """Each layer's sliding window (families.sliding_layers), for a family that applies them; None elsewhere."""
+    sliding = set(sliding_layers(config)) if family.windows else set()
+    return [config.sliding_window if i in sliding else None for i in range(config.num_hidden_layers)]
+
+
+def _local_layers(family: Family, config) -> list[bool]:
+    """Which layers rotate with the sliding layers' own table (a family with layer_rope: Gemma 3's rope_local_base_freq)."""
+    types = getattr(config, "layer_types", None) or []
+    return [
+        family.layer_rope and i < len(types) and types[i] == "sliding_attention"
+        for i in range(config.num_hidden_layers)
+    ]
 
 
 def _qk_norm_weights(family: Family, f32: Callable, p: str, D: int, Hq: int, Hkv: int) -> torch.Tensor | None:
@@ -194,18 +254,23 @@ def _qkv_bias(biases: list[torch.Tensor | None], D: int) -> torch.Tensor | None:
     return torch.cat([_interleave(bq, D), _interleave(bk, D), bv])
 
 
-def rope_tables(model) -> tuple[torch.Tensor, float]:
+def rope_tables(model, layer_type: str | None = None) -> tuple[torch.Tensor, float]:
     """inv_freq and attention scaling from the model's own rotary module, so every static rope type
-    (default, linear, llama3, yarn) comes out exactly as HF computes it."""
+    (default, linear, llama3, yarn) comes out exactly as HF computes it; of one layer type where the module keeps a
+    table per type (Gemma 3's `full_attention_inv_freq`, `sliding_attention_inv_freq`)."""
     base = base_model(model)
     rotary = base.model.rotary_emb
-    return rotary.inv_freq.detach().to("cpu", torch.float32, copy=True), float(rotary.attention_scaling)
+    prefix = f"{layer_type}_" if layer_type else ""
+    inv_freq, scaling = getattr(rotary, f"{prefix}inv_freq"), getattr(rotary, f"{prefix}attention_scaling")
+    return inv_freq.detach().to("cpu", torch.float32, copy=True), float(scaling)
 
 
-def rope_rotation(w: LlamaWeights, positions: torch.Tensor) -> torch.Tensor:
-    """(N, Hq + Hkv, D/2) complex64: e^(i pos theta_j) times each head's gain (q heads carry 1/sqrt(D))."""
-    angle = positions.float()[:, None, None] * w.inv_freq[None, None, :]
-    return torch.polar(w.head_gain[None].expand(1, -1, angle.shape[-1]), angle)
+def rope_rotation(w: LlamaWeights, positions: torch.Tensor, local: bool = False) -> torch.Tensor:
+    """(N, Hq + Hkv, D/2) complex64: e^(i pos theta_j) times each head's gain (q heads carry the softmax scale); with
+    `local`, of the local table (w.local_rope)."""
+    inv_freq, head_gain = w.local_rope if local and w.local_rope is not None else (w.inv_freq, w.head_gain)
+    angle = positions.float()[:, None, None] * inv_freq[None, None, :]
+    return torch.polar(head_gain[None].expand(1, -1, angle.shape[-1]), angle)
 
 
 def no_rotation(w: LlamaWeights, n: int) -> torch.Tensor:
@@ -229,18 +294,22 @@ def forward(w: LlamaWeights, tokens: torch.Tensor, positions: torch.Tensor, atte
     D, Hq, Hkv = w.head_dim, w.n_heads, w.n_kv
     rot = rope_rotation(w, positions)
     still = rot if all(L.rope for L in w.layers) else no_rotation(w, N)  # a no-RoPE layer's (unused where none is)
+    local = rope_rotation(w, positions, local=True) if w.local_rope is not None else rot
+    act_mul = _silu_mul if w.act == "silu" else _gelu_tanh_mul
     nqk = (Hq + Hkv) * D
     linear = w.linear
     for i, L in enumerate(w.layers):
         qkv = linear(_norm(w, x, L.ln1), L.wqkv, L.bqkv)
-        turn = rot if L.rope else still
+        turn = (local if L.local else rot) if L.rope else still
         if L.qk_norm is None:
             qk = _rope(w, qkv, turn, nqk)  # (N, Hq + Hkv, D) compute dtype
         else:
             qk = _normed_rope(w, qkv, L.qk_norm, turn, nqk)
         q, k, v = qk[:, :Hq].view(N, Hkv, Hq // Hkv, D), qk[:, Hq:], qkv[:, nqk:].view(N, Hkv, D)
-        x += linear(attend(i, q, k, v), L.wo)
-        x += linear(_silu_mul(w, linear(_norm(w, x, L.ln2), L.wgu)), L.wd)
+        out = linear(attend(i, q, k, v), L.wo)
+        x += out if L.post_attn is None else _norm(w, out.float(), L.post_attn)  # Gemma: normed in float32, rounded
+        out = linear(act_mul(w, linear(_norm(w, x, L.ln2), L.wgu)), L.wd)
+        x += out if L.post_mlp is None else _norm(w, out.float(), L.post_mlp)
     return _norm(w, x, w.norm)
 
 
@@ -267,9 +336,11 @@ def _normed_rope(w: LlamaWeights, qkv: torch.Tensor, weight: torch.Tensor, rot: 
     Hkv, D) in the compute dtype. As transformers' Qwen3 computes it under the trainer's autocast: normalised in
     float32, rounded to the projection's dtype (the compute dtype here), times the float32 weight, rotated in float32."""
     if w.fused is not None:
-        return w.fused.head_norm_rope(qkv, weight, rot, w.eps)
+        return w.fused.head_norm_rope(qkv, weight, rot, w.eps, w.qk_round_last)
     N, D = qkv.shape[0], w.head_dim
-    heads = F.rms_norm(qkv[:, :nqk].float().view(N, -1, D), (D,), eps=w.eps).to(w.dtype) * weight
+    normed = F.rms_norm(qkv[:, :nqk].float().view(N, -1, D), (D,), eps=w.eps)
+    # Gemma 3 rounds the product (its q_norm returns the projection's dtype); Qwen3 the normed value before its weight
+    heads = (normed * weight).to(w.dtype) if w.qk_round_last else normed.to(w.dtype) * weight
     return _rope(w, heads.view(N, nqk), rot, nqk)
 
 
@@ -281,6 +352,15 @@ def _silu_mul(w: LlamaWeights, gate_up: torch.Tensor) -> torch.Tensor:
     return F.silu(gate) * up
 
 
+def _gelu_tanh_mul(w: LlamaWeights, gate_up: torch.Tensor) -> torch.Tensor:
+    """gelu_tanh(gate) * up of the fused gate|up output (N, 2 I), rounded as the trainer's autocast forward rounds it:
+    the activation to the compute dtype, then the product."""
+    if w.fused is not None:
+        return w.fused.gelu_tanh_mul(gate_up)
+    gate, up = gate_up.chunk(2, dim=-1)
+    return F.gelu(gate, approximate="tanh") * up
+
+
 def logits(w: LlamaWeights, hidden: torch.Tensor, upcast: bool = True) -> torch.Tensor:
     """hidden (N, H) -> logits (N, V) float32, or in the compute dtype with upcast=False (for
     sample_tokens, which makes its own float32 copy: one conversion of (N, V) instead of two)."""
@@ -288,20 +368,23 @@ def logits(w: LlamaWeights, hidden: torch.Tensor, upcast: bool = True) -> torch.
     return out.float() if upcast else out
 
 
-def prefill_attend_into(cache_k: torch.Tensor, cache_v: torch.Tensor, lengths: list[int], past=None) -> Attend:
+def prefill_attend_into(
+    cache_k: torch.Tensor, cache_v: torch.Tensor, lengths: list[int], past=None, windows: list[int | None] | None = None
+) -> Attend:
     """Attention for several prompts packed into one token sequence (each causal within itself), filling
     the prompt cache. Packing lets the weight matmuls of a prefill run once for all prompts.
 
     cache_k/cache_v: (layers, P, Hkv, >= past + max(lengths), D); tokens are the prompts' new tokens concatenated
     in order. `past` (rlvr.sampling.prefix_cache): per prompt (n, keys, values) of the n tokens before its new
     ones, already computed ((layers, Hkv, n, D); n = 0 where none): they go into the cache, and the new tokens
-    attend to them and, causally, to each other.
+    attend to them and, causally, to each other. `windows`: per layer, its sliding window or None (Layer.window).
     """
     offsets = [sum(lengths[:p]) for p in range(len(lengths))]
     past = past or [(0, None, None)] * len(lengths)
 
     def attend(i: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         N, Hkv, rep, D = q.shape
+        window = windows[i] if windows else None
         out = torch.empty(N, Hkv * rep, D, dtype=q.dtype)
         for p, (o, L) in enumerate(zip(offsets, lengths)):
             n0, k0, v0 = past[p]
@@ -312,10 +395,20 @@ def prefill_attend_into(cache_k: torch.Tensor, cache_v: torch.Tensor, lengths: l
             qh = q[o : o + L].reshape(L, Hkv * rep, D).transpose(0, 1)[None]  # (1, Hq, L, D)
             kh = cache_k[i, p, :, : n0 + L].repeat_interleave(rep, dim=0)[None]
             vh = cache_v[i, p, :, : n0 + L].repeat_interleave(rep, dim=0)[None]
-            # q is pre-scaled, hence scale=1; after a past, new token j sees keys 0 .. n0 + j
-            mask = None if not n0 else torch.arange(n0 + L)[None, :] <= (n0 + torch.arange(L))[:, None]
-            o_p = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask, is_causal=not n0, scale=1.0)
+            # q is pre-scaled, hence scale=1
+            mask = _prefill_mask(n0, L, window)
+            o_p = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask, is_causal=mask is None, scale=1.0)
             out[o : o + L] = o_p[0].transpose(0, 1)
         return out.view(N, Hkv * rep * D)
 
     return attend
+
+
+def _prefill_mask(n0: int, L: int, window: int | None) -> torch.Tensor | None:
+    """Which of n0 + L keys each of L new tokens sees (L, n0 + L) bool, or None for plain causal (no past, no window
+    that binds): after a past of n0, new token j sees keys 0 .. n0 + j; in a window of W, the last W of those
+    (transformers' sliding_window_overlay: key > query - W)."""
+    if not n0 and (window is None or window >= L):
+        return None
+    key, query = torch.arange(n0 + L)[None, :], (n0 + torch.arange(L))[:, None]
+    return key <= query if window is None else (key <= query) & (key > query - window)

@@ -2,11 +2,13 @@
 // arithmetic) made up most of a decode step above its weight matmuls. Each takes the compute dtype's tensors, bf16
 // or float32 (one template, T the element: bf16 as its raw bits), and computes in float32:
 // - decode_attend: one decode step's attention for a layer: the new keys/values go into the generated cache, and
-//   every active row attends to its prompt's shared keys and its own generated keys under one float32 softmax;
+//   every active row attends to its prompt's shared keys and its own generated keys under one float32 softmax (in a
+//   sliding window, the last `window` of them);
 // - rms_norm: RMSNorm of the float32 residual stream, rounded once to the compute dtype (the next matmul's input);
 // - rope: the rotary embedding of q and k straight from the qkv matmul output, in float32, rounded once;
-// - head_norm_rope: a per-head RMSNorm of q and k (Qwen3's q_norm, k_norm), then rope, from the qkv output;
-// - silu_mul: silu(gate) * up of the fused gate|up matmul output, in float32, rounded once.
+// - head_norm_rope: a per-head RMSNorm of q and k (Qwen3's q_norm, k_norm; Gemma 3's), then rope, from the qkv output;
+// - silu_mul: silu(gate) * up of the fused gate|up matmul output, in float32, rounded once;
+// - gelu_tanh_mul: gelu_tanh(gate) * up (Gemma 3's MLP), rounded where the trainer's bf16 forward rounds.
 // Vector paths for AVX512 (16 lanes) and AVX2 with FMA (8 lanes: the machines where `auto` samples in float32).
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
@@ -150,8 +152,8 @@ inline float exp_shifted_sum(float* x, int64_t len) {
 template <typename T>
 inline void dot_rep(const float* qf, int64_t rep, int64_t D, const T* key, float* scores, int64_t stride) {
 #ifdef RLVR_VEC
-  if (D % LANES == 0 && D <= 16 * LANES) {
-    vecf kv[16];
+  if (D % LANES == 0 && D <= 32 * LANES) {
+    vecf kv[32];
     for (int64_t c = 0; c < D / LANES; ++c) kv[c] = vload(key + LANES * c);
     for (int64_t e = 0; e < rep; ++e) {
       vecf acc = vzero();
@@ -172,7 +174,7 @@ inline void dot_rep(const float* qf, int64_t rep, int64_t D, const T* key, float
 template <typename T>
 inline void axpy_rep(const float* w, int64_t stride, int64_t rep, int64_t D, const T* value, float* acc) {
 #ifdef RLVR_VEC
-  if (D % LANES == 0 && D <= 16 * LANES) {
+  if (D % LANES == 0) {
     for (int64_t c = 0; c < D / LANES; ++c) {
       const vecf v = vload(value + LANES * c);
       for (int64_t e = 0; e < rep; ++e) {
@@ -201,11 +203,12 @@ auto by_element(const torch::Tensor& t, const char* what, F&& f) {
 
 // q (n, Hkv, rep, D), already scaled; k, v (n, Hkv, D); pk/pv (P, Hkv, Lmax, D) (one layer); gk/gv (S, Hkv, Tcap, D)
 // (one layer; written at position t); all in the compute dtype T; prompt_of (n,) long; slot_of (n,) long;
-// prompt_len (P,) long. Returns (n, Hkv * rep * D) in T.
+// prompt_len (P,) long; window > 0: a sliding window, the query (position L + t) sees the last `window` keys (of
+// positions L + t + 1 - window .. L + t), 0: all. Returns (n, Hkv * rep * D) in T.
 template <typename T>
 torch::Tensor attend_impl(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor pk, torch::Tensor pv,
                           torch::Tensor gk, torch::Tensor gv, torch::Tensor prompt_of, torch::Tensor slot_of,
-                          torch::Tensor prompt_len, int64_t t) {
+                          torch::Tensor prompt_len, int64_t t, int64_t window) {
   for (const auto* x : {&k, &v, &pk, &pv, &gk, &gv})
     TORCH_CHECK(x->scalar_type() == dtype_of<T>(), "q, k, v and the caches in one dtype");
   TORCH_CHECK(pk.is_contiguous() && pv.is_contiguous() && gk.is_contiguous() && gv.is_contiguous(),
@@ -240,17 +243,17 @@ torch::Tensor attend_impl(torch::Tensor q, torch::Tensor k, torch::Tensor v, tor
       std::memcpy(gv_row + t * D, V + r * vs0 + h * vs1, D * sizeof(T));
       for (int64_t e = 0; e < rep; ++e)
         for (int64_t d = 0; d < D; ++d) qf[e * D + d] = to_float(Q[r * qs0 + h * qs1 + e * qs2 + d]);
-      const int64_t keys = L + t + 1;
-      scores.assign(rep * keys, 0.f);
+      const int64_t keys = L + t + 1, first = window > 0 && keys > window ? keys - window : 0, seen = keys - first;
+      scores.assign(rep * seen, 0.f);
       const T* pk_rows = PK + ((p * Hkv + h) * Lmax) * D;
       const T* pv_rows = PV + ((p * Hkv + h) * Lmax) * D;
-      for (int64_t j = 0; j < keys; ++j)  // scores: every key once, dotted with the rep queries of this head
-        dot_rep(qf.data(), rep, D, j < L ? pk_rows + j * D : gk_row + (j - L) * D, scores.data() + j, keys);
+      for (int64_t j = first; j < keys; ++j)  // scores: every key seen once, dotted with the rep queries of this head
+        dot_rep(qf.data(), rep, D, j < L ? pk_rows + j * D : gk_row + (j - L) * D, scores.data() + j - first, seen);
       float total[64];  // softmax weights, unnormalised, and their sums
-      for (int64_t e = 0; e < rep; ++e) total[e] = exp_shifted_sum(scores.data() + e * keys, keys);
+      for (int64_t e = 0; e < rep; ++e) total[e] = exp_shifted_sum(scores.data() + e * seen, seen);
       std::fill(acc.begin(), acc.end(), 0.f);
-      for (int64_t j = 0; j < keys; ++j)  // weighted values
-        axpy_rep(scores.data() + j, keys, rep, D, j < L ? pv_rows + j * D : gv_row + (j - L) * D, acc.data());
+      for (int64_t j = first; j < keys; ++j)  // weighted values
+        axpy_rep(scores.data() + j - first, seen, rep, D, j < L ? pv_rows + j * D : gv_row + (j - L) * D, acc.data());
       T* orow = O + r * Hkv * rep * D + h * rep * D;
       for (int64_t e = 0; e < rep; ++e)
         for (int64_t d = 0; d < D; ++d) orow[e * D + d] = from_float<T>(acc[e * D + d] / total[e]);
@@ -261,9 +264,9 @@ torch::Tensor attend_impl(torch::Tensor q, torch::Tensor k, torch::Tensor v, tor
 
 torch::Tensor decode_attend(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor pk, torch::Tensor pv,
                             torch::Tensor gk, torch::Tensor gv, torch::Tensor prompt_of, torch::Tensor slot_of,
-                            torch::Tensor prompt_len, int64_t t) {
+                            torch::Tensor prompt_len, int64_t t, int64_t window) {
   return by_element(q, "q", [&](auto e) {
-    return attend_impl<decltype(e)>(q, k, v, pk, pv, gk, gv, prompt_of, slot_of, prompt_len, t);
+    return attend_impl<decltype(e)>(q, k, v, pk, pv, gk, gv, prompt_of, slot_of, prompt_len, t, window);
   });
 }
 
@@ -327,9 +330,10 @@ torch::Tensor rope(torch::Tensor qkv, torch::Tensor rot) {
 // weight in the pairs' order; rot as for rope -> (N, heads, D) in T. Each head is RMS-normalised in float32 (its
 // sum of squares in float32 vector lanes: D is a few dozen, and one chain of double adds a head was 3x slower), rounded to T (transformers rounds the normed value to the projection's dtype,
 // before its float32 weight), times its weight, rotated in float32, rounded once to T: the torch path's arithmetic.
+// round_last (Gemma 3, whose norm returns (x w).to(dtype)): the normed value times its weight, then rounded to T.
 template <typename T>
 torch::Tensor head_norm_rope_impl(const torch::Tensor& qkv, const torch::Tensor& weight, const torch::Tensor& rot,
-                                  double eps) {
+                                  double eps, bool round_last) {
   const int64_t N = rot.size(0), heads = rot.size(1), half = rot.size(2), D = 2 * half;
   TORCH_CHECK(qkv.size(0) == N && qkv.size(1) >= heads * D, "qkv narrower than the rotated heads");
   TORCH_CHECK(weight.size(0) == heads && weight.size(1) == D, "a (heads, D) weight");
@@ -362,7 +366,10 @@ torch::Tensor head_norm_rope_impl(const torch::Tensor& qkv, const torch::Tensor&
       }
       const float inv = static_cast<float>(1.0 / std::sqrt(static_cast<double>(ss) / D + eps));
       const float* w = W + hd * D;
-      for (d = 0; d < D; ++d) h[d] = to_float(from_float<T>(h[d] * inv)) * w[d];
+      if (round_last)
+        for (d = 0; d < D; ++d) h[d] = to_float(from_float<T>(h[d] * inv * w[d]));
+      else
+        for (d = 0; d < D; ++d) h[d] = to_float(from_float<T>(h[d] * inv)) * w[d];
       const float* rr = R + task * half * 2;
       T* o = O + task * D;
       for (int64_t j = 0; j < half; ++j) {
@@ -375,10 +382,12 @@ torch::Tensor head_norm_rope_impl(const torch::Tensor& qkv, const torch::Tensor&
   return out;
 }
 
-torch::Tensor head_norm_rope(torch::Tensor qkv, torch::Tensor weight, torch::Tensor rot, double eps) {
+torch::Tensor head_norm_rope(torch::Tensor qkv, torch::Tensor weight, torch::Tensor rot, double eps, bool round_last) {
   TORCH_CHECK(rot.scalar_type() == at::kComplexFloat && weight.scalar_type() == at::kFloat, "complex64 rot, float32 weight");
   TORCH_CHECK(qkv.stride(1) == 1 && rot.is_contiguous(), "qkv rows with unit stride, contiguous rot");
-  return by_element(qkv, "qkv", [&](auto e) { return head_norm_rope_impl<decltype(e)>(qkv, weight, rot, eps); });
+  return by_element(qkv, "qkv", [&](auto e) {
+    return head_norm_rope_impl<decltype(e)>(qkv, weight, rot, eps, round_last);
+  });
 }
 
 // gu (N, 2 I) in T, gate columns then up columns -> (N, I) in T: silu(gate) * up. float32 takes the vector exp
@@ -417,6 +426,49 @@ torch::Tensor silu_mul_impl(const torch::Tensor& gu) {
 torch::Tensor silu_mul(torch::Tensor gu) {
   TORCH_CHECK(gu.dim() == 2 && gu.size(1) % 2 == 0, "(N, 2 I)");
   return by_element(gu, "gate|up", [&](auto e) { return silu_mul_impl<decltype(e)>(gu); });
+}
+
+// gu (N, 2 I) in T, gate columns then up columns -> (N, I) in T: gelu_tanh(gate) * up, with gelu_tanh(x) =
+// 0.5 x (1 + tanh(y)) = x / (1 + exp(-2 y)), y = sqrt(2 / pi) (x + 0.044715 x^3), in float32 (the vector exp: about
+// 1 ulp). As transformers' MLP computes it in T: the activation rounded to T, then the product rounded (float32:
+// neither rounds).
+template <typename T>
+torch::Tensor gelu_tanh_mul_impl(const torch::Tensor& gu) {
+  auto g = gu.contiguous();
+  const int64_t N = g.size(0), I = g.size(1) / 2;
+  auto out = torch::empty({N, I}, g.options());
+  const auto* G = reinterpret_cast<const T*>(g.data_ptr());
+  auto* O = reinterpret_cast<T*>(out.data_ptr());
+  constexpr float c2 = -2.f * 0.7978845608028654f, k3 = 0.044715f;  // -2 sqrt(2 / pi)
+  at::parallel_for(0, N, 4, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const T* gate = G + r * 2 * I;
+      const T* up = gate + I;
+      T* o = O + r * I;
+      int64_t i = 0;
+#ifdef RLVR_VEC
+      const vecf one = vset(1.f), vc2 = vset(c2), vk3 = vset(k3);
+      float act[LANES];
+      for (; i + LANES <= I; i += LANES) {
+        const vecf x = vload(gate + i);
+        const vecf z = vmul(vc2, vfma(vmul(vk3, x), vmul(x, x), x));  // -2 y
+        vstore(act, vdiv(x, vadd(one, vexp(z))));
+        for (int64_t l = 0; l < LANES; ++l)
+          o[i + l] = from_float<T>(to_float(from_float<T>(act[l])) * to_float(up[i + l]));
+      }
+#endif
+      for (; i < I; ++i) {
+        const float x = to_float(gate[i]), a = x / (1.f + std::exp(c2 * (x + k3 * x * x * x)));
+        o[i] = from_float<T>(to_float(from_float<T>(a)) * to_float(up[i]));
+      }
+    }
+  });
+  return out;
+}
+
+torch::Tensor gelu_tanh_mul(torch::Tensor gu) {
+  TORCH_CHECK(gu.dim() == 2 && gu.size(1) % 2 == 0, "(N, 2 I)");
+  return by_element(gu, "gate|up", [&](auto e) { return gelu_tanh_mul_impl<decltype(e)>(gu); });
 }
 
 // The float32 weight matmul of a decode step, y = x W^T (+ b), for the few rows a decode step has, on weights packed
@@ -509,11 +561,15 @@ torch::Tensor panel_linear(torch::Tensor x, torch::Tensor wp, c10::optional<torc
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("decode_attend", &decode_attend, "one decode step's cascade attention for one layer (bf16 or float32)");
+  m.def("decode_attend", &decode_attend, "one decode step's cascade attention for one layer (bf16 or float32)",
+        py::arg("q"), py::arg("k"), py::arg("v"), py::arg("pk"), py::arg("pv"), py::arg("gk"), py::arg("gv"),
+        py::arg("prompt_of"), py::arg("slot_of"), py::arg("prompt_len"), py::arg("t"), py::arg("window") = 0);
   m.def("rms_norm", &rms_norm, "RMSNorm of a float32 stream, rounded once to bf16 (to_bf16) or kept in float32");
   m.def("rope", &rope, "rotary embedding of the q|k heads of a qkv output (bf16 or float32)");
-  m.def("head_norm_rope", &head_norm_rope, "per-head RMSNorm of the q|k heads of a qkv output, then rope (bf16 or float32)");
+  m.def("head_norm_rope", &head_norm_rope, "per-head RMSNorm of the q|k heads of a qkv output, then rope (bf16 or float32)",
+        py::arg("qkv"), py::arg("weight"), py::arg("rot"), py::arg("eps"), py::arg("round_last") = false);
   m.def("silu_mul", &silu_mul, "silu(gate) * up of a gate|up output (bf16 or float32)");
+  m.def("gelu_tanh_mul", &gelu_tanh_mul, "gelu_tanh(gate) * up of a gate|up output (bf16 or float32)");
   m.def("panel_linear_available", &panel_linear_available, "whether panel_linear was compiled (AVX2 and FMA)");
   m.def("panel_linear", &panel_linear, "float32 x W^T (+ b) for a few rows, W packed in panels of 16 columns",
         py::arg("x"), py::arg("wp"), py::arg("bias") = py::none());
