@@ -44,7 +44,7 @@ class Layer:
 
 @dataclass
 class LlamaWeights:
-    embed: torch.Tensor  # (V, H) float32 (rows are gathered, never multiplied)
+    embed: torch.Tensor  # (V, H) float32, or bf16 where every entry is a bf16 value (rows gathered, never multiplied)
     layers: list[Layer]
     norm: torch.Tensor  # (H,) float32
     lm_head: torch.Tensor  # (V, H) compute dtype
@@ -60,6 +60,7 @@ class LlamaWeights:
     act: str = "silu"  # the MLP's act(gate) * up: "silu" or "gelu_pytorch_tanh" (families.ACTIVATIONS)
     local_rope: tuple[torch.Tensor, torch.Tensor] | None = None  # (inv_freq, head_gain) of the Layer.local layers
     qk_round_last: bool = False  # q/k norms round after their weight, (x w).to(dtype) as Gemma3RMSNorm, not before
+    embed_scale: torch.Tensor | None = None  # () float32: the gathered rows' factor (Gemma 3's sqrt(H))
 
 
 def packed_linear(dtype: torch.dtype, batch_hint: int, kernels=None) -> tuple[Callable, Callable] | None:
@@ -156,8 +157,9 @@ def load_weights(model, dtype: torch.dtype, batch_hint: int = 32, native: bool =
         )
     head = sd.get("lm_head.weight", sd["model.embed_tokens.weight"])  # tied embeddings have no own head
     (inv_freq, head_gain), local_rope = _rope_and_gains(model, family, config, D, local)
+    embed, embed_scale = _embedding(family, config, sd)
     return LlamaWeights(
-        embed=_embedding(family, config, sd),
+        embed=embed,
         layers=layers,
         norm=nw("model.norm.weight"),
         lm_head=mat(head),
@@ -173,6 +175,7 @@ def load_weights(model, dtype: torch.dtype, batch_hint: int = 32, native: bool =
         act=getattr(config, family.act_key, "silu"),
         local_rope=local_rope,
         qk_round_last=family.offset_norms,
+        embed_scale=embed_scale,
     )
 
 
@@ -195,13 +198,23 @@ def _rope_and_gains(model, family: Family, config, D: int, local: list[bool]):
     return (inv_freq, gain(scale)), (local_freq, gain(local_scale))
 
 
-def _embedding(family: Family, config, sd) -> torch.Tensor:
-    """The embedding table (V, H) float32, its rows times the family's scale as transformers multiplies them (Gemma 3's
-    sqrt(H), rounded to the embedding's dtype, the product in that dtype): a copy, never the trainer's tensor."""
+def _embedding(family: Family, config, sd) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The embedding table (V, H), a copy (never the trainer's tensor), and the factor on its rows, or None.
+
+    The table is kept in bf16 where every entry is a bf16 value (the embedding of a bf16 checkpoint, frozen under LoRA:
+    the same rows in half the memory, 335 MB less at Gemma 3 270M's 262,144 x 640), else in float32. The factor is
+    the family's (Gemma 3's sqrt(H)) as transformers applies it: rounded to the embedding's dtype, times each row in
+    float32 (for the float32 trainer, its own product)."""
     table = sd["model.embed_tokens.weight"].detach().to("cpu")
-    if family.embed_scale is None:
-        return table.to(torch.float32, copy=True)
-    return (table * torch.tensor(family.embed_scale(config), dtype=table.dtype)).to(torch.float32)
+    scale = None if family.embed_scale is None else torch.tensor(family.embed_scale(config), dtype=table.dtype).float()
+    return table.to(torch.bfloat16 if _bf16_values(table) else torch.float32, copy=True), scale
+
+
+def _bf16_values(table: torch.Tensor) -> bool:
+    """Whether every entry is a bf16 value: bf16 itself, or float32 with its low 16 bits zero (a few rows at a time)."""
+    if table.dtype != torch.float32:
+        return table.dtype == torch.bfloat16
+    return not any(bool((rows.view(torch.int32) & 0xFFFF).any()) for rows in table.split(8192))
 
 
 def _windows(family: Family, config) -> list[int | None]:
@@ -289,7 +302,9 @@ Attend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 def forward(w: LlamaWeights, tokens: torch.Tensor, positions: torch.Tensor, attend: Attend) -> torch.Tensor:
     """Run N tokens through the decoder; the caller's `attend` owns the KV cache. Returns the final
     normed hidden states (N, H) in the compute dtype (feed to `logits`)."""
-    x = w.embed[tokens]  # (N, H) float32 residual stream
+    x = w.embed[tokens].float()  # (N, H) float32 residual stream
+    if w.embed_scale is not None:
+        x *= w.embed_scale
     N, H = x.shape
     D, Hq, Hkv = w.head_dim, w.n_heads, w.n_kv
     rot = rope_rotation(w, positions)
