@@ -175,3 +175,23 @@ def test_an_embedding_of_bf16_values_is_kept_in_bf16(family):
 def caches(w: llama.LlamaWeights, n: int) -> tuple[torch.Tensor, torch.Tensor]:
     pk = torch.zeros(len(w.layers), 1, w.n_kv, n, w.head_dim, dtype=w.dtype)
     return pk, torch.zeros_like(pk)
+
+
+@pytest.mark.parametrize("dtype, tol", [("float32", 1e-4), ("bfloat16", 0.15)])
+def test_gemma_continues_its_rows_from_their_cache(dtype, tol):
+    """An episode's next turn on Gemma 3 (tests/test_sampler.py checks Llama's): prefilling only the new tokens after a
+    cached row, its sliding layers' windows reaching back into the cached keys (turns of 20-odd tokens, a window of 8),
+    gives the greedy tokens and log-probs of prefilling the whole turn again."""
+    from rlvr.environments.episode import continuing
+
+    model, prompts, kw = sharp_model("gemma3_text"), [[5, 6, 7, 8, 9], [20], [30, 31, 32]], dict(temperature=0.0)
+    cached, fresh = fast(model, dtype), fast(model, dtype)
+    with continuing(cached):
+        first = cached.generate(prompts, 1, max_new_tokens=16, **kw)
+        rows = [first.completion_ids[b, : int(first.mask[b].sum())].tolist() for b in range(3)]
+        turn2 = [p + r + [40 + b, 41] for b, (p, r) in enumerate(zip(prompts, rows))]
+        again = cached.generate(turn2, 1, max_new_tokens=12, **kw)
+        assert cached.prefix.reused == sum(len(p) - 3 for p in turn2) and min(map(len, turn2)) > 8
+    whole = fresh.generate(turn2, 1, max_new_tokens=12, **kw)
+    assert again.completion_ids.tolist() == whole.completion_ids.tolist()
+    assert (again.sampler_logp - whole.sampler_logp).abs().max().item() < tol

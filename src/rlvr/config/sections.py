@@ -72,7 +72,8 @@ class VllmConfig:
 @dataclass
 class RolloutConfig:
     # rlvr.sampling.BACKENDS. "fast" runs the families of rlvr.sampling.families (Llama, the embedded default's, Mistral,
-    # Qwen2, Qwen3, SmolLM3); any other model samples with "hf", which one warning says at start-up (rlvr.sampling.fast)
+    # Qwen2, Qwen3, SmolLM3, Gemma 3); any other model samples with "hf", which one warning says at start-up
+    # (rlvr.sampling.fast)
     backend: str = registered("fast", "sampler backend")
     prompts_per_step: int = in_range(4, 1)  # P
     group_size: int = in_range(8, 1)  # G

@@ -102,7 +102,7 @@ BACKENDS.add("hf", Backend(_hf, local_cpu=True), "transformers generate: any arc
 BACKENDS.add(
     "fast",
     Backend(_fast, local_cpu=True),
-    "rlvr's CPU decoder (Llama, Mistral, Qwen2, Qwen3, SmolLM3): shared prompt cache, native ops",
+    "rlvr's CPU decoder (Llama, Mistral, Qwen2, Qwen3, SmolLM3, Gemma 3): shared prompt cache, native ops",
 )
 BACKENDS.add(
     "remote",

@@ -110,8 +110,8 @@ def family_of(config) -> Family:
     return FAMILIES[kind]
 
 
-def check_supported(config) -> None:
-    """Raise Unsupported with the reason when the hand-written forward would not match the model."""
+def check_supported(config) -> Family:
+    """Raise Unsupported with the reason when the hand-written forward would not match the model; else its family."""
     family = family_of(config)
     act = getattr(config, family.act_key, "silu")
     if act not in ACTIVATIONS:
@@ -125,6 +125,7 @@ def check_supported(config) -> None:
     why = family.refuse(config)
     if why:
         raise Unsupported(why)
+    return family
 
 
 def _rope_parameters(config) -> list[dict]:
@@ -132,6 +133,19 @@ def _rope_parameters(config) -> list[dict]:
     rope = getattr(config, "rope_parameters", None) or {"rope_type": "default"}
     nested = [v for v in rope.values() if isinstance(v, dict)]
     return nested if nested and len(nested) == len(rope) else [rope]
+
+
+def layer_windows(config) -> list[int | None]:
+    """Each layer's sliding window (sliding_layers), for a family that applies them (`windows`); None elsewhere."""
+    sliding = set(sliding_layers(config)) if family_of(config).windows else set()
+    return [config.sliding_window if i in sliding else None for i in range(config.num_hidden_layers)]
+
+
+def local_rope_layers(config) -> list[bool]:
+    """Which layers rotate with the sliding layers' own table, for a family with `layer_rope` (Gemma 3's
+    rope_local_base_freq); none elsewhere."""
+    types = (getattr(config, "layer_types", None) or []) if family_of(config).layer_rope else []
+    return [i < len(types) and types[i] == "sliding_attention" for i in range(config.num_hidden_layers)]
 
 
 def sliding_layers(config) -> list[int]:
@@ -151,5 +165,7 @@ __all__ = [
     "Unsupported",
     "check_supported",
     "family_of",
+    "layer_windows",
+    "local_rope_layers",
     "sliding_layers",
 ]

@@ -96,10 +96,8 @@ def _generate_chunk(
     rows for the next call."""
     t0 = time.perf_counter()
     P, B = len(prompts), len(prompts) * G
-    windows = [L.window for L in w.layers] if any(L.window for L in w.layers) else None
-    cache = CascadeCache(
-        len(w.layers), P, G, w.n_kv, w.head_dim, [len(p) for p in prompts], w.dtype, kernel=w.fused, windows=windows
-    )
+    windows = [L.window for L in w.layers]  # None on a layer without one
+    cache = CascadeCache(len(w.layers), P, G, w.n_kv, w.head_dim, [len(p) for p in prompts], w.dtype, w.fused, windows)
     # prefill: every prompt once, whatever G is, all prompts through the weights in one pass; of a prompt that
     # continues a row of the last call, only the tokens after that row's cached ones
     past = [prefix.longest(p) if prefix is not None else (0, None, None) for p in prompts]

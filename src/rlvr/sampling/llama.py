@@ -21,8 +21,8 @@ import torch.nn.functional as F
 
 from rlvr.policy.load import base_model
 
-from .families import Family, Unsupported, check_supported, family_of, sliding_layers
-from .weights import merged_weights_lazily, plain_config
+from .families import Family, Unsupported, check_supported, layer_windows, local_rope_layers
+from .weights import embedding_copy, merged_weights_lazily, plain_config
 
 
 @dataclass
@@ -116,8 +116,7 @@ def load_weights(model, dtype: torch.dtype, batch_hint: int = 32, native: bool =
     """Pull (LoRA-merged) weights from a transformers or peft model into the fused layout above. In bf16 and
     float32 the forward uses the native fused ops where they build (`native=False`: torch's ops only)."""
     config = plain_config(model)
-    check_supported(config)
-    family = family_of(config)
+    family = check_supported(config)
     sd = merged_weights_lazily(model)  # one merged float weight at a time, converted, then dropped
     kernels = _native_ops() if native and dtype in (torch.bfloat16, torch.float32) else None
     packed = packed_linear(dtype, batch_hint, kernels)
@@ -128,9 +127,9 @@ def load_weights(model, dtype: torch.dtype, batch_hint: int = 32, native: bool =
     nw = (lambda k: f32(k) + 1.0) if family.offset_norms else f32  # noqa: E731  # a norm's weight, as it scales
     Hq, Hkv = config.num_attention_heads, config.num_key_value_heads
     D = getattr(config, "head_dim", None) or config.hidden_size // Hq
-    windows, local = _windows(family, config), _local_layers(family, config)
     layers = []
-    for i, rope in enumerate(family.rope_layers(config)):
+    per_layer = zip(family.rope_layers(config), layer_windows(config), local_rope_layers(config))
+    for i, (rope, window, local) in enumerate(per_layer):
         p = f"model.layers.{i}."
         qkv = [sd[f"{p}self_attn.{x}_proj.weight"] for x in "qkv"]
         biases = [sd.get(f"{p}self_attn.{x}_proj.bias") for x in "qkv"]
@@ -140,8 +139,7 @@ def load_weights(model, dtype: torch.dtype, batch_hint: int = 32, native: bool =
         bqkv = _qkv_bias(biases, D)
         layers.append(
             Layer(
-                ln1=nw(f"{p}input_layernorm.weight"),
-                ln2=nw(f"{p}{'pre_feedforward' if family.sandwich_norms else 'post_attention'}_layernorm.weight"),
+                **_norms(family, nw, p),
                 wqkv=mat(torch.cat(qkv)),
                 bqkv=cd(bqkv) if bqkv is not None else None,
                 wo=mat(sd[f"{p}self_attn.o_proj.weight"]),
@@ -149,20 +147,17 @@ def load_weights(model, dtype: torch.dtype, batch_hint: int = 32, native: bool =
                 wd=mat(sd[f"{p}mlp.down_proj.weight"]),
                 qk_norm=_qk_norm_weights(family, nw, p, D, Hq, Hkv),
                 rope=rope,
-                post_attn=nw(f"{p}post_attention_layernorm.weight") if family.sandwich_norms else None,
-                post_mlp=nw(f"{p}post_feedforward_layernorm.weight") if family.sandwich_norms else None,
-                window=windows[i],
-                local=local[i],
+                window=window,
+                local=local,
             )
         )
-    head = sd.get("lm_head.weight", sd["model.embed_tokens.weight"])  # tied embeddings have no own head
-    (inv_freq, head_gain), local_rope = _rope_and_gains(model, family, config, D, local)
-    embed, embed_scale = _embedding(family, config, sd)
+    (inv_freq, head_gain), local_rope = _rope_and_gains(model, family, config, D, [L.local for L in layers])
+    embed, embed_scale = embedding_copy(sd, family.embed_scale(config) if family.embed_scale else None)
     return LlamaWeights(
         embed=embed,
         layers=layers,
         norm=nw("model.norm.weight"),
-        lm_head=mat(head),
+        lm_head=mat(sd.get("lm_head.weight", sd["model.embed_tokens.weight"])),  # tied embeddings have no own head
         n_heads=Hq,
         n_kv=Hkv,
         head_dim=D,
@@ -198,38 +193,13 @@ def _rope_and_gains(model, family: Family, config, D: int, local: list[bool]):
     return (inv_freq, gain(scale)), (local_freq, gain(local_scale))
 
 
-def _embedding(family: Family, config, sd) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The embedding table (V, H), a copy (never the trainer's tensor), and the factor on its rows, or None.
-
-    The table is kept in bf16 where every entry is a bf16 value (the embedding of a bf16 checkpoint, frozen under LoRA:
-    the same rows in half the memory, 335 MB less at Gemma 3 270M's 262,144 x 640), else in float32. The factor is
-    the family's (Gemma 3's sqrt(H)) as transformers applies it: rounded to the embedding's dtype, times each row in
-    float32 (for the float32 trainer, its own product)."""
-    table = sd["model.embed_tokens.weight"].detach().to("cpu")
-    scale = None if family.embed_scale is None else torch.tensor(family.embed_scale(config), dtype=table.dtype).float()
-    return table.to(torch.bfloat16 if _bf16_values(table) else torch.float32, copy=True), scale
-
-
-def _bf16_values(table: torch.Tensor) -> bool:
-    """Whether every entry is a bf16 value: bf16 itself, or float32 with its low 16 bits zero (a few rows at a time)."""
-    if table.dtype != torch.float32:
-        return table.dtype == torch.bfloat16
-    return not any(bool((rows.view(torch.int32) & 0xFFFF).any()) for rows in table.split(8192))
-
-
-def _windows(family: Family, config) -> list[int | None]:
-    """Each layer's sliding window (families.sliding_layers), for a family that applies them; None elsewhere."""
-    sliding = set(sliding_layers(config)) if family.windows else set()
-    return [config.sliding_window if i in sliding else None for i in range(config.num_hidden_layers)]
-
-
-def _local_layers(family: Family, config) -> list[bool]:
-    """Which layers rotate with the sliding layers' own table (a family with layer_rope: Gemma 3's rope_local_base_freq)."""
-    types = getattr(config, "layer_types", None) or []
-    return [
-        family.layer_rope and i < len(types) and types[i] == "sliding_attention"
-        for i in range(config.num_hidden_layers)
-    ]
+def _norms(family: Family, nw: Callable, p: str) -> dict[str, Any]:
+    """A layer's RMSNorm weights under the family's names: Gemma 3's post_attention_layernorm norms the attention's
+    output, its pre_feedforward_layernorm the MLP's input (Llama's post_attention_layernorm)."""
+    if not family.sandwich_norms:
+        return dict(ln1=nw(f"{p}input_layernorm.weight"), ln2=nw(f"{p}post_attention_layernorm.weight"))
+    names = ("input", "pre_feedforward", "post_attention", "post_feedforward")
+    return dict(zip(("ln1", "ln2", "post_attn", "post_mlp"), (nw(f"{p}{n}_layernorm.weight") for n in names)))
 
 
 def _qk_norm_weights(family: Family, f32: Callable, p: str, D: int, Hq: int, Hkv: int) -> torch.Tensor | None:

@@ -96,6 +96,25 @@ def _merged(name: str, module, merge_lora: bool) -> torch.Tensor:
     return weight
 
 
+def embedding_copy(sd: Mapping[str, torch.Tensor], scale: float | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The embedding table (V, H) as a CPU copy (never the trainer's tensor), and `scale` as transformers applies it to
+    the rows (rounded to the embedding's dtype; Gemma 3's sqrt(H)) in float32, or None.
+
+    The copy is bf16 where every entry is a bf16 value (the embedding of a bf16 checkpoint, frozen under LoRA: the same
+    rows in half the memory, 335 MB less at Gemma 3 270M's 262,144 x 640), else float32: its rows, converted to
+    float32 and times the scale, are the float32 trainer's own."""
+    table = sd["model.embed_tokens.weight"].detach().to("cpu")
+    factor = None if scale is None else torch.tensor(scale, dtype=table.dtype).float()
+    return table.to(torch.bfloat16 if _bf16_values(table) else torch.float32, copy=True), factor
+
+
+def _bf16_values(table: torch.Tensor) -> bool:
+    """Whether every entry is a bf16 value: bf16 itself, or float32 with its low 16 bits zero (a few rows at a time)."""
+    if table.dtype != torch.float32:
+        return table.dtype == torch.bfloat16
+    return not any(bool((rows.view(torch.int32) & 0xFFFF).any()) for rows in table.split(8192))
+
+
 def _gathered(state: dict) -> dict:
     """The state itself, unless it holds DTensors (a model sharded by FSDP2): those are all-gathered one at a
     time, in key order, and moved to the CPU, so a rank never holds the whole model on its device. A

@@ -3,9 +3,10 @@ a C++ compiler and ninja needed) and cached per source, torch version, flags and
 (~/.cache/rlvr/native; $RLVR_NATIVE_CACHE moves it alone).
 
 Only where a fused kernel replaces several small torch ops and keeps the numerics (float32 arithmetic over bf16 or
-float32 inputs, one rounding to the compute dtype): `decode_ops()` holds one decode step's cascade attention for a
-layer, RMSNorm, RoPE of q and k (alone, or after a per-head RMSNorm of each: Qwen3's q/k norms), and silu(gate) * up
-(decode.cpp), each in bf16 or float32, and float32's weight
+float32 inputs, one rounding to the compute dtype, or the trainer's roundings where it rounds more): `decode_ops()`
+holds one decode step's cascade attention for a layer (in a sliding window where the layer has one), RMSNorm, RoPE of
+q and k (alone, or after a per-head RMSNorm of each: Qwen3's and Gemma 3's q/k norms), silu(gate) * up and
+gelu_tanh(gate) * up (decode.cpp), each in bf16 or float32, and float32's weight
 matmul for a decode step's few rows on weights packed in panels (`panel_linear`, where AVX2 and FMA are). Where the
 build fails (no compiler, say) the sampler keeps its torch path (oneDNN's packed weights for the matmuls), with one
 warning saying why; RLVR_NATIVE=0 turns the kernels off.
@@ -102,8 +103,8 @@ def _load(stem: str):
 
 
 def decode_ops():
-    """The compiled module (decode_attend, rms_norm, rope, head_norm_rope, silu_mul, panel_linear), or None where it cannot be
-    built."""
+    """The compiled module (decode_attend, rms_norm, rope, head_norm_rope, silu_mul, gelu_tanh_mul, panel_linear), or None
+    where it cannot be built."""
     return _load("decode")
 
 
