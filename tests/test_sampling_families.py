@@ -195,3 +195,24 @@ def test_gemma_continues_its_rows_from_their_cache(dtype, tol):
     whole = fresh.generate(turn2, 1, max_new_tokens=12, **kw)
     assert again.completion_ids.tolist() == whole.completion_ids.tolist()
     assert (again.sampler_logp - whole.sampler_logp).abs().max().item() < tol
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "torch"])
+def test_a_llama_with_gelu_tanh_runs_it_too(native):
+    """The activation is the forward's, not Gemma's: a Llama whose hidden_act is gelu_pytorch_tanh (refused before,
+    like any but silu) samples on fast, its logits transformers' (float32 within 1e-4, as Llama's)."""
+    from test_sampler import tiny_llama
+
+    model = tiny_llama(hidden_act="gelu_pytorch_tanh")
+    fast(model, "float32")
+    w = llama.load_weights(model, torch.float32, native=native)
+    assert w.act == "gelu_pytorch_tanh"
+    ids = list(range(4, 30))
+    got = llama.logits(
+        w,
+        llama.forward(
+            w, torch.tensor(ids), torch.arange(len(ids)), llama.prefill_attend_into(*caches(w, len(ids)), [len(ids)])
+        ),
+    )
+    ref = hf_logits(model, ids)
+    assert (got - ref).abs().max().item() < 1e-4 * max(1.0, ref.abs().max().item())
