@@ -62,11 +62,12 @@ def make_tiny_model(family: str, vocab_size: int, seed: int = 0, layers: int = 2
     each with what makes its family differ from Llama in play: Qwen3's per-head q/k norms (and a head_dim of 16, not
     hidden / heads = 8), SmolLM3's layers without RoPE (every second one), Gemma 3's pieces (sliding and global layers
     alternating, a window of 8 that prompts and completions outgrow, linear RoPE scaling on the global layers as
-    Gemma 3 4B has, a softmax scale of 1/8, not 1/sqrt(16)). Every RMSNorm weight is random, so a norm weight read in
-    the wrong order shows."""
+    Gemma 3 4B has, a softmax scale of 1/8, not 1/sqrt(16)), Qwen3.5's gated delta-net layers (every other layer, from
+    the first; two key heads serving four value heads) and gated full attention (RoPE on a quarter of each 16-wide
+    head). Every RMSNorm weight is random, so a norm weight read in the wrong order shows."""
     if family == "llama":
         return make_tiny_llama(vocab_size, seed, layers)
-    from transformers import AutoModelForCausalLM, Gemma3TextConfig, Qwen3Config, SmolLM3Config
+    from transformers import AutoModelForCausalLM, Gemma3TextConfig, Qwen3_5TextConfig, Qwen3Config, SmolLM3Config
 
     common = dict(
         vocab_size=vocab_size,
@@ -92,18 +93,27 @@ def make_tiny_model(family: str, vocab_size: int, seed: int = 0, layers: int = 2
             layer_types=["sliding_attention", "full_attention"] * (layers // 2) + ["sliding_attention"] * (layers % 2),
             rope_scaling={"rope_type": "linear", "factor": 8.0},
         ),
+        "qwen3_5_text": lambda: Qwen3_5TextConfig(
+            **common,
+            head_dim=16,
+            linear_num_key_heads=2,
+            linear_num_value_heads=4,
+            linear_key_head_dim=8,
+            linear_value_head_dim=8,
+            layer_types=["linear_attention", "full_attention"] * (layers // 2) + ["linear_attention"] * (layers % 2),
+        ),
     }[family]()
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     g = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):  # Gemma's norms scale by 1 + weight
-                p.copy_((family != "gemma3_text") + 0.3 * torch.randn(p.shape, generator=g))
+            if name.endswith("norm.weight"):
+                p.add_(0.3 * torch.randn(p.shape, generator=g))  # around its init: 1, or 0 for a (1 + w) norm
     return model
 
 
-FAST_FAMILIES = ("llama", "qwen3", "smollm3", "gemma3_text")  # make_tiny_model's families
+FAST_FAMILIES = ("llama", "qwen3", "smollm3", "gemma3_text", "qwen3_5_text")  # make_tiny_model's families
 
 
 def save_tiny_model(tokenizer, folder):

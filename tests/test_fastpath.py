@@ -51,8 +51,13 @@ def loss_and_grads(model, autocast=True):
 
 
 # RMSNorms of the tiny models: 2 a layer and the final one; Qwen3's q/k; Gemma 3's 4 a layer and its q/k (its output
-# norms take bf16 matmul outputs and return bf16, as the plain autocast forward does: left alone by the hook)
-NORMS = {"llama": 5, "qwen3": 9, "smollm3": 5, "gemma3_text": 13}
+# norms take bf16 matmul outputs and return bf16, as the plain autocast forward does: left alone by the hook); Qwen3.5's
+# attention layer has q/k norms, its delta-net layer a gated norm that is not hooked (its input is the rule's bf16
+# output, not the stream)
+NORMS = {"llama": 5, "qwen3": 9, "smollm3": 5, "gemma3_text": 13, "qwen3_5_text": 7}
+# LoRA-wrapped linear layers: 7 a Llama layer (q, k, v, o, gate, up, down); Qwen3.5's delta-net layer has 8 (in_proj
+# qkv, z, b, a; out_proj; the MLP's three)
+LINEARS = {"llama": 14, "qwen3": 14, "smollm3": 14, "gemma3_text": 14, "qwen3_5_text": 15}
 
 
 # (logits, gradients) bounds of the fast path against the plain autocast forward, relative to the largest entry. Gemma 3's
@@ -69,10 +74,10 @@ def test_bf16_fast_path_matches_plain_autocast(family):
     applied = prepare_for_update(fast, settings())
     assert applied == {
         "attention": "rlvr_cpu",
-        "bf16_frozen_linears": 14,
+        "bf16_frozen_linears": LINEARS[family],
         "bf16_frozen_head": True,
         "bf16_norm_outputs": NORMS[family],
-        "fused_lora": 14,
+        "fused_lora": LINEARS[family],
     }
     want_logits, want_grads = loss_and_grads(plain)
     got_logits, got_grads = loss_and_grads(fast)

@@ -154,3 +154,35 @@ def test_an_episodes_environment_ids_are_seen_though_not_scored():
             torch.testing.assert_close(shared[i, : len(r)], want, atol=1e-5, rtol=1e-5)
             after = len(r) - 2  # a policy token after the tool's ids
             assert abs(float(hidden[i, after] - want[after])) > 1e-4
+
+
+def test_a_model_with_recurrent_layers_runs_each_row_whole():
+    """Qwen3.5's delta-net layers keep a convolution and a recurrent state per row, not keys and values: PromptPass
+    shares no prompt state for it (shares_prompts) and runs each row whole. Its rows' log-probs (left-padded prompts
+    of three lengths, a shorter completion padded after it) are each row's own unpadded forward's, and split_graph's
+    micro-batches give one backward's gradient."""
+    from conftest import make_tiny_model
+    from rlvr.policy.logprobs import shares_prompts
+
+    assert shares_prompts(make_tiny_llama(64)) and not shares_prompts(make_tiny_model("qwen3_5_text", 64))
+    prompts = [[5, 6, 7, 8, 9], [10, 11], [5, 6, 7, 8, 9], [12, 13, 14]]
+    ids = torch.tensor([[20, 21, 22], [23, 0, 0], [24, 25, 0], [26, 27, 28]])
+    mask = (ids > 0).float()
+    whole = make_tiny_model("qwen3_5_text", 64, seed=4)
+    logp, _ = completion_logprobs(whole, prompts, ids, mask, pad_id=PAD, temperature=0.7)
+    (logp * mask).sum().backward()
+    with torch.no_grad():
+        for i, p in enumerate(prompts):
+            n = int(mask[i].sum())
+            logits = whole(input_ids=torch.tensor([p + ids[i, :n].tolist()])).logits[0, len(p) - 1 : -1] / 0.7
+            want = logits.log_softmax(-1).gather(-1, ids[i, :n, None])[:, 0]
+            torch.testing.assert_close(logp[i, :n].detach(), want, atol=1e-5, rtol=1e-5)
+    split = make_tiny_model("qwen3_5_text", 64, seed=4)
+    pass1 = PromptPass(split, prompts, pad_id=PAD, split_graph=True)
+    for rows in ([0, 3], [1, 2]):
+        part = pass1.logprobs(split, [prompts[r] for r in rows], ids[rows], mask[rows], temperature=0.7)
+        torch.testing.assert_close(part, logp[rows].detach() * mask[rows], atol=1e-5, rtol=1e-5)
+        (part * mask[rows]).sum().backward()
+    pass1.backward()
+    for a, b in zip(whole.parameters(), split.parameters()):
+        torch.testing.assert_close(a.grad, b.grad, atol=1e-5, rtol=1e-4)

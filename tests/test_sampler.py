@@ -353,7 +353,7 @@ def test_unsupported_architecture_falls_back_to_hf():
 
     small = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4)
     models = {
-        "model_type 'gpt2' (supported: llama, mistral, qwen2, qwen3, smollm3, gemma3_text)": GPT2Config(
+        "model_type 'gpt2' (supported: llama, mistral, qwen2, qwen3, smollm3, gemma3_text, qwen3_5_text)": GPT2Config(
             vocab_size=VOCAB, n_embd=32, n_layer=1, n_head=2
         ),
         "sliding-window attention (sliding_window=4 on layers [1])": Qwen3Config(

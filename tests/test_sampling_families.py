@@ -1,7 +1,9 @@
 """The fast sampler on the families it runs beyond Llama's (tests/test_sampler.py holds Llama's, Mistral's and Qwen2's):
-Qwen3 (a per-head RMSNorm of q and k before RoPE), SmolLM3 (layers without RoPE) and Gemma 3 (conftest.make_tiny_model:
-its norms, GELU-tanh, sliding windows that prompts and completions outgrow, two RoPE tables), each a tiny random model
-from transformers' config class, in float32 and bf16. The forward is transformers' (logits), greedy decoding is
+Qwen3 (a per-head RMSNorm of q and k before RoPE), SmolLM3 (layers without RoPE), Gemma 3 (conftest.make_tiny_model:
+its norms, GELU-tanh, sliding windows that prompts and completions outgrow, two RoPE tables) and Qwen3.5 (gated
+delta-net layers and gated full attention: rlvr.sampling.qwen3_5; its own pieces in tests/test_sampling_qwen3_5.py),
+each a tiny random model from transformers' config class, in float32 and bf16. The forward is transformers' (logits),
+greedy decoding is
 transformers' `generate`, the sampled tokens' log-probs are the trainer's (rlvr.policy.logprobs), and `fast` runs
 them itself rather than falling back to `hf`. Training and an exact resume on them, in both dtypes:
 tests/test_dtype_tier.py; the update's fast path on them: tests/test_fastpath.py."""
@@ -13,16 +15,17 @@ import torch
 
 from conftest import make_tiny_model
 from rlvr.policy.logprobs import completion_logprobs
-from rlvr.sampling import llama, make_sampler
+from rlvr.sampling import llama, make_sampler, qwen3_5
 from rlvr.sampling.fast import FastSampler
 from test_sampler import STOP, VOCAB, CharTok, hf_logits
 
-FAMILIES = ("qwen3", "smollm3", "gemma3_text")
+FAMILIES = ("qwen3", "smollm3", "gemma3_text", "qwen3_5_text")
 FALLBACK = "rollout.backend=fast does not run this model"
 
 
 def sharp_model(family: str, seed: int = 0):
-    """The family's tiny model, 4 layers (SmolLM3: two without RoPE), its matrices scaled up as tests/test_sampler.py's
+    """The family's tiny model, 4 layers (SmolLM3: two without RoPE; Qwen3.5: two delta-net, two attention), its
+    matrices scaled up as tests/test_sampler.py's
     tiny Llama: sharper logits, so greedy paths and stops are not ties."""
     model = make_tiny_model(family, VOCAB, seed, layers=4)
     with torch.no_grad():
@@ -49,7 +52,15 @@ def fast(model, dtype: str, stops=(STOP,)) -> FastSampler:
 
 def test_each_family_reads_its_own_pieces(model):
     """Qwen3's layers carry their q/k norm weights, SmolLM3's the layers it rotates (transformers' no_rope_layers),
-    Gemma 3's the rest of its pieces (gemma_pieces)."""
+    Gemma 3's the rest of its pieces (gemma_pieces), Qwen3.5's its two kinds of layer in transformers' layer_types order,
+    RoPE on 4 of each head's 16 dims."""
+    if model.config.model_type == "qwen3_5_text":
+        h = qwen3_5.load_weights(model, torch.float32)
+        kinds = ["full_attention" if isinstance(L, llama.Layer) else "linear_attention" for L in h.stack]
+        assert kinds == model.config.layer_types == ["linear_attention", "full_attention"] * 2
+        assert [L.qk_norm.shape for L in h.base.layers] == [(4 + 2, 16)] * 2 and h.base.head_dim == 16
+        assert h.base.inv_freq[:2].gt(0).all() and h.base.inv_freq[2:].eq(0).all()  # 2 of 8 pairs turn
+        return
     w = llama.load_weights(model, torch.float32)
     if model.config.model_type == "qwen3":
         assert all(L.qk_norm is not None and L.qk_norm.shape == (4 + 2, 16) and L.rope for L in w.layers)
@@ -97,18 +108,30 @@ def test_forward_matches_transformers(model, native):
     ids = [5, 17, 33, 2, 90, 41, 7, 64, 12] + list(range(20, 50))  # 39 positions: RoPE turns well past its start
     ref = hf_logits(model, ids)
     for dtype, tol, lp_tol in [(torch.float32, 1e-4, 1e-4), (torch.bfloat16, 0.15, 0.1)]:
-        w = llama.load_weights(model, dtype, native=native)
-        assert (w.fused is not None) == native
-        other = [7, 7, 1, 60]
-        pk = torch.zeros(len(w.layers), 2, w.n_kv, len(ids), w.head_dim, dtype=dtype)
-        windows = [L.window for L in w.layers]  # Gemma 3's sliding layers: 8 keys of the 39
-        attend = llama.prefill_attend_into(pk, torch.zeros_like(pk), [len(other), len(ids)], windows=windows)
-        pos = torch.cat([torch.arange(len(other)), torch.arange(len(ids))])
-        got = llama.logits(w, llama.forward(w, torch.tensor(other + ids), pos, attend))[len(other) :]
+        got = packed_logits(model, dtype, native, [[7, 7, 1, 60], ids])[4:]
         err = (got - ref).abs().max().item()
         assert err < tol * max(1.0, ref.abs().max().item()), (dtype, err)
         lp_err = (got.log_softmax(-1) - ref.log_softmax(-1)).abs().max().item()
         assert lp_err < lp_tol, (dtype, lp_err)
+
+
+def packed_logits(model, dtype: torch.dtype, native: bool, prompts: list[list[int]]) -> torch.Tensor:
+    """The fast forward's float32 logits of prompts packed in one prefill (each seeing only itself), concatenated."""
+    lengths = [len(p) for p in prompts]
+    pos = torch.cat([torch.arange(n) for n in lengths])
+    tokens = torch.tensor([t for p in prompts for t in p])
+    if model.config.model_type == "qwen3_5_text":
+        h = qwen3_5.load_weights(model, dtype, native=native)
+        assert (h.base.fused is not None) == native
+        cache = qwen3_5.HybridCache(h, len(prompts), 1, lengths)
+        attend = llama.prefill_attend_into(cache.pk, cache.pv, lengths)
+        return llama.logits(h.base, qwen3_5.forward(h, tokens, pos, attend, qwen3_5.Prefill(cache, lengths)))
+    w = llama.load_weights(model, dtype, native=native)
+    assert (w.fused is not None) == native
+    pk = torch.zeros(len(w.layers), len(prompts), w.n_kv, max(lengths), w.head_dim, dtype=dtype)
+    windows = [L.window for L in w.layers]  # Gemma 3's sliding layers: 8 keys of the 39
+    attend = llama.prefill_attend_into(pk, torch.zeros_like(pk), lengths, windows=windows)
+    return llama.logits(w, llama.forward(w, tokens, pos, attend))
 
 
 def test_greedy_equals_transformers_generate(model):

@@ -23,7 +23,7 @@ import inspect
 
 import torch
 
-from rlvr.policy.load import model_device
+from rlvr.policy.load import base_model, model_device
 from rlvr.policy.softmax import selective_log_softmax, token_entropy_from_logits
 
 
@@ -138,6 +138,10 @@ class PromptPass:
     once. So a micro-batch can hold rows of any prompts, sorted by length rather than kept by group, while
     every prompt still runs once a step and the gradient is the same as one backward through everything.
     The prompt forward's activations stay alive until `backward()`: prompts x their length, not completions.
+
+    A model whose cache is not keys and values alone (Qwen3.5's gated delta-net layers keep a convolution and a
+    recurrent state per row: `shares_prompts` is False) runs each row whole instead, prompt and completion
+    (completion_logprobs): the same log-probs, the prompts' tokens once a row.
     """
 
     def __init__(self, model, prompts: list[list[int]], *, pad_id: int, split_graph: bool = False):
@@ -146,6 +150,11 @@ class PromptPass:
         self.index: dict[tuple, int] = {}
         for p in prompts:
             self.index.setdefault(tuple(p), len(self.index))
+        self._graph: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.pad_id, self.config = pad_id, model.config
+        self.shared = shares_prompts(model)
+        if not self.shared:
+            return
         none = torch.zeros(len(self.index), 0, dtype=torch.long)  # prompts alone: no completion columns
         device = model_device(model)
         ids, self.attention, positions = (
@@ -162,13 +171,11 @@ class PromptPass:
         ).logits[:, -1]
         # a decoder of full attention layers: each cache layer has keys and values (transformers' type allows others)
         outputs = [first] + [t for layer in cache.layers for t in (layer.keys, layer.values)]  # type: ignore[union-attr]
-        self._graph: list[tuple[torch.Tensor, torch.Tensor]] = []
         if split_graph and torch.is_grad_enabled():
             leaves = [o.detach().requires_grad_() for o in outputs]
             self._graph = list(zip(outputs, leaves))
             outputs = leaves
         self.first, self.kv = outputs[0], list(zip(outputs[1::2], outputs[2::2]))
-        self.config = model.config
 
     def logprobs(
         self, model, prompts, completion_ids, completion_mask, *, temperature: float = 1.0, attend=None
@@ -177,6 +184,17 @@ class PromptPass:
         completion_ids, completion_mask (the scored tokens), attend (the real tokens; None: the scored ones): (b, T).
         Returns (b, T) float32, 0 where not scored."""
         from transformers import DynamicCache
+
+        if not self.shared:  # each row whole
+            return completion_logprobs(
+                model,
+                prompts,
+                completion_ids,
+                completion_mask,
+                pad_id=self.pad_id,
+                temperature=temperature,
+                attend=attend,
+            )[0]
 
         home, device = completion_ids.device, model_device(model)
         completion_ids, completion_mask = completion_ids.to(device), completion_mask.to(device)
@@ -220,6 +238,14 @@ class PromptPass:
         if pairs:
             torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
         self._graph = []
+
+
+def shares_prompts(model) -> bool:
+    """Whether every layer of the model caches keys and values (what PromptPass shares among a prompt's rows), as
+    transformers builds the model's cache: False where a layer keeps another state (linear attention, Mamba)."""
+    from transformers import DynamicCache
+
+    return all(hasattr(layer, "keys") for layer in DynamicCache(config=base_model(model).config).layers)
 
 
 def _tempered(logits: torch.Tensor, temperature: float) -> torch.Tensor:

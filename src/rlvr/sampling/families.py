@@ -15,6 +15,8 @@ family's layers add to it, as fields the weight reader and the forward read (so 
   the residual sum), `embed_scale(config)` (the embedding's rows times a constant), `query_scale(config)` (the softmax
   scale, where it is not 1/sqrt(head_dim)), `layer_rope` (each layer type its own rotary table) and `windows` (the
   sliding windows of `layer_types` applied, not refused).
+- `recurrent`: the family's layers are not all attention: gated delta-net (linear attention, a recurrent state per
+  row) between gated full-attention layers, run by rlvr.sampling.qwen3_5's own forward and states (Qwen3.5).
 
 A family with a piece the forward lacks gets a new field here, read where the weights are read
 (llama.load_weights) and used in llama.forward. `check_supported` holds the checks that apply to every family (the
@@ -57,11 +59,21 @@ class Family:
     query_scale: Callable[[Any], float] | None = None  # config -> the softmax scale; None: 1/sqrt(head_dim)
     layer_rope: bool = False  # each layer type rotates with its own table (Layer.local, LlamaWeights.local_rope)
     windows: bool = False  # sliding windows applied (Layer.window), where check_supported refuses them for others
+    recurrent: bool = False  # gated delta-net layers beside attention: rlvr.sampling.qwen3_5 runs it
 
 
 def _smollm3_rope_layers(config) -> list[bool]:
     # transformers' SmolLM3Attention: `use_rope = config.no_rope_layers[layer_idx]`, 0 = no RoPE on that layer
     return [bool(x) for x in config.no_rope_layers]
+
+
+def _qwen3_5_refused(config) -> str | None:
+    kinds = set(config.layer_types) - {"linear_attention", "full_attention"}
+    if kinds:
+        return f"layer_types {sorted(kinds)} (Qwen3.5: linear_attention and full_attention only)"
+    if config.attention_bias:
+        return "attention_bias (Qwen3.5's attention projections without biases only)"
+    return None
 
 
 # model_type -> Family. Not a user's extension point (the model names its type), so not listed by `rlvr list`.
@@ -99,6 +111,11 @@ FAMILIES.add(
     ),
     "Gemma 3 text (270M, 1B; the text model of the larger ones): (1 + w) norms around attention and MLP, GELU-tanh, "
     "sliding-window and global layers with their own RoPE bases",
+)
+FAMILIES.add(
+    "qwen3_5_text",
+    Family(recurrent=True, refuse=_qwen3_5_refused),
+    "Qwen3.5 (dense): gated delta-net layers and gated full attention with partial RoPE",
 )
 
 
