@@ -1,12 +1,14 @@
 """Decode speed on a Qwen3.5 shape with random weights: the fast sampler (rlvr.sampling.qwen3_5) against hf
 (transformers' generate with its reference PyTorch kernels for the delta-net layers), one process, bf16.
 
-    PYTHONPATH=src python benchmarks/bench_qwen3_5.py [--vocab 32768] [--layers 24] [--shape 4x4] [--new 64]
+    PYTHONPATH=src python benchmarks/bench_qwen3_5.py [--vocab 32768] [--layers 12] [--shape 4x4] [--new 64] [--threads 1]
 
 The shape is Qwen3.5-0.8B's text model (hidden 1024, 24 layers: 18 gated delta-net with 16 key and 16 value heads of
 128, 6 gated attention with 8 heads and 2 key/value heads of 256, intermediate 3584, RoPE on a quarter of each head,
-tied embeddings), with its 248,320-token vocabulary cut to --vocab so that the model, the fast sampler's copy of it
-and their states stay under 3 GB (the full vocabulary takes 4 GB: the fast copy keeps the embedding in float32). No
+tied embeddings), by default with 12 of its layers (the same 3 delta-net : 1 attention pattern) and its
+248,320-token vocabulary cut to --vocab, so that the process stays under 3 GB: the model, one sampler's copy of it
+(hf's is a whole bf16 model, fast's keeps the embedding in float32) and their states (the whole 0.8B shape with the
+full vocabulary took 4.1 GB). No
 hub access: the config is written here (read from Qwen/Qwen3.5-0.8B's config.json), the weights are random.
 
 Prints the tokens each backend generated, its decode tokens/s (fast: the decode phase alone, its prefill apart; hf:
@@ -78,11 +80,11 @@ def peak_gb() -> float:
     return int(line.split()[1]) / 1e6
 
 
-def measure(backend: str, model, prompts, G: int, new: int) -> dict:
+def measure(backend: str, model, prompts, G: int, new: int, threads: int | None) -> dict:
     from rlvr.sampling import make_sampler
     from rlvr.training.contention import other_cpu, snapshot
 
-    sampler = make_sampler(backend, model, Ids(), stop_ids=[1], dtype="bfloat16")
+    sampler = make_sampler(backend, model, Ids(), stop_ids=[1], dtype="bfloat16", threads=threads)
     sampler.generate(prompts[:1], 1, max_new_tokens=4, temperature=1.0, generator=torch.Generator().manual_seed(0))
     before = snapshot()
     t0 = time.perf_counter()
@@ -111,6 +113,7 @@ def main() -> None:
     ap.add_argument("--prompt", type=int, default=96, help="prompt tokens")
     ap.add_argument("--new", type=int, default=64, help="tokens generated a row (no stop token is sampled)")
     ap.add_argument("--backends", default="fast,hf")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads while sampling (rollout.threads)")
     a = ap.parse_args()
     P, G = (int(x) for x in a.shape.split("x"))
     t0 = time.perf_counter()
@@ -122,7 +125,7 @@ def main() -> None:
     prompts = [torch.randint(2, a.vocab, (a.prompt,), generator=g).tolist() for _ in range(P)]
     print(f"shape: {P} prompts x {G} samples, {a.prompt} prompt tokens, {a.new} new tokens a row")
     for backend in a.backends.split(","):
-        print(measure(backend, model, prompts, G, a.new), flush=True)
+        print(measure(backend, model, prompts, G, a.new, a.threads), flush=True)
 
 
 if __name__ == "__main__":

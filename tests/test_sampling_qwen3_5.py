@@ -117,10 +117,40 @@ def test_the_gated_norm_is_transformers(dtype):
     assert got.dtype == dtype and (got.float() - want.float()).abs().max() <= (0 if dtype == torch.bfloat16 else 1e-6)
 
 
-def test_the_sampler_decodes_with_the_native_step_where_it_builds():
-    model = make_tiny_model("qwen3_5_text", VOCAB)
-    assert qwen3_5.load_weights(model, torch.float32).step is (native_step() or deltanet.recurrent_step)
-    assert qwen3_5.load_weights(model, torch.float32, native=False).step is deltanet.recurrent_step
+def native_ops():
+    from rlvr.sampling.native import deltanet_ops
+
+    return deltanet_ops()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_native_layer_step_is_the_torch_one(dtype):
+    """A decode step's token mixer in one native call (what the sampler runs where it builds) against the torch ops it
+    replaces (each tested against transformers' above), three steps from a random state, with rows of random inputs:
+    the outputs, the convolution's state (exactly) and the rule's state. float32 to rounding; bf16 outputs within one
+    bf16 rounding of the largest (a float32 difference can round the other way), states to float32 rounding."""
+    ops = native_ops()
+    if ops is None:
+        pytest.skip("the native kernel does not build here")
+    model = make_tiny_model("qwen3_5_text", VOCAB, seed=2).eval()
+    w = qwen3_5.load_weights(model, dtype)
+    assert w.fused is ops and qwen3_5.load_weights(model, dtype, native=False).fused is None
+    L = w.stack[0]
+    gen = torch.Generator().manual_seed(6)
+    fused, plain = (qwen3_5.HybridCache(w, 5, 1, [1] * 5) for _ in range(2))
+    plain.fused = None
+    start_conv = torch.randn(fused.conv_state.shape, generator=gen).to(dtype)
+    start = torch.randn(fused.state.shape, generator=gen)
+    for cache in (fused, plain):
+        cache.conv_state, cache.state = start_conv.clone(), start.clone()
+    width = 2 * w.n_k * w.dk + 2 * w.n_v * w.dv + 2 * w.n_v  # q | k | v, z, b, a
+    for _ in range(3):
+        proj = (torch.randn(5, width, generator=gen) * 2).to(dtype)
+        got, want = fused.mix(0, w, L, proj), plain.mix(0, w, L, proj)
+        tol = 1e-5 if dtype == torch.float32 else 2**-7 * float(want.abs().max())
+        assert got.dtype == dtype and (got.float() - want.float()).abs().max() <= tol
+    assert torch.equal(fused.conv_state, plain.conv_state)
+    assert (fused.state - plain.state).abs().max() < 1e-5
 
 
 def test_a_decay_below_e_to_the_minus_60_is_zero():

@@ -1,5 +1,5 @@
-"""The model families the fast sampler runs (rlvr.sampling.llama's forward), by the config's `model_type`, and what
-each needs beyond the layout they share.
+"""The model families the fast sampler runs (rlvr.sampling.llama's forward; rlvr.sampling.qwen3_5's for a `recurrent`
+one), by the config's `model_type`, and what each needs beyond the layout they share.
 
 The shared layout: token embedding; per layer an RMSNorm, q/k/v projections (biases allowed on these three only),
 RoPE on q and k, softmax attention (grouped-query allowed), o_proj, the residual sum, an RMSNorm, silu(gate) * up,

@@ -20,14 +20,16 @@ after its last sampled token is not the state its next prompt continues from wit
 states of a whole batch of rows would have to be kept between calls.
 
 Precision as the Llama path's: matmuls in the compute dtype, the residual stream, norms, RoPE and the softmax in
-float32; the delta rule in float32 (transformers' reference kernels do the same).
+float32; the delta rule in float32 (transformers' reference kernels do the same). A decode step runs each delta-net
+layer's token mixer as one native call where rlvr.sampling.native builds (deltanet.cpp's delta_step), else as the
+torch ops of `Mixer.mix`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -62,7 +64,7 @@ class HybridWeights:
     n_v: int  # delta-net value heads
     dk: int
     dv: int
-    step: Callable = deltanet.recurrent_step  # the decode step of the rule: the native one where it builds
+    fused: Any = None  # rlvr.sampling.native's deltanet ops (a decode step's token mixer in one call), or None
 
 
 def load_weights(model, dtype: torch.dtype, batch_hint: int = 32, native: bool = True) -> HybridWeights:
@@ -122,15 +124,14 @@ def load_weights(model, dtype: torch.dtype, batch_hint: int = 32, native: bool =
         fused=kernels,
     )
     dims = (config.linear_num_key_heads, config.linear_num_value_heads, config.linear_key_head_dim)
-    step = _native_step() if native else None
-    return HybridWeights(base, stack, *dims, config.linear_value_head_dim, step or deltanet.recurrent_step)
+    fused = _native_ops() if native and dtype in (torch.bfloat16, torch.float32) else None
+    return HybridWeights(base, stack, *dims, config.linear_value_head_dim, fused)
 
 
-def _native_step() -> Callable | None:
+def _native_ops():
     from .native import deltanet_ops
 
-    ops = deltanet_ops()
-    return ops.recurrent_step if ops is not None else None
+    return deltanet_ops()
 
 
 def _delta_layer(sd, p: str, mlp: dict, f32, cd, mat) -> DeltaLayer:
@@ -157,13 +158,27 @@ def _rotary_pairs(w: torch.Tensor, D: int, R: int) -> torch.Tensor:
 class Mixer:
     """Where the delta-net layers' states live for one forward call: conv(j, x, weight) runs layer j's convolution
     (x (N, C), compute dtype) and rule(j, q, k, v, g, beta) its delta rule (deltanet.heads' q and k), each reading
-    and updating that layer's state. `Prefill` (whole prompts) and `HybridCache` (a decode step) are the two."""
+    and updating that layer's state; mix(j, w, L, proj) is the layer's token mixer between its two projections,
+    which a decode step runs as one native call where it builds. `Prefill` (whole prompts) and `HybridCache` (a
+    decode step) are the two."""
 
     def conv(self, j: int, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
     def rule(self, j: int, q, k, v, g, beta) -> torch.Tensor:
         raise NotImplementedError
+
+    def mix(self, j: int, w: HybridWeights, L: DeltaLayer, proj: torch.Tensor) -> torch.Tensor:
+        """Qwen3_5GatedDeltaNet between in_proj and out_proj: proj (N, C + Vd + 2 Hv) (q | k | v, z, b, a) in the
+        compute dtype -> (N, Hv Dv) in the compute dtype."""
+        N, b = proj.shape[0], w.base
+        kd, vd, C = w.n_k * w.dk, w.n_v * w.dv, L.conv.shape[1]
+        mixed = self.conv(j, proj[:, :C], L.conv)
+        q, k = deltanet.heads(mixed[:, :kd].view(N, w.n_k, w.dk), mixed[:, kd : 2 * kd].view(N, w.n_k, w.dk), w.n_v)
+        g, beta = deltanet.decay_and_beta(proj[:, C + vd + w.n_v :], proj[:, C + vd : C + vd + w.n_v], L.A, L.dt_bias)
+        o = self.rule(j, q, k, mixed[:, 2 * kd :].view(N, w.n_v, w.dv).float(), g, beta)
+        z = proj[:, C : C + vd].view(N, w.n_v, w.dv)
+        return deltanet.gated_norm(o, z, L.norm, b.eps, b.dtype).view(N, vd)
 
 
 def forward(w: HybridWeights, tokens, positions, attend: llama.Attend, mixer: Mixer) -> torch.Tensor:
@@ -177,7 +192,7 @@ def forward(w: HybridWeights, tokens, positions, attend: llama.Attend, mixer: Mi
     for L in w.stack:
         h = llama._norm(b, x, L.ln1)
         if isinstance(L, DeltaLayer):
-            x += b.linear(_delta(w, L, h, j, mixer), L.w_out)
+            x += b.linear(mixer.mix(j, w, L, b.linear(h, L.w_in)), L.w_out)
             j += 1
         else:
             x += b.linear(_gated_attention(b, L, h, rot, a, attend), L.wo)
@@ -200,19 +215,6 @@ def _gated_attention(b: llama.LlamaWeights, L: llama.Layer, h, rot, a: int, atte
     return attend(a, q, k, v) * torch.sigmoid(qkv[:, nqk + nv :])
 
 
-def _delta(w: HybridWeights, L: DeltaLayer, h: torch.Tensor, j: int, mixer: Mixer) -> torch.Tensor:
-    """Qwen3_5GatedDeltaNet on the normed stream h (N, H), up to out_proj: (N, Hv Dv) in the compute dtype."""
-    N, b = h.shape[0], w.base
-    kd, vd, C = w.n_k * w.dk, w.n_v * w.dv, L.conv.shape[1]
-    proj = b.linear(h, L.w_in)
-    mixed = mixer.conv(j, proj[:, :C], L.conv)
-    q, k = deltanet.heads(mixed[:, :kd].view(N, w.n_k, w.dk), mixed[:, kd : 2 * kd].view(N, w.n_k, w.dk), w.n_v)
-    g, beta = deltanet.decay_and_beta(proj[:, C + vd + w.n_v :], proj[:, C + vd : C + vd + w.n_v], L.A, L.dt_bias)
-    o = mixer.rule(j, q, k, mixed[:, 2 * kd :].view(N, w.n_v, w.dv).float(), g, beta)
-    z = proj[:, C : C + vd].view(N, w.n_v, w.dv)
-    return deltanet.gated_norm(o, z, L.norm, b.eps, b.dtype).view(N, vd)
-
-
 class HybridCache(CascadeCache, Mixer):
     """The attention layers' keys and values (CascadeCache) and the delta-net layers' states, per active row: `conv`
     (layers, n, K - 1, C) in the compute dtype and `state` (layers, n, Hv, Dk, Dv) float32. Built per prompt by a
@@ -225,7 +227,7 @@ class HybridCache(CascadeCache, Mixer):
         K, C = deltas[0].conv.shape if deltas else (1, 0)
         self.conv_state = torch.zeros(len(deltas), n_prompts, K - 1, C, dtype=b.dtype)
         self.state = torch.zeros(len(deltas), n_prompts, w.n_v, w.dk, w.dv)
-        self.step_rule = w.step
+        self.fused = w.fused
 
     def share(self) -> None:
         """Each prompt's states (written by the prefill) copied to its G rows."""
@@ -240,7 +242,13 @@ class HybridCache(CascadeCache, Mixer):
         return deltanet.conv_step(self.conv_state[j], x, weight)
 
     def rule(self, j: int, q, k, v, g, beta) -> torch.Tensor:
-        return self.step_rule(self.state[j], q, k, v, g, beta)
+        return deltanet.recurrent_step(self.state[j], q, k, v, g, beta)
+
+    def mix(self, j: int, w: HybridWeights, L: DeltaLayer, proj: torch.Tensor) -> torch.Tensor:
+        if self.fused is None:
+            return super().mix(j, w, L, proj)
+        args = (proj, self.conv_state[j], L.conv, L.A, L.dt_bias, L.norm, self.state[j], w.n_k, w.base.eps)
+        return self.fused.delta_step(*args)
 
 
 class Prefill(Mixer):

@@ -8,9 +8,9 @@ holds one decode step's cascade attention for a layer (in a sliding window where
 q and k (alone, or after a per-head RMSNorm of each: Qwen3's and Gemma 3's q/k norms), silu(gate) * up and
 gelu_tanh(gate) * up (decode.cpp), each in bf16 or float32, and float32's weight
 matmul for a decode step's few rows on weights packed in panels (`panel_linear`, where AVX2 and FMA are);
-`deltanet_ops()` holds the gated delta rule's decode step of Qwen3.5's linear-attention layers, float32, its state
-read once and updated in place (deltanet.cpp). Where the build fails (no compiler, say) the sampler keeps its torch
-path (oneDNN's packed weights for the matmuls), with one
+`deltanet_ops()` holds the decode step of Qwen3.5's linear-attention layers: the gated delta rule's (float32, its
+state read once and updated in place) and a layer's whole token mixer around it in one call (deltanet.cpp). Where the
+build fails (no compiler, say) the sampler keeps its torch path (oneDNN's packed weights for the matmuls), with one
 warning saying why; RLVR_NATIVE=0 turns the kernels off.
 """
 
@@ -111,7 +111,8 @@ def decode_ops():
 
 
 def deltanet_ops():
-    """The compiled module (recurrent_step: rlvr.sampling.deltanet's, fused), or None where it cannot be built."""
+    """The compiled module (recurrent_step: rlvr.sampling.deltanet's, fused; delta_step: a delta-net layer's decode
+    step from its input projection to its gated norm), or None where it cannot be built."""
     return _load("deltanet")
 
 
