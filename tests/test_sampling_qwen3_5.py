@@ -13,6 +13,7 @@ from transformers.models.qwen3_5 import modeling_qwen3_5 as hf
 
 from conftest import make_tiny_model
 from rlvr.sampling import deltanet, llama, make_sampler, qwen3_5
+from rlvr.sampling.fast import HybridSampler
 from test_sampler import STOP, VOCAB, CharTok
 
 P, L, HK, HV, DK, DV = 3, 150, 2, 4, 16, 8  # two key heads serving four value heads; past two chunks of 64
@@ -223,7 +224,7 @@ def test_episodes_prefill_each_turn_whole():
 
     model = make_tiny_model("qwen3_5_text", VOCAB, seed=1, layers=4).eval()
     sampler = make_sampler("fast", model, CharTok(), stop_ids=[STOP], dtype="float32")
-    assert isinstance(sampler, qwen3_5.HybridSampler) and sampler.prefix is None
+    assert isinstance(sampler, HybridSampler) and sampler.prefix is None
     kw = dict(max_new_tokens=6, temperature=1.0)
     with continuing(sampler):
         first = sampler.generate([[5, 6, 7]], 2, generator=torch.Generator().manual_seed(0), **kw)

@@ -2,7 +2,7 @@
 hand-written forward for the Llama layout (the families of rlvr.sampling.families) in bf16 (float32 numerics where they matter), finished rows leave the batch. A prompt
 that continues a row of the last call (an episode's next turn) prefills only its new tokens
 (rlvr.sampling.prefix_cache). A family with gated delta-net layers (Qwen3.5) runs on its own forward and states
-(rlvr.sampling.qwen3_5's HybridSampler), through the same decode loop (`decode`).
+(rlvr.sampling.qwen3_5) in HybridSampler, through the same decode loop (`decode`), without a prefix cache.
 
 Falls back to the "hf" backend, with one warning that says why, for models the forward does not cover (the config's
 default backend is "fast", so a model of another family, or a setting its forward does not run, samples with "hf").
@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from . import llama
+from . import llama, qwen3_5
 from .cascade import CascadeCache
 from .distribution import sample_tokens
 from .families import Unsupported, check_supported, family_of
@@ -35,20 +35,11 @@ def make_fast_sampler(model, tokenizer, *, stop_ids: list[int], dtype: str = "bf
     try:
         config = llama.plain_config(model)
         check_supported(config)
-        return _sampler_class(family_of(config).recurrent)(
-            model, tokenizer, stop_ids=stop_ids, dtype=dtype, threads=threads
-        )
+        kind = HybridSampler if family_of(config).recurrent else FastSampler
+        return kind(model, tokenizer, stop_ids=stop_ids, dtype=dtype, threads=threads)
     except Unsupported as why:
         warnings.warn(f"rollout.backend=fast does not run this model: {why}; sampling with hf", stacklevel=3)
         return HFSampler(model, tokenizer, stop_ids=stop_ids, dtype=dtype, threads=threads)
-
-
-def _sampler_class(recurrent: bool) -> type[FastSampler]:
-    if not recurrent:
-        return FastSampler
-    from .qwen3_5 import HybridSampler  # the gated delta-net families' forward, imported where one is run
-
-    return HybridSampler
 
 
 class FastSampler(LocalSampler):
@@ -150,6 +141,37 @@ def _generate_chunk(
     if entries is not None:
         entries.update(row_entries(prompts, G, rows_out, cache.pk, cache.pv, generated))
     return rows_out, logps_out, finish, {"prefill": t1 - t0, "decode": time.perf_counter() - t1}
+
+
+class HybridSampler(FastSampler):
+    """The fast sampler on a family with gated delta-net layers (Qwen3.5): rlvr.sampling.qwen3_5's weights, forward
+    and states. No prefix cache: a row's recurrent state after its last sampled token is not the state its next turn
+    starts from (that token has not been run), and the states of a whole batch would be kept between calls."""
+
+    reuses_prefixes = False
+
+    def load(self, model) -> qwen3_5.HybridWeights:
+        return qwen3_5.load_weights(model, self.dtype)
+
+    def generate_chunk(self, *args) -> tuple[list[list[int]], list[torch.Tensor], list[str], dict]:
+        return _generate_hybrid_chunk(*args)
+
+
+def _generate_hybrid_chunk(
+    w: qwen3_5.HybridWeights, prompts: list[list[int]], G: int, max_new: int, stop_ids: list[int], sampling: dict, *_
+) -> tuple[list[list[int]], list[torch.Tensor], list[str], dict]:
+    """_generate_chunk's contract on qwen3_5's forward (its prefix arguments are None)."""
+    t0 = time.perf_counter()
+    cache, first = qwen3_5.prefill(w, prompts, G)
+    tok, lp = sample_tokens(first, **sampling)
+    t1 = time.perf_counter()
+    prompt_len = torch.tensor([len(p) for p in prompts]).repeat_interleave(G)
+
+    def step(tok: torch.Tensor, t: int) -> torch.Tensor:
+        return qwen3_5.step(w, cache, tok, prompt_len[cache.rows] + t)
+
+    rows, logps, finish = decode(cache, tok, lp, step, max_new, stop_ids, sampling)
+    return rows, logps, finish, {"prefill": t1 - t0, "decode": time.perf_counter() - t1}
 
 
 def decode(

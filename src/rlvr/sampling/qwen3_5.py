@@ -14,10 +14,9 @@ What differs from rlvr.sampling.llama's forward, read from transformers' modelin
 The states: the full-attention layers keep keys and values in rlvr.sampling.cascade's cache (a prompt's once, each
 sample's own); the delta-net layers keep, per row, the convolution's last K - 1 inputs and the rule's float32 state.
 A prompt is prefilled once (the chunked rule, its prompts packed as the Llama path packs them) and its final states
-are copied to its G rows, which then advance one token a step (the recurrent rule). Finished rows leave: their states
-are dropped at once. There is no prefix cache (an episode's next turn is prefilled whole): a row's recurrent state
-after its last sampled token is not the state its next prompt continues from without running that token, and the
-states of a whole batch of rows would have to be kept between calls.
+are copied to its G rows (`prefill`), which then advance one token a step (`step`, the recurrent rule); finished rows
+leave and their states are dropped at once. rlvr.sampling.fast's HybridSampler drives them, without a prefix cache:
+an episode's next turn is prefilled whole.
 
 Precision as the Llama path's: matmuls in the compute dtype, the residual stream, norms, RoPE and the softmax in
 float32; the delta rule in float32 (transformers' reference kernels do the same). A decode step runs each delta-net
@@ -27,7 +26,6 @@ torch ops of `Mixer.mix`.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,9 +34,7 @@ import torch.nn.functional as F
 
 from . import deltanet, llama
 from .cascade import CascadeCache
-from .distribution import sample_tokens
 from .families import check_supported
-from .fast import FastSampler, decode
 from .weights import merged_weights_lazily, plain_config
 
 
@@ -286,13 +282,9 @@ class Prefill(Mixer):
         return self._packed(o)
 
 
-def generate_chunk(
-    w: HybridWeights, prompts: list[list[int]], G: int, max_new: int, stop_ids: list[int], sampling: dict, *unused
-) -> tuple[list[list[int]], list[torch.Tensor], list[str], dict]:
-    """G samples for each of a few prompts (fast._generate_chunk's contract; no prefix cache, so its last two
-    arguments are None): every prompt prefilled once, all through the weights in one pass, then decoded by
-    fast.decode."""
-    t0 = time.perf_counter()
+def prefill(w: HybridWeights, prompts: list[list[int]], G: int) -> tuple[HybridCache, torch.Tensor]:
+    """Every prompt once, all through the weights in one pass: the cache, each prompt's states shared by its G rows,
+    and the B = P G rows' logits at their prompt's last position (B, V) in the compute dtype."""
     lengths = [len(p) for p in prompts]
     cache = HybridCache(w, len(prompts), G, lengths)
     attend = llama.prefill_attend_into(cache.pk, cache.pv, lengths)
@@ -300,29 +292,12 @@ def generate_chunk(
     hidden = forward(w, torch.tensor([t for p in prompts for t in p]), positions, attend, Prefill(cache, lengths))
     cache.share()
     last = torch.tensor(lengths).cumsum(0) - 1
-    first = llama.logits(w.base, hidden[last], upcast=False).repeat_interleave(G, dim=0)
-    tok, lp = sample_tokens(first, **sampling)
-    t1 = time.perf_counter()
-    prompt_len = torch.tensor(lengths).repeat_interleave(G)
-
-    def step(tok: torch.Tensor, t: int) -> torch.Tensor:
-        hidden = forward(w, tok, prompt_len[cache.rows] + t, cache.attend, cache)
-        return llama.logits(w.base, hidden, upcast=False)
-
-    rows, logps, finish = decode(cache, tok, lp, step, max_new, stop_ids, sampling)
-    return rows, logps, finish, {"prefill": t1 - t0, "decode": time.perf_counter() - t1}
+    return cache, llama.logits(w.base, hidden[last], upcast=False).repeat_interleave(G, dim=0)
 
 
-class HybridSampler(FastSampler):
-    """The fast sampler on a Qwen3.5 model: this module's weights, forward and states; no prefix cache."""
-
-    reuses_prefixes = False
-
-    def load(self, model) -> HybridWeights:
-        return load_weights(model, self.dtype)
-
-    def generate_chunk(self, *args) -> tuple[list[list[int]], list[torch.Tensor], list[str], dict]:
-        return generate_chunk(*args)
+def step(w: HybridWeights, cache: HybridCache, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """One decode step of the cache's active rows (after cache.begin_step): their logits (n, V), compute dtype."""
+    return llama.logits(w.base, forward(w, tokens, positions, cache.attend, cache), upcast=False)
 
 
-__all__ = ["HybridSampler", "HybridWeights", "forward", "generate_chunk", "load_weights"]
+__all__ = ["HybridCache", "HybridWeights", "forward", "load_weights", "prefill", "step"]
