@@ -212,8 +212,8 @@ def _gated_attention(b: llama.LlamaWeights, L: llama.Layer, h, rot, a: int, atte
 
 
 class HybridCache(CascadeCache, Mixer):
-    """The attention layers' keys and values (CascadeCache) and the delta-net layers' states, per active row: `conv`
-    (layers, n, K - 1, C) in the compute dtype and `state` (layers, n, Hv, Dk, Dv) float32. Built per prompt by a
+    """The attention layers' keys and values (CascadeCache) and the delta-net layers' states, per active row:
+    `conv_state` (layers, n, K - 1, C) in the compute dtype and `state` (layers, n, Hv, Dk, Dv) float32. Built per prompt by a
     Prefill, then `share()`d by the prompt's G rows; a decode step reads and advances them (the Mixer methods)."""
 
     def __init__(self, w: HybridWeights, n_prompts: int, group: int, prompt_lens: list[int]):
