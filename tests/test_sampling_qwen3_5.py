@@ -198,7 +198,7 @@ def test_a_prompts_states_carry_into_its_rows():
     "over,why",
     [
         (dict(attention_bias=True), "attention_bias (Qwen3.5's attention projections without biases only)"),
-        (dict(hidden_act="gelu"), "hidden_act 'gelu' (only silu)"),
+        (dict(hidden_act="gelu"), "hidden_act 'gelu' (supported: silu, gelu_pytorch_tanh)"),
     ],
 )
 def test_settings_it_does_not_run_fall_back_to_hf(over, why):

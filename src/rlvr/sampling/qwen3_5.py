@@ -118,6 +118,7 @@ def load_weights(model, dtype: torch.dtype, batch_hint: int = 32, native: bool =
         dtype=dtype,
         linear=packed[1] if packed else F.linear,
         fused=kernels,
+        act=config.hidden_act,  # checked against families.ACTIVATIONS by check_supported
     )
     dims = (config.linear_num_key_heads, config.linear_num_value_heads, config.linear_key_head_dim)
     fused = _native_ops() if native and dtype in (torch.bfloat16, torch.float32) else None
@@ -184,6 +185,7 @@ def forward(w: HybridWeights, tokens, positions, attend: llama.Attend, mixer: Mi
     b = w.base
     x = b.embed[tokens]  # (N, H) float32 residual stream
     rot = llama.rope_rotation(b, positions)
+    act_mul = llama._silu_mul if b.act == "silu" else llama._gelu_tanh_mul  # as llama.forward picks it
     a = j = 0
     for L in w.stack:
         h = llama._norm(b, x, L.ln1)
@@ -193,7 +195,7 @@ def forward(w: HybridWeights, tokens, positions, attend: llama.Attend, mixer: Mi
         else:
             x += b.linear(_gated_attention(b, L, h, rot, a, attend), L.wo)
             a += 1
-        x += b.linear(llama._silu_mul(b, b.linear(llama._norm(b, x, L.ln2), L.wgu)), L.wd)
+        x += b.linear(act_mul(b, b.linear(llama._norm(b, x, L.ln2), L.wgu)), L.wd)
     return llama._norm(b, x, b.norm)
 
 
