@@ -37,10 +37,9 @@ def tokenizer(tmp_path_factory):
     return tok
 
 
-def make_tiny_llama(vocab_size: int, seed: int = 0, layers: int = 2):
-    from transformers import AutoModelForCausalLM, LlamaConfig
-
-    config = LlamaConfig(
+def tiny_shape(vocab_size: int, layers: int = 2) -> dict:
+    """The tiny models' shared config values: hidden 32, 4 heads / 2 KV heads, tied embeddings, ids 1-2 special."""
+    return dict(
         vocab_size=vocab_size,
         hidden_size=32,
         intermediate_size=64,
@@ -53,8 +52,13 @@ def make_tiny_llama(vocab_size: int, seed: int = 0, layers: int = 2):
         eos_token_id=2,
         pad_token_id=2,
     )
+
+
+def make_tiny_llama(vocab_size: int, seed: int = 0, layers: int = 2):
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
     torch.manual_seed(seed)
-    return AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    return AutoModelForCausalLM.from_config(LlamaConfig(**tiny_shape(vocab_size, layers)), dtype=torch.float32)
 
 
 def make_tiny_model(family: str, vocab_size: int, seed: int = 0, layers: int = 2):
@@ -69,19 +73,7 @@ def make_tiny_model(family: str, vocab_size: int, seed: int = 0, layers: int = 2
         return make_tiny_llama(vocab_size, seed, layers)
     from transformers import AutoModelForCausalLM, Gemma3TextConfig, Qwen3_5TextConfig, Qwen3Config, SmolLM3Config
 
-    common = dict(
-        vocab_size=vocab_size,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        tie_word_embeddings=True,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=2,
-    )
+    common = tiny_shape(vocab_size, layers)
     config = {
         "qwen3": lambda: Qwen3Config(**common, head_dim=16),
         "smollm3": lambda: SmolLM3Config(**common, no_rope_layer_interval=2),
