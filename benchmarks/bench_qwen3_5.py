@@ -9,7 +9,7 @@ tied embeddings), by default with 12 of its layers (the same 3 delta-net : 1 att
 248,320-token vocabulary cut to --vocab, so that the process stays under 3 GB: the model, one sampler's copy of it
 (hf's is a whole bf16 model, fast's keeps the embedding in float32) and their states (the whole 0.8B shape with the
 full vocabulary took 4.1 GB). No
-hub access: the config is written here (read from Qwen/Qwen3.5-0.8B's config.json), the weights are random.
+hub access: the config is rlvr_bench.shapes' (Qwen/Qwen3.5-0.8B's config.json), the weights are random.
 
 Prints the tokens each backend generated, its decode tokens/s (fast: the decode phase alone, its prefill apart; hf:
 generate's whole call, which prefills each of the P x G rows), and the CPU other processes took meanwhile
@@ -26,30 +26,7 @@ from pathlib import Path
 
 import torch
 
-QWEN3_5_0_8B = dict(  # Qwen/Qwen3.5-0.8B's text_config
-    hidden_size=1024,
-    intermediate_size=3584,
-    num_hidden_layers=24,
-    num_attention_heads=8,
-    num_key_value_heads=2,
-    head_dim=256,
-    linear_num_key_heads=16,
-    linear_num_value_heads=16,
-    linear_key_head_dim=128,
-    linear_value_head_dim=128,
-    linear_conv_kernel_dim=4,
-    rms_norm_eps=1e-6,
-    full_attention_interval=4,
-    tie_word_embeddings=True,
-    max_position_embeddings=262144,
-    rope_parameters={
-        "rope_type": "default",
-        "rope_theta": 10000000,
-        "partial_rotary_factor": 0.25,
-        "mrope_section": [11, 11, 10],
-        "mrope_interleaved": True,
-    },
-)
+from rlvr_bench.shapes import QWEN3_5_0_8B
 
 
 class Ids:
@@ -64,7 +41,10 @@ class Ids:
 def build(vocab: int, layers: int):
     from transformers import AutoModelForCausalLM, Qwen3_5TextConfig
 
-    config = Qwen3_5TextConfig(**{**QWEN3_5_0_8B, "num_hidden_layers": layers}, vocab_size=vocab)
+    # the class is the type; the special ids may lie past a cut vocabulary (random weights decode no text)
+    values = {k: v for k, v in QWEN3_5_0_8B.items() if k != "model_type" and not k.endswith("_token_id")}
+    values |= {"num_hidden_layers": layers, "layer_types": QWEN3_5_0_8B["layer_types"][:layers], "vocab_size": vocab}
+    config = Qwen3_5TextConfig(**values)
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).eval().requires_grad_(False)
     with torch.no_grad():  # trained-looking norms: transformers starts (1 + w) norms at w = 0

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from conftest import trl_python
+from conftest import tiny_shape, trl_python
 from rlvr_bench import bench, models, shapes
 from rlvr_bench.shapes import REFERENCE, SHAPES, Shape
 
@@ -117,21 +117,7 @@ def test_a_failed_side_is_its_error_line_and_no_figure():
 
 def tiny(model_type: str, **extra) -> dict:
     """A tiny config of the real tokenizer's vocabulary (so its ids fit, as they fit every published shape)."""
-    return dict(
-        model_type=model_type,
-        vocab_size=49152,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        tie_word_embeddings=True,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=2,
-        **extra,
-    )
+    return dict(model_type=model_type, **tiny_shape(49152), **extra)
 
 
 TINY = {
