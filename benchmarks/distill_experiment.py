@@ -142,7 +142,7 @@ def markdown(res: dict, a) -> str:
         "| arm | pass@1, seeds pooled | " + " | ".join(f"seed {s}" for s in seeds) + " | against RLVR alone, paired | "
         "steps to 90% of the teacher | minutes to it | minutes in all | teacher's share of the time | "
         "reverse KL (mean of steps) | teacher's share of the advantage |",
-        "|---" * (len(seeds) + 8) + "|",
+        "|---" * (len(seeds) + 9) + "|",
     ]
     for arm, r in res["arms"].items():
         vs = r.get("vs_rlvr")
