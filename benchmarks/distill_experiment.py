@@ -78,6 +78,11 @@ def pass1(out: Path, name: str) -> dict[str, float]:
     return {p: v for p, (_, v) in per_problem_values(read_records(out / "eval" / name / "records.jsonl")).items()}
 
 
+def bands(out: Path, name: str) -> dict[str, str]:
+    """{problem id: difficulty band} of one evaluation."""
+    return {p: b for p, (b, _) in per_problem_values(read_records(out / "eval" / name / "records.jsonl")).items()}
+
+
 def metrics(run: Path) -> list[dict]:
     return [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
 
@@ -102,10 +107,18 @@ def report(out: Path, a) -> dict:
     rl = {s: pass1(out, f"rlvr-s{s}") for s in a.seeds}
     pids = sorted(rl[a.seeds[0]])
     rl_mean = [sum(rl[s][p] for s in a.seeds) / len(a.seeds) for p in pids]
+    band_of = bands(out, "start")
+    res["bands"] = {b: {m: _mean(pass1(out, m), band_of, b) for m in ("start", "teacher")} for b in band_of.values()}
     for arm in a.arms:
         per = {s: pass1(out, f"{arm}-s{s}") for s in a.seeds}
         mean = [sum(per[s][p] for s in a.seeds) / len(a.seeds) for p in pids]
         row = {"pooled": dict(zip(("value", "lo", "hi"), bootstrap_ci(mean)))}
+        for b in res["bands"]:  # per band: the arm's pass@1 pooled over seeds, and paired against RLVR's
+            mine = [m for p, m in zip(pids, mean) if band_of[p] == b]
+            theirs = [m for p, m in zip(pids, rl_mean) if band_of[p] == b]
+            res["bands"][b][arm] = sum(mine) / len(mine)
+            if arm != "rlvr":
+                res["bands"][b][f"{arm} - rlvr"] = paired_bootstrap(mine, theirs)
         row["seeds"] = {s: dict(zip(("value", "lo", "hi"), bootstrap_ci(list(per[s].values())))) for s in a.seeds}
         if arm != "rlvr":
             d, lo, hi = paired_bootstrap(mean, rl_mean)
@@ -126,6 +139,11 @@ def report(out: Path, a) -> dict:
     (out / "results.md").write_text(md)
     print(md)
     return res
+
+
+def _mean(values: dict[str, float], band_of: dict[str, str], band: str) -> float:
+    chosen = [v for p, v in values.items() if band_of[p] == band]
+    return sum(chosen) / len(chosen)
 
 
 def _ci(r: dict) -> str:
@@ -160,6 +178,23 @@ def markdown(res: dict, a) -> str:
             + ", ".join(f"{r['distill'][s]['reverse_kl']:.3f}" for s in seeds)
             + " | "
             + ", ".join(f"{r['distill'][s]['share']:.2f}" for s in seeds)
+            + " |"
+        )
+    others = [arm for arm in a.arms if arm != "rlvr"]
+    lines += [
+        "",
+        "Per band, pass@1 pooled over seeds; each arm minus RLVR alone, paired by problem:",
+        "",
+        "| band | start | teacher | " + " | ".join(a.arms) + " | " + " | ".join(f"{x} - rlvr" for x in others) + " |",
+        "|---" * (3 + len(a.arms) + len(others)) + "|",
+    ]
+    for b, r in res["bands"].items():
+        diffs = [r[f"{x} - rlvr"] for x in others]
+        lines.append(
+            f"| {b} | {r['start']:.3f} | {r['teacher']:.3f} | "
+            + " | ".join(f"{r[x]:.3f}" for x in a.arms)
+            + " | "
+            + " | ".join(f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]" for d, lo, hi in diffs)
             + " |"
         )
     return "\n".join(lines) + "\n"
