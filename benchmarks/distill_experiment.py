@@ -18,7 +18,8 @@ over problems, and each arm against RLVR alone paired by problem (per problem, t
 Steps and wall-clock to 90% of the teacher: the first validation point (greedy, the preset's validation problems every
 log.eval_every steps) at or above 0.9 x the teacher run's last validation accuracy; wall-clock is the run's summed
 time/step up to that step (the teacher's scoring included). Runs go seed-major and a finished one (its final/ exists)
-is kept, so the script resumes. It measures; it asserts nothing. Writes OUT/results.md and OUT/results.json.
+is kept, so the script resumes. It measures; it asserts nothing. Writes OUT/results.md, OUT/results.json and
+OUT/distill.png (validation accuracy, reverse KL to the teacher and entropy by step).
 """
 
 from __future__ import annotations
@@ -135,10 +136,44 @@ def report(out: Path, a) -> dict:
         }
         res["arms"][arm] = row
     (out / "results.json").write_text(json.dumps(res, indent=1) + "\n")
+    plot(out, a, target)
     md = markdown(res, a)
     (out / "results.md").write_text(md)
     print(md)
     return res
+
+
+def plot(out: Path, a, target: float) -> Path:
+    """Per step, each arm's seeds averaged (thin lines: single seeds): greedy validation accuracy with the 90% line,
+    the sampled reverse KL to the teacher (the rlvr arm logs none: distill.coef 0), and the policy's entropy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    keys = (("val/accuracy", "greedy validation accuracy"), ("distill/reverse_kl", "sampled reverse KL to the teacher"))
+    keys += (("entropy", "entropy of the policy (nats per token)"),)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    for i, arm in enumerate(a.arms):
+        for ax, (key, _) in zip(axes, keys):
+            curves = []
+            for s in a.seeds:
+                pts = [(r["step"], r[key]) for r in metrics(out / f"{arm}-s{s}") if key in r]
+                if pts:
+                    x, y = np.array(pts).T
+                    ax.plot(x, y, color=f"C{i}", alpha=0.3, lw=0.8)
+                    curves.append(y)
+            if curves and len({len(c) for c in curves}) == 1:
+                ax.plot(x, np.mean(curves, axis=0), color=f"C{i}", lw=2, label=arm)
+    axes[0].axhline(target, color="gray", ls="--", lw=1, label="90% of the teacher")
+    for ax, (_, title) in zip(axes, keys):
+        ax.set(title=title, xlabel="step")
+    axes[0].legend()
+    fig.tight_layout()
+    path = out / "distill.png"
+    fig.savefig(path, dpi=100)
+    return path
 
 
 def _mean(values: dict[str, float], band_of: dict[str, str], band: str) -> float:
