@@ -108,6 +108,7 @@ def report(out: Path, a) -> dict:
     rl = {s: pass1(out, f"rlvr-s{s}") for s in a.seeds}
     pids = sorted(rl[a.seeds[0]])
     rl_mean = [sum(rl[s][p] for s in a.seeds) / len(a.seeds) for p in pids]
+    means: dict[str, list[float]] = {}
     band_of = bands(out, "start")
     res["bands"] = {b: {m: _mean(pass1(out, m), band_of, b) for m in ("start", "teacher")} for b in band_of.values()}
     for arm in a.arms:
@@ -135,6 +136,10 @@ def report(out: Path, a) -> dict:
             for s in a.seeds
         }
         res["arms"][arm] = row
+        means[arm] = mean
+    if "mix" in means and "control" in means:  # the teacher's per-token information, its size held equal
+        d, lo, hi = paired_bootstrap(means["mix"], means["control"])
+        res["mix_vs_control"] = {"diff": d, "lo": lo, "hi": hi, "verdict": paired_verdict(lo, hi)}
     (out / "results.json").write_text(json.dumps(res, indent=1) + "\n")
     plot(out, a, target)
     md = markdown(res, a)
@@ -215,6 +220,9 @@ def markdown(res: dict, a) -> str:
             + ", ".join(f"{r['distill'][s]['share']:.2f}" for s in seeds)
             + " |"
         )
+    if "mix_vs_control" in res:
+        vs = res["mix_vs_control"]
+        lines += ["", f"mix - control, paired: {vs['diff']:+.3f} [{vs['lo']:+.3f}, {vs['hi']:+.3f}] {vs['verdict']}."]
     others = [arm for arm in a.arms if arm != "rlvr"]
     lines += [
         "",
