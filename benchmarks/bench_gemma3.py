@@ -20,18 +20,7 @@ import time
 
 import torch
 
-GEMMA3_270M = dict(
-    vocab_size=262_144,
-    hidden_size=640,
-    intermediate_size=2048,
-    num_hidden_layers=18,
-    num_attention_heads=4,
-    num_key_value_heads=1,
-    head_dim=256,
-    sliding_window=512,
-    max_position_embeddings=32_768,
-    query_pre_attn_scalar=256,
-)
+from rlvr_bench.shapes import GEMMA3_270M
 
 
 class Tok:
@@ -47,7 +36,8 @@ def gemma3_270m():
     from transformers import AutoModelForCausalLM, Gemma3TextConfig
 
     torch.manual_seed(0)
-    return AutoModelForCausalLM.from_config(Gemma3TextConfig(**GEMMA3_270M), dtype=torch.bfloat16).eval()
+    values = {k: v for k, v in GEMMA3_270M.items() if k != "model_type"}  # the class is the type
+    return AutoModelForCausalLM.from_config(Gemma3TextConfig(**values), dtype=torch.bfloat16).eval()
 
 
 def sampler_for(model, backend: str):
