@@ -19,6 +19,7 @@ Weights given new tensors since (a deep copy, a cast, a move) are fused again at
 from __future__ import annotations
 
 import types
+from typing import Any
 
 import torch
 
@@ -30,7 +31,7 @@ class SharedInput:
     """One group of LoRA layers: the frozen weights as one tensor (each member's weight a view of its rows), the
     fused bias when every member has one, and the outputs the first member's call made for the others."""
 
-    def __init__(self, members: list[torch.nn.Module]):
+    def __init__(self, members: list[Any]):  # peft's LoRA layers (lora_A, lora_B, scaling, base_layer, ...)
         self.members = members
         self.sizes = [m.base_layer.weight.shape[0] for m in members]
         self.fuse()
@@ -148,18 +149,18 @@ def fuse_shared_inputs(model) -> int:
     n = 0
     for parent in list(model.modules()):
         for names in GROUPS:
-            members = [getattr(parent, a, None) for a in names]
+            members: list[Any] = [getattr(parent, a, None) for a in names]
             if not all(_eligible(m) for m in members):
                 continue
-            weights = [m.base_layer.weight for m in members]  # type: ignore[union-attr]
-            biases = [m.base_layer.bias is not None for m in members]  # type: ignore[union-attr]
+            weights = [m.base_layer.weight for m in members]
+            biases = [m.base_layer.bias is not None for m in members]
             if len({(w.shape[1], w.dtype, w.device) for w in weights}) != 1 or len(set(biases)) != 1:
                 continue
-            group = SharedInput(members)  # type: ignore[arg-type]
+            group = SharedInput(members)
             for i, m in enumerate(members):
-                m._rlvr_group, m._rlvr_member = group, i  # type: ignore[union-attr]
-                m._rlvr_own_forward = m.forward  # type: ignore[union-attr]
-                m.forward = types.MethodType(_shared_forward, m)  # type: ignore[union-attr, method-assign]
+                m._rlvr_group, m._rlvr_member = group, i
+                m._rlvr_own_forward = m.forward
+                m.forward = types.MethodType(_shared_forward, m)
             n += 1
     return n
 
