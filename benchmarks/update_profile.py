@@ -12,8 +12,9 @@ and its share of the probe (4 N FLOP a forward token: N the linear layers' param
 the update runs it; the figure `rlvr bench` prints). With --profile, one more update under torch's profiler: the top
 operators by their own CPU time and the `aten::mm` / `addmm` / `bmm` calls by class (the frozen base's linears, the
 head, LoRA's products: a dimension equal to the rank; attention's batched products), each class's FLOP over its time.
-`--set` changes the config as `rlvr train --set` does; `--unfused` undoes rlvr.policy.shared_input (q|k|v and gate|up
-as separate layers). Asserts nothing.
+`--set` changes the config as `rlvr train --set` does; `--fused` applies rlvr_bench.shared_input (q|k|v and gate|up as
+one matmul each: an experiment rlvr's update does not apply); `--ab N` times it against the separate layers in turn,
+N rounds, in one process. Asserts nothing.
 """
 
 from __future__ import annotations
@@ -112,6 +113,31 @@ def flops(name: str, shapes) -> float:
     return 0.0
 
 
+def ab(model, optimizer, batch, algo, settings, rounds: int, probe_s: float) -> None:
+    """Interleaved A/B in one process on one batch: the fused groups (rlvr_bench.shared_input) against the separate
+    layers, undone and redone between updates; medians, and each variant's share of the probe (probe_s: the nominal
+    FLOP's seconds at the probe's rate)."""
+    import statistics
+
+    from rlvr.policy.update import update_policy
+    from rlvr_bench.shared_input import fuse_shared_inputs, separate_shared_inputs
+
+    times: dict[str, list[float]] = {"fused": [], "separate": []}
+    for r in range(rounds + 1):  # round 0: each variant's warm-up
+        for variant in times:
+            (fuse_shared_inputs if variant == "fused" else separate_shared_inputs)(model)
+            start = time.perf_counter()
+            update_policy(model, optimizer, batch, algo, settings)
+            if r:
+                times[variant].append(time.perf_counter() - start)
+    for variant, ts in times.items():
+        med = statistics.median(ts)
+        print(
+            f"{variant}: median {med:.3f} s over {rounds} ({', '.join(f'{t:.2f}' for t in ts)}), "
+            f"{probe_s / med:.1%} of the probe"
+        )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--threads", type=int, default=2)
@@ -121,7 +147,12 @@ def main() -> None:
         "--mean-length", type=float, default=0.0, help="completions of random lengths with this mean (0: all 128)"
     )
     p.add_argument("--set", action="append", default=[], dest="sets")
-    p.add_argument("--unfused", action="store_true", help="q|k|v and gate|up as separate layers (shared_input undone)")
+    p.add_argument(
+        "--fused", action="store_true", help="q|k|v and gate|up as one matmul each (rlvr_bench.shared_input)"
+    )
+    p.add_argument(
+        "--ab", type=int, default=0, help="N rounds of fused then separate updates in turn, after a warm-up of each"
+    )
     p.add_argument("--json", default="")
     args = p.parse_args()
 
@@ -130,12 +161,15 @@ def main() -> None:
     from rlvr.policy.update import update_policy
 
     c, model, optimizer, batch, algo, settings, n_params, tokens = build(args.sets, args.threads, args.mean_length)
-    if args.unfused:
-        from rlvr.policy.shared_input import separate_shared_inputs
+    if args.fused:
+        from rlvr_bench.shared_input import fuse_shared_inputs
 
-        separate_shared_inputs(model)
+        fuse_shared_inputs(model)
     dtype = torch.bfloat16 if c.train.autocast == "bfloat16" else torch.float32
     gflops = probe(dtype)
+    if args.ab:
+        ab(model, optimizer, batch, algo, settings, args.ab, 4 * n_params * tokens / 1e9 / gflops)
+        return
     update_policy(model, optimizer, batch, algo, settings)  # warm-up
     times = []
     for _ in range(args.steps):
@@ -146,7 +180,7 @@ def main() -> None:
     share = 4 * n_params * tokens / mean / 1e9 / gflops
     out = {
         "sets": args.sets,
-        "unfused": args.unfused,
+        "fused": args.fused,
         "dtype": str(dtype),
         "threads": args.threads,
         "probe_gflops": gflops,

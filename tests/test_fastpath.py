@@ -58,9 +58,6 @@ NORMS = {"llama": 5, "qwen3": 9, "smollm3": 5, "gemma3_text": 13, "qwen3_5_text"
 # LoRA-wrapped linear layers: 7 a Llama layer (q, k, v, o, gate, up, down); Qwen3.5's delta-net layer has 8 (in_proj
 # qkv, z, b, a; out_proj; the MLP's three)
 LINEARS = {"llama": 14, "qwen3": 14, "smollm3": 14, "gemma3_text": 14, "qwen3_5_text": 15}
-# groups that rlvr.policy.shared_input runs as one matmul: q|k|v and gate|up a layer; Qwen3.5's delta-net layer (the
-# first) has no q/k/v projections (its in_proj_qkv is already one matmul)
-GROUPS = {"llama": 4, "qwen3": 4, "smollm3": 4, "gemma3_text": 4, "qwen3_5_text": 3}
 
 
 # (logits, gradients) bounds of the fast path against the plain autocast forward, relative to the largest entry. Gemma 3's
@@ -81,7 +78,6 @@ def test_bf16_fast_path_matches_plain_autocast(family):
         "bf16_frozen_head": True,
         "bf16_norm_outputs": NORMS[family],
         "fused_lora": LINEARS[family],
-        "shared_inputs": GROUPS[family],
     }
     want_logits, want_grads = loss_and_grads(plain)
     got_logits, got_grads = loss_and_grads(fast)
@@ -98,7 +94,7 @@ def test_no_autocast_changes_only_the_attention(family):
     calls it with q and k unrotated on its no-RoPE layers): float32 logits to 1e-4."""
     model = lora_model(family=family)
     applied = prepare_for_update(model, settings(autocast="none"))
-    assert applied == {"attention": "rlvr_cpu", "shared_inputs": GROUPS[family]}
+    assert applied == {"attention": "rlvr_cpu"}
     assert all(p.dtype == torch.float32 for p in model.parameters())
     want, _ = loss_and_grads(lora_model(family=family), autocast=False)
     got, _ = loss_and_grads(model, autocast=False)
@@ -108,7 +104,7 @@ def test_no_autocast_changes_only_the_attention(family):
 def test_fsdp_keeps_one_dtype():
     model = lora_model()
     applied = prepare_for_update(model, settings(fsdp=True, attention="model"))
-    assert "bf16_frozen_linears" not in applied and "shared_inputs" not in applied  # a shard is its own tensor
+    assert "bf16_frozen_linears" not in applied
     assert {p.dtype for p in model.parameters()} == {torch.float32}
 
 
@@ -225,7 +221,7 @@ def test_applying_twice_changes_nothing():
     prepare_for_update(once, settings())
     prepare_for_update(twice, settings())
     again = prepare_for_update(twice, settings())
-    assert again["bf16_norm_outputs"] == 0 and again["fused_lora"] == 0 and again["shared_inputs"] == 0
+    assert again["bf16_norm_outputs"] == 0 and again["fused_lora"] == 0
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         assert torch.equal(once(**batch()).logits, twice(**batch()).logits)
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16), twice.disable_adapter():

@@ -1,5 +1,5 @@
-"""rlvr.policy.shared_input: q|k|v and gate|up run as one matmul each in the update, on every family the fast sampler
-runs, computing each member's own function (float32 within the rounding of a reblocked product, bf16 forward exact,
+"""rlvr_bench.shared_input (an experiment, not rlvr's update: docs/performance.md): q|k|v and gate|up run as one
+matmul each in the update, on every family the fast sampler runs, computing each member's own function (float32 within the rounding of a reblocked product, bf16 forward exact,
 bf16 gradients within bf16's rounding), holding no second copy of the weights, leaving nothing pending after a
 forward, stepping aside where it does not apply, and saving a merged model that loads."""
 
@@ -11,19 +11,22 @@ import torch
 from conftest import FAST_FAMILIES
 from rlvr.policy.fastpath import prepare_for_update
 from rlvr.policy.load import cast_frozen_base, save_policy
-from rlvr.policy.shared_input import fuse_shared_inputs, separate_shared_inputs
-from test_fastpath import GROUPS, batch, lora_model, loss_and_grads, settings
+from rlvr_bench.shared_input import fuse_shared_inputs, separate_shared_inputs
+from test_fastpath import batch, lora_model, loss_and_grads, settings
+
+# groups of the tiny models (2 layers): q|k|v and gate|up a layer; Qwen3.5's first layer is a delta-net layer (no q/k/v
+# projections: its in_proj_qkv is already one matmul), its second full attention
+GROUPS = {"llama": 4, "qwen3": 4, "smollm3": 4, "gemma3_text": 4, "qwen3_5_text": 3}
 
 MEMBERS = {"llama": 10, "qwen3": 10, "smollm3": 10, "gemma3_text": 10, "qwen3_5_text": 7}
 
 
 def pair(family, autocast):
-    """(fused, separate): the same LoRA model prepared for the update, the second with shared_input undone."""
+    """(fused, separate): the same LoRA model prepared for the update, the first with its groups fused."""
     fused, separate = lora_model(family=family), lora_model(family=family)
-    applied = prepare_for_update(fused, settings(autocast=autocast))
+    prepare_for_update(fused, settings(autocast=autocast))
     prepare_for_update(separate, settings(autocast=autocast))
-    assert applied["shared_inputs"] == GROUPS[family]
-    assert separate_shared_inputs(separate) == MEMBERS[family]
+    assert fuse_shared_inputs(fused) == GROUPS[family]
     fused.train(), separate.train()
     return fused, separate
 
@@ -62,6 +65,7 @@ def test_bf16_forward_is_exact_and_gradients_within_bf16_rounding(family):
 def test_the_weights_are_views_of_one_tensor_not_a_copy():
     model = lora_model()
     prepare_for_update(model, settings(autocast="none"))
+    fuse_shared_inputs(model)
     for m in members(model):
         group = m._rlvr_group
         assert m.base_layer.weight.untyped_storage().data_ptr() == group.weight.untyped_storage().data_ptr()
@@ -106,8 +110,8 @@ def test_a_deep_copy_computes_the_same_and_fuses_again():
 
 @pytest.mark.parametrize("autocast", ["none", "bfloat16"])
 def test_the_merged_model_saves_and_loads(tmp_path, autocast, tokenizer):
-    """save_policy's merged copy gives each weight its own tensor (safetensors refuses shared memory) and loads as a
-    plain transformers model computing the LoRA model's function; the trained model keeps its fused groups."""
+    """save_policy's merged copy (a deep copy: nn.Parameter's gives each weight its own tensor, which safetensors
+    needs) loads as a plain transformers model computing the LoRA model's function; the model keeps its groups."""
     from transformers import AutoModelForCausalLM
 
     fused, _ = pair("llama", autocast)
@@ -134,3 +138,14 @@ def test_members_of_different_scalings_run_their_own_b_products():
     assert (got - want).abs().max() <= 1e-6 * max(1.0, float(want.abs().max()))
     q = fused.base_model.model.model.layers[0].self_attn.q_proj
     assert q._rlvr_group.pending is None and q.scaling["default"] != 0.5
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen3_5_text"])
+def test_separating_restores_each_layers_own_forward(family):
+    """The A/B of update_profile.py undoes the groups: every member its own tensor and forward, the separate
+    model's function bit for bit."""
+    fused, separate = pair(family, "bfloat16")
+    assert separate_shared_inputs(fused) == MEMBERS[family] and not members(fused)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.equal(fused(**batch()).logits, separate(**batch()).logits)
+    assert fuse_shared_inputs(fused) == GROUPS[family]  # and fused again

@@ -7,8 +7,7 @@ once more), and LoRA's `result + B(A(x)) * scaling` as three passes over the lay
 change below keeps the arithmetic of the plain autocast forward: the same roundings done once (the fused
 LoRA sum rounds once where the three passes rounded three times).
 
-`prepare_for_update(model, train)` applies them per `train` settings; rlvr.policy.attention and
-rlvr.policy.shared_input (q|k|v and gate|up as one matmul each, in any dtype) are the other parts.
+`prepare_for_update(model, train)` applies them per `train` settings; rlvr.policy.attention is the other part.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ import torch
 from rlvr.machine import EMULATED_BF16, emulates_bf16
 from rlvr.policy import attention
 from rlvr.policy.load import base_model, cast_frozen_base, model_device
-from rlvr.policy.shared_input import fuse_shared_inputs
 
 
 def prepare_for_update(model, train) -> dict:
@@ -34,16 +32,15 @@ def prepare_for_update(model, train) -> dict:
         base = base_model(model)
         base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         done["gradient_checkpointing"] = True
-    if train.autocast == "bfloat16":
-        if emulates_bf16(train.autocast, model_device(model).type == "cpu"):
-            warnings.warn(EMULATED_BF16.format(what="train.autocast"), stacklevel=2)
-        if stores_base_in_bf16(train):
-            done["bf16_frozen_linears"] = cast_frozen_base(model, torch.bfloat16)
-            done["bf16_frozen_head"] = cache_frozen_head_cast(model, torch.bfloat16)
-        done["bf16_norm_outputs"] = cast_norm_outputs(model, torch.bfloat16)
-        done["fused_lora"] = fuse_lora_forward(model)
-    if not train.fsdp:  # after the bf16 cast, which gives each weight a new tensor; FSDP shards each weight its own way
-        done["shared_inputs"] = fuse_shared_inputs(model)
+    if train.autocast != "bfloat16":
+        return done
+    if emulates_bf16(train.autocast, model_device(model).type == "cpu"):
+        warnings.warn(EMULATED_BF16.format(what="train.autocast"), stacklevel=2)
+    if stores_base_in_bf16(train):
+        done["bf16_frozen_linears"] = cast_frozen_base(model, torch.bfloat16)
+        done["bf16_frozen_head"] = cache_frozen_head_cast(model, torch.bfloat16)
+    done["bf16_norm_outputs"] = cast_norm_outputs(model, torch.bfloat16)
+    done["fused_lora"] = fuse_lora_forward(model)
     return done
 
 

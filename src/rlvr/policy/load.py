@@ -326,10 +326,7 @@ def merged_copy(model):
     and adding it to a bf16-stored base (cast_frozen_base) in bf16 would round much of it away."""
     import copy
 
-    from rlvr.policy.shared_input import separate_shared_inputs
-
     plain = copy.deepcopy(model)
-    separate_shared_inputs(plain)  # each weight its own tensor again: a saved model's tensors must not share memory
     cast_frozen_base(plain, plain.get_input_embeddings().weight.dtype)
     return plain.merge_and_unload()
 

@@ -1,19 +1,24 @@
-"""The update's LoRA layers that read one input, run as one: q|k|v of an attention layer, gate|up of an MLP.
+"""An experiment on the update, measured and not adopted: its LoRA layers that read one input run as one, q|k|v of an
+attention layer and gate|up of an MLP (issue 63; docs/performance.md, "q|k|v and gate|up as one matmul in the update").
 
 A Llama-style layer calls q_proj, k_proj and v_proj on the same hidden states, and gate_proj and up_proj on the same
 normed input: five frozen matmuls and five LoRA A products where two and two do (the fast sampler fuses the frozen
 ones the same way). `fuse_shared_inputs` stores each group's frozen weights as one tensor, each member's weight a view
 of its rows (no second copy), and gives every member a forward that, called first with an input, computes the whole
-group (x W_group^T once, x A_group^T once, each member's B product on its slice) and leaves the other members' outputs
-for their calls with that same tensor. The backward follows: one matmul gives the input's gradient from the group's
-output gradients (split's backward concatenates them), one the A matrices'.
+group (x W_group^T once, x A_group^T once, the B products as one against the block-diagonal of the B matrices) and
+leaves the other members' outputs for their calls with that same tensor. The backward follows: one matmul gives the
+input's gradient from the group's output gradients (split's backward concatenates them), one the A matrices'.
 
-Each output is the member's own function (the frozen product's rows are the member's weight, the LoRA sum as
-rlvr.policy.fastpath's fused forward forms it); only the blocking of the products changes, so a bf16 or float32
-result may differ from the separate products in the last bits. Anything the fused forward of fastpath would not
-take (adapters off or merged, dropout, several adapters, extra arguments), members whose weights no longer share one
-dtype, device and width, or a float32 input against bf16 weights outside autocast: each member runs its own forward.
-Weights given new tensors since (a deep copy, a cast, a move) are fused again at the next call.
+Each output is the member's own function: under bf16 autocast the forward is bit-identical to the separate layers';
+the input's gradient is one product where three bf16-rounded ones were added, and float32 moves by the reblocked
+products' rounding. Anything fastpath's fused LoRA forward would not take (adapters off or merged, dropout, several
+adapters, extra arguments), members whose weights no longer share one dtype, device and width, or a float32 input
+against bf16 weights outside autocast: each member runs its own forward. Weights given new tensors since (a deep copy,
+a cast, a move) are fused again at the next call.
+
+Measured on the 2-core AVX512-BF16 EPYC (benchmarks/update_profile.py --ab): within 1-3% of the separate layers
+either way, in bf16 and float32, so rlvr's update does not apply it; on a CPU whose matmuls lose more on narrow
+shapes (the AMX kind, docs/performance.md) the same command says whether it pays there.
 """
 
 from __future__ import annotations
@@ -177,7 +182,7 @@ def _eligible(m) -> bool:
 
 def separate_shared_inputs(model) -> int:
     """Give each fused member's frozen weight (and bias) its own storage again and its own forward back; returns how
-    many members. For a copy that will be merged and saved: a safetensors file refuses tensors that share memory."""
+    many members (the A/B of update_profile.py undoes and redoes the groups between updates)."""
     n = 0
     for m in model.modules():
         if hasattr(m, "_rlvr_group"):
