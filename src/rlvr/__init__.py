@@ -34,15 +34,20 @@ __version__ = "0.1.0"
 ONEDNN_CACHE_SET_HERE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY" not in os.environ
 os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "64")
 
-# OpenMP threads (torch's intra-op pool) that find no work sleep at once instead of spinning first. Spinning threads
-# keep a core busy while they wait; beside another CPU-bound process (a second run, a browser, a CPU hog) they take
-# the cores the other process's threads need, and each side's parallel regions wait on a descheduled partner. On the
-# 2-core machine, one sampling call of the default model took 5.9 s alone and 21 s with a second one beside it
-# (28%), 17.7 s beside a CPU hog; passive: 8.3 s side by side (71%), 8.7 s beside the hog, up to 5% slower alone,
-# the same samples (benchmarks/contention_sampling.py, docs/performance.md). Read by libgomp when torch first loads
-# it, so it must be set before torch is imported; a value the user set (ACTIVE for a dedicated machine) is kept.
+# OpenMP threads (torch's intra-op pool) that find no work spin 1,000 times (about 10 microseconds), then sleep.
+# Spinning until the next parallel region (libgomp's default: about 3 ms) keeps a core busy while it waits: beside
+# another CPU-bound process (a second run, a browser, a CPU hog) the spinning threads take the cores the other's need.
+# Sleeping at once (OMP_WAIT_POLICY=PASSIVE alone) shares best but puts a futex wake-up between back-to-back parallel
+# regions, and a bf16 update is thousands of short ones: the default step on the AVX512-BF16 EPYC took 10.75 s
+# passive against 6.92 s with 1,000 spins (as fast as 3 ms of spinning); beside a second run each kept 48% of its quiet
+# speed against passive's 83%, beside a CPU hog 49% against 86% (benchmarks/contention.py, docs/performance.md,
+# "Sharing the CPU"). A shared machine sets OMP_WAIT_POLICY=PASSIVE itself, and the run's report says so when other
+# processes took the CPU. Read by libgomp when torch first loads it, so it must be set before torch is imported; a
+# policy or spin count the user set is kept (with PASSIVE set by the user, libgomp does not spin).
 OMP_WAIT_POLICY_SET_HERE = "OMP_WAIT_POLICY" not in os.environ
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+if OMP_WAIT_POLICY_SET_HERE:
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"  # passive after the spin, and no spinning at all when oversubscribed
+    os.environ.setdefault("GOMP_SPINCOUNT", "1000")
 # True when torch was imported before rlvr: then libgomp has read the environment already and the policy above does
 # not apply to this process (tests/conftest.py imports rlvr first for that reason).
 TORCH_BEFORE_RLVR = "torch" in sys.modules

@@ -165,7 +165,7 @@ def run_figures(
     before: CpuSnapshot | None, after: CpuSnapshot | None, steps: int, train_s: float, emulated: list[str] | None = None
 ) -> dict:
     """RUN/contention.json: the training phase's steps, seconds and steps per minute, the torch thread count and the
-    OpenMP wait policy it ran with (the thread count decides how float reductions split, so two seeded runs sample
+    OpenMP wait policy and spin count it ran with (the thread count decides how float reductions split, so two seeded runs sample
     alike only at the same count; load alone changes nothing: docs/reliability.md), the settings it computed in
     emulated bf16 (`emulated_bf16`, when known), and other_cpu's figures (absent where /proc is not readable)."""
     import torch
@@ -175,7 +175,11 @@ def run_figures(
         "train_s": train_s,
         "steps_per_min": 60 * steps / train_s if train_s > 0 else 0.0,
     }
-    out |= {"torch_threads": torch.get_num_threads(), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")}
+    out |= {
+        "torch_threads": torch.get_num_threads(),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
+        "gomp_spincount": os.environ.get("GOMP_SPINCOUNT", ""),
+    }
     if emulated is not None:
         out["emulated_bf16"] = emulated
     return {**out, **(other_cpu(before, after) or {})}
@@ -216,9 +220,19 @@ def contention_warning(figures: dict | None, quiet_steps_per_min: float = 0.0) -
             + _what_is_left(share, figures.get("emulated_bf16"))
             + " A time budget then buys fewer steps and a weaker result; `rlvr run --steps N` trains a set number."
         )
+    spinning = busy and figures.get("gomp_spincount") not in (None, "", "0")
     return (
-        "This run was contended: " + "; ".join(reasons) + ". A time budget then buys fewer steps and a weaker "
-        "result; rerun on a quiet machine, or with `rlvr run --steps N` for a result that does not depend on load."
+        "This run was contended: "
+        + "; ".join(reasons)
+        + ". A time budget then buys fewer steps and a weaker result; rerun on a quiet machine, or with `rlvr run "
+        "--steps N` for a result that does not depend on load."
+        + (
+            f" Its OpenMP threads spun {figures['gomp_spincount']} times before sleeping (fastest alone); on a "
+            "machine shared as a rule, `OMP_WAIT_POLICY=PASSIVE` in the environment makes them sleep at once and "
+            "keeps more of a run's speed beside other work."
+            if spinning
+            else ""
+        )
     )
 
 
