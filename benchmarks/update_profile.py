@@ -24,6 +24,8 @@ import json
 import time
 from collections import defaultdict
 
+import rlvr  # noqa: F401  # before torch: OpenMP's wait as rlvr sets it (rlvr/__init__.py)
+
 
 def build(sets: list[str], threads: int, mean_length: float = 0.0):
     import torch
