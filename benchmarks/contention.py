@@ -41,9 +41,9 @@ def rate(out: Path) -> float:
 
 
 def measure(root: Path, steps: int, policy: str) -> dict:
-    quiet = root / f"{policy}-quiet".replace(":", "-")
+    tag = policy.replace(":", "-")  # a folder name
+    quiet = root / f"{tag}-quiet"
     train(quiet, steps, policy).wait()
-    tag = policy.replace(":", "-")
     a, b = train(root / f"{tag}-pair-a", steps, policy), train(root / f"{tag}-pair-b", steps, policy)
     a.wait(), b.wait()
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])

@@ -3,7 +3,7 @@ threads) timed alone, two side by side and beside a CPU hog, per OpenMP wait pol
 so the table also says whether the policy changed what was sampled. The short form of benchmarks/contention.py (the
 whole default step), minutes instead of an hour. Nothing else may run on the machine meanwhile.
 
-    python benchmarks/contention_sampling.py [--policies ACTIVE,PASSIVE] [--repeat 3]
+    python benchmarks/contention_sampling.py [--policies ACTIVE,PASSIVE,PASSIVE:1000] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import argparse
 import os
 import subprocess
 import sys
+
+from contention import policy_env  # ACTIVE, PASSIVE or POLICY:N (a spin count), as benchmarks/contention.py reads it
 
 CALL = r"""
 import hashlib, time, torch
@@ -30,7 +32,7 @@ print(f"{time.perf_counter() - t0:.2f} {hashlib.sha1(str(ro.completion_ids.tolis
 
 
 def call(policy: str) -> subprocess.Popen:
-    env = {**os.environ, "OMP_WAIT_POLICY": policy}
+    env = {**os.environ, **policy_env(policy)}
     return subprocess.Popen([sys.executable, "-c", CALL], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 
 

@@ -58,7 +58,7 @@ class SharedInput:
                 m.base_layer.bias.data = b
         self.offsets = [m.base_layer.weight.storage_offset() for m in self.members]
 
-    def refusable(self) -> bool:
+    def fusable_again(self) -> bool:
         """Whether the members' weights, replaced since the group was made, can be fused again: one dtype, device and
         input width, the same rows as before."""
         weights = [m.base_layer.weight for m in self.members]
@@ -100,7 +100,7 @@ class SharedInput:
         if x.dtype != first.base_layer.weight.dtype and not torch.is_autocast_enabled(x.device.type):
             return None  # stored_linear_forward's case: each member rounds as autocast would
         if not self.intact():
-            if not self.refusable():
+            if not self.fusable_again():
                 return None
             self.fuse()  # a deep copy (nn.Parameter's copies its tensor alone) or weights replaced: fused anew, once
         return name

@@ -165,9 +165,10 @@ def run_figures(
     before: CpuSnapshot | None, after: CpuSnapshot | None, steps: int, train_s: float, emulated: list[str] | None = None
 ) -> dict:
     """RUN/contention.json: the training phase's steps, seconds and steps per minute, the torch thread count and the
-    OpenMP wait policy and spin count it ran with (the thread count decides how float reductions split, so two seeded runs sample
-    alike only at the same count; load alone changes nothing: docs/reliability.md), the settings it computed in
-    emulated bf16 (`emulated_bf16`, when known), and other_cpu's figures (absent where /proc is not readable)."""
+    OpenMP wait policy and spin count it ran with (the thread count decides how float reductions split, so two seeded
+    runs sample alike only at the same count; load alone changes nothing: docs/reliability.md), the settings it
+    computed in emulated bf16 (`emulated_bf16`, when known), and other_cpu's figures (absent where /proc is not
+    readable)."""
     import torch
 
     out: dict[str, Any] = {
