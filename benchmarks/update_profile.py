@@ -14,7 +14,8 @@ operators by their own CPU time and the `aten::mm` / `addmm` / `bmm` calls by cl
 head, LoRA's products: a dimension equal to the rank; attention's batched products), each class's FLOP over its time.
 `--set` changes the config as `rlvr train --set` does; `--fused` applies rlvr_bench.shared_input (q|k|v and gate|up as
 one matmul each: an experiment rlvr's update does not apply); `--ab N` times it against the separate layers in turn,
-N rounds, in one process. Asserts nothing.
+N rounds, in one process; `--ab N --vs KEY=VALUE ...` times the --set config against the same with those sets on top
+(the update's settings, e.g. train.micro_batch_tokens) instead. Asserts nothing.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import argparse
 import json
 import time
 from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
 
 import rlvr  # noqa: F401  # before torch: OpenMP's wait as rlvr sets it (rlvr/__init__.py)
 
@@ -115,21 +118,27 @@ def flops(name: str, shapes) -> float:
     return 0.0
 
 
-def ab(model, optimizer, batch, algo, settings, rounds: int, probe_s: float) -> None:
-    """Interleaved A/B in one process on one batch: the fused groups (rlvr_bench.shared_input) against the separate
-    layers, undone and redone between updates; medians, and each variant's share of the probe (probe_s: the nominal
-    FLOP's seconds at the probe's rate)."""
+def ab(model, optimizer, batch, algo, settings, rounds: int, probe_s: float, vs=None) -> None:
+    """Interleaved A/B in one process on one batch, medians and each variant's share of the probe (probe_s: the
+    nominal FLOP's seconds at the probe's rate). With `vs` (UpdateSettings): the --set config against it (--vs);
+    without: the fused groups (rlvr_bench.shared_input) against the separate layers, undone and redone between
+    updates."""
     import statistics
 
     from rlvr.policy.update import update_policy
     from rlvr_bench.shared_input import fuse_shared_inputs, separate_shared_inputs
 
-    times: dict[str, list[float]] = {"fused": [], "separate": []}
+    variants: dict[str, tuple[Callable[[Any], object], Any]]
+    if vs is not None:
+        variants = {"--set": (lambda m: None, settings), "--vs": (lambda m: None, vs)}
+    else:
+        variants = {"fused": (fuse_shared_inputs, settings), "separate": (separate_shared_inputs, settings)}
+    times: dict[str, list[float]] = {v: [] for v in variants}
     for r in range(rounds + 1):  # round 0: each variant's warm-up
-        for variant in times:
-            (fuse_shared_inputs if variant == "fused" else separate_shared_inputs)(model)
+        for variant, (apply, s) in variants.items():
+            apply(model)
             start = time.perf_counter()
-            update_policy(model, optimizer, batch, algo, settings)
+            update_policy(model, optimizer, batch, algo, s)
             if r:
                 times[variant].append(time.perf_counter() - start)
     for variant, ts in times.items():
@@ -155,6 +164,12 @@ def main() -> None:
     p.add_argument(
         "--ab", type=int, default=0, help="N rounds of fused then separate updates in turn, after a warm-up of each"
     )
+    p.add_argument(
+        "--vs",
+        action="append",
+        default=[],
+        help="with --ab: KEY=VALUE sets on top of --set for the second variant (the update's settings: train.*)",
+    )
     p.add_argument("--json", default="")
     args = p.parse_args()
 
@@ -170,7 +185,13 @@ def main() -> None:
     dtype = torch.bfloat16 if c.train.autocast == "bfloat16" else torch.float32
     gflops = probe(dtype)
     if args.ab:
-        ab(model, optimizer, batch, algo, settings, args.ab, 4 * n_params * tokens / 1e9 / gflops)
+        vs = None
+        if args.vs:
+            from rlvr.config import Config, resolve
+            from rlvr.policy.update import UpdateSettings
+
+            vs = UpdateSettings.from_config(Config.from_dict(resolve("default", args.sets + args.vs)), settings.pad_id)
+        ab(model, optimizer, batch, algo, settings, args.ab, 4 * n_params * tokens / 1e9 / gflops, vs)
         return
     update_policy(model, optimizer, batch, algo, settings)  # warm-up
     times = []
