@@ -282,9 +282,9 @@ def sampled_batch(model, tokenizer, n: int = 2, max_new_tokens: int = 48):
     rows each."""
     import torch
 
-    from rlvr.algorithms.step_batch import StepBatch
     from rlvr.sampling import make_sampler, stop_ids
     from rlvr.tasks import Problem
+    from rlvr.training.batch import unscored_batch
 
     questions = ["What is 4 + 3?", "Add 12 and 30.", "What is 7 times 6?", "Name a prime number above 10."]
     prompts = []
@@ -294,21 +294,7 @@ def sampled_batch(model, tokenizer, n: int = 2, max_new_tokens: int = 48):
     sampler = make_sampler("fast", model, tokenizer, stop_ids=stop_ids(model.config, tokenizer), dtype="float32")
     g = torch.Generator().manual_seed(0)
     ro = sampler.generate(prompts, n, max_new_tokens=max_new_tokens, temperature=1.0, generator=g)
-    b = len(ro.group_ids)
-    return StepBatch(
-        problems=[Problem(id=str(i), prompt="q", answer="1") for i in range(b)],
-        prompt_ids=[ro.prompt_ids[int(i)] for i in ro.group_ids],
-        completion_ids=ro.completion_ids,
-        mask=ro.mask,
-        sampler_logp=ro.sampler_logp,
-        group_ids=ro.group_ids,
-        lengths=ro.mask.sum(-1).long(),
-        finish=list(ro.finish),
-        texts=list(ro.texts),
-        verdicts=[],
-        rewards=torch.zeros(b),
-        terms={},
-    )
+    return unscored_batch(ro, [Problem(id=str(i), prompt="q", answer="1") for i in range(len(ro.group_ids))])
 
 
 def test_a_served_teacher_scores_as_the_model_in_process(servers, model_dir):

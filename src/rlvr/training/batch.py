@@ -29,7 +29,7 @@ from rlvr.verifiers.base import FAULT_STATUSES
 
 if TYPE_CHECKING:
     from rlvr.config import RolloutConfig
-    from rlvr.sampling.rollouts import Sampler
+    from rlvr.sampling.rollouts import Rollouts, Sampler
 
 # one round's rows: (sampler, problems (P,), prompt_ids (P,), reward, algo, rollout, generator) -> StepBatch
 RoundFn = Callable[
@@ -75,6 +75,26 @@ def rollout_round(
             "time/verify": scored.verify_s,
             "gen_tokens": int(ro.mask.sum().item()),
         },
+    )
+
+
+def unscored_batch(rollouts: Rollouts, problems: list[Problem]) -> StepBatch:
+    """A StepBatch of sampled rows as they came, nothing scored (no verdicts, rewards 0, no terms): what a
+    teacher's log-probs are taken on outside training. `problems` one per row."""
+    ro = rollouts
+    return StepBatch(
+        problems=list(problems),
+        prompt_ids=[ro.prompt_ids[g] for g in ro.group_ids.tolist()],
+        completion_ids=ro.completion_ids,
+        mask=ro.mask,
+        sampler_logp=ro.sampler_logp,
+        group_ids=ro.group_ids,
+        lengths=ro.mask.sum(-1).long(),
+        finish=list(ro.finish),
+        texts=list(ro.texts),
+        verdicts=[],
+        rewards=torch.zeros(len(ro.group_ids)),
+        terms={},
     )
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from rlvr.algorithms.step_batch import StepBatch
 from rlvr.config import Config
+from rlvr.training.batch import unscored_batch
 from rlvr.training.teacher import Teacher, TeacherSpec
 
 EVAL_SEED = 12_345  # the sampling draw of every model's KL pass: the same for each model compared
@@ -49,20 +49,7 @@ def heldout_reverse_kl(model_ref, teacher: Teacher, cfg: Config, problems, limit
     ids = [PromptCache(tokenizer, task, fmt)(p) for p in chosen]
     sampler = build_sampler(cfg.rollout, model, tokenizer, prompt_format=fmt)
     ro = sampler.generate(ids, 1, **draw_settings(cfg.rollout), generator=draw_generator(EVAL_SEED, 0))
-    batch = StepBatch(
-        problems=chosen,
-        prompt_ids=ids,
-        completion_ids=ro.completion_ids,
-        mask=ro.mask,
-        sampler_logp=ro.sampler_logp,
-        group_ids=ro.group_ids,
-        lengths=ro.mask.sum(-1).long(),
-        finish=list(ro.finish),
-        texts=list(ro.texts),
-        verdicts=[],
-        rewards=torch.zeros(len(chosen)),
-        terms={},
-    )
+    batch = unscored_batch(ro, chosen)  # one sample a problem
     settings = UpdateSettings.from_config(cfg, tokenizer.pad_token_id)
     d = (batch.sampler_logp - teacher.logprobs(batch, settings)) * batch.mask
     n = batch.mask.sum(-1)
