@@ -32,7 +32,7 @@ def test_malloc_trim_hands_back_the_pages_of_fragmented_frees():
     memory._libc().malloc_trim(0)
     after = memory.resident_bytes()
     assert before - after > 48 * 2**20  # most of the 64 MiB freed in holes
-    assert len(kept) == 1024
+    del kept  # alive until the measurement: its blocks keep the freed ones apart
 
 
 def test_the_decorated_function_keeps_its_result_and_its_errors():

@@ -84,8 +84,8 @@ def returns_freed_memory(fn: Callable[_P, _R]) -> Callable[_P, _R]:
         try:
             return fn(*args, **kwargs)
         finally:
-            libc, rss = _libc(), resident_bytes()
-            if libc is not None and rss is not None and policy.after_call(rss):
+            libc = _libc()
+            if libc is not None and (rss := resident_bytes()) is not None and policy.after_call(rss):
                 libc.malloc_trim(0)
 
     return wrapper
