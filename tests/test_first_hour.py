@@ -76,7 +76,7 @@ def test_a_row_without_gold_names_the_accepted_columns(tmp_path, monkeypatch, ca
         == 2
     )
     assert _err(capsys).endswith(
-        "no gold answer (give one of the columns answer, gold, solution, ground_truth) and no tests"
+        "no gold answer (give one of the columns answer, gold, solution, ground_truth, final_answer) and no tests"
     )
 
 

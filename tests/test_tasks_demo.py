@@ -5,11 +5,12 @@ question left out of training, its mistakes one line naming the setting, and the
 import json
 
 import pytest
+import yaml
 
 from rlvr.errors import ConfigError
 from rlvr.tasks import load_task
 
-SYSTEM = {"role": "system", "content": "Solve the problem. Put the final answer inside \\boxed{}."}
+SYSTEM = {"role": "system", "content": "Solve the problem step by step. Put your final answer inside \\boxed{}."}
 ROWS = [  # bands named so that sorting them as text would put the hardest first ("10-step" < "2-step")
     {"id": "b", "prompt": "Ann has 3 cups and buys 4 more. How many cups?", "answer": "7", "band": "2-step"},
     {"id": "a", "prompt": "A bag holds 5 pens and 2 more are added. How many pens?", "answer": "7", "band": "2-step"},
@@ -269,13 +270,23 @@ def test_the_run_records_the_demo_and_rlvr_eval_of_the_run_asks_with_it(tmp_path
     cfg = tiny_config(tmp_path, **{"task.settings": f"{{path: {data}}}"})
     run = train(cfg, policy=(make_tiny_llama(len(tokenizer)), tokenizer), quiet=True)
     shown = min((r for r in rows if r["band"] == "easy" and split_of(r["id"]) == "train"), key=lambda r: r["id"])
-    demo = [
-        {"role": "user", "content": shown["prompt"]},
-        {"role": "assistant", "content": f"The answer is \\boxed{{{shown['answer']}}}."},
-    ]
+    # demo auto was measured on the start model (rlvr.evaluation.demo_choice): the run records the choice, its
+    # figures and the setting it chose, so that nothing after measures again
+    choice = json.loads((run / "demo.json").read_text())
+    assert choice["chosen"] in ("demonstration", "none") and set(choice["figures"]) == {"demonstration", "none"}
+    demo = (
+        [
+            {"role": "user", "content": shown["prompt"]},
+            {"role": "assistant", "content": f"The answer is \\boxed{{{shown['answer']}}}."},
+        ]
+        if choice["chosen"] == "demonstration"
+        else []
+    )
+    saved = yaml.safe_load((run / "config.yaml").read_text())["task"]["settings"]["demo"]
+    assert saved == (demo or "none") == choice["settings"]["demo"]
     record = json.loads((run / "final" / "prompt_template.json").read_text())
     assert record["messages_before_question"] == [SYSTEM, *demo]
-    assert record["chat_template"].startswith("puts") and record["example"]["messages"][1:3] == demo
+    assert record["example"]["messages"][1 : 1 + len(demo)] == demo
     for folder in ("adapter", "merged"):
         assert json.loads((run / "final" / folder / "prompt_template.json").read_text()) == record
     asked = []  # every chat `rlvr eval` of the run encodes: the run's own task, demo and all, from its config.yaml

@@ -17,12 +17,12 @@ def write(path, rows):
     [
         (
             {"prompt": "What is 2+2?"},
-            "no gold answer (give one of the columns answer, gold, solution, ground_truth) and no tests",
+            "no gold answer (give one of the columns answer, gold, solution, ground_truth, final_answer) and no tests",
         ),
         ({"prompt": "   ", "answer": "4"}, "empty prompt"),
         (
             {"prompt": "What is 2+2?", "answer": ""},
-            "no gold answer (give one of the columns answer, gold, solution, ground_truth) and no tests",
+            "no gold answer (give one of the columns answer, gold, solution, ground_truth, final_answer) and no tests",
         ),
         ("{not json", "not valid JSON"),
         ("[1, 2]", "expected a JSON object"),
@@ -186,11 +186,11 @@ def _bad_file(tmp_path, rows) -> str:
             "task 'jsonl' has no train problems; training needs a train split (jsonl: task.settings.splits.train, "
             "or task.settings.path to cut one file by id)",
         ),
-        (  # a `question` column (was: "empty prompt")
-            [{"question": "1+1?", "answer": "2"}],
+        (  # an `input` column (was: "empty prompt"); `question` is read (GSM8K's, DeepMath's)
+            [{"input": "1+1?", "answer": "2"}],
             "{{path: {path}}}",
-            "{path}:1: no prompt column (give `prompt` or `problem`: the question as text, or chat messages); the "
-            "row's columns: question, answer",
+            "{path}:1: no prompt column (give `prompt` or `problem` or `question`: the question as text, or chat "
+            "messages; or name the column with task.settings.prompt_field); the row's columns: input, answer",
         ),
         (  # a truncated line (was: "not valid JSON (Unterminated string starting at)", the position cut off)
             [{"prompt": "1+1?", "answer": "2"}, '{"prompt": "What is 2+'],
@@ -318,3 +318,76 @@ def test_bad_tool_message_names_file_line_and_the_form(tmp_path, message, why):
     with pytest.raises(DatasetError) as e:
         load_task("jsonl", path=path)
     assert str(e.value) == f"{path}:1: {why}"
+
+
+# Issue 72: data sets as people hold them, with no column setting.
+GSM8K = {
+    "question": "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How "
+    "many clips did Natalia sell altogether in April and May?",
+    "answer": "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips altogether "
+    "in April and May.\n#### 72",
+}
+DEEPMATH = {
+    "question": "Evaluate the limit of x * sin(1/x) as x goes to 0.",
+    "final_answer": "0",
+    "difficulty": 4.5,
+    "topic": "Mathematics -> Calculus",
+    "r1_solution_1": "<think>squeeze</think> The limit is \\boxed{0}.",
+}
+
+
+def test_gsm8k_rows_are_the_final_answer_with_the_work_as_the_trace(tmp_path):
+    path = tmp_path / "gsm8k.jsonl"
+    path.write_text("".join(json.dumps({**GSM8K, "question": GSM8K["question"] + f" ({i})"}) + "\n" for i in range(30)))
+    task = load_task("jsonl", path=str(path), demo="none")
+    p = next(q for s in ("train", "validation", "heldout") for q in task.problems(s))
+    assert p.answer == "72" and p.band == "all" and task.answer_form == "number"  # `#### 72` is a numeral gold
+    work = "Natalia sold 48/2 = 24 clips in May.\nNatalia sold 48+24 = 72 clips altogether in April and May."
+    assert p.meta["reasoning"] == work  # GSM8K's calculator notes are its tooling, not a solution to imitate
+    assert p.meta["trace"] == work + "\n\\boxed{72}"  # what `rlvr sft --set sft.source=reference` trains on
+    auto = load_task("jsonl", path=str(path))  # a demonstration shows work when the gold has work
+    assert auto.demo[1]["content"].endswith("\\boxed{72}") and "48/2 = 24" in auto.demo[1]["content"]
+
+
+def test_deepmath_rows_read_question_final_answer_and_difficulty(tmp_path):
+    path = tmp_path / "deepmath.jsonl"
+    path.write_text(
+        "".join(json.dumps({**DEEPMATH, "question": DEEPMATH["question"] + f" ({i})"}) + "\n" for i in range(20))
+    )
+    task = load_task("jsonl", path=str(path), demo="none")
+    p = next(q for s in ("train", "validation", "heldout") for q in task.problems(s))
+    assert p.answer == "0" and p.band == "difficulty 4-6" and "reasoning" not in p.meta
+
+
+def test_column_names_are_settings(tmp_path):
+    path = tmp_path / "own.jsonl"
+    path.write_text("".join(json.dumps({"q": f"{i} + 1?", "a": str(i + 1), "lvl": "easy"}) + "\n" for i in range(20)))
+    task = load_task("jsonl", path=str(path), prompt_field="q", answer_field="a", band_field="lvl", demo="none")
+    p = task.problems("train")[0]
+    assert p.prompt.endswith("+ 1?") and p.answer == str(int(p.prompt.split()[0]) + 1) and p.band == "easy"
+    with pytest.raises(DatasetError, match="no column 'question'"):
+        load_task("jsonl", path=str(path), prompt_field="question")
+
+
+def test_rlvr_verify_reads_a_worked_gold_as_its_final_answer(tmp_path):
+    from rlvr.cli import main
+
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text(json.dumps({"completion": "So \\boxed{72}.", "answer": GSM8K["answer"]}) + "\n")
+    assert main(["verify", "--input", str(src), "--output", str(out)]) == 0
+    assert json.loads(out.read_text())["status"] == "correct"
+
+
+def test_rlvr_eval_refuses_the_data_before_any_model_loads(tmp_path, capsys, monkeypatch):
+    from rlvr.cli import main
+
+    def no_model(*a, **k):
+        raise AssertionError("a model was loaded before the data was checked")
+
+    monkeypatch.setattr("rlvr.policy.load.load_policy", no_model)
+    monkeypatch.setattr("rlvr.evaluation.models.adapter_policy", no_model)
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps({"input": "1+1?", "answer": "2"}) + "\n")
+    argv = ["eval", "--model", "smollm2-135m-instruct", "--task", "jsonl", "--set", f"task.settings.path={path}"]
+    assert main(argv + ["--out", str(tmp_path / "out")]) == 2
+    assert "no prompt column" in capsys.readouterr().err and not (tmp_path / "out").exists()

@@ -175,40 +175,51 @@ def resolve_model(model_or_path, task, task_settings: dict | None, as_adapter: b
     split is returned for the contamination check. `as_adapter`: a run directory is loaded
     as its base model plus its adapter (run_as_adapter) instead of its merged model."""
     from rlvr.policy.load import ModelUnavailable, load_policy, merged_copy
-    from rlvr.tasks import load_task
 
     settings = dict(task_settings or {})
     run_train = None
+    # every refusal of the data (columns, golds, splits) before a model is converted or loaded: a task first
     if isinstance(model_or_path, tuple):
         (model, tokenizer), label = model_or_path, "in-memory model"
+        task_obj = _task(task, settings)
     elif is_run_dir(model_or_path):
         merged, cfg = read_run(model_or_path)
+        task, settings, run_train = _as_run(cfg, task, settings)
+        task_obj = _task(task, settings)
         if as_adapter or merged is None:
             model, tokenizer = run_as_adapter(model_or_path, cfg)
             model = model if as_adapter else merged_copy(model)
         else:
             model, tokenizer = load_policy(str(merged), "float32")
         label = str(model_or_path)
-        task, settings, run_train = _as_run(cfg, task, settings)
     elif is_checkpoint_dir(model_or_path):
         cfg = _config_of_run(model_or_path)
-        model, tokenizer = checkpoint_policy(model_or_path, cfg)
         task, settings, run_train = _as_run(cfg, task, settings)
+        task_obj = _task(task, settings)
+        model, tokenizer = checkpoint_policy(model_or_path, cfg)
         label = str(model_or_path)
     else:
         why = not_a_model(model_or_path)
         if why:  # before transformers, which would blame a missing tokenizer library
             raise ModelUnavailable(f"model {str(model_or_path)!r}: {why}")
+        task_obj = _task(task, settings)
         model, tokenizer = (
             adapter_policy(model_or_path)
             if is_adapter_dir(model_or_path)
             else load_policy(str(model_or_path), "float32")
         )
         label = str(model_or_path)
+    return model, tokenizer, task_obj, settings, run_train, label
+
+
+def _task(task, settings: dict):
+    """The task object of a name (with its settings) or the object itself; None is a ValueError (only a run directory
+    records its own task)."""
+    from rlvr.tasks import load_task
+
     if task is None:
         raise ValueError("no task given (only a run directory records its own)")
-    task_obj = load_task(task, **settings) if isinstance(task, str) else task
-    return model, tokenizer, task_obj, settings, run_train, label
+    return load_task(task, **settings) if isinstance(task, str) else task
 
 
 def _as_run(cfg: Config, task, settings: dict):

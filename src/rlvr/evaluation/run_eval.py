@@ -249,16 +249,15 @@ def evaluate_model(
     settings.backend is None), backend settings (remote urls, vLLM's engine) and dtype, and whose episode section
     says whether every sample is an episode (default: eval_config(model_or_path): the run's, else the defaults).
     train_problems: what contamination is checked against (default: the run's, else the task's train split).
-    The summary is evaluation.summarize's dict plus "setup" (what was run, wall time) and "hygiene".
-    Raises ContaminationError before any sampling when the split overlaps the training data.
-    """
+    The summary is evaluation.summarize's dict plus "setup" (what was run, wall time, demo auto's choice) and
+    "hygiene". Raises ContaminationError before any sampling when the split overlaps the training data."""
+    from rlvr.evaluation.demo_choice import greedy, measure
     from rlvr.policy.build import policy_device
     from rlvr.sampling import BACKENDS, build_sampler
     from rlvr.verifiers.compose import task_reward
 
     e, cfg = settings, cfg or eval_config(model_or_path)
-    ks = scored_ks(e)
-    backend = e.backend or cfg.rollout.backend
+    ks, backend = scored_ks(e), e.backend or cfg.rollout.backend
     # servers that hold the base model (remote): a run directory is evaluated as its adapter on that base
     on_servers = BACKENDS.get(backend).adapter_on_servers
     model, tokenizer, task_obj, task_settings, run_train, label = resolve_model(
@@ -274,8 +273,9 @@ def evaluate_model(
     sampler = build_sampler(cfg.rollout, model, tokenizer, backend=backend, prompt_format=fmt)
     if on_servers and not getattr(sampler, "base_only", False):  # a remote sampler's: servers of the base model
         sampler.sync(model)  # push the adapter once: the model does not change during an evaluation
-    episode = cfg.episode
-    new_env = environment_factory(episode, task_obj, reward)
+    new_env = environment_factory(episode := cfg.episode, task_obj, reward)
+    # demo "auto" on a model no run has measured: its own answers with and without (rlvr.evaluation.demo_choice)
+    demo = None if new_env else measure(task_obj, greedy(sampler, tokenizer, e.max_new_tokens, fmt), reward)
     records, figures = _sample_and_score(sampler, tokenizer, reward, task_obj, problems, ks, e, episode, new_env, fmt)
     summary = summarize(records, ks=ks, n_boot=e.n_boot, seed=e.seed, label=f"{label} on {e.split}")
     summary["setup"] = {
@@ -286,6 +286,7 @@ def evaluate_model(
         # what a local sampler computed in (rollout.dtype, `auto` resolved for this machine); None for a server's
         "sampler_dtype": str(sampler.dtype).removeprefix("torch.") if hasattr(sampler, "dtype") else None,
         **{"reward": asdict(reward_cfg), "wall_s": round(time.perf_counter() - t0, 2)},
+        **({"demo": demo.to_dict()} if demo is not None else {}),
     }
     if figures:  # an environment task: tool use and what ended the episodes, per pass
         summary["episodes"], summary["setup"]["episode"] = figures, asdict(episode)

@@ -165,6 +165,11 @@ def summary_markdown(summary: dict) -> str:
             else ""
         )
     )
+    demo = (summary.get("setup") or {}).get("demo")
+    if demo:  # demo "auto", measured on this model before it was evaluated
+        from rlvr.evaluation.demo_choice import choice_markdown
+
+        lines.append("\n" + choice_markdown(demo))
     return "\n".join(lines).lstrip("\n") + "\n"
 
 

@@ -112,16 +112,24 @@ class ArithmeticTask(SplitTask):
         per_band: int = 2000,
         bands=("1-digit", "2-digit", "3-digit"),
         system_prompt: str | None = None,
-        one_shot: bool = True,
+        one_shot: bool | str = True,
         answer_format: str = "boxed",
     ):
+        from rlvr.tasks.demo import demo_options
+
         unknown = [b for b in bands if b not in BANDS]
         if unknown:
             raise ValueError(f"arithmetic bands {unknown}: choose from {', '.join(BANDS)}")
         self.bands = list(bands)
         self.answer_format = check_answer_format(answer_format)
         self.system_prompt = system_prompt_for(answer_format, system_prompt, DEFAULT_SYSTEM)
-        self.one_shot = one_shot
+        if one_shot not in (True, False, "auto"):
+            raise ValueError(
+                f"arithmetic one_shot {one_shot!r}: give true, false or auto (measured on the start model)"
+            )
+        # "auto": decided on the start model by rlvr.evaluation.demo_choice (shown where nothing measures)
+        self.demo = one_shot_turns(self.answer_format) if one_shot else []
+        self.demo_options = demo_options(one_shot, self.demo, "one_shot", True, False)
         pool = generate(seed, per_band, self.bands)
         self._splits = {s: [p for p in pool if split_of(p.meta["fact"]) == s] for s in SPLITS}
 
@@ -129,9 +137,7 @@ class ArithmeticTask(SplitTask):
         """Chat messages for a problem: the system prompt, optionally one solved exchange, then the question.
 
         The one-shot exchange shows the answer format once; it is not one of the generated problems."""
-        msgs = [{"role": "system", "content": self.system_prompt}]
-        if self.one_shot:
-            msgs += one_shot_turns(self.answer_format)
+        msgs = [{"role": "system", "content": self.system_prompt}, *map(dict, self.demo)]
         msgs.append({"role": "user", "content": problem.prompt})
         return msgs
 

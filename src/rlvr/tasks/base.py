@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -11,7 +12,47 @@ from rlvr.tasks.answer_formats import ANSWER_FORMATS
 SPLITS = ("train", "validation", "heldout")
 # The one gold-column rule, shared by `rlvr verify`, the jsonl task and the integrations (TRL, verl, OpenRLHF):
 # a row's gold answer is in the first of these columns that the row has (with a value that is not null).
-GOLD_COLUMNS = ("answer", "gold", "solution", "ground_truth")
+GOLD_COLUMNS = ("answer", "gold", "solution", "ground_truth", "final_answer")
+# The question, as the data sets people hold name it: TRL's and ours `prompt`, MATH's `problem`, GSM8K's and
+# DeepMath's `question` (the first present wins; a task setting names another).
+PROMPT_COLUMNS = ("prompt", "problem", "question")
+# A difficulty band, likewise: ours `band`, DeepMath's `difficulty` (1..10), MATH's `level`.
+BAND_COLUMNS = ("band", "difficulty", "level")
+
+# GSM8K writes a gold as its worked solution, then "#### " and the final answer; the work carries calculator notes
+# ("48/2 = <<48/2=24>>24") that are the data set's tooling, not a solution a model should imitate.
+_WORKED_GOLD = re.compile(r"^(?P<work>.*?)\s*####\s*(?P<answer>[^\n#]+?)\s*$", re.S)
+_CALCULATOR_NOTE = re.compile(r"<<[^<>\n]*>>")
+
+
+def worked_gold(gold) -> tuple[str, str | None]:
+    """(the final answer, the worked solution before it or None) of a gold as a data row gives it. GSM8K's
+    `WORK\n#### 72` is the gold 72 with WORK as its reasoning (calculator notes dropped); any other gold is itself,
+    without work. The one rule every reader of golds applies (data files, `rlvr verify`, the service, TRL's columns)."""
+    text = str(gold)
+    m = _WORKED_GOLD.match(text)
+    if m is None:
+        return text, None
+    work = _CALCULATOR_NOTE.sub("", m.group("work")).strip()
+    return m.group("answer"), work or None
+
+
+def final_gold(gold):
+    """The final answer of a gold (worked_gold's first part); None stays None, and so does anything not text."""
+    return worked_gold(gold)[0] if isinstance(gold, str) else gold
+
+
+def band_of(value) -> str:
+    """A band's name from a row's difficulty: text as it is, a number (DeepMath's 1..10) in bands of width 2."""
+    if value is None:
+        return "all"
+    if isinstance(value, str) and not value.strip().replace(".", "", 1).isdigit():
+        return value
+    try:
+        low = int(float(value) // 2 * 2)
+    except (TypeError, ValueError):
+        return str(value)
+    return f"difficulty {low}-{low + 2}"
 
 
 def gold_column(row) -> str | None:
@@ -73,6 +114,11 @@ def validate_problem(problem: Problem, source: str, index: int) -> Problem:
         )
     return problem
 
+
+# The system prompt of data of one's own (jsonl, hub): the reference write-up's. A model that reasons keeps its chain
+# of thought, and the answer still lands where the verifier looks. (The embedded default's arithmetic task keeps
+# its one-line prompt and solved exchange: a 135M model that does not reason, docs/results.md.)
+REASONING_SYSTEM = "Solve the problem step by step. Put your final answer inside \\boxed{}."
 
 CODE_SYSTEM = "You write correct Python. Answer with the code in one ```python block."
 
@@ -156,6 +202,7 @@ class ProblemSetTask(SplitTask):
         self.grader = grader or default_grader((p for ps in splits.values() for p in ps), answer_form)
         self.answer_format = answer_format
         self.demo = list(demo)
+        self.demo_options: dict = {}  # demo "auto": what rlvr.evaluation.demo_choice measures (rlvr.tasks.demo)
 
     def messages(self, problem: Problem) -> list[dict]:
         return task_messages(self.system_prompt, problem, self.demo)

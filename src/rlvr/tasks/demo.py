@@ -4,8 +4,13 @@ A small model asked for `\\boxed{}` by a system prompt alone often never writes 
 is `no_answer` has nothing to learn from (docs/your-data.md has the figures). The built-in tasks show one solved
 exchange (arithmetic's `one_shot`); `demo` gives data of your own the same:
 
-- "auto": one solved training problem of the easiest band, its gold written in the task's answer format
-  ("The answer is \\boxed{42}." or "<answer>42</answer>"). The easiest band is the first in rlvr's band order (names
+- "auto": decided by measurement on the start model (rlvr.evaluation.demo_choice): its own answers with and without
+  one solved training problem of the easiest band shown first, keeping the demonstration only where it answers
+  correctly more often (or, as often, in the format more often). The demonstration shows work when the gold has
+  work (the row's `trace`, or a worked gold's reasoning: "48 / 2 = 24 ... \\boxed{24}"), else the gold alone in
+  the task's answer format ("The answer is \\boxed{42}." or "<answer>42</answer>"): a model shown an answer without
+  work copies that form and skips its reasoning. Where nothing measures (a task built by hand), "auto" shows the
+  demonstration. The easiest band is the first in rlvr's band order (names
   with their numbers compared as numbers: `1-step` before `2-step` before `10-step`), the problem the first of that
   band by id that has a text question, a gold answer and no copy in the validation or held-out split (none when the
   train split has a single problem);
@@ -13,8 +18,10 @@ exchange (arithmetic's `one_shot`); `demo` gives data of your own the same:
 - an exchange of your own, as chat messages: user, assistant (and more pairs), the last assistant turn giving its
   answer in the task's answer format.
 
-The jsonl task's default is "auto": on the embedded default model and docs/examples/word_problems it cut the
-held-out completions without an answer from 99.6% to 72.5% (docs/your-data.md). The hub task's is "none", so that a
+The jsonl task's default is "auto": on the embedded default model and docs/examples/word_problems the demonstration
+cut the held-out completions without an answer from 99.6% to 72.5% (docs/your-data.md); on Qwen2.5-Coder-0.5B-Instruct,
+which reasons, a one-line demonstration cut its greedy accuracy on word problems from 0.533 to 0.379 (issue 72), so
+which one helps is measured, not assumed. The hub task's is "none", so that a
 hub run's prompts stay as they were.
 
 The demonstration's question is left out of training: asked it, the model could copy the answer from the turn
@@ -75,15 +82,17 @@ def resolve_demo(demo, splits: dict[str, list[Problem]], answer_format: str = "b
     """(the demonstration's turns, the splits with its question left out of training). `demo` is checked first;
     "auto" finds no problem to show (no train problem with a text question and a gold) -> no turns."""
     demo = check_demo(demo, answer_format)
-    if demo == "none":
+    if demo == "none" or demo is False:
         return [], splits
     others = {text_hash(p.prompt): p for s, ps in splits.items() if s != "train" for p in ps}
     if demo == "auto":
         problem = auto_problem(splits.get("train", []), others)
         if problem is None:
             return [], splits
-        shown = ANSWER_FORMATS.get(answer_format).shown.format(problem.answer)
-        demo = [{"role": "user", "content": problem.prompt}, {"role": "assistant", "content": shown}]
+        demo = [
+            {"role": "user", "content": problem.prompt},
+            {"role": "assistant", "content": shown(problem, answer_format)},
+        ]
     for turn in demo[::2]:
         copy = others.get(text_hash(turn["content"]))
         if copy is not None:
@@ -103,3 +112,35 @@ def auto_problem(train: list[Problem], others: dict) -> Problem | None:
         return None
     fit = [p for p in train if p.answer is not None and not own_messages(p) and text_hash(p.prompt) not in others]
     return min(fit, key=lambda p: (band_order(p.band), p.id), default=None)
+
+
+def shown(problem: Problem, answer_format: str) -> str:
+    """A demonstration's assistant turn for a problem: its worked solution where the data has one (`trace` in the
+    task's answer format, as add_traces writes it), else its gold alone in that format."""
+    fmt = ANSWER_FORMATS.get(answer_format)
+    trace = problem.meta.get("trace") if isinstance(problem.meta, dict) else None
+    if isinstance(trace, str) and fmt.mark in trace:
+        return trace
+    return fmt.shown.format(problem.answer)
+
+
+def add_traces(problems, answer_format: str) -> None:
+    """Each problem whose gold came with its work (meta["reasoning"], a worked gold) gets that work as its reasoning
+    trace in the task's answer format (meta["trace"], what `rlvr sft` with sft.source=reference and a demonstration
+    read), unless the row has a trace of its own."""
+    fmt = ANSWER_FORMATS.get(answer_format)
+    for p in problems:
+        work = p.meta.get("reasoning") if isinstance(p.meta, dict) else None
+        if work and "trace" not in p.meta and p.answer is not None:
+            p.meta["trace"] = fmt.worked.format(reasoning=work, answer=p.answer)
+
+
+def demo_options(setting, turns: list[dict], key: str = "demo", shown_value=None, hidden_value="none") -> dict:
+    """What a measurement chooses between (rlvr.evaluation.demo_choice), as {arm: (turns, the task settings that
+    give that arm without measuring)}: the demonstration and none when the setting is "auto" and there is a
+    demonstration to show; {} when there is nothing to decide. `key`: the task's setting (`demo`, arithmetic's
+    `one_shot`); `shown_value`: its value for the demonstration (default: the turns themselves)."""
+    if setting != "auto" or not turns:
+        return {}
+    shown = list(turns) if shown_value is None else shown_value
+    return {"demonstration": (list(turns), {key: shown}), "none": ([], {key: hidden_value})}

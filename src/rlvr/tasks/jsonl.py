@@ -1,20 +1,28 @@
 """A task read from a local JSON-lines file: one problem per line, optional `id` and `band`.
 
-- `prompt` (or `problem`): the question as text, or as chat messages (a list of {"role", "content"}, the
-  conversational form TRL and hub datasets use, tool-call demonstrations included: rlvr.tasks.chat): the messages
-  are kept whole, system turn and few-shot turns included, and the task's system prompt is added only when they
-  have no system turn.
+Data sets as people hold them load with no column setting: ours and TRL's (`prompt`, `answer`), GSM8K's (`question`,
+`answer` as a worked solution ending `#### 72`), DeepMath's (`question`, `final_answer`, `difficulty`), MATH's
+(`problem`, `solution`, `level`).
+- the question: the first of `prompt`, `problem`, `question` the row has (rlvr.tasks.base.PROMPT_COLUMNS), as text
+  or as chat messages (a list of {"role", "content"}, the conversational form TRL and hub datasets use, tool-call
+  demonstrations included: rlvr.tasks.chat): the messages are kept whole, system turn and few-shot turns included,
+  and the task's system prompt is added only when they have no system turn.
 - `id`: unique in its file (an id decides the problem's split); a row without one is named by its question's hash.
-- the gold answer: the first of `answer`, `gold`, `solution`, `ground_truth` the row has (the gold-column rule,
-  rlvr.tasks.base.GOLD_COLUMNS, shared with `rlvr verify` and the integrations); or hidden `tests` (code).
+- the gold answer: the first of `answer`, `gold`, `solution`, `ground_truth`, `final_answer` the row has (the
+  gold-column rule, rlvr.tasks.base.GOLD_COLUMNS, shared with `rlvr verify` and the integrations); or hidden `tests`
+  (code). A worked gold (GSM8K's `WORK\n#### 72`) is the gold 72; its work is the problem's reasoning trace (for
+  `rlvr sft --set sft.source=reference` and for a demonstration; rlvr.tasks.demo.add_traces).
+- the band: `band` as written, else a difficulty column (`difficulty`, `level`; numbers in bands of width 2).
+- `prompt_field`, `answer_field`, `band_field` (task settings): name other columns, as the hub task's do.
 - `answer_form` (task setting): "auto" (default: "number" when every gold is a numeral, else "math"), "math" or
   "number" (rlvr.tasks.forms): what an answer must look like before it is compared.
 - `answer_format` (task setting): "boxed" (default) or "tags" (<think> then <answer>, the R1 format): how the
-  default system prompt asks for the answer, and how the reward reads it.
+  default system prompt asks for the answer (rlvr.tasks.base.REASONING_SYSTEM: step by step, then the answer), and
+  how the reward reads it.
 - `demo` (task setting): "auto" (default), "none", or a solved exchange of your own as chat messages: the
-  demonstration shown before each text question (rlvr.tasks.demo; "auto" shows the easiest band's first training
-  problem, answered in the answer format). Chat rows are used as written: a demonstration of your own when every row
-  is chat messages, or a system_prompt when every row has its own system turn, is refused (rlvr.tasks.chat).
+  demonstration shown before each text question (rlvr.tasks.demo: "auto" is decided by measurement on the start model,
+  rlvr.evaluation.demo_choice). Chat rows are used as written: a demonstration of your own when every row is chat
+  messages, or a system_prompt when every row has its own system turn, is refused (rlvr.tasks.chat).
 A bad row fails the load with its file and line, before anything is written; so does a gold that does not have
 the task's answer form itself (`"about 40"` under `number`), which no reply could match."""
 
@@ -22,56 +30,92 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from rlvr.errors import ConfigError
 from rlvr.tasks.base import (
+    BAND_COLUMNS,
+    PROMPT_COLUMNS,
+    REASONING_SYSTEM,
     SPLITS,
     DatasetError,
     Problem,
+    band_of,
     check_answer_format,
     default_grader,
     gold_column,
     system_prompt_for,
     task_messages,
     validate_problem,
+    worked_gold,
 )
 from rlvr.tasks.chat import chat_prompt, check_settings_apply
+from rlvr.tasks.demo import demo_options
 
-PROMPT_COLUMNS = ("prompt", "problem")
+
+@dataclass(frozen=True)
+class Columns:
+    """Which column of a row holds what: None for each means the rule (the first present of
+    rlvr.tasks.base.PROMPT_COLUMNS, GOLD_COLUMNS, BAND_COLUMNS); a task setting (`prompt_field`, `answer_field`,
+    `band_field`) names a column of the data's own."""
+
+    prompt: str | None = None
+    answer: str | None = None
+    band: str | None = None
+
+    def of_prompt(self, row: dict) -> str | None:
+        return self.prompt if self.prompt is not None else next((k for k in PROMPT_COLUMNS if k in row), None)
+
+    def of_answer(self, row: dict) -> str | None:
+        if self.answer is not None:
+            return self.answer if row.get(self.answer) is not None else None
+        return gold_column(row)
+
+    def band_of(self, row: dict) -> str:
+        """The row's band: a `band` column as written, a difficulty (DeepMath's 1..10) in bands of width 2."""
+        key = self.band if self.band is not None else next((k for k in BAND_COLUMNS if k in row), None)
+        if key is None or row.get(key) is None:
+            return "all"
+        return str(row[key]) if key == "band" else band_of(row[key])
 
 
-def row_problem(row: dict, where: str, line_no: int) -> Problem:
-    """One validated Problem from one data row (see the module doc)."""
-    column = next((k for k in PROMPT_COLUMNS if k in row), None)
-    if column is None:  # a `question` or `input` column is not read as the prompt: say so, not "empty prompt"
+def row_problem(row: dict, where: str, line_no: int, columns: Columns = Columns(), id_prefix: str = "row-") -> Problem:
+    """One validated Problem from one data row (see the module doc). A worked gold (GSM8K's `... #### 72`) is its
+    final answer, the work kept as `meta["reasoning"]`."""
+    column = columns.of_prompt(row)
+    if column is None or column not in row:  # an `input` column is not read as the prompt: say so, not "empty prompt"
+        named = f"no column {column!r}" if column else "no prompt column"
         raise DatasetError(
-            f"{where}: no prompt column (give `prompt` or `problem`: the question as text, or chat messages); "
-            f"the row's columns: {', '.join(row) or '(none)'}"
+            f"{where}: {named} (give {' or '.join(f'`{k}`' for k in PROMPT_COLUMNS)}: the question as text, or chat "
+            f"messages; or name the column with task.settings.prompt_field); the row's columns: "
+            f"{', '.join(row) or '(none)'}"
         )
     text, messages = chat_prompt(row[column], where)
-    gold_key = gold_column(row)
-    answer = None if gold_key is None else row[gold_key]
-    pid = str(row.get("id") or "row-" + hashlib.sha256(text.encode()).hexdigest()[:16])
-    meta = {k: v for k, v in row.items() if k not in ("prompt", "tests", gold_key)}
+    gold_key = columns.of_answer(row)
+    answer, work = (None, None) if gold_key is None else worked_gold(row[gold_key])
+    pid = str(row.get("id") or id_prefix + hashlib.sha256(text.encode()).hexdigest()[:16])
+    meta = {k: v for k, v in row.items() if k not in (column, "tests", gold_key)}
     if messages:
         meta["messages"] = messages
+    if work:
+        meta["reasoning"] = work
     problem = Problem(
         id=pid,
         prompt=text,
-        answer=None if answer is None else str(answer),
+        answer=answer,
         tests=row.get("tests"),
-        band=str(row.get("band", "all")),
+        band=columns.band_of(row),
         meta=meta,
     )
     return validate_problem(problem, where, line_no)
 
 
-def read_problems(path: str | Path) -> list[Problem]:
-    return [p for _, p in read_located(path)]
+def read_problems(path: str | Path, columns: Columns = Columns()) -> list[Problem]:
+    return [p for _, p in read_located(path, columns)]
 
 
-def read_located(path: str | Path) -> list[tuple[str, Problem]]:
+def read_located(path: str | Path, columns: Columns = Columns()) -> list[tuple[str, Problem]]:
     """("FILE:LINE", Problem) for each row of a file; a bad row or a repeated id is a DatasetError."""
     path = Path(path)
     if not path.is_file():
@@ -91,7 +135,7 @@ def read_located(path: str | Path) -> list[tuple[str, Problem]]:
                 raise DatasetError(f"{path}:{line_no}: not valid JSON: {e}") from None
             if not isinstance(row, dict):
                 raise DatasetError(f"{path}:{line_no}: expected a JSON object, got {type(row).__name__}")
-            problem = row_problem(row, f"{path}:{line_no}", line_no)
+            problem = row_problem(row, f"{path}:{line_no}", line_no, columns)
             if problem.id in first:
                 raise DatasetError(repeated_id(path, first[problem.id], line_no, problem))
             first[problem.id] = line_no
@@ -160,21 +204,25 @@ class JsonlTask:
         answer_form: str = "auto",
         answer_format: str = "boxed",
         demo: str | list = "auto",
+        prompt_field: str | None = None,
+        answer_field: str | None = None,
+        band_field: str | None = None,
     ):
-        from rlvr.tasks.arithmetic import DEFAULT_SYSTEM, split_of
-        from rlvr.tasks.demo import check_demo, resolve_demo
+        from rlvr.tasks.arithmetic import split_of
+        from rlvr.tasks.demo import add_traces, check_demo, resolve_demo
         from rlvr.tasks.forms import ANSWER_FORMS
 
         if answer_form != "auto":
             ANSWER_FORMS.check(answer_form, "task.settings.answer_form")
         self.answer_format = check_answer_format(answer_format)
-        self.system_prompt = system_prompt_for(answer_format, system_prompt, DEFAULT_SYSTEM)
+        self.system_prompt = system_prompt_for(answer_format, system_prompt, REASONING_SYSTEM)
         check_demo(demo, answer_format)  # a mistake in the setting before a file is read
+        columns = Columns(prompt_field, answer_field, band_field)
         if splits:
-            located = {s: read_located(p) for s, p in check_splits(splits).items()}
+            located = {s: read_located(p, columns) for s, p in check_splits(splits).items()}
             self._splits = {s: [p for _, p in rows] for s, rows in located.items()}
         elif path:
-            located = {"all": read_located(path)}
+            located = {"all": read_located(path, columns)}
             self._splits = {s: [p for _, p in located["all"] if split_of(p.id) == s] for s in SPLITS}
         else:
             raise ValueError("jsonl task: give `path` (split by id) or `splits` {train: ..., heldout: ...}")
@@ -184,8 +232,10 @@ class JsonlTask:
         every = [p for ps in self._splits.values() for p in ps]
         check_settings_apply(every, path or ", ".join(map(str, (splits or {}).values())), demo, system_prompt)
         self.grader = default_grader((p for ps in self._splits.values() for p in ps), self.answer_form)
+        add_traces(every, answer_format)  # a worked gold's work, as `rlvr sft` and a demonstration show it
         # last, on the data as read: its question leaves the train split (rlvr.tasks.demo says why)
         self.demo, self._splits = resolve_demo(demo, self._splits, answer_format)
+        self.demo_options = demo_options(demo, self.demo)
 
     def problems(self, split: str) -> list[Problem]:
         return self._splits.get(split, [])

@@ -2,8 +2,9 @@
 
 The rules every entry point shares, in one leaf module so the verify command, the HTTP service (rlvr.serve) and the
 framework adapters (rlvr.integrations) read golds the same way:
-- the gold-column rule: the gold answer is the first of `answer`, `gold`, `solution`, `ground_truth` present
-  (rlvr.tasks.base.GOLD_COLUMNS); code rows carry `tests` (and `entry_point`);
+- the gold-column rule: the gold answer is the first of `answer`, `gold`, `solution`, `ground_truth`,
+  `final_answer` present (rlvr.tasks.base.GOLD_COLUMNS), GSM8K's worked `... #### 72` read as 72 (final_gold);
+  code rows carry `tests` (and `entry_point`);
 - a framework's label (OpenRLHF's `labels`, verl's `ground_truth`) is the answer as text for answer verifiers and the
   hidden tests for code verifiers (`parse_tests`: JSON decoded, verl / PRIME-style {"inputs", "outputs"} as stdio
   cases);
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import json
 
-from rlvr.tasks.base import Problem, gold_column
+from rlvr.tasks.base import Problem, final_gold, gold_column
 
 
 def parse_tests(gold):
@@ -85,7 +86,7 @@ def problem_from_row(row: dict, index: int, task=None) -> Problem:
     return Problem(
         id=str(row.get("id", index)),
         prompt=row["prompt"] if isinstance(row.get("prompt"), str) else "",
-        answer=None if key is None else str(row[key]),
+        answer=None if key is None else final_gold(str(row[key])),
         tests=row.get("tests"),
         meta=meta,
     )

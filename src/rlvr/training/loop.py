@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import time
 from contextlib import nullcontext
@@ -29,9 +30,10 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from rlvr.config import Config
+from rlvr.evaluation.demo_choice import DEMO_FILE, settled
 from rlvr.rundir import checkpoint as ckpt
 from rlvr.rundir import fsdp
-from rlvr.rundir.files import RunDir, atomic_write_text
+from rlvr.rundir.files import RunDir, atomic_write_text, check_output_dir
 from rlvr.rundir.trackers import Trackers
 from rlvr.training import ahead, contention, distributed
 from rlvr.training.episodes import recorded_prompts
@@ -70,11 +72,17 @@ def train(
     that reports the run itself (the main job's phases). `policy` = (model, tokenizer) overrides loading by name
     (tests use a tiny random model)."""
     parts = check_components(cfg)
+    if policy is None and os.environ.get("RANK", "0") == "0":  # an unusable folder: refused before a model loads
+        check_output_dir(parts.cfg.output_dir, resume=resume, overwrite=overwrite)
+    # demo "auto": measured on the start model before the run directory records the config (read back on a resume)
+    settled_cfg, demo = settled(parts.cfg, parts.cfg.output_dir, resume, policy)
+    if demo is not None:
+        parts = check_components(settled_cfg)
     with reporting(parts.resolved.output_dir) if report else nullcontext():
-        return _train(parts, resume, overwrite, allow_config_change, policy, quiet)
+        return _train(parts, resume, overwrite, allow_config_change, policy, quiet, demo)
 
 
-def _train(parts, resume: bool, overwrite: bool, allow_config_change: bool, policy, quiet: bool) -> Path:
+def _train(parts, resume: bool, overwrite: bool, allow_config_change: bool, policy, quiet: bool, demo=None) -> Path:
     """The run itself: the run directory, the steps, final/."""
     cfg = parts.resolved  # the run records the grading it uses, the task's own when the config names none
     comm = distributed.setup()  # scale-out: W ranks under torchrun, else one
@@ -89,6 +97,8 @@ def _train(parts, resume: bool, overwrite: bool, allow_config_change: bool, poli
         policy=policy,
         is_main=comm.is_main,
     )
+    if demo is not None and opened.run is not None:
+        atomic_write_text(opened.path / DEMO_FILE, json.dumps(demo, indent=2) + "\n")
     comm.barrier()  # the others wait until the run directory is ready
     sampling_ahead = None
     try:

@@ -65,18 +65,22 @@ def _out_of_domain(cfg: Config, root: Path, models: dict, quiet: bool) -> list[t
     return results
 
 
-def _start_up(cfg: Config, overwrite: bool) -> tuple[Path, Config, RunDir]:
-    """Every check that can fail before any phase runs (registry names, out-of-domain sets, trackers, controls, the
-    output folder, the model), then the root folder with its config.yaml; returns (root, the RL phase's config, the
-    root RunDir, whose lock keeps a second job out of the folder while this one lives)."""
+def _start_up(cfg: Config, overwrite: bool) -> tuple[Path, Config, Config, RunDir]:
+    """Every check that can fail before any phase runs (registry names, the data, out-of-domain sets, trackers,
+    controls, the output folder, the model), `demo: auto` decided, then the root folder with its config.yaml; returns
+    (root, the config every phase runs with, the RL phase's config, the root RunDir, whose lock keeps a second job out
+    of the folder while this one lives)."""
+    from rlvr.evaluation.demo_choice import DEMO_FILE, settled
     from rlvr.evaluation.out_of_domain import check_sets
     from rlvr.policy.load import resolve_model_path
     from rlvr.rundir.trackers import check_trackers
     from rlvr.training.controls import check_controls
     from rlvr.training.lifecycle import check_prompt_format, check_registered
+    from rlvr.training.step import load_configured_task
     from rlvr.training.teacher import resolve_teacher
 
     check_registered(cfg)
+    load_configured_task(cfg)  # the data's every refusal (columns, golds, splits) before any model
     check_sets(cfg)
     root = Path(cfg.output_dir)
     rl_cfg = rl_phase_cfg(cfg, root)
@@ -85,13 +89,17 @@ def _start_up(cfg: Config, overwrite: bool) -> tuple[Path, Config, RunDir]:
     resolve_teacher(rl_cfg)  # a distillation teacher that cannot teach this policy, likewise
     resume = (root / "config.yaml").exists() and not overwrite
     check_output_dir(root, resume=resume, overwrite=overwrite)  # an unusable folder first, then the model:
-    if resume:
-        check_finished_phases(cfg, root, rl_cfg)
     resolve_model_path(cfg.model.name)  # a hub id the hub cannot give stops here, before any folder exists
     check_prompt_format(cfg)  # a chat format asked of a base model's tokenizer, likewise
+    cfg, demo = settled(cfg, root, resume)  # demo "auto": measured on the start model once (read back on a rerun)
+    rl_cfg = rl_phase_cfg(cfg, root)
+    if resume:
+        check_finished_phases(cfg, root, rl_cfg)
     held = RunDir(root, resume=resume, overwrite=overwrite)
     atomic_write_text(root / "config.yaml", dump(cfg.to_dict()))
-    return root, rl_cfg, held
+    if demo is not None:
+        atomic_write_text(root / DEMO_FILE, json.dumps(demo, indent=2) + "\n")
+    return root, cfg, rl_cfg, held
 
 
 def _train_phases(cfg: Config, root: Path, rl_cfg: Config, timed: PhaseClock, quiet: bool) -> tuple[Path, Path]:
@@ -131,7 +139,7 @@ def run_main(cfg: Config | dict, *, overwrite: bool = False, quiet: bool = False
     from rlvr.training.loop import train
 
     t0, cfg = time.perf_counter(), as_config(cfg)
-    root, rl_cfg, _held = _start_up(cfg, overwrite)
+    root, cfg, rl_cfg, _held = _start_up(cfg, overwrite)
     timed = PhaseClock()
     start_eval = timed("eval start", _evaluate, "start", cfg.model.name, cfg, root, quiet)
     rl_dir, sft_dir = _train_phases(cfg, root, rl_cfg, timed, quiet)
@@ -229,6 +237,7 @@ def _write_report(root, c: Config, result, summaries, evals, wall_line, ood, con
     from rlvr.evaluation.summary import summary_markdown
     from rlvr.tasks import load_task
     from rlvr.training.run_report import config_meta, load_line, read_load, run_warnings
+    from rlvr.training.settings_report import chosen_section
 
     rows = report.read_metrics(root / "rlvr")
     plots = _report_plots(root, rows, summaries)
@@ -261,6 +270,7 @@ def _write_report(root, c: Config, result, summaries, evals, wall_line, ood, con
         reading=reading(result),
         out_of_domain_md=_ood_markdown(ood),
         sections={
+            **chosen_section(root, c),
             **_sft_section(against_sft),
             **({"Distillation: reverse KL to the teacher": teacher_kl} if teacher_kl else {}),
             **_controls_section(root, rows, controls),

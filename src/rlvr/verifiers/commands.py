@@ -18,7 +18,7 @@ import sys
 from collections import Counter
 
 from rlvr.config import ConfigError
-from rlvr.tasks.base import GOLD_COLUMNS, gold_column
+from rlvr.tasks.base import GOLD_COLUMNS, final_gold, gold_column
 from rlvr.verifiers.base import STATUSES
 from rlvr.verifiers.pool import score_batch
 from rlvr.verifiers.registry import KINDS, build_verifier
@@ -77,7 +77,7 @@ def verifier_scorer(args):
     verifier = build_verifier(args.verifier or "math", parse_settings(args.set), "verifier")
 
     def score(rows):
-        golds = [None if (k := gold_column(r)) is None else str(r[k]) for r in rows]
+        golds = [None if (k := gold_column(r)) is None else final_gold(str(r[k])) for r in rows]
         verdicts = score_batch(verifier, [r["completion"] for r in rows], golds, args.workers, args.timeout_s)
         return [(v, v.reward) for v in verdicts]
 

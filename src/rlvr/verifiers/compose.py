@@ -82,7 +82,7 @@ def problems_from_columns(n: int, columns: dict, grades: str | None = None) -> l
     of answer / gold / solution / ground_truth that is not null in that row (rlvr.tasks.base.GOLD_COLUMNS), hidden
     tests from `tests`. `grades="answer"` (a term that reads a gold answer) with none of those columns raises,
     naming them: a reward with no gold would score every row as a fault, and the trainer would learn nothing."""
-    from rlvr.tasks.base import GOLD_COLUMNS, Problem
+    from rlvr.tasks.base import GOLD_COLUMNS, Problem, final_gold
 
     present = [k for k in GOLD_COLUMNS if isinstance(columns.get(k), (list, tuple))]
     if grades == "answer" and not present and columns.get("tests") is None:
@@ -96,6 +96,7 @@ def problems_from_columns(n: int, columns: dict, grades: str | None = None) -> l
     for i in range(n):
         prompt = prompts[i] if isinstance(prompts, list) and i < len(prompts) else ""
         gold = next((columns[k][i] for k in present if i < len(columns[k]) and columns[k][i] is not None), None)
+        gold = final_gold(gold)  # GSM8K's worked `... #### 72` is the gold 72
         out.append(
             Problem(id=str(i), prompt=completion_text(prompt), answer=gold, tests=None if tests is None else tests[i])
         )
