@@ -12,6 +12,11 @@ What `distill.teacher` may name, and the form it takes:
   written.
 Every form must share the policy's tokenizer (the same vocabulary, token for token): the per-token log ratio compares
 two distributions over the same ids. Cross-tokenizer distillation is out of scope.
+
+A teacher handed over half-made is refused in one line naming what it lacks, before any model loads: a model folder
+without its tokenizer (`model.save_pretrained(DIR)` alone), without weights or a shard of them, weights without
+config.json, an adapter folder without its weights; a file that is not GGUF, or a GGUF whose tokenizer (read from its
+metadata) is not the policy's, before the file is converted.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from __future__ import annotations
 import json
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -29,10 +34,15 @@ from rlvr.algorithms.distill import SUM_KEYS, distill_advantages, distill_figure
 from rlvr.algorithms.step_batch import StepBatch
 from rlvr.config import Config, ConfigError, DistillConfig
 from rlvr.evaluation.models import is_adapter_dir, is_run_dir
+from rlvr.policy.gguf import GGUFRefused, check_gguf, is_gguf_name
 from rlvr.policy.update import UpdateSettings
 
 TIMEOUT_S = 60.0  # a served teacher's request: one prefill of a row
 STAT = "distill_sum/"  # the prefix of the figures' sums in a batch's stats (summed over ranks as every count is)
+# what from_pretrained reads a model folder's weights from (one file, or an index naming its shards)
+WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json")
+ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
+VOCABULARY = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt")  # a tokenizer's own files, any of them
 
 
 class Teacher(Protocol):
@@ -53,8 +63,9 @@ class TeacherSpec:
 
 def resolve_teacher(cfg: Config) -> TeacherSpec | None:
     """The teacher of `cfg` (None with distill.coef 0: the run is exactly one without a teacher), or a ConfigError of
-    one line: no teacher named, a path that is none of the things a teacher can be, a hub id that cannot be had,
-    a tokenizer other than the policy's. Reads tokenizers and configs, loads no weights."""
+    one line: no teacher named, a path that is none of the things a teacher can be, a folder or file half-made, a hub
+    id that cannot be had, a tokenizer other than the policy's. Reads tokenizers and configs, loads no weights (a
+    GGUF file is converted, once, after its tokenizer is found to be the policy's)."""
     d = cfg.distill
     if d.coef == 0:
         return None
@@ -79,6 +90,10 @@ def resolve_teacher(cfg: Config) -> TeacherSpec | None:
             "weights, which train.fsdp shards; give its run's final/merged model instead"
         )
     _check_tokenizer(cfg, spec)
+    if is_gguf_name(spec.where):
+        from rlvr.policy.load import resolve_model_path
+
+        spec = replace(spec, where=resolve_model_path(spec.where))
     return spec
 
 
@@ -106,24 +121,106 @@ def _check_servers(cfg: Config) -> None:
 
 
 def _local_spec(cfg: Config, d: DistillConfig) -> TeacherSpec:
+    """The form and place of a teacher that is no server, each half-made folder or file refused in one line. A GGUF
+    file's spec names the file itself: resolve_teacher converts it once its tokenizer has been checked."""
     from rlvr.policy.load import resolve_model_path
 
     path = Path(d.teacher).expanduser()
     if is_run_dir(path):
         adapter, merged = path / "final" / "adapter", path / "final" / "merged"
         if (adapter / "adapter_config.json").exists() and _on_policy_base(cfg, adapter):
+            _check_adapter_folder(d.teacher, adapter)
             return TeacherSpec("adapter", str(adapter), d.teacher)
         if (merged / "config.json").exists():
+            _check_model_folder(d.teacher, merged)
             return TeacherSpec("model", str(merged), d.teacher)
         raise ConfigError(f"distill.teacher = {d.teacher}: the run has no final model yet (is it still training?)")
     if is_adapter_dir(path):
+        _check_adapter_folder(d.teacher, path)
         return TeacherSpec("adapter" if _on_policy_base(cfg, path) else "model", str(path), d.teacher)
     if path.is_dir() and not (path / "config.json").exists():
-        raise ConfigError(
-            f"distill.teacher = {d.teacher}: not a run directory, a PEFT adapter folder (adapter_config.json) or a "
-            "model folder (config.json)"
+        raise ConfigError(_not_a_model(d.teacher, path))
+    if path.is_dir():
+        _check_model_folder(d.teacher, path)
+        return TeacherSpec("model", str(path), d.teacher)
+    if path.is_file():  # a GGUF file, as rlvr.policy.gguf.is_gguf_name takes any file to be
+        try:
+            check_gguf(path, d.teacher)
+        except GGUFRefused as e:  # its line, naming the setting rather than a model
+            raise ConfigError(
+                f"distill.teacher = {d.teacher}: {str(e).removeprefix(f'model {d.teacher!r}: ')}"
+            ) from None
+        return TeacherSpec("model", str(path), d.teacher)
+    return TeacherSpec("model", resolve_model_path(d.teacher), d.teacher)
+
+
+def _not_a_model(label: str, folder: Path) -> str:
+    """Why a folder without config.json is no teacher: the weights it holds without their config, else what it is."""
+    held = sorted(p.name + "/" * p.is_dir() for p in folder.iterdir() if not p.name.startswith("."))
+    weights = [n for n in held if n.endswith((".safetensors", ".bin"))]
+    if weights and all(n.startswith("adapter_model") for n in weights):
+        return (
+            f"distill.teacher = {label}: the folder holds an adapter's weights ({', '.join(weights)}) but no "
+            "adapter_config.json; save the adapter whole: model.save_pretrained(DIR) writes both"
         )
-    return TeacherSpec("model", resolve_model_path(str(path) if path.exists() else d.teacher), d.teacher)
+    if weights:
+        return (
+            f"distill.teacher = {label}: the folder holds weights ({', '.join(weights[:3])}{', ...' * (len(weights) > 3)}) "
+            "but no config.json; save the model whole: model.save_pretrained(DIR) writes both"
+        )
+    holds = f"it holds {', '.join(held[:8])}{', ...' * (len(held) > 8)}" if held else "it is empty"
+    return (
+        f"distill.teacher = {label}: not a run directory, a PEFT adapter folder (adapter_config.json) or a model "
+        f"folder (config.json); {holds}"
+    )
+
+
+def _check_model_folder(label: str, folder: Path) -> None:
+    """A model folder (config.json) must hold its weights, each shard its index names, and its tokenizer: else one
+    line naming what is missing (transformers would end in a traceback, the tokenizer's after the weights loaded)."""
+    lacks, fixes = [], []
+    if not any((folder / name).exists() for name in WEIGHTS):
+        lacks.append(f"no weights ({', '.join(WEIGHTS[:2])} or a shard index such as {WEIGHTS[2]})")
+        fixes.append("the model with model.save_pretrained(DIR)")
+    if not any((folder / name).exists() for name in VOCABULARY) and not any(folder.glob("*.tiktoken")):
+        lacks.append(f"no tokenizer files ({', '.join(VOCABULARY[:2])} or {VOCABULARY[2]})")
+        fixes.append("the tokenizer beside the weights with tokenizer.save_pretrained(DIR)")
+    if lacks:
+        raise ConfigError(
+            f"distill.teacher = {label}: the model folder has config.json but {' and '.join(lacks)}; save "
+            + " and ".join(fixes)
+        )
+    for index in (folder / WEIGHTS[2], folder / WEIGHTS[3]):
+        if not index.exists():
+            continue
+        try:
+            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        except (OSError, ValueError, KeyError, AttributeError):
+            raise ConfigError(f"distill.teacher = {label}: {index.name} is no shard index (no weight_map)") from None
+        missing = [s for s in shards if not (folder / s).exists()]
+        if missing:
+            raise ConfigError(
+                f"distill.teacher = {label}: {index.name} names {len(shards)} weight files and {len(missing)} are "
+                f"missing: {', '.join(missing[:3])}{', ...' * (len(missing) > 3)}"
+            )
+
+
+def _check_adapter_folder(label: str, folder: Path) -> None:
+    """A PEFT adapter folder must hold its weights and name its base model (whose weights, and tokenizer where the
+    folder has none, it runs with)."""
+    if not any((folder / name).exists() for name in ADAPTER_WEIGHTS):
+        raise ConfigError(
+            f"distill.teacher = {label}: the adapter folder has adapter_config.json but no weights "
+            f"({' or '.join(ADAPTER_WEIGHTS)})"
+        )
+    try:
+        base = json.loads((folder / "adapter_config.json").read_text()).get("base_model_name_or_path")
+    except (OSError, ValueError, AttributeError):
+        raise ConfigError(f"distill.teacher = {label}: its adapter_config.json is not a JSON object") from None
+    if not base:
+        raise ConfigError(
+            f"distill.teacher = {label}: its adapter_config.json names no base model (base_model_name_or_path)"
+        )
 
 
 def _on_policy_base(cfg: Config, adapter: Path) -> bool:
@@ -136,13 +233,23 @@ def _on_policy_base(cfg: Config, adapter: Path) -> bool:
 
 
 def _check_tokenizer(cfg: Config, spec: TeacherSpec) -> None:
-    """The teacher's tokenizer must be the policy's, id for id: else one line naming both."""
+    """The teacher's tokenizer must be the policy's, id for id: else one line naming both. A GGUF file's is read from
+    its metadata (no weights); one that cannot be read at all is said in one line too."""
     from transformers import AutoTokenizer
 
     from rlvr.policy.load import resolve_model_path
 
     student = AutoTokenizer.from_pretrained(resolve_model_path(cfg.model.name))
-    teacher = AutoTokenizer.from_pretrained(_tokenizer_folder(spec))
+    where = Path(spec.where)
+    if is_gguf_name(spec.where):
+        folder, kw = str(where.parent), {"gguf_file": where.name}
+    else:
+        folder, kw = _tokenizer_folder(spec), {}
+    try:
+        teacher = AutoTokenizer.from_pretrained(folder, **kw)
+    except Exception as e:  # transformers and tokenizers raise many kinds at a garbled tokenizer file
+        why = " ".join(str(e).split()) or type(e).__name__
+        raise ConfigError(f"distill.teacher = {spec.label}: its tokenizer cannot be read ({why})") from None
     if teacher.get_vocab() != student.get_vocab():
         raise ConfigError(
             f"distill.teacher = {spec.label}: its tokenizer ({len(teacher)} tokens) is not the policy's "
@@ -152,14 +259,14 @@ def _check_tokenizer(cfg: Config, spec: TeacherSpec) -> None:
 
 
 def _tokenizer_folder(spec: TeacherSpec) -> str:
-    """Where the teacher's tokenizer is: its folder (rlvr saves the tokenizer beside an adapter), else its base's."""
+    """Where the teacher's tokenizer is: its folder (a model folder has one, checked; rlvr saves the tokenizer beside
+    an adapter), else its adapter's base's."""
     folder = Path(spec.where)
-    if (folder / "tokenizer_config.json").exists() or (folder / "tokenizer.json").exists():
+    if not is_adapter_dir(folder) or any((folder / n).exists() for n in ("tokenizer_config.json", *VOCABULARY)):
         return str(folder)
     from rlvr.policy.load import resolve_model_path
 
-    base = json.loads((folder / "adapter_config.json").read_text()).get("base_model_name_or_path")
-    return resolve_model_path(base)
+    return resolve_model_path(json.loads((folder / "adapter_config.json").read_text())["base_model_name_or_path"])
 
 
 def build_teacher(spec: TeacherSpec, cfg: Config, model, tokenizer) -> Teacher:
