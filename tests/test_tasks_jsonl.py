@@ -391,3 +391,25 @@ def test_rlvr_eval_refuses_the_data_before_any_model_loads(tmp_path, capsys, mon
     argv = ["eval", "--model", "smollm2-135m-instruct", "--task", "jsonl", "--set", f"task.settings.path={path}"]
     assert main(argv + ["--out", str(tmp_path / "out")]) == 2
     assert "no prompt column" in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("shape", ["gsm8k", "deepmath"])
+def test_gsm8k_and_deepmath_files_train_and_evaluate_with_no_column_setting(tmp_path, tokenizer, shape):
+    from conftest import make_tiny_llama
+    from rlvr.cli import main
+    from rlvr.training.loop import train
+    from test_trainer import tiny_config
+
+    row = GSM8K if shape == "gsm8k" else DEEPMATH
+    path = tmp_path / f"{shape}.jsonl"
+    path.write_text("".join(json.dumps({**row, "question": row["question"] + f" ({i})"}) + "\n" for i in range(40)))
+    # the task's own grader (math-verify in the number form) against the final answers: the regex terms reset
+    cfg = tiny_config(tmp_path, **{"task.settings": f"{{path: {path}, demo: none}}", "reward.terms": "[]"})
+    cfg["train"]["steps"] = 1
+    run = train(cfg, policy=(make_tiny_llama(len(tokenizer)), tokenizer), quiet=True)
+    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+    assert samples and {s["gold"] for s in samples} == {"72" if shape == "gsm8k" else "0"}  # the final answer
+    argv = ["eval", "--model", str(run), "--n", "1", "--limit", "2", "--max-new-tokens", "4", "--no-greedy", "--quiet"]
+    assert main(argv) == 0
+    summary = json.loads((run / "eval" / "heldout" / "summary.json").read_text())
+    assert summary["overall"]["n_problems"] == 2 and summary["setup"]["task"] == "jsonl"

@@ -14,6 +14,10 @@ import shutil
 import sys
 from pathlib import Path
 
+# `rlvr eval --model MODEL`'s completion length where no run says one: room for a chain of thought (a model that
+# reasons writes 150-400 tokens on a word problem of several steps; 128 cut it off, issue 72)
+MODEL_TOKENS = 512
+
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
@@ -41,7 +45,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "coverage curve; k > n is dropped)",
     )
     p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument(
+        "--max-new-tokens",
+        type=int,
+        help=f"new tokens per completion (default: a run's own rollout.max_new_tokens, else {MODEL_TOKENS}: room for a "
+        "chain of thought; a model that answers in one line stops early)",
+    )
     p.add_argument("--no-greedy", action="store_true", help="skip the greedy decode")
     p.add_argument(
         "--limit", type=int, help="evaluate N problems, taken evenly across bands (default, and 0: all problems)"
@@ -169,7 +178,7 @@ def default_out(args) -> Path:
 def run(args) -> int:
     from rlvr.config import ConfigError
     from rlvr.evaluation.records import write_records
-    from rlvr.evaluation.run_eval import EvalSettings, eval_config, evaluate_model
+    from rlvr.evaluation.run_eval import EvalSettings, eval_config, evaluate_model, run_config
     from rlvr.evaluation.summary import summary_markdown, write_summary
     from rlvr.rundir.card_update import card_after_eval
     from rlvr.rundir.files import RunDirError, check_output_dir
@@ -186,6 +195,8 @@ def run(args) -> int:
         check_output_dir(
             out, overwrite=args.overwrite, choices="pass --overwrite to replace it, or --out another folder"
         )
+        cfg = check_registered(eval_config(args.model, sets))
+        tokens = args.max_new_tokens or (cfg.rollout.max_new_tokens if run_config(args.model) else MODEL_TOKENS)
         records, summary = evaluate_model(
             args.model,
             args.task,
@@ -194,7 +205,7 @@ def run(args) -> int:
                 n=args.n,
                 ks=ks,
                 temperature=args.temperature,
-                max_new_tokens=args.max_new_tokens,
+                max_new_tokens=tokens,
                 greedy=not args.no_greedy,
                 backend=args.backend,
                 seed=args.seed,
@@ -203,7 +214,7 @@ def run(args) -> int:
                 rows_per_call=args.rows_per_call,
                 progress=not args.quiet,
             ),
-            cfg=check_registered(eval_config(args.model, sets)),
+            cfg=cfg,
             task_settings=settings,
         )
     except (ContaminationError, ConfigError, FileNotFoundError, ValueError, RunDirError) as e:
