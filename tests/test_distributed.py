@@ -14,6 +14,7 @@ import torch.multiprocessing as tmp
 from conftest import make_tiny_llama, save_tiny_model
 from rlvr.algorithms import get_preset
 from rlvr.policy.update import UpdateSettings, update_policy
+from rlvr.tasks import load_task
 from rlvr.tasks.base import Problem
 from rlvr.training import distributed
 from rlvr.training.batch import StepBatch, select_rows
@@ -230,7 +231,10 @@ def train_config(out_dir, data, url):
         "log.checkpoint_every=1",
         "model.lora.r=4",
     ]
-    return resolve(None, sets)
+    cfg = resolve(None, sets)
+    # the demonstration the figures were written with, as written: demo "auto" would measure on each rank first
+    cfg["task"]["settings"]["demo"] = load_task("jsonl", path=str(data)).demo
+    return cfg
 
 
 @pytest.mark.parametrize("teacher", [False, True], ids=["rlvr", "distill"])

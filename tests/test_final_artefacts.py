@@ -14,6 +14,7 @@ import torch
 from conftest import make_tiny_llama
 from rlvr.config import Config
 from rlvr.policy.load import DEFAULT_MODEL, ModelUnavailable, base_model_id, cache_dir, resolve_model_path, save_policy
+from rlvr.rundir.files import read_config
 from rlvr.rundir.final import TEMPLATE_FILE, faithful_template, prompt_prefix
 from rlvr.training.loop import train
 from test_trainer import tiny_config
@@ -68,8 +69,9 @@ def test_final_travels_and_merged_reproduces_the_runs_greedy_answers(tmp_path, t
     record = json.loads((final / TEMPLATE_FILE).read_text())
     from rlvr.tasks import load_task
 
-    demo = load_task("jsonl", **cfg["task"]["settings"]).demo  # demo: auto, the jsonl default (test_tasks_demo.py)
-    assert len(demo) == 2 and record["messages_before_question"] == [
+    # demo: auto, the jsonl default, as measured on the start model (test_demo_choice.py) and recorded in the run
+    demo = load_task("jsonl", **read_config(run).task.settings).demo
+    assert record["messages_before_question"] == [
         {"role": "system", "content": "Answer in one word."},
         *demo,
     ]
@@ -85,7 +87,7 @@ def test_final_travels_and_merged_reproduces_the_runs_greedy_answers(tmp_path, t
         cfg=eval_config(str(run), ["rollout.dtype=float32"]),
     )
     greedy = {r.problem_id: r.completion for r in records if r.mode == "greedy"}
-    problems = [p for p in load_task("jsonl", **cfg["task"]["settings"]).problems("heldout") if p.id in greedy]
+    problems = [p for p in load_task("jsonl", **read_config(run).task.settings).problems("heldout") if p.id in greedy]
     assert len(problems) == 4
     plain = greedy_plain(final / "merged", [p.prompt for p in problems], 8)
     assert plain == [greedy[p.id] for p in problems]
@@ -99,7 +101,7 @@ def test_final_travels_and_merged_reproduces_the_runs_greedy_answers(tmp_path, t
         AutoTokenizer.from_pretrained(final / "merged"),
         AutoModelForCausalLM.from_pretrained(final / "merged"),
     )
-    task = load_task("jsonl", **cfg["task"]["settings"])
+    task = load_task("jsonl", **read_config(run).task.settings)  # as the run asked (its demo: auto, measured)
     for p in problems:
         trained_ids = encode_prompt(tokenizer, task.messages(p))
         served_ids = tok.apply_chat_template([{"role": "user", "content": p.prompt}], add_generation_prompt=True)

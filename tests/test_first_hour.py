@@ -52,7 +52,7 @@ def _err(capsys) -> str:
         (
             "",
             ["task.name=jsonl", "task.settings.pth=train.jsonl"],
-            "task.settings.pth: not a setting of task 'jsonl'; its settings: path, splits, system_prompt, answer_form, answer_format, demo (after changing task.name on a preset, give the settings whole: --set 'task.settings={...}')",
+            "task.settings.pth: not a setting of task 'jsonl'; its settings: path, splits, system_prompt, answer_form, answer_format, demo, prompt_field, answer_field, band_field (after changing task.name on a preset, give the settings whole: --set 'task.settings={...}')",
         ),
         ("", ["task.name=jsonl", "task.settings.path=nothere.jsonl"], "jsonl task: data file nothere.jsonl not found"),
     ],
@@ -222,7 +222,7 @@ def test_trl_reward_functions_gold_columns():
     with pytest.raises(
         ValueError,
         match=r"^no gold column: give the dataset one of the columns answer, gold, "
-        r"solution, ground_truth \(columns given: target\)$",
+        r"solution, ground_truth, final_answer \(columns given: target\)$",
     ):
         funcs[0](prompts=["p"], completions=[r"\boxed{5}"], target=["5"])
 

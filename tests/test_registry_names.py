@@ -22,7 +22,6 @@ ALLOWED = {
     ("integrations/trl_recipe.py", "token"): "TRL's importance_sampling_level values, mapped onto ours",
     ("integrations/trl_recipe.py", "sequence"): "TRL's importance_sampling_level values, mapped onto ours",
     ("integrations/trl_recipe.py", "none"): "TRL's report_to: none (transformers' TrainingArguments: no tracker)",
-    ("cli/config_args.py", "default"): "the --preset argument's default, echoed in a command line",
     ("tasks/chat.py", "tool"): "a chat message's role",
     ("tasks/demo.py", "none"): "task.settings.demo none",
     ("tasks/tool_arithmetic.py", "calculator"): "the task's own tool call, written in its reference traces",

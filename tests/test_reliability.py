@@ -78,7 +78,8 @@ def make_config(tmp_path, model_dir, term=None, **over):
         ]
         + [f"{k}={v}" for k, v in over.items()],
     )
-    cfg["task"]["settings"] = {"path": str(data)}
+    # demo none: these runs test control flow; demo auto's measurement would score through the fault plan first
+    cfg["task"]["settings"] = {"path": str(data), "demo": "none"}
     cfg["reward"]["terms"] = [term]
     return cfg
 

@@ -94,7 +94,7 @@ BAD = [
     (
         {"items": [{"completion": "x"}]},
         422,
-        "items[0]: no gold; give one of answer, gold, solution, ground_truth (code: tests)",
+        "items[0]: no gold; give one of answer, gold, solution, ground_truth, final_answer (code: tests)",
     ),
     ({"items": [{"completion": "x", "answer": [1]}]}, 422, "items[0].answer: expected a string or a number, got array"),
     (

@@ -342,6 +342,7 @@ def test_sigkill_then_resume_shows_each_step_once_in_every_tracker(tmp_path, mod
         },
     )
     cfg["reward"]["terms"][0]["kind"] = fault_entry.KIND
+    cfg["task"]["settings"]["demo"] = "none"  # the kill counts scored completions: no measurement before step 0
     cfg_file = tmp_path / "config.yaml"
     cfg_file.write_text(dump(cfg))
     run = Path(cfg["output_dir"])

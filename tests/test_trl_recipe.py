@@ -328,12 +328,15 @@ def test_a_local_jsonl_dataset_maps_to_the_jsonl_task(tmp_path, monkeypatch):
     }  # system_prompt: an open-r1 recipe, whose default rewards ask for the <think>/<answer> format
     assert unmapped(conv)["dataset_config"] == "a local file has no configs and is read whole"
     assert (
-        "dataset data/train.jsonl is a local file -> task jsonl (prompt column prompt or problem, gold column the "
-        "first of answer, gold, solution, ground_truth; train / validation / held-out split by id hash; a solved "
-        "problem shown first, task.settings.demo: auto; none shows the rows as TRL does)"
+        "dataset data/train.jsonl is a local file -> task jsonl (prompt column prompt or problem or question, gold "
+        "column the first of answer, gold, solution, ground_truth, final_answer; train / validation / held-out split "
+        "by id hash; task.settings.demo: auto, a solved problem shown first where the start model answers better with "
+        "it; none shows the rows as TRL does)"
     ) in conv.notes
     conv = convert({"dataset_name": "data/train.jsonl", "dataset_prompt_column": "question"})  # open-r1's key
-    assert unmapped(conv)["dataset_prompt_column"] == "'question': the jsonl task reads prompt or problem"
+    assert "dataset_prompt_column" not in unmapped(conv) and "prompt_field" not in conv.config["task"]["settings"]
+    conv = convert({"dataset_name": "data/train.jsonl", "dataset_prompt_column": "input"})  # a column of its own
+    assert conv.config["task"]["settings"]["prompt_field"] == "input"
     Path("rows.json").write_text("[]")
     with pytest.raises(ConfigError) as e:
         convert({"dataset_name": "rows.json"})

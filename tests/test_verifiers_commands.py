@@ -176,6 +176,6 @@ def test_verify_reads_the_gold_by_the_gold_column_rule(tmp_path, capsys):
     out = [json.loads(x) for x in dst.read_text().splitlines()]
     assert [r["status"] for r in out] == ["correct"] * 4
     assert (
-        "in.jsonl:5: no gold answer (give one of the keys answer, gold, solution, ground_truth)"
+        "in.jsonl:5: no gold answer (give one of the keys answer, gold, solution, ground_truth, final_answer)"
         in capsys.readouterr().err
     )

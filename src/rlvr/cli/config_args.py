@@ -52,7 +52,7 @@ def resume_command(args, run_dir) -> str:
 
     words = ["rlvr", args.verb, *([args.config] if args.config else [])]
     if args.verb == "run":
-        words += ["--preset", args.preset] if args.preset != "default" and not args.config else []
+        words += ["--preset", args.preset] if args.preset and not args.config else []
         words += ["--model", args.model] if getattr(args, "model", None) else []
         words += ["--task", args.task] if getattr(args, "task", None) else []
         words += ["--budget", f"{args.budget:g}"] if args.budget else []

@@ -16,8 +16,8 @@ def add_parser(subparsers):
     add_config_args(p)
     p.add_argument(
         "--preset",
-        default="default",
-        help="named preset (see rlvr/presets; with --model the default is `reasoning`, tuned to a model that reasons)",
+        help="named preset (see rlvr/presets; default `default`, or with --model `reasoning`, tuned to a model that "
+        "reasons)",
     )
     p.add_argument(
         "--model",
@@ -79,7 +79,7 @@ def run_config(args) -> dict:
     settings then those of --set task.settings.*."""
     from rlvr.config import merge, parse_set, resolve
 
-    source = args.config or (OWN_MODEL_PRESET if args.model and args.preset == "default" else args.preset)
+    source = args.config or args.preset or (OWN_MODEL_PRESET if args.model else "default")
     sets = run_sets(args)
     if not args.task:
         return resolve(source, sets)

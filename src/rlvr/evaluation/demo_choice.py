@@ -163,19 +163,44 @@ def choose_for_config(cfg, policy=None):
 
 
 def settled(cfg, folder, resume: bool, policy=None):
-    """(cfg with `demo: auto` made concrete, the choice's record or None) for a run into `folder`: read back from
-    its demo.json when the run resumes (a rerun asks the same prompt), else measured (choose_for_config)."""
+    """(cfg with `demo: auto` made concrete, the choice's record or None) for a job into `folder`: read back from its
+    demo.json when it resumes (a rerun asks the same prompt), else measured (choose_for_config)."""
+    if resume:
+        cfg, choice = read_back(cfg, folder)
+        if choice is not None:
+            return cfg, choice
+    cfg, measured = choose_for_config(cfg, policy)
+    return cfg, None if measured is None else measured.to_dict()
+
+
+def read_back(cfg, folder):
+    """(cfg with the task settings a run's demo.json recorded, the record), or (cfg, None) where there is none."""
     import json
     from dataclasses import replace
     from pathlib import Path
 
     saved = Path(folder) / DEMO_FILE
-    if resume and saved.exists():
-        choice = json.loads(saved.read_text())
-        settings = {**cfg.task.settings, **choice["settings"]}
-        return replace(cfg, task=replace(cfg.task, settings=settings)), choice
-    cfg, measured = choose_for_config(cfg, policy)
-    return cfg, None if measured is None else measured.to_dict()
+    if not saved.exists():
+        return cfg, None
+    choice = json.loads(saved.read_text())
+    settings = {**cfg.task.settings, **choice["settings"]}
+    return replace(cfg, task=replace(cfg.task, settings=settings)), choice
+
+
+def record_demo(run, choice: dict) -> None:
+    """A run directory's record of demo "auto"'s choice: demo.json, and its config.yaml's task settings made
+    concrete, so that `rlvr eval` of the run and a resume ask the same prompt without measuring again."""
+    import json
+
+    from rlvr.config import dump
+    from rlvr.rundir.files import atomic_write_text, read_config
+
+    atomic_write_text(run.path / DEMO_FILE, json.dumps(choice, indent=2) + "\n")
+    cfg = read_config(run.path)
+    settings = {**cfg.task.settings, **choice["settings"]}
+    atomic_write_text(
+        run.path / "config.yaml", dump({**cfg.to_dict(), "task": {"name": cfg.task.name, "settings": settings}})
+    )
 
 
 DEMO_FILE = "demo.json"  # in a run directory (and the main job's folder): the choice, with both arms' figures

@@ -65,7 +65,7 @@ def _local_file(name: str) -> bool:
 
 
 def _jsonl_task(r: dict, conv: Conversion, prompt_field: str) -> set:
-    """A local JSON-lines file -> the jsonl task (its prompt in `prompt` or `problem`, the gold in the first of the
+    """A local JSON-lines file -> the jsonl task (its prompt in `prompt`, `problem` or `question`, the gold in the first of the
     gold columns); other local files are refused: the hub task would send their path to the hub."""
     name = str(r["dataset_name"])
     if not name.lower().endswith(".jsonl"):
@@ -79,13 +79,12 @@ def _jsonl_task(r: dict, conv: Conversion, prompt_field: str) -> set:
         conv.set("task.settings.system_prompt", r["system_prompt"])
     conv.notes.append(
         f"dataset {name} is a local file -> task jsonl (prompt column {' or '.join(PROMPT_COLUMNS)}, gold column "
-        f"the first of {', '.join(GOLD_COLUMNS)}; train / validation / held-out split by id hash; a solved "
-        "problem shown first, task.settings.demo: auto; none shows the rows as TRL does)"
+        f"the first of {', '.join(GOLD_COLUMNS)}; train / validation / held-out split by id hash; "
+        "task.settings.demo: auto, a solved problem shown first where the start model answers better with it; none "
+        "shows the rows as TRL does)"
     )
-    if prompt_field not in PROMPT_COLUMNS:
-        conv.unmapped.append(
-            ("dataset_prompt_column", f"{prompt_field!r}: the jsonl task reads {' or '.join(PROMPT_COLUMNS)}")
-        )
+    if prompt_field not in PROMPT_COLUMNS:  # a column of the data's own: the jsonl task's setting names it
+        conv.set("task.settings.prompt_field", prompt_field)
     for key in ("dataset_config", "dataset_configs", "dataset_streaming"):
         if r.get(key):
             conv.unmapped.append((key, "a local file has no configs and is read whole"))

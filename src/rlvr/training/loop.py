@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 import time
 from contextlib import nullcontext
@@ -30,10 +29,10 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from rlvr.config import Config
-from rlvr.evaluation.demo_choice import DEMO_FILE, settled
+from rlvr.evaluation.demo_choice import read_back, record_demo
 from rlvr.rundir import checkpoint as ckpt
 from rlvr.rundir import fsdp
-from rlvr.rundir.files import RunDir, atomic_write_text, check_output_dir
+from rlvr.rundir.files import RunDir, atomic_write_text
 from rlvr.rundir.trackers import Trackers
 from rlvr.training import ahead, contention, distributed
 from rlvr.training.episodes import recorded_prompts
@@ -72,17 +71,14 @@ def train(
     that reports the run itself (the main job's phases). `policy` = (model, tokenizer) overrides loading by name
     (tests use a tiny random model)."""
     parts = check_components(cfg)
-    if policy is None and os.environ.get("RANK", "0") == "0":  # an unusable folder: refused before a model loads
-        check_output_dir(parts.cfg.output_dir, resume=resume, overwrite=overwrite)
-    # demo "auto": measured on the start model before the run directory records the config (read back on a resume)
-    settled_cfg, demo = settled(parts.cfg, parts.cfg.output_dir, resume, policy)
-    if demo is not None:
-        parts = check_components(settled_cfg)
+    if resume:  # demo "auto" as the run measured it at its start (its demo.json): the same prompt, the same config
+        cfg, demo = read_back(parts.cfg, parts.cfg.output_dir)
+        parts = check_components(cfg) if demo is not None else parts
     with reporting(parts.resolved.output_dir) if report else nullcontext():
-        return _train(parts, resume, overwrite, allow_config_change, policy, quiet, demo)
+        return _train(parts, resume, overwrite, allow_config_change, policy, quiet)
 
 
-def _train(parts, resume: bool, overwrite: bool, allow_config_change: bool, policy, quiet: bool, demo=None) -> Path:
+def _train(parts, resume: bool, overwrite: bool, allow_config_change: bool, policy, quiet: bool) -> Path:
     """The run itself: the run directory, the steps, final/."""
     cfg = parts.resolved  # the run records the grading it uses, the task's own when the config names none
     comm = distributed.setup()  # scale-out: W ranks under torchrun, else one
@@ -97,12 +93,12 @@ def _train(parts, resume: bool, overwrite: bool, allow_config_change: bool, poli
         policy=policy,
         is_main=comm.is_main,
     )
-    if demo is not None and opened.run is not None:
-        atomic_write_text(opened.path / DEMO_FILE, json.dumps(demo, indent=2) + "\n")
     comm.barrier()  # the others wait until the run directory is ready
     sampling_ahead = None
     try:
         state = _start(parts, policy, comm, opened.run, resume)
+        if state.demo is not None and opened.run is not None:  # demo "auto", measured on the loaded start model
+            record_demo(opened.run, state.demo)
         start = _resume(opened.run, state, opened.resume_from) if resume else 0
         # rollout.max_staleness >= 1: a thread samples the next batches from older weights (None when 0)
         state.ahead = sampling_ahead = ahead.start(state, start, opened.resume_from if resume else None)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from rlvr.config import Config
 from rlvr.evaluation import report
+from rlvr.evaluation.demo_choice import DEMO_FILE, choice_markdown
 from rlvr.evaluation.learning_signal import run_signal_warning
 from rlvr.rundir.files import atomic_write_text, read_config
 from rlvr.training.contention import contention_warning, emulated_bf16_warning
@@ -157,6 +158,8 @@ def write_run_report(run_dir, ended: str = "") -> Path | None:
         *report.warning_lines(run_warnings(run_dir, rows, cfg.log.quiet_steps_per_min)),
     ]
     lines += ["## What was run", "", *[f"- **{k}**: {v}" for k, v in meta.items()], ""]
+    if (run_dir / DEMO_FILE).exists():  # demo "auto", measured on the start model (rlvr.evaluation.demo_choice)
+        lines += [choice_markdown(json.loads((run_dir / DEMO_FILE).read_text())), ""]
     lines += ["## Training figures", "", figures_markdown(rows), ""]
     lines += ["The training reward is not a result: `rlvr eval` measures the model on problems it never saw.", ""]
     lines += ["## Plots", "", *report.plot_lines(run_dir, plots)]

@@ -22,6 +22,8 @@ from rlvr.config import Config, ConfigError, RewardConfig, as_config
 from rlvr.environments.build import environment_factory, episodes_of
 from rlvr.environments.figures import episode_metrics
 from rlvr.environments.protocol import Environment
+from rlvr.evaluation.demo_choice import greedy
+from rlvr.evaluation.demo_choice import measure as measure_demo
 from rlvr.evaluation.out_of_domain import check_sets
 from rlvr.evaluation.validation import validate
 from rlvr.policy.build import build_policy, policy_device
@@ -99,6 +101,7 @@ class TrainState:
     rollout_round: RoundFn = rollout_round  # one round's rows: one completion each, or one episode each
     ahead: SamplingAhead | None = None  # rollout.max_staleness >= 1: the thread sampling ahead (rlvr.training.ahead)
     teacher: Teacher | None = None  # distill.coef > 0: scores each step's rows (rlvr.training.teacher)
+    demo: dict | None = None  # demo "auto" measured at setup: the choice's record (rlvr.evaluation.demo_choice)
 
 
 @dataclass
@@ -171,6 +174,9 @@ def setup(parts: Components, policy=None, comm: distributed.Comm | None = None) 
     # sharded one here, before the first step, left FSDP's parameters unfit for loading a checkpoint)
     fmt = prompt_format(c.model.prompt_format, tokenizer, c.model.name, episodes_of(c.episode))
     sampler = build_sampler(c.rollout, model, tokenizer, prompt_format=fmt)
+    # demo "auto": the start model's own answers with and without the demonstration (rlvr.evaluation.demo_choice)
+    ask = None if parts.new_environment else greedy(sampler, tokenizer, c.rollout.max_new_tokens, fmt)
+    demo = None if ask is None else measure_demo(parts.task, ask, parts.reward)
     if c.train.fsdp and comm.world > 1:  # the shards replace the parameters: the optimizer is made after
         distributed.shard_model(model, comm)
     trainable = [p for p in model.parameters() if p.requires_grad]
@@ -194,6 +200,7 @@ def setup(parts: Components, policy=None, comm: distributed.Comm | None = None) 
         val,
         EpisodeRound(parts.new_environment, tokenizer, c.episode) if parts.new_environment else rollout_round,
         teacher=teacher,
+        demo=None if demo is None else demo.to_dict(),
     )
 
 
