@@ -85,7 +85,9 @@ def problems(seed: int = SEED) -> dict[str, list[dict]]:
                 if question in seen or str(x) in question.split():
                     continue
                 seen.add(question)
-                rows.append({"id": f"{split}-{band}-{len(rows):03d}", "question": question, "answer": answer, "band": band})
+                rows.append(
+                    {"id": f"{split}-{band}-{len(rows):03d}", "question": question, "answer": answer, "band": band}
+                )
     return out
 
 
