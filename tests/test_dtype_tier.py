@@ -105,7 +105,8 @@ def test_the_remote_backend_checks_its_server_and_trains(tmp_path, tokenizer, ki
     # the server's log-probs against the trainer's, at step 0 (the stand-in scores every adapter as the base model:
     # after the first update only the real engine serves the policy; tests/test_engines_vllm.py)
     check_run(run, kind, exact_steps=1)
-    assert sum(path == "/v1/load_lora_adapter" for path, _ in server.log) == 2  # one adapter pushed a step
+    # one adapter pushed a step, and one before demo auto's measurement on the start model (the jsonl default)
+    assert sum(path == "/v1/load_lora_adapter" for path, _ in server.log) == 3
 
 
 @pytest.mark.parametrize("family", FAST_FAMILIES)

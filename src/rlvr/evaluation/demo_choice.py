@@ -106,9 +106,13 @@ def measure(task, generate: Generate, reward, problems: int = PROBLEMS) -> DemoC
             "mean_chars": sum(map(len, texts)) / len(asked),
         }
     chosen, reason = decide(figures, len(asked))
-    task.demo, settings = options[chosen]
-    task.demo_options = {}
-    return DemoChoice(chosen, task.demo, figures, len(asked), reason, settings)
+    settings = options[chosen][1]
+    use = getattr(task, "use_demo", None)  # the task's own: its turns and the train split the setting gives
+    if use is not None:
+        use(chosen)
+    else:
+        task.demo, task.demo_options = list(options[chosen][0]), {}
+    return DemoChoice(chosen, list(task.demo), figures, len(asked), reason, settings)
 
 
 def greedy(sampler, tokenizer, max_new_tokens: int, fmt: str) -> Generate:

@@ -165,6 +165,17 @@ class Task(Protocol):
     def messages(self, problem: Problem) -> list[dict[str, Any]]: ...
 
 
+def use_demo(task, arm: str) -> None:
+    """Set a task to one arm of its demo_options (rlvr.tasks.demo): its turns, and the train split its recorded
+    setting gives when the task is built again from it (a resume, an evaluation): with the demonstration its question
+    stays out of training, with none the whole train split (`task._train_all`, kept before the question left) trains."""
+    turns, _ = task.demo_options[arm]
+    task.demo = list(turns)
+    if not turns and getattr(task, "_train_all", None) is not None:
+        task._splits = {**task._splits, "train": list(task._train_all)}
+    task.demo_options = {}
+
+
 class SplitTask:
     """What every task with problem lists per split shares: `problems(split)` from `self._splits` (a split it does
     not have is empty; a name that is no split is a ValueError naming the splits)."""
@@ -203,6 +214,11 @@ class ProblemSetTask(SplitTask):
         self.answer_format = answer_format
         self.demo = list(demo)
         self.demo_options: dict = {}  # demo "auto": what rlvr.evaluation.demo_choice measures (rlvr.tasks.demo)
+        self._train_all: list[Problem] | None = None  # the train split before a demonstration's question left it
+
+    def use_demo(self, arm: str) -> None:
+        """Ask as demo "auto"'s measured arm does (use_demo)."""
+        use_demo(self, arm)
 
     def messages(self, problem: Problem) -> list[dict]:
         return task_messages(self.system_prompt, problem, self.demo)

@@ -90,6 +90,7 @@ def load_hub_task(
     check_settings_apply([p for ps in splits.values() for p in ps], dataset, demo, system_prompt)
     # "none" by default: a hub run's prompts stay as they were
     add_traces((p for ps in splits.values() for p in ps), answer_format)
+    train_all = splits["train"]
     turns, splits = resolve_demo(demo, splits, answer_format)
     task = ProblemSetTask(
         dataset,
@@ -100,4 +101,5 @@ def load_hub_task(
         answer_format=answer_format,
     )
     task.demo_options = demo_options(demo, turns)  # "auto": measured on the start model (rlvr.evaluation.demo_choice)
+    task._train_all = train_all
     return task

@@ -47,6 +47,7 @@ from rlvr.tasks.base import (
     gold_column,
     system_prompt_for,
     task_messages,
+    use_demo,
     validate_problem,
     worked_gold,
 )
@@ -234,11 +235,17 @@ class JsonlTask:
         self.grader = default_grader((p for ps in self._splits.values() for p in ps), self.answer_form)
         add_traces(every, answer_format)  # a worked gold's work, as `rlvr sft` and a demonstration show it
         # last, on the data as read: its question leaves the train split (rlvr.tasks.demo says why)
+        self._train_all = self._splits.get("train", [])
         self.demo, self._splits = resolve_demo(demo, self._splits, answer_format)
         self.demo_options = demo_options(demo, self.demo)
 
     def problems(self, split: str) -> list[Problem]:
         return self._splits.get(split, [])
+
+    def use_demo(self, arm: str) -> None:
+        """Ask as demo "auto"'s measured arm does (rlvr.evaluation.demo_choice): its turns, and the train split that
+        its recorded setting gives (with "none", the demonstration's question trains again, as `demo: none` reads)."""
+        use_demo(self, arm)
 
     def messages(self, problem: Problem) -> list[dict]:
         return task_messages(self.system_prompt, problem, self.demo)

@@ -175,8 +175,10 @@ def setup(parts: Components, policy=None, comm: distributed.Comm | None = None) 
     fmt = prompt_format(c.model.prompt_format, tokenizer, c.model.name, episodes_of(c.episode))
     sampler = build_sampler(c.rollout, model, tokenizer, prompt_format=fmt)
     # demo "auto": the start model's own answers with and without the demonstration (rlvr.evaluation.demo_choice)
-    ask = None if parts.new_environment else greedy(sampler, tokenizer, c.rollout.max_new_tokens, fmt)
-    demo = None if ask is None else measure_demo(parts.task, ask, parts.reward)
+    demo = None
+    if getattr(parts.task, "demo_options", None) and not parts.new_environment:
+        distributed.sync_sampler(comm, sampler, model)  # servers hold the policy only once it is pushed
+        demo = measure_demo(parts.task, greedy(sampler, tokenizer, c.rollout.max_new_tokens, fmt), parts.reward)
     if c.train.fsdp and comm.world > 1:  # the shards replace the parameters: the optimizer is made after
         distributed.shard_model(model, comm)
     trainable = [p for p in model.parameters() if p.requires_grad]
