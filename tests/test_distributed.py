@@ -234,6 +234,9 @@ def train_config(out_dir, data, url):
     cfg = resolve(None, sets)
     # the demonstration the figures were written with, as written: demo "auto" would measure on each rank first
     cfg["task"]["settings"]["demo"] = load_task("jsonl", path=str(data)).demo
+    # and the system prompt (the jsonl task's default asks for steps since issue 72): with other prompts the two-node
+    # grad_norm at step 4 differs from one process's by 1.6e-4 relative, past the 1e-5 these figures hold to
+    cfg["task"]["settings"]["system_prompt"] = "Solve the problem. Put the final answer inside \\boxed{}."
     return cfg
 
 
