@@ -45,9 +45,6 @@ class DemoChoice:
     def to_dict(self) -> dict:
         return asdict(self)
 
-    def markdown(self) -> str:
-        return choice_markdown(self.to_dict())
-
 
 def choice_markdown(choice: dict) -> str:
     """One paragraph for a report or a summary from a DemoChoice's dict: the choice, both arms' figures, the reason."""
@@ -89,7 +86,7 @@ def measure(task, generate: Generate, reward, problems: int = PROBLEMS) -> DemoC
     or None when the task has nothing to decide (a setting other than "auto", no demonstration to show). The task's
     `demo` is set to the chosen turns."""
     from rlvr.prompts.stream import spread_over_bands
-    from rlvr.tasks.base import task_messages
+    from rlvr.tasks.base import task_messages, use_demo
 
     options = getattr(task, "demo_options", None) or {}
     asked = spread_over_bands(task.problems("train"), problems)
@@ -107,11 +104,7 @@ def measure(task, generate: Generate, reward, problems: int = PROBLEMS) -> DemoC
         }
     chosen, reason = decide(figures, len(asked))
     settings = options[chosen][1]
-    use = getattr(task, "use_demo", None)  # the task's own: its turns and the train split the setting gives
-    if use is not None:
-        use(chosen)
-    else:
-        task.demo, task.demo_options = list(options[chosen][0]), {}
+    use_demo(task, chosen)  # its turns, and the train split its recorded setting gives
     return DemoChoice(chosen, list(task.demo), figures, len(asked), reason, settings)
 
 

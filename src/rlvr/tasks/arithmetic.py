@@ -133,10 +133,6 @@ class ArithmeticTask(SplitTask):
         pool = generate(seed, per_band, self.bands)
         self._splits = {s: [p for p in pool if split_of(p.meta["fact"]) == s] for s in SPLITS}
 
-    def use_demo(self, arm: str) -> None:
-        """Ask as demo "auto"'s measured arm does: its turns (the exchange is no generated problem: no split moves)."""
-        self.demo, self.demo_options = list(self.demo_options[arm][0]), {}
-
     def messages(self, problem: Problem) -> list[dict]:
         """Chat messages for a problem: the system prompt, optionally one solved exchange, then the question.
 

@@ -216,9 +216,5 @@ class ProblemSetTask(SplitTask):
         self.demo_options: dict = {}  # demo "auto": what rlvr.evaluation.demo_choice measures (rlvr.tasks.demo)
         self._train_all: list[Problem] | None = None  # the train split before a demonstration's question left it
 
-    def use_demo(self, arm: str) -> None:
-        """Ask as demo "auto"'s measured arm does (use_demo)."""
-        use_demo(self, arm)
-
     def messages(self, problem: Problem) -> list[dict]:
         return task_messages(self.system_prompt, problem, self.demo)

@@ -47,7 +47,6 @@ from rlvr.tasks.base import (
     gold_column,
     system_prompt_for,
     task_messages,
-    use_demo,
     validate_problem,
     worked_gold,
 )
@@ -241,11 +240,6 @@ class JsonlTask:
 
     def problems(self, split: str) -> list[Problem]:
         return self._splits.get(split, [])
-
-    def use_demo(self, arm: str) -> None:
-        """Ask as demo "auto"'s measured arm does (rlvr.evaluation.demo_choice): its turns, and the train split that
-        its recorded setting gives (with "none", the demonstration's question trains again, as `demo: none` reads)."""
-        use_demo(self, arm)
 
     def messages(self, problem: Problem) -> list[dict]:
         return task_messages(self.system_prompt, problem, self.demo)
