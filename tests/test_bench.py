@@ -103,6 +103,56 @@ def test_ratios():
     )
 
 
+def test_long_roofline_by_hand():
+    """Two rows of 3 and 2 tokens, prompts of 4 tokens each: the prefill (8 tokens once) and decode steps t = 1, 2 at
+    2 and 1 live rows, each reading the weights (100 bytes) and the live rows' KV cache (prompt + t tokens, 10 bytes
+    each), at 100 bytes/s; at 1 GFLOP/s and 10 parameters only the reads count."""
+    from rlvr_bench.roofline import long_roofline_s
+
+    s = long_roofline_s([3, 2], 8, 4.0, 10, 100, 10, 100.0, 1.0)
+    # prefill: max(100 / 100, 8 x 20 / 1e9); t=1: 2 rows, (100 + 2 x 5 x 10) / 100 = 2; t=2: 1 row, (100 + 6 x 10) / 100
+    assert s == pytest.approx(1.0 + 2.0 + 1.6)
+    # compute-bound once the rate of FLOPs is the smaller: 10 parameters at 1e-8 GFLOP/s, 2 rows = 40 / 10 = 4 s a step
+    assert long_roofline_s([2, 2], 0, 0.0, 10, 0, 0, 1e12, 1e-8) == pytest.approx(0.0 + 4.0)
+
+
+def test_step_floors_count_the_same_work_for_both_sides():
+    from rlvr_bench.roofline import step_floors
+
+    roof = {"weight_bytes": 100, "kv_bytes": 0, "rate": 100.0, "gflops": 1e9}
+    r = {"lengths": [3, 1], "prompt_tokens": 6, "gen_tokens": 4, "fwd_tokens": 999}  # fwd_tokens: not the floor's
+    f = step_floors(r, roof, 10, 40, 2.0, {"prompts": 2})
+    # decode: prefill 1 s + one decode step (t=1, 1 row) 1 s + t=2 1 s; update: 40 FLOP x (4 + 6) tokens at 2 GFLOP/s
+    assert f["decode_floor"] == pytest.approx(3.0)
+    assert f["train_floor"] == pytest.approx(400 / 2e9)
+    assert f["floor"] == pytest.approx(3.0 + 400 / 2e9)
+
+
+def test_kv_bytes_per_token_reads_the_model_config(tokenizer, tmp_path):
+    from rlvr_bench.roofline import kv_bytes_per_token
+
+    folder = save_tiny_model(tokenizer, tmp_path)
+    from transformers import AutoConfig
+
+    c = AutoConfig.from_pretrained(folder)
+    per_layer = 2 * c.num_key_value_heads * (c.hidden_size // c.num_attention_heads)
+    assert kv_bytes_per_token(str(folder), 4) == c.num_hidden_layers * per_layer * 4
+
+
+def test_config_and_sets_reach_both_workers_settings(tmp_path):
+    from rlvr_bench.child import bench_config
+
+    a = parse(["--config", "reasoning", "--set", "rollout.temperature=0.7", "--set", "task.settings.per_band=10"])
+    assert (a.config, a.set) == ("reasoning", ["rollout.temperature=0.7", "task.settings.per_band=10"])
+    spec = {"seed": 0, "prompts": 2, "group": 2, "max_new_tokens": 9, "lora": True, "bf16": False, "sampler": "fast"}
+    cfg = bench_config({**spec, "config": a.config, "sets": a.set})
+    # the reasoning preset's own settings, the shape flags on top, then --set
+    assert cfg["algorithm"]["overlong"] == "filter" and cfg["train"]["micro_batch_tokens"] == 4096
+    assert (cfg["rollout"]["max_new_tokens"], cfg["rollout"]["temperature"]) == (9, 0.7)
+    assert cfg["task"]["settings"]["per_band"] == 10
+    assert bench_config(spec)["algorithm"].get("overlong") != "filter"  # no config: the default preset
+
+
 def _run_tiny(folder, frameworks, capsys, extra=()):
     args = parse(
         [

@@ -32,8 +32,10 @@ import argparse
 import os
 import sys
 
+from rlvr_bench.child import bench_config
 from rlvr_bench.engines import ENGINES
 from rlvr_bench.parent import BenchError, Worker, check_peer_python, matmul_gflops, measure_and_print
+from rlvr_bench.roofline import decode_roofline, read_rate, step_floors
 from rlvr_bench.shapes import ALL, REFERENCE, SHAPES, parse_shapes
 
 ENGINE_NAMES = tuple(ENGINES)
@@ -63,6 +65,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         f"{', '.join(n for n in SHAPES if n != REFERENCE)} ('{ALL}' for all): random weights of each, speed only, "
         "on the fast sampler, on hf forced and in TRL, beside the embedded model's shape (rlvr_bench.models)",
     )
+    p.add_argument(
+        "--config",
+        default="default",
+        help="the preset or training config file whose task, prompts and settings both sides take (default: the "
+        "default preset); the shape options below and --set go on top. The reasoning workload: "
+        "docs/examples/multi_step/multi_step.yaml with a 0.5B model (docs/performance.md)",
+    )
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config override (repeatable)")
     p.add_argument("-P", "--prompts", type=int, default=4, help="prompts per step")
     p.add_argument("-G", "--group", type=int, default=8, help="completions per prompt")
     p.add_argument("--max-new-tokens", type=int, default=128)
@@ -72,10 +82,17 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         choices=("bfloat16", "float32"),
         default="bfloat16",
         help="the updates' compute: bf16 autocast (rlvr's preset; TRL's bf16=True) or float32; rlvr's "
-        "sampler computes in bf16 either way, TRL's generate follows this setting",
+        "sampler computes in the config's rollout.dtype (auto: bf16 where the CPU has it, else float32), TRL's "
+        "generate follows this setting",
     )
     p.add_argument("--sampler", choices=("fast", "hf"), default="fast", help="rlvr's rollout backend")
     p.add_argument("--steps", type=int, default=3, help="measured steps per framework")
+    p.add_argument(
+        "--sequential",
+        action="store_true",
+        help="run the frameworks one after the other, each alone in memory, instead of alternating steps with both "
+        "loaded (a workload where the two sides' memory does not fit the machine at once: the reasoning workload's)",
+    )
     p.add_argument("--warmup", type=int, default=1, help="steps run first and left out of the means")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads in every process")
@@ -212,29 +229,39 @@ def bench(args, frameworks: list[str]) -> dict:
         "threads": args.threads,
         "steps": args.warmup + args.steps,
         "trl_gradient_checkpointing": args.trl_gradient_checkpointing,
+        "config": args.config,
+        "sets": list(args.set),
     }
-    ceilings = {d: matmul_gflops(args.probe_size, d, args.threads) for d in ("float32", "bfloat16")}
-    workers = {f: Worker(f, args.trl_python if f == "trl" else sys.executable, spec, args.verbose) for f in frameworks}
-    try:
-        ready = {f: w.read("ready") for f, w in workers.items()}
-        steps: dict[str, list[dict]] = {f: [] for f in frameworks}
-        for _ in range(spec["steps"]):
-            for f, w in workers.items():  # alternate: one step of each in turn
-                steps[f].append(w.step())
-                s = steps[f][-1]
-                print(
-                    f"{f} step {s['step']}: {s['wall']:.1f} s (generate {s['generate']:.1f}, train {s['train']:.1f})",
-                    file=sys.stderr,
-                    flush=True,
-                )
-        done = {f: w.close() for f, w in workers.items()}
-    finally:
-        for w in workers.values():
-            w.kill()
+    # the dtypes the update and each side's decode compute in (a bf16 probe on a CPU without bf16 would take minutes)
+    cfg = bench_config(spec)
+    needed = sorted({args.dtype, cfg["rollout"]["dtype"], cfg["model"]["dtype"]})
+    ceilings = {d: matmul_gflops(args.probe_size, d, args.threads) for d in needed}
+    rate = read_rate()
+    # side by side: both children alive, alternating a step each; --sequential: each alone in memory, one after the other
+    groups = [[f] for f in frameworks] if getattr(args, "sequential", False) else [frameworks]
+    ready, done, steps = {}, {}, {f: [] for f in frameworks}
+    for group in groups:
+        workers = {f: Worker(f, args.trl_python if f == "trl" else sys.executable, spec, args.verbose) for f in group}
+        try:
+            ready.update({f: w.read("ready") for f, w in workers.items()})
+            for _ in range(spec["steps"]):
+                for f, w in workers.items():  # alternate: one step of each in turn
+                    steps[f].append(w.step())
+                    s = steps[f][-1]
+                    print(
+                        f"{f} step {s['step']}: {s['wall']:.1f} s (generate {s['generate']:.1f}, train {s['train']:.1f})",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+            done.update({f: w.close() for f, w in workers.items()})
+        finally:
+            for w in workers.values():
+                w.kill()
     result = {
         "spec": spec,
         "ceilings_gflops": ceilings,
         "probe_size": args.probe_size,
+        "read_gb_s": rate / 1e9,
         "warmup": args.warmup,
         "command": " ".join(sys.argv),
         "frameworks": {},
@@ -242,13 +269,19 @@ def bench(args, frameworks: list[str]) -> dict:
     for f in frameworks:
         params = ready[f]["params"]
         rows = [{**s, **fractions(s, params, ceilings[args.dtype], spec)} for s in steps[f]]
+        roof = decode_roofline(f, spec, params, rate, ceilings)
+        for r in rows:
+            r.update(
+                step_floors(r, roof, params, train_flops_per_token(params, spec["lora"]), ceilings[args.dtype], spec)
+            )
         result["frameworks"][f] = {
+            "decode_dtype": roof["dtype"],
             "params": params,
             "load_s": ready[f]["load_s"],
             "versions": ready[f]["versions"],
             "steps": rows,
             "peak_rss": done[f]["rss"],
-            "mean": summarize(rows[args.warmup :], params, ceilings[args.dtype], spec),
+            "mean": summarize(rows[args.warmup :], params, ceilings[args.dtype], spec, roof),
         }
     fw = result["frameworks"]
     if len(fw) == 2 and fw["rlvr"]["mean"] and fw["trl"]["mean"]:
@@ -276,11 +309,12 @@ def fractions(s: dict, params: int, ceiling_gflops: float, spec: dict) -> dict:
     }
 
 
-def summarize(rows: list[dict], params: int, ceiling_gflops: float, spec: dict) -> dict:
+def summarize(rows: list[dict], params: int, ceiling_gflops: float, spec: dict, roof: dict | None = None) -> dict:
     """Means over the measured steps; the rates are totals over totals (tokens / seconds), not means of rates."""
     if not rows:
         return {}
     keys = ("wall", *PHASES, "gen_tokens", "prompt_tokens", "fwd_tokens", "active_rows", "reward")
+    keys += ("decode_floor", "train_floor", "floor") if roof else ()
     total = {k: sum(r[k] for r in rows) for k in keys}
     out = {k: total[k] / len(rows) for k in keys}
     out.update(fractions(total, params, ceiling_gflops, spec))
@@ -298,7 +332,9 @@ COLUMNS = (
     "gen tok/s",
     "train tok/s",
     "gen % ceil",
+    "decode % roof",
     "train % ceil",
+    "step / floor",
     "rows trained",
     "reward",
     "peak RSS GB",
@@ -314,7 +350,9 @@ def _row(name: str, step: str, r: dict, rss: float | None) -> list[str]:
         f"{r['gen_tok_s']:.0f}",
         f"{r['train_tok_s']:.0f}",
         f"{100 * r['gen_ceiling_frac']:.1f}",
+        f"{100 * r['decode_floor'] / r['generate']:.1f}" if r.get("generate") and "decode_floor" in r else "",
         f"{100 * r['train_ceiling_frac']:.1f}",
+        f"{r['wall'] / r['floor']:.2f}" if r.get("floor") else "",
         f"{round(r['active_rows'], 1):g}",
         f"{r['reward']:.3f}",
         "" if rss is None else f"{rss / 1e9:.2f}",
@@ -345,9 +383,13 @@ def format_report(result: dict) -> str:
     head = [
         f"shape: {spec['prompts']} prompts x {spec['group']} completions, max {spec['max_new_tokens']} new tokens, "
         f"{'LoRA r=16' if spec['lora'] else 'full fine-tune'}, update in {'bf16' if spec['bf16'] else 'float32'}, "
-        f"{spec['threads']} threads, seed {spec['seed']}; model {spec['model']}",
-        f"ceiling probe ({result.get('probe_size', '')} matmul): float32 {c['float32']:.0f} GFLOP/s, "
-        f"bf16 {c['bfloat16']:.0f} GFLOP/s; step(s) {', '.join(str(i) for i in range(warm)) or 'none'} = warm-up (*)",
+        f"{spec['threads']} threads, seed {spec['seed']}; model {spec['model']}; config {spec.get('config', 'default')}"
+        + "".join(f" --set {x}" for x in spec.get("sets", ())),
+        f"ceiling probe ({result.get('probe_size', '')} matmul): "
+        + ", ".join(f"{d} {g:.0f} GFLOP/s" for d, g in c.items())
+        + f"; memory read {result.get('read_gb_s', 0):.1f} GB/s; decode reads "
+        + ", ".join(f"{n}'s weights in {f.get('decode_dtype', '?')}" for n, f in fw.items())
+        + f"; step(s) {', '.join(str(i) for i in range(warm)) or 'none'} = warm-up (*)",
         "torch threads seen in each child: "
         + ", ".join(f"{n} {sorted({r.get('threads') for r in f['steps']})}" for n, f in fw.items()),
     ]

@@ -37,11 +37,12 @@ def set_threads(n: int) -> None:
 
 
 def bench_config(spec: dict) -> dict:
-    """rlvr's default preset reshaped to the benchmark: the config both workers read their settings from."""
+    """rlvr's default preset (or spec["config"], a preset or config file) reshaped to the benchmark: the config both
+    workers read their settings from."""
     from rlvr.config import resolve
 
     return resolve(
-        "default",
+        spec.get("config") or "default",
         [
             f"seed={spec['seed']}",
             f"rollout.prompts_per_step={spec['prompts']}",
