@@ -130,8 +130,10 @@ def test_a_runs_adapter_teaches_on_the_policys_own_weights_and_a_resume_is_exact
     spec = resolve_teacher(as_config(tiny_config(tmp_path / "x", **{"model.name": str(model_dir), **sets})))
     assert (spec.form, spec.where) == ("adapter", str(teacher_run / "final" / "adapter"))
     full, rows = distill_run(tmp_path, model_dir, "full", **sets)
-    # the teacher differs from the start model: its term is a part of every step's advantage
-    assert rows[0]["distill/reverse_kl"] > 0.01 and all(r["distill/share"] > 0.05 for r in rows)
+    # the teacher differs from the start model: its term is a part of every step's advantage. The sampled reverse KL
+    # over 64 tokens is an estimate of either sign (0.007 here; 0.013 with the head's whole logits, the teacher's two
+    # lr-0.2 Adam steps amplifying float-level differences); a teacher equal to the start scores < 1e-4 (above)
+    assert abs(rows[0]["distill/reverse_kl"]) > 1e-3 and all(r["distill/share"] > 0.05 for r in rows)
     assert sorted(p.name for p in (full / "final" / "adapter").iterdir() if p.is_dir()) == []  # no teacher/ inside
     saved = load_file(full / "final" / "adapter" / "adapter_model.safetensors")
     assert saved and all(".teacher" not in k for k in saved)

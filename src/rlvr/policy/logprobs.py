@@ -24,7 +24,7 @@ import inspect
 import torch
 
 from rlvr.policy.load import base_model, model_device
-from rlvr.policy.softmax import selective_log_softmax, token_entropy_from_logits
+from rlvr.policy.softmax import head_chosen_logp, selective_log_softmax, token_entropy_from_logits
 
 
 def autocast(model, kind: str) -> contextlib.AbstractContextManager:
@@ -46,6 +46,35 @@ def cache_kwarg(model) -> str:
 def _cache_kwarg_of(cls) -> str:
     # once per model class: the update asks at every forward, and reading a signature is not free
     return "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
+
+
+# families whose causal-LM forward is exactly lm_head(backbone(...).last_hidden_state) when their config sets no soft-cap
+PLAIN_HEADS = ("llama", "mistral", "qwen2", "qwen3", "smollm3", "gemma3_text", "qwen3_5_text")
+
+
+def frozen_head(model) -> tuple[torch.nn.Module, torch.Tensor] | None:
+    """(backbone, head weight (V, H)) where the model's logits are its backbone's last hidden states times a frozen,
+    bias-free head and nothing more: then the log-probs of the sampled tokens need no (rows, vocabulary) logits
+    (softmax.head_chosen_logp), whose float32 copy and gradient at 4,096 tokens of a 151,936-token vocabulary are 2.5 GB
+    each. None where the head trains (a full fine-tune), is wrapped (LoRA on lm_head), the family's forward does more
+    (a soft-cap) or the weights are FSDP's shards (the head's is whole only inside the model's own forward)."""
+    base = base_model(model)
+    head = base.get_output_embeddings()
+    config = base.config
+    if (
+        config.model_type not in PLAIN_HEADS
+        or getattr(config, "final_logit_softcapping", None) is not None
+        or type(head) is not torch.nn.Linear
+        or head.bias is not None
+        or head.weight.requires_grad
+    ):
+        return None
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        from torch.distributed.tensor import DTensor
+
+        if isinstance(head.weight, DTensor):
+            return None
+    return getattr(base, base.base_model_prefix), head.weight
 
 
 def pack_rows(prompts: list[list[int]], completion_ids: torch.Tensor, attend: torch.Tensor, pad_id: int):
@@ -95,6 +124,14 @@ def completion_logprobs(
     input_ids, attention, position_ids = (x.to(device) for x in pack_rows(prompts, completion_ids, attend, pad_id))
     completion_ids, completion_mask = completion_ids.to(device), completion_mask.to(device)
     t = completion_ids.shape[1]
+    head = None if with_entropy else frozen_head(model)
+    if head is not None:  # the last hidden states, and the head applied a chunk of positions at a time
+        backbone, weight = head
+        hidden = backbone(
+            input_ids=input_ids, attention_mask=attention, position_ids=position_ids, use_cache=False
+        ).last_hidden_state
+        logp = head_chosen_logp(hidden[:, -(t + 1) : -1], weight, completion_ids, temperature, mask=completion_mask)
+        return logp.to(home), None
     # Keep the T+1 last positions: position Lp-1 predicts the first completion token, the last one predicts
     # nothing we sampled and is dropped.
     out = model(
@@ -124,6 +161,19 @@ def _repeat_rows(t: torch.Tensor, counts: list[int]) -> torch.Tensor:
     """Row i of t repeated counts[i] times, as expand + cat: its backward is a plain sum per row, so the
     gradient is bitwise reproducible (an index gather's scatter-add backward need not be)."""
     return torch.cat([t[i : i + 1].expand(c, *t.shape[1:]) for i, c in enumerate(counts) if c])
+
+
+def next_token_logp(model, inputs: dict, cache, targets, mask, temperature: float) -> torch.Tensor:
+    """The log-probs (b, T) float32 of targets (b, T) at each position of a forward of `inputs` (input_ids etc.,
+    (b, T)) on top of a prompt cache, 0 where mask is 0. A frozen plain head is applied a chunk of positions at a time
+    (softmax.head_chosen_logp): no (b, T, vocabulary) logits."""
+    head = frozen_head(model)
+    if head is not None:
+        backbone, weight = head
+        hidden = backbone(**inputs, **{cache_kwarg(backbone): cache}).last_hidden_state
+        return head_chosen_logp(hidden, weight, targets, temperature, mask=mask)
+    logits = _tempered(model(**inputs, **{cache_kwarg(model): cache}).logits, temperature)
+    return selective_log_softmax(logits, targets, mask=mask)
 
 
 class PromptPass:
@@ -219,15 +269,10 @@ class PromptPass:
         prompt_rows = _repeat_rows(self.attention, counts)
         att = torch.cat([prompt_rows, seen], dim=1)
         positions = (prompt_rows.sum(-1, keepdim=True) + seen.cumsum(-1) - 1).clamp(min=0)
-        rest = _tempered(
-            model(
-                input_ids=ids, attention_mask=att, position_ids=positions, use_cache=True, **{cache_kwarg(model): cache}
-            ).logits,
-            temperature,
-        )
         # position j scores token j + 1, and only where it was sampled: padding costs no vocabulary work
         shift = lambda x: torch.cat([x[:, 1:], torch.zeros_like(x[:, :1])], dim=1)  # noqa: E731
-        logp_rest = selective_log_softmax(rest, shift(ids), mask=shift(mask))[:, :-1]
+        inputs = dict(input_ids=ids, attention_mask=att, position_ids=positions, use_cache=True)
+        logp_rest = next_token_logp(model, inputs, cache, shift(ids), shift(mask), temperature)[:, :-1]
         return torch.cat([logp_first[:, None], logp_rest], dim=1)[inverse].to(home)
 
     def backward(self) -> None:

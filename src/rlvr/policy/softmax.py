@@ -95,9 +95,65 @@ def selective_log_softmax(
     return out.reshape(ids.shape)
 
 
+class _HeadChosenLogp(torch.autograd.Function):
+    """log softmax(h W^T * inv_temp)_y from hidden states h (N, H) and a frozen head W (V, H), a chunk of rows at a
+    time, so that no (N, V) tensor exists, neither the logits nor their gradient. The backward needs no logits:
+    d logp / dh = (W_y - softmax(z) W) * inv_temp, which does not depend on the incoming gradient, so the forward forms
+    it chunk by chunk while the chunk's logits are at hand (an (N, H) float32 tensor, H / V of the logits' size) and
+    the backward only scales its rows. The same FLOPs as the head's forward and backward on whole logits; W takes no
+    gradient (a frozen base's head, as under LoRA)."""
+
+    @staticmethod
+    def forward(ctx, h: torch.Tensor, weight: torch.Tensor, ids: torch.Tensor, inv_temp: float, step: int):
+        out = h.new_empty(h.shape[0], dtype=torch.float32)
+        dh = torch.empty(h.shape, dtype=torch.float32, device=h.device) if ctx.needs_input_grad[0] else None
+        for s in range(0, h.shape[0], step):
+            y = ids[s : s + step]
+            z = torch.matmul(h[s : s + step], weight.T).float()  # under autocast as the head's own matmul would run
+            if inv_temp != 1.0:
+                z.mul_(inv_temp)
+            lse = torch.logsumexp(z, dim=-1)
+            out[s : s + step] = z.gather(-1, y[:, None])[:, 0] - lse
+            if dh is not None:
+                p = z.sub_(lse[:, None]).exp_().to(h.dtype)  # softmax(z), in the dtype the head's backward takes
+                dh[s : s + step] = (weight[y].float() - torch.matmul(p, weight).float()).mul_(inv_temp)
+        ctx.save_for_backward(dh)
+        ctx.dtype = h.dtype
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out: torch.Tensor):
+        (dh,) = ctx.saved_tensors
+        return (grad_out[:, None].float() * dh).to(ctx.dtype), None, None, None, None
+
+
+def head_chosen_logp(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    ids: torch.Tensor,
+    temperature: float = 1.0,
+    mask: torch.Tensor | None = None,
+    chunk_rows: int | None = None,
+) -> torch.Tensor:
+    """Log-probability of the chosen ids under logits hidden @ weight.T / temperature, without the logits of the whole
+    batch: hidden (..., H), weight (V, H) frozen, ids (...) long -> (...) float32. Equal to
+    selective_log_softmax(hidden @ weight.T / temperature, ids) (temperature 0 or 1: the logits as they are). With
+    `mask` only the positions where it is nonzero are computed; the others are 0 with zero gradient."""
+    if hidden.shape[:-1] != ids.shape:
+        raise ValueError(f"hidden {tuple(hidden.shape)} must be ids {tuple(ids.shape)} plus a hidden axis")
+    flat = hidden.reshape(-1, hidden.shape[-1])
+    keep = mask.reshape(-1) != 0 if mask is not None else torch.ones(flat.shape[0], dtype=torch.bool)
+    rows = keep.to(flat.device).nonzero()[:, 0]
+    step = chunk_rows or max(1, 2**24 // max(1, weight.shape[0]))  # about 64 MiB of float32 logits a chunk
+    inv_temp = 1.0 if temperature in (0.0, 1.0) else 1.0 / temperature
+    chosen = _HeadChosenLogp.apply(flat[rows], weight, ids.reshape(-1)[rows], inv_temp, step)
+    out = flat.new_zeros(flat.shape[0], dtype=torch.float32).index_put((rows,), chosen)
+    return out.reshape(ids.shape)
+
+
 def token_entropy_from_logits(logits: torch.Tensor, chunk_rows: int | None = None) -> torch.Tensor:
     """Entropy of the next-token distribution: logits (..., V) -> (...) float32, in nats, chunked."""
     return _rowwise(_entropy, logits, None, chunk_rows)
 
 
-__all__ = ["selective_log_softmax", "token_entropy_from_logits"]
+__all__ = ["head_chosen_logp", "selective_log_softmax", "token_entropy_from_logits"]
