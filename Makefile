@@ -26,12 +26,16 @@ run: $(STAMP)
 	$(VENV)/bin/rlvr run
 
 # ruff first: formatting and lint are checked as the tests are (the rules in pyproject.toml); then mypy over src/rlvr
-# (pyproject.toml's [tool.mypy]: strict on the algorithms and the update, elsewhere every written annotation must hold)
+# (pyproject.toml's [tool.mypy]: strict on the algorithms and the update, elsewhere every written annotation must hold).
+# The fast tier runs on one pytest-xdist worker a core (`TEST_WORKERS=1 make test`: in this process), a test file to a
+# worker (its module fixtures are built once), each worker with its share of the cores (tests/conftest.py); the twenty
+# slowest tests are named at the end, so a test that grows is seen.
+TEST_WORKERS ?= auto
 test: $(STAMP)
 	$(VENV)/bin/ruff format --check --quiet .
 	$(VENV)/bin/ruff check --quiet .
 	$(VENV)/bin/mypy
-	$(PY) -m pytest -q -m "not slow and not gpu and not engines"
+	$(PY) -m pytest -q -m "not slow and not gpu and not engines" $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) --durations=20
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow

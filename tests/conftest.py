@@ -22,6 +22,18 @@ def pytest_configure(config):
     CUDA (importing torch does not)."""
     if "gpu" not in (config.getoption("markexpr") or "").replace("not gpu", ""):
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    share_cores_among_workers()
+
+
+def share_cores_among_workers() -> None:
+    """Under pytest-xdist (`make test` runs `-n auto`), each of the n workers gets cores / n torch threads, and so do
+    the commands it starts (OMP_NUM_THREADS): n workers at the machine's full thread count each would run n times as
+    many threads as cores, every OpenMP region waiting on a descheduled partner."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        n = max(1, len(os.sched_getaffinity(0)) // workers)
+        os.environ["OMP_NUM_THREADS"] = str(n)
+        torch.set_num_threads(n)
 
 
 @pytest.fixture(scope="session")
