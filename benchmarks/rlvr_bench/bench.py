@@ -61,8 +61,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument(
         "--model",
         default="smollm2-135m-instruct",
-        help="embedded model name or a transformers folder; or published shapes, comma-separated, from "
-        f"{', '.join(n for n in SHAPES if n != REFERENCE)} ('{ALL}' for all): random weights of each, speed only, "
+        help="embedded model name, a transformers folder, a GGUF file or a hub id; or published shapes, comma-separated, "
+        f"from {', '.join(n for n in SHAPES if n != REFERENCE)} ('{ALL}' for all): random weights of each, speed only, "
         "on the fast sampler, on hf forced and in TRL, beside the embedded model's shape (rlvr_bench.models)",
     )
     p.add_argument(
