@@ -269,7 +269,7 @@ def bench(args, frameworks: list[str]) -> dict:
     for f in frameworks:
         params = ready[f]["params"]
         rows = [{**s, **fractions(s, params, ceilings[args.dtype], spec)} for s in steps[f]]
-        roof = decode_roofline(f, spec, params, rate, ceilings)
+        roof = decode_roofline(f, cfg, spec["model"], params, rate, ceilings)
         for r in rows:
             r.update(
                 step_floors(r, roof, params, train_flops_per_token(params, spec["lora"]), ceilings[args.dtype], spec)
@@ -281,7 +281,7 @@ def bench(args, frameworks: list[str]) -> dict:
             "versions": ready[f]["versions"],
             "steps": rows,
             "peak_rss": done[f]["rss"],
-            "mean": summarize(rows[args.warmup :], params, ceilings[args.dtype], spec, roof),
+            "mean": summarize(rows[args.warmup :], params, ceilings[args.dtype], spec),
         }
     fw = result["frameworks"]
     if len(fw) == 2 and fw["rlvr"]["mean"] and fw["trl"]["mean"]:
@@ -309,12 +309,12 @@ def fractions(s: dict, params: int, ceiling_gflops: float, spec: dict) -> dict:
     }
 
 
-def summarize(rows: list[dict], params: int, ceiling_gflops: float, spec: dict, roof: dict | None = None) -> dict:
+def summarize(rows: list[dict], params: int, ceiling_gflops: float, spec: dict) -> dict:
     """Means over the measured steps; the rates are totals over totals (tokens / seconds), not means of rates."""
     if not rows:
         return {}
     keys = ("wall", *PHASES, "gen_tokens", "prompt_tokens", "fwd_tokens", "active_rows", "reward")
-    keys += ("decode_floor", "train_floor", "floor") if roof else ()
+    keys += ("decode_floor", "train_floor", "floor") if "floor" in rows[0] else ()  # rlvr_bench.roofline.step_floors
     total = {k: sum(r[k] for r in rows) for k in keys}
     out = {k: total[k] / len(rows) for k in keys}
     out.update(fractions(total, params, ceiling_gflops, spec))

@@ -96,15 +96,12 @@ def long_roofline_s(
     return total
 
 
-def decode_roofline(framework: str, spec: dict, params: int, rate: float, ceilings: dict) -> dict:
-    """What a side's decode reads a step: its weights in the dtype it samples in (rlvr's resolved rollout.dtype; TRL
-    generates with the model as loaded) and its KV cache, at `rate` bytes a second (rlvr_bench.roofline)."""
-    from rlvr_bench.child import bench_config
-
-    cfg = bench_config(spec)
+def decode_roofline(framework: str, cfg: dict, model_dir: str, params: int, rate: float, ceilings: dict) -> dict:
+    """What a side's decode reads a step: its weights in the dtype it samples in (rlvr's resolved rollout.dtype in
+    `cfg`, the bench's config; TRL generates with the model as loaded) and its KV cache, at `rate` bytes a second."""
     dtype = cfg["rollout"]["dtype"] if framework == "rlvr" else cfg["model"]["dtype"]
     width = 2 if dtype == "bfloat16" else 4
-    kv = kv_bytes_per_token(spec["model"], width)
+    kv = kv_bytes_per_token(model_dir, width)
     return {"dtype": dtype, "weight_bytes": params * width, "kv_bytes": kv, "rate": rate, "gflops": ceilings[dtype]}
 
 

@@ -24,7 +24,7 @@ import inspect
 import torch
 
 from rlvr.policy.load import base_model, model_device
-from rlvr.policy.softmax import head_chosen_logp, selective_log_softmax, token_entropy_from_logits
+from rlvr.policy.softmax import head_chosen_logp, selective_log_softmax, tempers, token_entropy_from_logits
 
 
 def autocast(model, kind: str) -> contextlib.AbstractContextManager:
@@ -294,5 +294,5 @@ def shares_prompts(model) -> bool:
 
 
 def _tempered(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """logits / temperature; unchanged at 1 and at 0 (greedy: scored under the model's own distribution)."""
-    return logits if temperature in (0.0, 1.0) else logits / temperature
+    """logits / temperature where the temperature tempers them (softmax.tempers)."""
+    return logits / temperature if tempers(temperature) else logits

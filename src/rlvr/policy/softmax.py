@@ -95,6 +95,12 @@ def selective_log_softmax(
     return out.reshape(ids.shape)
 
 
+def tempers(temperature: float) -> bool:
+    """Whether scoring at this sampling temperature divides the logits by it: not at 1, and not at 0 (greedy: the
+    tokens are scored under the model's own distribution)."""
+    return temperature not in (0.0, 1.0)
+
+
 class _HeadChosenLogp(torch.autograd.Function):
     """log softmax(h W^T * inv_temp)_y from hidden states h (N, H) and a frozen head W (V, H), a chunk of rows at a
     time, so that no (N, V) tensor exists, neither the logits nor their gradient. The backward needs no logits:
@@ -145,7 +151,7 @@ def head_chosen_logp(
     keep = mask.reshape(-1) != 0 if mask is not None else torch.ones(flat.shape[0], dtype=torch.bool)
     rows = keep.to(flat.device).nonzero()[:, 0]
     step = chunk_rows or max(1, 2**24 // max(1, weight.shape[0]))  # about 64 MiB of float32 logits a chunk
-    inv_temp = 1.0 if temperature in (0.0, 1.0) else 1.0 / temperature
+    inv_temp = 1.0 / temperature if tempers(temperature) else 1.0
     chosen = _HeadChosenLogp.apply(flat[rows], weight, ids.reshape(-1)[rows], inv_temp, step)
     out = flat.new_zeros(flat.shape[0], dtype=torch.float32).index_put((rows,), chosen)
     return out.reshape(ids.shape)
@@ -156,4 +162,4 @@ def token_entropy_from_logits(logits: torch.Tensor, chunk_rows: int | None = Non
     return _rowwise(_entropy, logits, None, chunk_rows)
 
 
-__all__ = ["head_chosen_logp", "selective_log_softmax", "token_entropy_from_logits"]
+__all__ = ["head_chosen_logp", "selective_log_softmax", "tempers", "token_entropy_from_logits"]
