@@ -70,6 +70,29 @@ def test_in_process_mode_has_the_deadline_too():
     assert elapsed < 2.0
 
 
+class SlowToWarm(Misbehaving):
+    """A verifier whose first use costs longer than the deadline, as the math verifier's sympy imports did on a busy
+    machine (CI: a correct `\\boxed{4}` came back `timeout` at timeout_s=2)."""
+
+    def __init__(self):
+        self.warmed = 0
+
+    def warm_up(self):
+        if not self.warmed:
+            time.sleep(0.5)
+        self.warmed += 1
+
+    def score(self, completion, problem):
+        assert self.warmed, "scored before warming up"
+        return super().score(completion, problem)
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_first_use_costs_are_paid_outside_the_deadline(workers):
+    out = score_batch(SlowToWarm(), ["a", "b", "spin"], [None] * 3, workers=workers, timeout_s=0.3)
+    assert [v.status for v in out] == ["correct", "correct", "timeout"]
+
+
 def test_pool_is_reusable_and_recovers():
     with VerifierPool(Misbehaving(), workers=1, timeout_s=0.5) as pool:
         assert [v.status for v in pool.map(["exit", "a"], [None, None])] == ["error", "correct"]

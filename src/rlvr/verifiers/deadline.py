@@ -142,8 +142,20 @@ def call_with_deadline(fn: Callable[[], T], timeout_s: float | None) -> T:
 GRACE_S = 0.25
 
 
+def warm_up(verifier) -> None:
+    """Pay a verifier's first-use costs (its `warm_up`, if it has one) outside any deadline.
+
+    The math verifier's lazy sympy imports took ~0.7 s alone and over 2 s on a busy machine (two test workers
+    beside other processes): paid inside the first item's deadline, they turned a correct answer into `timeout`.
+    The verifier keeps a per-process flag, so calling this per item costs nothing after the first."""
+    warm = getattr(verifier, "warm_up", None)
+    if callable(warm):
+        warm()
+
+
 def score_one(verifier, completion, problem, timeout_s: float | None) -> Verdict:
     """One item in this process: the verifier's verdict, or timeout / error; never raises."""
+    warm_up(verifier)  # before the clock starts
     try:
         return call_with_deadline(lambda: verifier.score(completion, problem), timeout_s)
     except TimedOut as e:

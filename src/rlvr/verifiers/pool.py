@@ -24,7 +24,7 @@ import time
 from multiprocessing.connection import wait
 
 from rlvr.verifiers.base import Verdict
-from rlvr.verifiers.deadline import GRACE_S, score_one
+from rlvr.verifiers.deadline import GRACE_S, score_one, warm_up
 
 
 def _die_with_parent(parent: int) -> None:
@@ -84,9 +84,8 @@ class VerifierPool:
         self.verifier, self.workers, self.timeout_s = verifier, workers, timeout_s
         methods = mp.get_all_start_methods()
         self.ctx = mp.get_context(start_method or ("fork" if "fork" in methods else "spawn"))
-        warm_up = getattr(verifier, "warm_up", None)
-        if callable(warm_up) and self.ctx.get_start_method() == "fork":
-            warm_up()  # once here, inherited by every worker (and every replacement) for free
+        if self.ctx.get_start_method() == "fork":
+            warm_up(verifier)  # once here, inherited by every worker (and every replacement) for free
         self.slots = [self._spawn() for _ in range(workers)]
         self.restarts = 0
 

@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass
 
 from rlvr.verifiers.base import Verdict
-from rlvr.verifiers.deadline import GRACE_S, score_one
+from rlvr.verifiers.deadline import GRACE_S, score_one, warm_up
 
 # After the worker's own timer killed an item's sandboxed runs: time for it to report before the driver
 # force-cancels the task (the worker's runs must be gone before Ray kills the worker, or they are orphaned).
@@ -97,9 +97,7 @@ class _Reaper:
 def _score_task(verifier, completion, problem, timeout_s):
     """A streaming Ray task: yields None when a worker has started it and warmed the verifier up (the driver's
     clock starts there), then the Verdict."""
-    warm_up = getattr(verifier, "warm_up", None)
-    if callable(warm_up):  # once per worker process (the verifier keeps the flag): the math verifier's imports
-        warm_up()  # took more than a 2 s deadline on a fresh worker here, and timed its first item out
+    warm_up(verifier)  # before the driver's clock starts: once per worker process (the verifier keeps the flag)
     yield None
     reaper = _Reaper(timeout_s + GRACE_S)
     try:
