@@ -65,7 +65,7 @@ def test_report_compares_the_finals_and_draws_the_curve(tmp_path):
     }
     for name, correct in truth.items():
         write_records(records(correct), tmp_path / "eval" / name / "records.jsonl")
-    assert tta.report(tmp_path, run, side, curves) == 0
+    assert tta.report(tmp_path, {"rlvr": run, "trl": side}, curves) == 0
     result = json.loads((tmp_path / "compare-greedy-vs-trl.json").read_text())
     assert result["diffs"]["rlvr"]["all"]["diff"] == pytest.approx(6 / 8 - 1 / 8)
     vs_start = json.loads((tmp_path / "compare-greedy-vs-start.json").read_text())
@@ -76,6 +76,50 @@ def test_report_compares_the_finals_and_draws_the_curve(tmp_path):
     assert summary["points"]["start"][0]["minutes"] == 0.0
     assert (tmp_path / "time_to_accuracy.png").stat().st_size > 10_000
     assert "RL steps in the budget: rlvr 12, TRL 3." in (tmp_path / "time_to_accuracy.md").read_text()
+
+
+def test_report_of_trl_alone_compares_it_with_the_start(tmp_path):
+    side = tmp_path / "trl"
+    side.mkdir()
+    (side / "metrics.jsonl").write_text("{}\n" * 3)
+    for name, correct in {"start": [False] * 6 + [True] * 2, "trl-step-3": [True] * 3 + [False] * 5}.items():
+        write_records(records(correct), tmp_path / "eval" / name / "records.jsonl")
+    assert tta.report(tmp_path, {"trl": side}, {"trl": [(60.0, side / "checkpoints" / "step-3")]}) == 0
+    vs_start = json.loads((tmp_path / "compare-greedy-vs-start.json").read_text())
+    assert vs_start["diffs"]["trl"]["all"]["diff"] == pytest.approx(3 / 8 - 2 / 8)
+    assert not (tmp_path / "compare-greedy-vs-trl.json").exists()  # nothing to hold against TRL but the start
+    assert json.loads((tmp_path / "time_to_accuracy.json").read_text())["steps"] == {"trl": 3}
+    assert "RL steps in the budget: TRL 3." in (tmp_path / "time_to_accuracy.md").read_text()
+
+
+def test_trl_alone_takes_the_config_and_overrides_both_sides_read(tmp_path):
+    """--frameworks trl: the comparison config is --config with --set on top, written where both the TRL worker and
+    the evaluations read it; the TRL spec carries its shape, its model and the file (its task, prompt, reward, lr)."""
+    import argparse
+
+    import yaml
+
+    from rlvr.policy.load import resolve_model_path
+
+    args = argparse.Namespace(
+        config="docs/examples/multi_step/multi_step.yaml",
+        set=["task.settings.demo=none", "rollout.max_new_tokens=64", "train.autocast=none"],
+        seed=3,
+        frameworks="trl",
+        rlvr_run="",
+        threads=2,
+        budget=5.0,
+        trl_save_every=1,
+    )
+    assert tta.train_rlvr(tmp_path, args) is None
+    config = tta.comparison_config(tmp_path, None, args)
+    cfg = yaml.safe_load(config.read_text())
+    assert cfg["seed"] == 3 and cfg["task"]["settings"]["demo"] == "none" and cfg["rollout"]["max_new_tokens"] == 64
+    spec = tta.trl_spec(config, args, tmp_path / "trl")
+    assert spec["config"] == str(config) and (spec["prompts"], spec["group"], spec["max_new_tokens"]) == (4, 8, 64)
+    assert spec["model"] == resolve_model_path("smollm2-135m-instruct") and spec["bf16"] is False
+    assert tta.task_flags(config)[:2] == ["--task", "jsonl"]
+    assert "task.settings.demo=\"none\"" in tta.task_flags(config)
 
 
 def test_cpu_busy_is_a_fraction_and_sees_a_busy_core():

@@ -145,7 +145,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "--budget",
         type=float,
         default=0.0,
-        help="with --vs trl: time to accuracy instead of step speed; each side trains the default preset "
+        help="with --vs trl: time to accuracy instead of step speed; each side trains --config (the default preset) "
         "for this many wall-clock minutes, then both are scored on the held-out problems "
         "(rlvr_bench.time_to_accuracy)",
     )

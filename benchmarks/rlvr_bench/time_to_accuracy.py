@@ -1,13 +1,18 @@
-"""`rlvr bench --vs trl --budget MINUTES`: what a faster step buys. rlvr and TRL's GRPOTrainer each train the default
-preset (model, task, reward, P x G, length limit, temperature, learning rate, LoRA) for the same wall-clock budget,
+"""`rlvr bench --vs trl --budget MINUTES`: what a faster step buys. rlvr and TRL's GRPOTrainer each train one config
+(--config, the default preset unless given, with --set on top: model, task, reward, P x G, length limit, temperature,
+learning rate, LoRA, truncated completions in or out of the loss) for the same wall-clock budget,
 one after the other on this machine; then the start model and both sides' checkpoints are scored by `rlvr eval` on
 the same held-out problems (same seed, samples and verifier), and the finals are compared with paired intervals.
 
     rlvr bench --vs trl --budget 9 --out runs/tta --trl-python /work/trl-venv/bin/python
 
-rlvr: `rlvr train default` with `train.time_budget_min` (its clock starts after loading; the last step is the one
+rlvr: `rlvr train CONFIG` with `train.time_budget_min` (its clock starts after loading; the last step is the one
 after which another would end past the budget; every checkpoint kept). `--rlvr-run DIR` reuses a finished run of
-the default preset instead.
+the same config instead; `--frameworks trl` trains TRL alone (against a run whose folder is gone: its figures then
+come from where they were recorded, unpaired).
+
+    rlvr bench --vs trl --budget 68.5 --frameworks trl --config docs/examples/multi_step/multi_step.yaml \
+        --set model.name=qwen.gguf --set task.settings.demo=none --set 'task.settings.splits={...}' --eval-limit 80
 TRL: rlvr_bench.trl_worker.run_trl_budget under TRL's interpreter, the step bench's settings (`loss_type="grpo"`,
 `beta=0`, bf16, no gradient checkpointing, rlvr's prompt stream and reward functions), the same clock rule, its
 adapter saved every `--trl-save-every` steps. Points on the curve: each side's checkpoint nearest each of
@@ -26,6 +31,7 @@ from pathlib import Path
 
 EVAL_ARGS = ["--split", "heldout", "--n", "0", "--backend", "fast", "--seed", "0", "--rows-per-call", "64", "--quiet"]
 START = "start"
+LABELS = {"rlvr": "rlvr", "trl": "TRL"}
 
 
 def cpu_busy(seconds: float = 2.0) -> float:
@@ -55,20 +61,27 @@ def rlvr_cli(args: list[str], log: Path, threads: int) -> None:
             raise RuntimeError(f"rlvr {args[0]} failed; see {log}")
 
 
-def train_rlvr(out: Path, args) -> Path:
+def overrides(args) -> list[str]:
+    """--set KEY=VALUE for every override the comparison makes: the seed, then the user's --set."""
+    return [x for kv in [f"seed={args.seed}", *args.set] for x in ("--set", kv)]
+
+
+def train_rlvr(out: Path, args) -> Path | None:
+    """rlvr's run: --rlvr-run, else `rlvr train CONFIG` for the budget; None where --frameworks leaves rlvr out."""
     if args.rlvr_run:
         return Path(args.rlvr_run)
+    if "rlvr" not in args.frameworks.split(","):
+        return None
     run = out / "rlvr"
     if not (run / "final").exists():
         rlvr_cli(
             [
                 "train",
-                "default",
+                args.config,
                 "--overwrite",
                 "--output-dir",
                 str(run),
-                "--set",
-                f"seed={args.seed}",
+                *overrides(args),
                 "--set",
                 f"train.time_budget_min={args.budget}",
                 "--set",
@@ -80,16 +93,33 @@ def train_rlvr(out: Path, args) -> Path:
     return run
 
 
-def trl_spec(run: Path, args, side: Path) -> dict:
-    """The TRL worker's spec: the rlvr run's model, shape, seed and LoRA (the worker's bench_config reads the rest,
-    learning rate and temperature included, from the same default preset)."""
+def comparison_config(out: Path, run: Path | None, args) -> Path:
+    """The config file both sides take: rlvr's run's config.yaml (what it ran, `auto` made concrete), else --config
+    with the overrides, resolved here and written to OUT/config.yaml (TRL alone: --frameworks trl)."""
+    if run is not None:
+        return run / "config.yaml"
+    import yaml
+
+    from rlvr.config import resolve
+    from rlvr.machine import auto_dtypes
+
+    sets = overrides(args)[1::2]
+    path = out / "config.yaml"
+    path.write_text(yaml.safe_dump(auto_dtypes(resolve(args.config, sets)), sort_keys=False))
+    return path
+
+
+def trl_spec(config: Path, args, side: Path) -> dict:
+    """The TRL worker's spec: the comparison config (its task, prompts, reward, learning rate, temperature and LoRA:
+    the worker's bench_config reads them) and its model, shape and seed."""
     import yaml
 
     from rlvr.policy.load import resolve_model_path
 
-    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    cfg = yaml.safe_load(config.read_text())
     r = cfg["rollout"]
     return {
+        "config": str(config),
         "model": resolve_model_path(cfg["model"]["name"]),
         "prompts": r["prompts_per_step"],
         "group": r["group_size"],
@@ -106,12 +136,12 @@ def trl_spec(run: Path, args, side: Path) -> dict:
     }
 
 
-def train_trl(out: Path, run: Path, args) -> Path:
+def train_trl(out: Path, config: Path, args) -> Path:
     from rlvr_bench.parent import Worker
 
     side = out / "trl"
     if not (side / "done.json").exists():
-        spec = trl_spec(run, args, side)
+        spec = trl_spec(config, args, side)
         for stale in ("metrics.jsonl", "checkpoints.jsonl"):
             (side / stale).unlink(missing_ok=True)
         print("$ TRL GRPOTrainer, budget", args.budget, "min", file=sys.stderr, flush=True)
@@ -149,22 +179,22 @@ def choose(points: list[tuple[float, Path]], targets: list[float]) -> list[tuple
     return sorted(dict.fromkeys(picked))
 
 
-def task_flags(run: Path) -> list[str]:
-    """--task and the run's task settings, for models that carry none (the start model, TRL's adapters)."""
+def task_flags(config: Path) -> list[str]:
+    """--task and the comparison's task settings, for models that carry none (the start model, TRL's adapters)."""
     import yaml
 
-    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    cfg = yaml.safe_load(config.read_text())
     flags = ["--task", cfg["task"]["name"]]
     for key, value in cfg["task"]["settings"].items():
         flags += ["--set", f"task.settings.{key}={json.dumps(value)}"]
     return flags
 
 
-def evaluate_all(out: Path, run: Path, models: dict[str, list[str]], args) -> None:
-    """Every model with the same settings: EVAL_ARGS, the run's generation length, --eval-limit problems."""
+def evaluate_all(out: Path, config: Path, models: dict[str, list[str]], args) -> None:
+    """Every model with the same settings: EVAL_ARGS, the comparison's generation length, --eval-limit problems."""
     import yaml
 
-    length = yaml.safe_load((run / "config.yaml").read_text())["rollout"]["max_new_tokens"]
+    length = yaml.safe_load(config.read_text())["rollout"]["max_new_tokens"]
     for name, target in models.items():
         dest = out / "eval" / name
         if not (dest / "records.jsonl").exists():
@@ -213,39 +243,43 @@ def run_time_to_accuracy(args) -> int:
         else [args.budget / 3, 2 * args.budget / 3]
     )
     run = train_rlvr(out, args)
-    side = train_trl(out, run, args)
-    flags = task_flags(run)
-    curves = {"rlvr": choose(rlvr_points(run), targets), "trl": choose(trl_points(side), targets)}
-    models = {START: ["--model", "smollm2-135m-instruct", *flags]}
+    config = comparison_config(out, run, args)
+    side = train_trl(out, config, args)
+    flags = task_flags(config)
+    sides = {"rlvr": run, "trl": side} if run is not None else {"trl": side}
+    curves = {name: choose((rlvr_points if name == "rlvr" else trl_points)(d), targets) for name, d in sides.items()}
+    import yaml
+
+    models = {START: ["--model", yaml.safe_load(config.read_text())["model"]["name"], *flags]}
     for name, points in curves.items():
         for _minutes, ckpt in points:
             models[f"{name}-{ckpt.name}"] = ["--model", str(ckpt)] + (flags if name == "trl" else [])
-    evaluate_all(out, run, models, args)
-    return report(out, run, side, curves)
+    evaluate_all(out, config, models, args)
+    return report(out, sides, curves)
 
 
-def report(out: Path, run: Path, side: Path, curves: dict) -> int:
+def report(out: Path, sides: dict[str, Path], curves: dict) -> int:
+    """Each final against the start model and, with both sides, rlvr against TRL; the curve's points and plot."""
     from rlvr.evaluation.compare import compare, compare_markdown, write_comparison
     from rlvr.evaluation.records import read_records
 
     finals = {name: f"{name}-{points[-1][1].name}" for name, points in curves.items()}
-    recs = {n: read_records(out / "eval" / n / "records.jsonl") for n in (START, *finals.values())}
-    evals = {"start": recs[START], "trl": recs[finals["trl"]], "rlvr": recs[finals["rlvr"]]}
+    evals = {"start": read_records(out / "eval" / START / "records.jsonl")}
+    evals |= {name: read_records(out / "eval" / final / "records.jsonl") for name, final in finals.items()}
     md = []
-    for base in ("start", "trl"):  # greedy: what the main job's validation tracks, and one decode per problem
+    for base in ("start", "trl")[: len(evals) - 1]:  # greedy: what the main job's validation tracks, one decode each
         result = compare(evals, baseline=base, metric="greedy")
         write_comparison(result, out, name=f"compare-greedy-vs-{base}")
         md.append(f"### greedy accuracy, against {base}\n\n" + compare_markdown(result))
     steps = {
-        "rlvr": sum(1 for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()),
-        "trl": sum(1 for x in (side / "metrics.jsonl").read_text().splitlines() if x.strip()),
+        name: sum(1 for x in (d / "metrics.jsonl").read_text().splitlines() if x.strip()) for name, d in sides.items()
     }
     points = {
         name: [{"minutes": m, "model": f"{name}-{c.name}", **curve_values(out, f"{name}-{c.name}")} for m, c in pts]
         for name, pts in curves.items()
     }
     points["start"] = [{"minutes": 0.0, "model": START, **curve_values(out, START)}]
-    head = [f"RL steps in the budget: rlvr {steps['rlvr']}, TRL {steps['trl']}.", ""]
+    head = ["RL steps in the budget: " + ", ".join(f"{LABELS[name]} {n}" for name, n in steps.items()) + ".", ""]
     (out / "time_to_accuracy.md").write_text("\n".join(head + md))
     (out / "time_to_accuracy.json").write_text(json.dumps({"steps": steps, "points": points}, indent=1))
     plot(points, out / "time_to_accuracy.png")
@@ -264,6 +298,8 @@ def plot(points: dict, path: Path) -> None:
     fig, axes = plt.subplots(1, len(bands), figsize=(3.6 * len(bands), 3.4), sharey=True)
     for ax, band in zip(axes, bands):
         for name, color in (("rlvr", "C0"), ("trl", "C1")):
+            if name not in points:
+                continue
             pts = points["start"] + points[name]
             x = [p["minutes"] for p in pts]
             y = [p[band]["value"] for p in pts]

@@ -125,7 +125,12 @@ def _callback():
 def trl_config(spec: dict, cfg: dict, out_dir: str):
     from trl import GRPOConfig
 
+    from rlvr.algorithms import algorithm_from_config
+    from rlvr.algorithms.advantages import OVERLONG_SHAPINGS
+
     r, t = cfg["rollout"], cfg["train"]
+    # truncated completions out of the loss where rlvr's overlong setting takes them out (overlong: filter)
+    masks_truncated = OVERLONG_SHAPINGS.get(algorithm_from_config(cfg["algorithm"]).overlong).masks_truncated
     micro = min(t["micro_batch_size"], r["prompts_per_step"] * r["group_size"])
     return GRPOConfig(
         output_dir=out_dir,
@@ -147,6 +152,7 @@ def trl_config(spec: dict, cfg: dict, out_dir: str):
         top_k=r["top_k"],
         loss_type="grpo",
         beta=0.0,
+        mask_truncated_completions=masks_truncated,
         shuffle_dataset=False,
         gradient_checkpointing=spec.get("trl_gradient_checkpointing", False),
         save_strategy="no",
