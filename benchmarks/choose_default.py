@@ -97,9 +97,9 @@ def train_runs(out: Path, seeds: list[int], minutes: float, sets: list[str]) -> 
 def eval_runs(out: Path, seeds: list[int], limit: int) -> None:
     """Every run and the start model on the same held-out problems, with the time-to-accuracy bench's settings."""
     first = out / f"{BASE}-s{seeds[0]}"
-    models = {START: ["--model", "smollm2-135m-instruct", *task_flags(first)]}
+    models = {START: ["--model", "smollm2-135m-instruct", *task_flags(first / "config.yaml")]}
     models |= {f"{v}-s{s}": ["--model", str(out / f"{v}-s{s}")] for s in seeds for v in VARIANTS}
-    evaluate_all(out, first, models, argparse.Namespace(eval_limit=limit, threads=os.cpu_count() or 1))
+    evaluate_all(out, first / "config.yaml", models, argparse.Namespace(eval_limit=limit, threads=os.cpu_count() or 1))
 
 
 def greedy_values(out: Path, name: str) -> dict[str, tuple[str, float]]:

@@ -70,7 +70,7 @@ def eval_all(out: Path, a) -> None:
         args = ["eval", "--model", target, "--n", str(a.n), "--limit", str(a.limit), "--seed", "0", "--quiet"]
         args += ["--out", str(dest), "--overwrite"]
         if name == "start":  # the start model carries no task: the runs'
-            args += task_flags(first)
+            args += task_flags(first / "config.yaml")
         rlvr_cli(args, out / f"eval-{name}.log", THREADS)
 
 
