@@ -119,7 +119,7 @@ def test_trl_alone_takes_the_config_and_overrides_both_sides_read(tmp_path):
     assert spec["config"] == str(config) and (spec["prompts"], spec["group"], spec["max_new_tokens"]) == (4, 8, 64)
     assert spec["model"] == resolve_model_path("smollm2-135m-instruct") and spec["bf16"] is False
     assert tta.task_flags(config)[:2] == ["--task", "jsonl"]
-    assert "task.settings.demo=\"none\"" in tta.task_flags(config)
+    assert 'task.settings.demo="none"' in tta.task_flags(config)
 
 
 def test_cpu_busy_is_a_fraction_and_sees_a_busy_core():
