@@ -34,11 +34,9 @@ import json
 import os
 from pathlib import Path
 
-import yaml
-
 from rlvr.evaluation.records import read_records
 from rlvr.evaluation.summary import per_problem_values
-from rlvr_bench.time_to_accuracy import rlvr_cli, task_flags
+from rlvr_bench.time_to_accuracy import load_config, rlvr_cli, task_flags
 
 THREADS = os.cpu_count() or 1
 
@@ -68,7 +66,7 @@ def train_all(out: Path, a) -> None:
 def eval_all(out: Path, a) -> None:
     """Every run, the teacher and the start model: the same problems, samples, length and seed."""
     config = out / f"{a.arms[0]}-s{a.seeds[0]}" / "config.yaml"
-    first = yaml.safe_load(config.read_text())
+    first = load_config(config)
     models = {"start": first["model"]["name"], "teacher": a.teacher}
     models |= {f"{arm}-s{s}": str(out / f"{arm}-s{s}") for s in a.seeds for arm in a.arms}
     length = str(first["rollout"]["max_new_tokens"])

@@ -120,6 +120,8 @@ def test_trl_alone_takes_the_config_and_overrides_both_sides_read(tmp_path):
     assert spec["model"] == resolve_model_path("smollm2-135m-instruct") and spec["bf16"] is False
     assert tta.task_flags(config)[:2] == ["--task", "jsonl"]
     assert 'task.settings.demo="none"' in tta.task_flags(config)
+    args.set[-1] = "train.autocast=bfloat16"  # the bf16 kinds' `auto`: TRL's side then trains with bf16=True too
+    assert tta.trl_spec(tta.comparison_config(tmp_path, None, args), args, tmp_path / "trl")["bf16"] is True
 
 
 def test_cpu_busy_is_a_fraction_and_sees_a_busy_core():

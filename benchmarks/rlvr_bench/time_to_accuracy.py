@@ -62,8 +62,15 @@ def rlvr_cli(args: list[str], log: Path, threads: int) -> None:
 
 
 def overrides(args) -> list[str]:
-    """--set KEY=VALUE for every override the comparison makes: the seed, then the user's --set."""
-    return [x for kv in [f"seed={args.seed}", *args.set] for x in ("--set", kv)]
+    """KEY=VALUE for every override the comparison makes: the seed, then the user's --set."""
+    return [f"seed={args.seed}", *args.set]
+
+
+def load_config(config: Path) -> dict:
+    """The comparison's config file, as a dict (rlvr_bench.time_to_accuracy.comparison_config)."""
+    import yaml
+
+    return yaml.safe_load(config.read_text())
 
 
 def train_rlvr(out: Path, args) -> Path | None:
@@ -81,7 +88,7 @@ def train_rlvr(out: Path, args) -> Path | None:
                 "--overwrite",
                 "--output-dir",
                 str(run),
-                *overrides(args),
+                *[x for kv in overrides(args) for x in ("--set", kv)],
                 "--set",
                 f"train.time_budget_min={args.budget}",
                 "--set",
@@ -103,20 +110,17 @@ def comparison_config(out: Path, run: Path | None, args) -> Path:
     from rlvr.config import resolve
     from rlvr.machine import auto_dtypes
 
-    sets = overrides(args)[1::2]
     path = out / "config.yaml"
-    path.write_text(yaml.safe_dump(auto_dtypes(resolve(args.config, sets)), sort_keys=False))
+    path.write_text(yaml.safe_dump(auto_dtypes(resolve(args.config, overrides(args))), sort_keys=False))
     return path
 
 
 def trl_spec(config: Path, args, side: Path) -> dict:
     """The TRL worker's spec: the comparison config (its task, prompts, reward, learning rate, temperature and LoRA:
     the worker's bench_config reads them) and its model, shape and seed."""
-    import yaml
-
     from rlvr.policy.load import resolve_model_path
 
-    cfg = yaml.safe_load(config.read_text())
+    cfg = load_config(config)
     r = cfg["rollout"]
     return {
         "config": str(config),
@@ -173,6 +177,9 @@ def trl_points(side: Path) -> list[tuple[float, Path]]:
     return sorted((r["minutes"], side / "checkpoints" / f"step-{r['step']}") for r in rows)
 
 
+POINTS = {"rlvr": rlvr_points, "trl": trl_points}  # each side's (minutes trained, checkpoint) from its folder
+
+
 def choose(points: list[tuple[float, Path]], targets: list[float]) -> list[tuple[float, Path]]:
     """The checkpoint nearest each target minute, and the last one (the final model), without repeats."""
     picked = [min(points, key=lambda p: abs(p[0] - t)) for t in targets] + [points[-1]]
@@ -181,9 +188,7 @@ def choose(points: list[tuple[float, Path]], targets: list[float]) -> list[tuple
 
 def task_flags(config: Path) -> list[str]:
     """--task and the comparison's task settings, for models that carry none (the start model, TRL's adapters)."""
-    import yaml
-
-    cfg = yaml.safe_load(config.read_text())
+    cfg = load_config(config)
     flags = ["--task", cfg["task"]["name"]]
     for key, value in cfg["task"]["settings"].items():
         flags += ["--set", f"task.settings.{key}={json.dumps(value)}"]
@@ -192,9 +197,7 @@ def task_flags(config: Path) -> list[str]:
 
 def evaluate_all(out: Path, config: Path, models: dict[str, list[str]], args) -> None:
     """Every model with the same settings: EVAL_ARGS, the comparison's generation length, --eval-limit problems."""
-    import yaml
-
-    length = yaml.safe_load(config.read_text())["rollout"]["max_new_tokens"]
+    length = load_config(config)["rollout"]["max_new_tokens"]
     for name, target in models.items():
         dest = out / "eval" / name
         if not (dest / "records.jsonl").exists():
@@ -247,10 +250,8 @@ def run_time_to_accuracy(args) -> int:
     side = train_trl(out, config, args)
     flags = task_flags(config)
     sides = {"rlvr": run, "trl": side} if run is not None else {"trl": side}
-    curves = {name: choose((rlvr_points if name == "rlvr" else trl_points)(d), targets) for name, d in sides.items()}
-    import yaml
-
-    models = {START: ["--model", yaml.safe_load(config.read_text())["model"]["name"], *flags]}
+    curves = {name: choose(POINTS[name](d), targets) for name, d in sides.items()}
+    models = {START: ["--model", load_config(config)["model"]["name"], *flags]}
     for name, points in curves.items():
         for _minutes, ckpt in points:
             models[f"{name}-{ckpt.name}"] = ["--model", str(ckpt)] + (flags if name == "trl" else [])
