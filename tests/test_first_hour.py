@@ -54,7 +54,14 @@ def _err(capsys) -> str:
             ["task.name=jsonl", "task.settings.pth=train.jsonl"],
             "task.settings.pth: not a setting of task 'jsonl'; its settings: path, splits, system_prompt, answer_form, answer_format, demo, prompt_field, answer_field, band_field (after changing task.name on a preset, give the settings whole: --set 'task.settings={...}')",
         ),
-        ("", ["task.name=jsonl", "task.settings.path=nothere.jsonl"], "jsonl task: data file nothere.jsonl not found"),
+        (
+            "",
+            ["task.name=jsonl", "task.settings.path=nothere.jsonl"],
+            (
+                "jsonl task: data file nothere.jsonl not found (a relative path is read from the working directory, not "
+                "the config's)"
+            ),
+        ),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, monkeypatch, capsys, yaml_text, sets, message):

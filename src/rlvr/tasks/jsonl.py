@@ -121,6 +121,7 @@ def read_located(path: str | Path, columns: Columns = Columns()) -> list[tuple[s
     if not path.is_file():
         raise DatasetError(
             f"jsonl task: data file {path} not found"
+            + ("" if path.is_absolute() else " (a relative path is read from the working directory, not the config's)")
             if not path.exists()
             else f"jsonl task: data file {path} is not a file"
         )
