@@ -15,6 +15,7 @@ from rlvr.algorithms.advantages import (
     nonzero_variance_groups,
     overlong_soft_penalty,
     select_informative_groups,
+    shaping_only_groups,
     truncated_rows,
 )
 
@@ -102,6 +103,53 @@ def test_nonzero_variance_mask_and_fraction():
     assert mask.tolist() == [True, True, False, False, False, False, False]
     # per group, not per row: 1 of 4
     assert nonzero_variance_frac(rewards, groups).item() == pytest.approx(0.25)
+
+
+# three groups of four under the math grader (correct 1.0 + format 0.1): group 0 has one solved sample (its correct
+# term varies), group 1 none (only the format term varies: three boxed wrong answers and one without a box), group 2
+# none and no box anywhere (no variance at all)
+SHAPED = torch.tensor([1.1, 0.1, 0.0, 0.1, 0.1, 0.0, 0.1, 0.1, 0.0, 0.0, 0.0, 0.0])
+GRADED = torch.tensor([1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+
+
+def test_a_group_whose_only_variance_is_shaping_is_found_and_weighs_as_much_as_a_solved_one():
+    """Group 1 is shaping-only. Its deviations from the mean (0.025, -0.075, 0.025, 0.025: |sum| 0.15) are a tenth of
+    group 0's (0.775, -0.225, -0.325, -0.225: 1.55), but divided by the group's own std (0.05 against 0.5188) they
+    weigh the same: 0.15 / 0.0501 = 2.994 against 1.55 / 0.5189 = 2.987, half the step's advantage. Divided by the
+    batch's std (algorithm.adv_scale: batch) every group keeps its deviations' proportion: 0.15 / 1.70 = 0.088."""
+    from rlvr.training.metrics import shaping_figures
+    from test_update import make_batch
+
+    groups = torch.arange(12) // 4
+    assert shaping_only_groups(SHAPED, GRADED, groups).tolist() == [False] * 4 + [True] * 4 + [False] * 4
+    for scale, share in (("group", 2.994012 / (2.994012 + 2.987015)), ("batch", 0.15 / 1.70)):
+        batch = make_batch(group_advantages(SHAPED, groups, scale=scale).tolist())
+        batch.group_ids, batch.rewards, batch.mask = groups, SHAPED, torch.ones(12, 6)
+        batch.terms = {"correct": GRADED.tolist(), "format": [1.0, 1, 0, 1, 1, 0, 1, 1, 0, 0, 0, 0]}
+        got = shaping_figures(batch)
+        assert got["groups/shaping_only_frac"] == pytest.approx(1 / 3)
+        assert got["adv/shaping_only_share"] == pytest.approx(share, abs=1e-5)
+        batch.mask[4:8] = 0.0  # the shaping-only group trains no token: none of the mass is its
+        assert shaping_figures(batch)["adv/shaping_only_share"] == 0.0
+    batch.terms = {}  # an environment's reward: no terms, no figure
+    assert shaping_figures(batch) == {}
+
+
+def test_the_report_warns_when_shaping_carried_the_update():
+    """Mean share over the steps that measured it: (0.5 + 0.2) / 2 = 35% > 25% warns, naming the groups' mean share
+    (0.25 + 0.5) / 2 = 38%; 15% does not; a run without the figure (an environment's reward) does not."""
+    from rlvr.evaluation.report import shaping_warning
+
+    rows = [
+        {"step": 0, "adv/shaping_only_share": 0.5, "groups/shaping_only_frac": 0.25},
+        {"step": 1, "adv/shaping_only_share": 0.2, "groups/shaping_only_frac": 0.5},
+        {"step": 2},
+    ]
+    text = shaping_warning(rows)
+    assert text.startswith("35% of the advantage (mean over 2 steps) came from groups where no sample was solved")
+    assert "(38% of the groups)" in text and "algorithm.adv_scale: batch" in text
+    assert shaping_warning([{"adv/shaping_only_share": 0.1, "groups/shaping_only_frac": 0.1}] * 2) is None
+    assert shaping_warning([{"step": 0}]) is None
 
 
 def test_select_informative_groups_keeps_first_groups():

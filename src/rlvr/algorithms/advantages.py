@@ -125,6 +125,14 @@ def nonzero_variance_groups(rewards: Values, group_ids: Ids) -> torch.Tensor:
     return ~group_stats(rewards, group_ids)[2]
 
 
+def shaping_only_groups(rewards: Values, graded: Values, group_ids: Ids) -> torch.Tensor:
+    """Row mask (B,) bool: True where the row's group has different rewards but one graded score: every sample
+    solved it, or none did, and what varies is shaping (a format term, an overlong penalty). Divided by its own small
+    std, such a group's advantages are as large as a solved-against-unsolved group's: a 0.1 format term then pushes
+    as hard as correctness does (the metric `adv/shaping_only_share` says how much of a step's advantage this is)."""
+    return nonzero_variance_groups(rewards, group_ids) & group_stats(graded, group_ids)[2]
+
+
 def nonzero_variance_frac(rewards: Values, group_ids: Ids) -> torch.Tensor:
     """Fraction of *groups* (not rows) with nonzero reward variance, a 0-d float tensor.
 
@@ -304,6 +312,7 @@ __all__ = [
     "group_advantages",
     "nonzero_variance_groups",
     "nonzero_variance_frac",
+    "shaping_only_groups",
     "select_informative_groups",
     "dynamic_sampling",
     "overlong_soft_penalty",

@@ -151,6 +151,28 @@ def mismatch_warning(rows: list[dict], limit: float = MISMATCH_WARN_K3) -> str |
     )
 
 
+# Above this share of the advantage from groups where only shaping varied (mean over the steps), the report warns:
+# a quarter of every update teaching the format rather than the answers
+SHAPING_WARN_SHARE = 0.25
+
+
+def shaping_warning(rows: list[dict], limit: float = SHAPING_WARN_SHARE) -> str | None:
+    """One plain sentence when groups whose correctness term was the same on every sample (none solved, or all) and
+    whose rewards differed only by shaping carried more than `limit` of the advantage, averaged over the steps
+    (`adv/shaping_only_share`, rlvr.training.metrics.shaping_figures). None otherwise, and for a run without it."""
+    values = [r["adv/shaping_only_share"] for r in rows if r.get("adv/shaping_only_share") is not None]
+    if not values or sum(values) / len(values) <= limit:
+        return None
+    frac = [r["groups/shaping_only_frac"] for r in rows if r.get("groups/shaping_only_frac") is not None]
+    return (
+        f"{sum(values) / len(values):.0%} of the advantage (mean over {len(values)} steps) came from groups where no "
+        f"sample was solved, or every one was, and only shaping varied ({sum(frac) / len(frac):.0%} of the groups): "
+        "divided by its own small std, a format term there pushes as hard as correctness does elsewhere, and the "
+        "update teaches the format, often reinforcing wrong answers that are well formed. algorithm.adv_scale: batch "
+        "(one std for the step) keeps the terms' proportions; a smaller or no format term removes the push."
+    )
+
+
 def mismatch_plot(rows: list[dict], path: Path, title: str = "sampler vs trainer, per step") -> Path | None:
     """One panel per mismatch figure (rlvr.algorithms.mismatch) over the steps; None when no step has them."""
     return panels_plot(rows, path, MISMATCH_KEYS, title, "#9d0208")

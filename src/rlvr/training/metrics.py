@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from rlvr.algorithms.advantages import nonzero_variance_frac
+from rlvr.algorithms.advantages import nonzero_variance_frac, shaping_only_groups
 from rlvr.environments.figures import episode_sample
 from rlvr.verifiers.base import FAULT_STATUSES
 from rlvr.verifiers.compose import verdict_fractions
@@ -27,6 +27,25 @@ def rollout_metrics(batch) -> dict:
     return out
 
 
+def shaping_figures(batch) -> dict:
+    """groups/shaping_only_frac: the share of the kept batch's groups whose rewards differ while the correctness term
+    (the reward's first: rlvr.verifiers.compose) is the same on every sample; adv/shaping_only_share: their share of
+    the step's advantage mass, sum |A_it| over the trained tokens (rlvr.algorithms.advantages.shaping_only_groups).
+    {} without reward terms (an environment's reward) or advantages."""
+    if not batch.terms or batch.advantages is None or not len(batch):
+        return {}
+    graded = torch.tensor(next(iter(batch.terms.values())), dtype=torch.float32)
+    rows = shaping_only_groups(batch.rewards.cpu(), graded, batch.group_ids.cpu())
+    adv = batch.advantages.detach().cpu()
+    mass = (adv.abs() if adv.dim() == 2 else adv.abs()[:, None]) * batch.mask.cpu()
+    per_row = mass.sum(dim=1)
+    groups = batch.group_ids.cpu()
+    return {
+        "groups/shaping_only_frac": len(groups[rows].unique()) / len(groups.unique()),
+        "adv/shaping_only_share": float(per_row[rows].sum() / per_row.sum()) if per_row.sum() > 0 else 0.0,
+    }
+
+
 def sampled_entropy(batch) -> float:
     """Mean over sampled tokens of -log p(token): an unbiased estimate of the policy's per-token entropy at the
     sampling temperature, free because the sampler records log p. Covers every row, trained or not; in an episode,
@@ -41,7 +60,7 @@ def sampled_entropy(batch) -> float:
 
 def step_metrics_row(step, batch, generated, upd, lr, t_rollout, t_train) -> dict:
     """The step's line: rollout figures over every generated row, update figures over the kept batch."""
-    row = {"step": step, **rollout_metrics(generated)}
+    row = {"step": step, **rollout_metrics(generated), **shaping_figures(batch)}
     row.update({k: v for k, v in upd.items() if k not in ("train_tokens",)})
     gen_time = batch.stats["time/generate"]
     row.update(

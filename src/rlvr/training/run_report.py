@@ -33,6 +33,7 @@ FIGURES = (
     ("reward/mean", "reward"),
     ("verdict/correct_frac", "correct fraction (sampled)"),
     ("groups/nonzero_var_frac", "groups with reward variance"),
+    ("adv/shaping_only_share", "advantage from groups where only shaping varied"),
     ("verdict/no_answer_frac", "no-answer fraction"),
     ("len/mean", "mean length (tokens)"),
     ("len/truncated_frac", "truncated fraction"),
@@ -72,13 +73,14 @@ def read_load(run_dir: Path) -> dict | None:
 def run_warnings(run_dir: Path, rows: list[dict], quiet_steps_per_min: float = 0.0) -> list[str]:
     """The warnings a finished (or stopped) run's files call for, in the order a report shows them first: a contended
     machine or a run slower than the user's own figure, bf16 the CPU emulated (contention.json), a sampler that
-    disagrees with the trainer (the metrics), steps without learning signal. Both reports (this one and the main
+    disagrees with the trainer (the metrics), an update mostly from shaping, steps without learning signal. Both reports (this one and the main
     job's) show this list: a new run-level warning is added here, once."""
     load = read_load(run_dir)
     found = [
         contention_warning(load, quiet_steps_per_min),
         emulated_bf16_warning(load),
         report.mismatch_warning(rows),
+        report.shaping_warning(rows),
         # steps in a row without learning signal (rlvr.evaluation.learning_signal), advised for the run's rows
         run_signal_warning(run_dir, recorded_prompts(run_dir)),
     ]
