@@ -67,8 +67,9 @@ def eval_all(out: Path, a) -> None:
     """Every run, the teacher and the start model: the same problems, samples, length and seed."""
     config = out / f"{a.arms[0]}-s{a.seeds[0]}" / "config.yaml"
     first = load_config(config)
-    models = {"start": first["model"]["name"], "teacher": a.teacher}
-    models |= {f"{arm}-s{s}": str(out / f"{arm}-s{s}") for s in a.seeds for arm in a.arms}
+    # the teacher last: the slowest to evaluate, and the one figure a run can be read without
+    models = {"start": first["model"]["name"]}
+    models |= {f"{arm}-s{s}": str(out / f"{arm}-s{s}") for s in a.seeds for arm in a.arms} | {"teacher": a.teacher}
     length = str(first["rollout"]["max_new_tokens"])
     for name, target in models.items():
         dest = out / "eval" / name
@@ -81,14 +82,21 @@ def eval_all(out: Path, a) -> None:
         rlvr_cli(args, out / f"eval-{name}.log", THREADS)
 
 
-def pass1(out: Path, name: str) -> dict[str, float]:
-    """{problem id: pass@1} of one evaluation."""
-    return {p: v for p, (_, v) in per_problem_values(read_records(out / "eval" / name / "records.jsonl")).items()}
+def metric(a) -> str:
+    """What each problem scores: pass@1 over its --n samples, or with --n 0 its greedy decode."""
+    return "greedy" if a.n == 0 else "pass@1"
 
 
-def bands(out: Path, name: str) -> dict[str, str]:
+def pass1(out: Path, name: str, a) -> dict[str, float]:
+    """{problem id: pass@1 (greedy with --n 0)} of one evaluation."""
+    records = read_records(out / "eval" / name / "records.jsonl")
+    return {p: v for p, (_, v) in per_problem_values(records, metric(a)).items()}
+
+
+def bands(out: Path, name: str, a) -> dict[str, str]:
     """{problem id: difficulty band} of one evaluation."""
-    return {p: b for p, (b, _) in per_problem_values(read_records(out / "eval" / name / "records.jsonl")).items()}
+    records = read_records(out / "eval" / name / "records.jsonl")
+    return {p: b for p, (b, _) in per_problem_values(records, metric(a)).items()}
 
 
 def metrics(run: Path) -> list[dict]:
@@ -114,15 +122,15 @@ def report(out: Path, a) -> dict:
     target = 0.9 * teacher_val if vals else None
     res: dict = {"teacher_val": teacher_val, "target": target, "models": {}, "arms": {}}
     for name in ("start", "teacher"):
-        res["models"][name] = dict(zip(("value", "lo", "hi"), bootstrap_ci(list(pass1(out, name).values()))))
-    rl = {s: pass1(out, f"rlvr-s{s}") for s in a.seeds}
+        res["models"][name] = dict(zip(("value", "lo", "hi"), bootstrap_ci(list(pass1(out, name, a).values()))))
+    rl = {s: pass1(out, f"rlvr-s{s}", a) for s in a.seeds}
     pids = sorted(rl[a.seeds[0]])
     rl_mean = [sum(rl[s][p] for s in a.seeds) / len(a.seeds) for p in pids]
     means: dict[str, list[float]] = {}
-    band_of = bands(out, "start")
-    res["bands"] = {b: {m: _mean(pass1(out, m), band_of, b) for m in ("start", "teacher")} for b in band_of.values()}
+    band_of = bands(out, "start", a)
+    res["bands"] = {b: {m: _mean(pass1(out, m, a), band_of, b) for m in ("start", "teacher")} for b in band_of.values()}
     for arm in a.arms:
-        per = {s: pass1(out, f"{arm}-s{s}") for s in a.seeds}
+        per = {s: pass1(out, f"{arm}-s{s}", a) for s in a.seeds}
         mean = [sum(per[s][p] for s in a.seeds) / len(a.seeds) for p in pids]
         row = {"pooled": dict(zip(("value", "lo", "hi"), bootstrap_ci(mean)))}
         for b in res["bands"]:  # per band: the arm's pass@1 pooled over seeds, and paired against RLVR's
@@ -209,7 +217,8 @@ def markdown(res: dict, a) -> str:
         else " (The teacher is a model, not a run that validated: no steps to 90% of it.)"
     )
     lines = [
-        f"Held-out pass@1 ({a.n} samples a problem, {a.limit} problems), arms at {a.steps} steps, seeds {seeds}; "
+        f"Held-out {'greedy accuracy (' if a.n == 0 else f'pass@1 ({a.n} samples a problem, '}{a.limit} problems), "
+        f"arms at {a.steps} steps, seeds {seeds}; "
         f"start {_ci(res['models']['start'])}, teacher {_ci(res['models']['teacher'])}.{ninety}",
         "",
         "| arm | pass@1, seeds pooled | " + " | ".join(f"seed {s}" for s in seeds) + " | against RLVR alone, paired | "
@@ -268,7 +277,7 @@ def main() -> None:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--arms", default=",".join(ARMS))
     ap.add_argument("--coef", type=float, default=1.0)
-    ap.add_argument("--n", type=int, default=4, help="samples a problem in the held-out evaluation")
+    ap.add_argument("--n", type=int, default=4, help="samples a problem in the held-out evaluation (0: greedy only)")
     ap.add_argument("--limit", type=int, default=120, help="held-out problems (the default preset's)")
     ap.add_argument("--report", action="store_true", help="only tabulate finished runs")
     a = ap.parse_args()
