@@ -73,6 +73,45 @@ def test_a_teacher_identical_to_the_student_adds_nothing():
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("control", ["none", "constant"])
+def test_a_teacher_on_the_groups_without_signal_scores_only_those_rows(control):
+    """distill.rows no_signal: four groups of two; the correctness term differs in groups 0 and 2 (the verifier's
+    signal), is 0 in both rows of group 1 and 1 in both of group 3. The teacher's model runs on the four rows of groups
+    1 and 3 only (counted by a forward hook on it); those rows get exactly what rows "all" gives them without the
+    control (with it, the mean over their tokens alone), the other rows keep the group advantage on every trained
+    token, and the figures count the scored tokens only."""
+    from rlvr.config import DistillConfig
+    from rlvr.policy.teacher import ModelTeacher
+    from rlvr.training.teacher import distill_batch, scored_rows
+
+    batch = make_batch([1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 0.3, -0.3])
+    batch.terms = {"correct": [1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0], "format": [1.0] * 8}
+    s = UpdateSettings(pad_id=0, micro_batch_size=8, norm_len=6)
+    teacher = ModelTeacher(make_tiny_llama(64, seed=7), torch.device("cpu"), "t")
+    seen = []
+    teacher.model.register_forward_hook(
+        lambda mod, args, kwargs, out: seen.append(len(kwargs["input_ids"])), with_kwargs=True
+    )
+    want = copy.deepcopy(batch)
+    distill_batch(teacher, want, DistillConfig(teacher="t", coef=1.0), s)  # rows "all"
+    assert sum(seen) == 8
+    seen.clear()
+    got = copy.deepcopy(batch)
+    distill_batch(teacher, got, DistillConfig(teacher="t", coef=1.0, rows="no_signal", control=control), s)
+    rows = scored_rows(batch, "no_signal")
+    assert rows.tolist() == [False, False, True, True, False, False, True, True] and sum(seen) == 4
+    plain = batch.advantages[:, None] * batch.mask
+    assert torch.equal(got.advantages[~rows], plain[~rows])
+    if control == "none":
+        torch.testing.assert_close(got.advantages[rows], want.advantages[rows])
+    else:  # every scored token's term is the mean of the scored tokens' clipped terms
+        terms = (plain - got.advantages)[rows][batch.mask[rows] > 0]
+        assert float(terms.max() - terms.min()) < 1e-6
+    assert got.stats["distill_sum/tokens"] == float(batch.mask[rows].sum())
+    verifier = float(plain.abs().sum())  # the verifier's part over every trained token, scored or not
+    assert got.stats["distill_sum/verifier"] == pytest.approx(verifier)
+
+
 @pytest.mark.parametrize("preset", ["grpo", "dapo", "gspo", "dr_grpo"])
 def test_per_token_advantages_are_micro_batch_invariant(preset):
     batch = make_batch([1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 0.3, -0.3])
@@ -207,6 +246,7 @@ def other_vocabulary_model(folder):
         ("served, temperature 0.7", "rlvr train: distill.urls with rollout.temperature = 0.7: vLLM gives prompt"),
         ("served, no server", "rlvr train: distill.urls = ['{url}']: no teacher server answered (every teacher server"),
         ("served, another model", "rlvr train: teacher server {url} serves standin-base, not distill.teacher = {x}"),
+        ("no_signal rows, no verifier", "rlvr train: distill.rows = no_signal with distill.verifier = false: the "),
     ],
 )
 def test_a_teacher_that_cannot_teach_is_refused_before_anything_is_written(
@@ -224,6 +264,8 @@ def test_a_teacher_that_cannot_teach_is_refused_before_anything_is_written(
         "other vocabulary": str(other_vocabulary_model(tmp_path / "other-vocab")) if case == "other vocabulary" else "",
     }.get(case, "served-teacher")
     sets = {"model.name": str(model_dir), "distill.coef": 0.5, "distill.teacher": x}
+    if case == "no_signal rows, no verifier":
+        sets |= {"distill.rows": "no_signal", "distill.verifier": "false"}
     with contextlib.ExitStack() as stack:
         url = stack.enter_context(StandinServer()).url if case == "served, another model" else "http://127.0.0.1:9"
         if case.startswith("served"):

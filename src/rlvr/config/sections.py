@@ -242,6 +242,11 @@ class DistillConfig:
     # "constant": a control run whose term carries no per-token information: each token gets the mean of the step's
     # clipped terms (the same size, a constant negative advantage), to tell the teacher's knowledge from its size
     control: str = choice("none", "constant")
+    # which rows the teacher scores: "all", or "no_signal": only the groups whose correctness term is the same on every
+    # sample (none solved, or all did), where the verifier says nothing about the answers; the other groups train on
+    # the verifier's advantage alone, and the teacher's prefill (most of a step with a larger teacher on a CPU) is
+    # spent only where it is the signal (docs/distillation.md, "The teacher's cost")
+    rows: str = choice("all", "no_signal")
 
 
 @dataclass

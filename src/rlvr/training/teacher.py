@@ -30,6 +30,7 @@ from typing import Protocol
 
 import torch
 
+from rlvr.algorithms.advantages import group_stats
 from rlvr.algorithms.distill import SUM_KEYS, distill_advantages, distill_figures, distill_sums
 from rlvr.algorithms.step_batch import StepBatch
 from rlvr.config import Config, ConfigError, DistillConfig
@@ -69,6 +70,11 @@ def resolve_teacher(cfg: Config) -> TeacherSpec | None:
     d = cfg.distill
     if d.coef == 0:
         return None
+    if d.rows == "no_signal" and not d.verifier:
+        raise ConfigError(
+            "distill.rows = no_signal with distill.verifier = false: the groups the teacher does not score would train "
+            "on nothing; keep the verifier (distill.verifier: true) or let the teacher score every row (rows: all)"
+        )
     if not d.teacher:
         raise ConfigError(
             f"distill.coef = {d.coef:g} needs distill.teacher: a run directory, a PEFT adapter folder, a model folder "
@@ -289,26 +295,36 @@ def build_teacher(spec: TeacherSpec, cfg: Config, model, tokenizer) -> Teacher:
     return ModelTeacher(whole, model_device(model), spec.label)
 
 
+def scored_rows(batch: StepBatch, rows: str) -> torch.Tensor:
+    """(B,) bool: the rows the teacher scores (distill.rows). "all"; "no_signal": the rows of the groups whose
+    correctness term (the reward's first term; the reward itself where it has no terms) is the same on every sample."""
+    if rows == "all":
+        return torch.ones(len(batch), dtype=torch.bool)
+    graded = torch.tensor(next(iter(batch.terms.values()))) if batch.terms else batch.rewards.cpu()
+    return group_stats(graded.float(), batch.group_ids.cpu())[2]
+
+
 def distill_batch(teacher: Teacher, batch: StepBatch, d: DistillConfig, s: UpdateSettings) -> None:
-    """The teacher scores the batch's kept rows; their advantages become per token (rlvr.algorithms.distill), and the
-    sums of the step's distill/* figures and the teacher's time go into batch.stats."""
+    """The teacher scores the batch's kept rows (those of distill.rows); their advantages become per token
+    (rlvr.algorithms.distill), the other rows' stay the verifier's group advantage on every trained token; the sums of
+    the step's distill/* figures and the teacher's time go into batch.stats."""
     if not len(batch) or batch.advantages is None:
         return
     t0 = time.perf_counter()
-    teacher_logp = teacher.logprobs(batch, s)
+    scored = scored_rows(batch, d.rows).to(batch.mask.device)
+    mask = batch.mask * scored[:, None]  # every teacher form skips a row with no token on the mask
+    # a row the teacher did not score has d_it = 0: its advantage is the verifier's alone
+    teacher_logp = torch.where(mask > 0, teacher.logprobs(replace(batch, mask=mask), s), batch.sampler_logp)
     group = batch.advantages
     token_adv = distill_advantages(
-        group,
-        batch.sampler_logp,
-        teacher_logp,
-        batch.mask,
-        coef=d.coef,
-        clip=d.clip,
-        verifier=d.verifier,
-        control=d.control,
+        group, batch.sampler_logp, teacher_logp, mask, coef=d.coef, clip=d.clip, verifier=d.verifier, control=d.control
     )
     base = group if d.verifier else torch.zeros_like(group)
-    sums = distill_sums(base, token_adv, batch.sampler_logp, teacher_logp, batch.mask, d.clip)
+    sums = distill_sums(base, token_adv, batch.sampler_logp, teacher_logp, mask, d.clip)
+    if not bool(scored.all()):  # rows: no_signal (verifier on): the others train on the group advantage alone
+        plain = base.float()[:, None] * batch.mask
+        token_adv = torch.where(scored[:, None], token_adv, plain)
+        sums["verifier"] += float(plain[~scored].abs().sum())
     batch.advantages = token_adv
     batch.stats.update({STAT + k: v for k, v in sums.items()})
     batch.stats["time/teacher"] = time.perf_counter() - t0
@@ -321,4 +337,12 @@ def distill_metrics(stats: dict) -> dict[str, float]:
     return {**distill_figures({k: stats[STAT + k] for k in SUM_KEYS}), "time/teacher": stats["time/teacher"]}
 
 
-__all__ = ["Teacher", "TeacherSpec", "resolve_teacher", "build_teacher", "distill_batch", "distill_metrics"]
+__all__ = [
+    "Teacher",
+    "TeacherSpec",
+    "resolve_teacher",
+    "build_teacher",
+    "scored_rows",
+    "distill_batch",
+    "distill_metrics",
+]
