@@ -36,7 +36,7 @@ from pathlib import Path
 
 from rlvr.evaluation.records import read_records
 from rlvr.evaluation.summary import per_problem_values
-from rlvr_bench.time_to_accuracy import load_config, rlvr_cli, task_flags
+from rlvr_bench.time_to_accuracy import ROWS_PER_CALL, load_config, rlvr_cli, task_flags
 
 THREADS = os.cpu_count() or 1
 
@@ -76,7 +76,7 @@ def eval_all(out: Path, a) -> None:
         if (dest / "records.jsonl").exists():
             continue
         args = ["eval", "--model", target, "--n", str(a.n), "--limit", str(a.limit), "--seed", "0", "--quiet"]
-        args += ["--max-new-tokens", length, "--rows-per-call", "64", "--out", str(dest), "--overwrite"]
+        args += ["--max-new-tokens", length, "--rows-per-call", ROWS_PER_CALL, "--out", str(dest), "--overwrite"]
         if not (Path(target) / "config.yaml").exists():  # a model that carries no task (the start, a teacher model)
             args += task_flags(config)
         rlvr_cli(args, out / f"eval-{name}.log", THREADS)

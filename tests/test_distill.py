@@ -73,8 +73,9 @@ def test_a_teacher_identical_to_the_student_adds_nothing():
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("autocast", ["none", "bfloat16"])
 @pytest.mark.parametrize("control", ["none", "constant"])
-def test_a_teacher_on_the_groups_without_signal_scores_only_those_rows(control):
+def test_a_teacher_on_the_groups_without_signal_scores_only_those_rows(control, autocast):
     """distill.rows no_signal: four groups of two; the correctness term differs in groups 0 and 2 (the verifier's
     signal), is 0 in both rows of group 1 and 1 in both of group 3. The teacher's model runs on the four rows of groups
     1 and 3 only (counted by a forward hook on it); those rows get exactly what rows "all" gives them without the
@@ -86,7 +87,7 @@ def test_a_teacher_on_the_groups_without_signal_scores_only_those_rows(control):
 
     batch = make_batch([1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 0.3, -0.3])
     batch.terms = {"correct": [1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0], "format": [1.0] * 8}
-    s = UpdateSettings(pad_id=0, micro_batch_size=8, norm_len=6)
+    s = UpdateSettings(pad_id=0, micro_batch_size=8, norm_len=6, autocast=autocast)  # both of `auto`'s paths
     teacher = ModelTeacher(make_tiny_llama(64, seed=7), torch.device("cpu"), "t")
     seen = []
     teacher.model.register_forward_hook(

@@ -29,7 +29,20 @@ import subprocess
 import sys
 from pathlib import Path
 
-EVAL_ARGS = ["--split", "heldout", "--n", "0", "--backend", "fast", "--seed", "0", "--rows-per-call", "64", "--quiet"]
+ROWS_PER_CALL = "64"  # every held-out evaluation's, so that one experiment's start evaluation serves another
+EVAL_ARGS = [
+    "--split",
+    "heldout",
+    "--n",
+    "0",
+    "--backend",
+    "fast",
+    "--seed",
+    "0",
+    "--rows-per-call",
+    ROWS_PER_CALL,
+    "--quiet",
+]
 START = "start"
 LABELS = {"rlvr": "rlvr", "trl": "TRL"}
 

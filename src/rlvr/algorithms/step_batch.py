@@ -53,3 +53,8 @@ class StepBatch:
 
     def __len__(self) -> int:
         return len(self.problems)
+
+    def graded(self) -> torch.Tensor | None:
+        """(B,) float32: each row's correctness score, the reward's first term (rlvr.verifiers.compose.Reward puts
+        correctness first); None for a reward without terms (an environment's)."""
+        return torch.tensor(next(iter(self.terms.values())), dtype=torch.float32) if self.terms else None

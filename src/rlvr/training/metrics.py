@@ -32,14 +32,14 @@ def shaping_figures(batch) -> dict:
     (the reward's first: rlvr.verifiers.compose) is the same on every sample; adv/shaping_only_share: their share of
     the step's advantage mass, sum |A_it| over the trained tokens (rlvr.algorithms.advantages.shaping_only_groups).
     {} without reward terms (an environment's reward) or advantages."""
-    if not batch.terms or batch.advantages is None or not len(batch):
+    graded = batch.graded()
+    if graded is None or batch.advantages is None or not len(batch):
         return {}
-    graded = torch.tensor(next(iter(batch.terms.values())), dtype=torch.float32)
-    rows = shaping_only_groups(batch.rewards.cpu(), graded, batch.group_ids.cpu())
+    groups = batch.group_ids.cpu()
+    rows = shaping_only_groups(batch.rewards.cpu(), graded, groups)
     adv = batch.advantages.detach().cpu()
     mass = (adv.abs() if adv.dim() == 2 else adv.abs()[:, None]) * batch.mask.cpu()
     per_row = mass.sum(dim=1)
-    groups = batch.group_ids.cpu()
     return {
         "groups/shaping_only_frac": len(groups[rows].unique()) / len(groups.unique()),
         "adv/shaping_only_share": float(per_row[rows].sum() / per_row.sum()) if per_row.sum() > 0 else 0.0,

@@ -73,8 +73,8 @@ def read_load(run_dir: Path) -> dict | None:
 def run_warnings(run_dir: Path, rows: list[dict], quiet_steps_per_min: float = 0.0) -> list[str]:
     """The warnings a finished (or stopped) run's files call for, in the order a report shows them first: a contended
     machine or a run slower than the user's own figure, bf16 the CPU emulated (contention.json), a sampler that
-    disagrees with the trainer (the metrics), an update mostly from shaping, steps without learning signal. Both reports (this one and the main
-    job's) show this list: a new run-level warning is added here, once."""
+    disagrees with the trainer and an update mostly from shaping (the metrics), steps without learning signal. Both
+    reports (this one and the main job's) show this list: a new run-level warning is added here, once."""
     load = read_load(run_dir)
     found = [
         contention_warning(load, quiet_steps_per_min),

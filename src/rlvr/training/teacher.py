@@ -30,7 +30,7 @@ from typing import Protocol
 
 import torch
 
-from rlvr.algorithms.advantages import group_stats
+from rlvr.algorithms.advantages import nonzero_variance_groups
 from rlvr.algorithms.distill import SUM_KEYS, distill_advantages, distill_figures, distill_sums
 from rlvr.algorithms.step_batch import StepBatch
 from rlvr.config import Config, ConfigError, DistillConfig
@@ -300,8 +300,8 @@ def scored_rows(batch: StepBatch, rows: str) -> torch.Tensor:
     correctness term (the reward's first term; the reward itself where it has no terms) is the same on every sample."""
     if rows == "all":
         return torch.ones(len(batch), dtype=torch.bool)
-    graded = torch.tensor(next(iter(batch.terms.values()))) if batch.terms else batch.rewards.cpu()
-    return group_stats(graded.float(), batch.group_ids.cpu())[2]
+    graded = batch.graded()
+    return ~nonzero_variance_groups(batch.rewards.cpu() if graded is None else graded, batch.group_ids.cpu())
 
 
 def distill_batch(teacher: Teacher, batch: StepBatch, d: DistillConfig, s: UpdateSettings) -> None:
