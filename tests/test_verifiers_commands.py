@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import time
 
 from rlvr.cli import audit as audit_verb
 from rlvr.cli import verify as verify_verb
@@ -76,6 +77,32 @@ def test_audit_math_passes_in_the_number_form_and_says_what_the_math_form_pays(c
     code = run_audit(_parse(["audit", "--verifier", "math", "--workers", "2", "--timeout-s", "1"]))
     out = capsys.readouterr().out
     assert code == 1 and "false-accept rate: 16.9% of 65" in out and "false-reject rate: 0.0% of 67" in out
+
+
+class SlowGrader:
+    """Takes 0.6 s on any completion that says 'slow', then judges it equal to the gold or not."""
+
+    def score(self, completion, problem) -> Verdict:
+        if "slow" in completion:
+            time.sleep(0.6)
+        ok = completion.split()[-1] == str(getattr(problem, "answer", problem))
+        return Verdict("correct" if ok else "wrong", float(ok), completion)
+
+
+def test_an_equivalence_that_times_out_is_scored_again_with_room_and_a_hack_keeps_its_refusal():
+    """At a 0.3 s deadline the slow equivalence times out, is scored again at 1.2 s and passes; the slow hack (an
+    answer that would be accepted) stays timed out, refused, as a deadline should refuse it; the report says so."""
+    from rlvr.verifiers.audit import audit, format_report
+
+    report = audit(
+        SlowGrader(),
+        workers=0,
+        timeout_s=0.3,
+        hacks=[("slow_hack", "slow 4", "4", "would pass if it had time")],
+        equivalences=[("slow_eq", "slow 5", "5", "needs time"), ("fast_eq", "6", "6", "quick")],
+    )
+    assert (report.false_accept, report.false_reject, report.rescored) == (0.0, 0.0, 1)
+    assert "1 equivalence(s) timed out and were scored again at 4x the deadline" in format_report(report, "slow")
 
 
 def test_audit_exits_1_when_a_hack_is_accepted(capsys):
