@@ -81,6 +81,31 @@ def hf_logits(model, ids):
         return model(torch.tensor([ids])).logits[0].float()
 
 
+@pytest.mark.parametrize("temperature,top_k,top_p", [(0.0, 0, 1.0), (0.7, 5, 0.9), (1.3, 0, 1.0)])
+def test_hf_log_probs_are_the_tempered_models_at_the_drawn_tokens(model, temperature, top_k, top_p):
+    """The hf backend reads each drawn token's log-probability as generate runs (not from a (rows, T, vocab) stack of
+    logits): it equals log_softmax(logits / temperature) of the model run over the prompt and the tokens before it,
+    untruncated; and every drawn token lies inside the top-k the warpers kept."""
+    s = make_sampler("hf", model, CharTok(), stop_ids=[STOP], dtype="float32")
+    r = s.generate(
+        [[5, 17, 33]],
+        3,
+        max_new_tokens=9,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        generator=torch.Generator().manual_seed(2),
+    )
+    for b in range(3):
+        n = int(r.mask[b].sum())
+        toks = r.completion_ids[b, :n].tolist()
+        logits = hf_logits(model, [5, 17, 33] + toks)[2 : 2 + n] / (temperature or 1.0)
+        want = logits.log_softmax(-1)[torch.arange(n), torch.tensor(toks)]
+        assert torch.allclose(r.sampler_logp[b, :n], want, atol=1e-5)
+        if top_k:
+            assert all(t in logits[i].topk(top_k).indices.tolist() for i, t in enumerate(toks))
+
+
 def test_fast_forward_matches_hf_float32_and_bf16(model):
     from rlvr.sampling import llama
 

@@ -59,10 +59,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
     p.add_argument(
         "--backend",
-        default="hf",
+        default=None,
         metavar="NAME",
-        help=f"sampler backend: {BACKENDS.choices()} (as rollout.backend; default hf); one with settings "
-        "(remote, vllm) reads them from the run directory's rollout section or from --set rollout.urls=[...] etc.",
+        help=f"sampler backend: {BACKENDS.choices()} (default: the run directory's rollout.backend, else rollout's "
+        "default, fast); one with settings (remote, vllm) reads them from the run directory's rollout section or "
+        "from --set rollout.urls=[...] etc.",
     )
     _add_run_options(p)
     return p
@@ -75,8 +76,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         "--rows-per-call",
         type=int,
         default=32,
-        help="sequences per generate call (default 32); more is faster on CPU but holds "
-        "rows x max-new-tokens x vocab logits in memory",
+        help="sequences per generate call (default 32); more is faster on CPU but holds more rows' keys and values "
+        "(and, on the hf backend, one step's rows x vocab logits) in memory",
     )
     p.add_argument(
         "--out",
@@ -188,7 +189,8 @@ def run(args) -> int:
 
     out = Path(args.out) if args.out else default_out(args)
     try:
-        BACKENDS.check(args.backend, "--backend")  # a name of the registry, or a plug-in that imports
+        if args.backend is not None:
+            BACKENDS.check(args.backend, "--backend")  # a name of the registry, or a plug-in that imports
         ks = check_numbers(args)
         settings, sets = parse_overrides(args.sets)
         # as rlvr train refuses its output directory: an earlier evaluation (the one a model card cites) is kept

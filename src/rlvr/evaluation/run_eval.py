@@ -142,7 +142,7 @@ class EvalSettings:
     temperature: float = 1.0
     max_new_tokens: int = 128
     greedy: bool = True
-    backend: str | None = "hf"
+    backend: str | None = None
     seed: int = 0
     limit: int | None = None
     allow_contaminated: bool = False

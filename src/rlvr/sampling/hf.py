@@ -3,6 +3,10 @@
 Simple and architecture-agnostic; the reference the fast backend is tested against. Prompts are
 left-padded into one batch and each is repeated n times (num_return_sequences), so every sample
 re-runs its prompt: correct, but not fast.
+
+Each sampled token's log-probability is read as generate runs (_SampledLogProbs), one step's (rows, vocab) at a
+time: `output_logits` would keep (rows, T, vocab), 15.6 GB in float32 for 64 rows of 400 tokens of Qwen's 152k
+vocabulary, and stacking it doubled that (an evaluation of the 0.5B was killed at 24 GB).
 """
 
 from __future__ import annotations
@@ -25,6 +29,45 @@ def build_copy(model, dtype: torch.dtype):
     copy = AutoModelForCausalLM.from_config(plain_config(model), dtype=dtype)
     copy.eval().requires_grad_(False)
     return copy.to(model_device(model))
+
+
+class _SampledLogProbs:
+    """A logits processor placed before any warper: it sees each step's raw logits, and when the next step shows
+    which token was drawn (the last of input_ids), keeps that token's log-probability under logits / temperature.
+    `finish(sequences)` takes the last step's and returns (rows, T)."""
+
+    def __init__(self, temperature: float):
+        self.temperature = temperature
+        self.last: torch.Tensor | None = None  # the previous step's log-probabilities, (rows, vocab)
+        self.taken: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if self.last is not None:
+            self._take(input_ids[:, -1])
+        self.last = (scores.float() / self.temperature).log_softmax(-1)
+        return scores
+
+    def _take(self, tokens: torch.Tensor) -> None:
+        assert self.last is not None
+        self.taken.append(self.last.gather(-1, tokens[:, None].to(self.last.device)).squeeze(-1).cpu())
+
+    def finish(self, sequences: torch.Tensor) -> torch.Tensor:
+        if self.last is None:  # nothing was generated
+            return torch.zeros(sequences.shape[0], 0)
+        self._take(sequences[:, -1])
+        return torch.stack(self.taken, 1)
+
+
+def _warpers(temperature: float, top_p: float, top_k: int):
+    """The recorder, then temperature, top-k and top-p in generate's own order: passed by us so that generate adds
+    none of its own (it would put ours after them, and the recorder would see filtered logits)."""
+    from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+    recorder = _SampledLogProbs(temperature if temperature > 0 else 1.0)
+    warpers: list = [TemperatureLogitsWarper(temperature)] if temperature > 0 and temperature != 1.0 else []
+    warpers += [TopKLogitsWarper(top_k)] if temperature > 0 and top_k else []
+    warpers += [TopPLogitsWarper(top_p)] if temperature > 0 and top_p < 1.0 else []
+    return recorder, LogitsProcessorList([recorder, *warpers])
 
 
 class HFSampler(LocalSampler):
@@ -53,6 +96,7 @@ class HFSampler(LocalSampler):
             ids[i, width - len(p) :] = torch.tensor(p)
             attn[i, width - len(p) :] = 1
         sampling = temperature > 0
+        recorder, processors = _warpers(temperature, top_p, top_k)
         kwargs = dict(
             # rows repeated by hand (not num_return_sequences, which greedy decoding refuses)
             input_ids=ids.repeat_interleave(n, 0).to(self.device),
@@ -61,12 +105,11 @@ class HFSampler(LocalSampler):
             do_sample=sampling,
             eos_token_id=self.stop_ids,
             pad_token_id=self.pad_id,
-            return_dict_in_generate=True,
-            output_logits=True,
-            # explicit values so the model's own generation_config (often top_k=50) cannot leak in
-            temperature=temperature if sampling else None,
-            top_k=top_k if sampling else None,
-            top_p=top_p if sampling else None,
+            logits_processor=processors,
+            # neutral values so neither generate nor the model's generation_config (often top_k=50) adds a warper
+            temperature=1.0 if sampling else None,
+            top_k=0 if sampling else None,
+            top_p=1.0 if sampling else None,
             repetition_penalty=None,
             min_p=None,
         )
@@ -74,12 +117,9 @@ class HFSampler(LocalSampler):
         with torch.random.fork_rng(devices=gpus, enabled=generator is not None):
             if generator is not None:  # generate() draws from the global RNG: seed it from ours, then restore
                 torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator)))
-            out = self.model.generate(**kwargs)
-        new = out.sequences[:, width:]
-        logits = torch.stack(out.logits, dim=1).float()  # (B, T, V) raw, before any warper
-        if sampling:
-            logits = logits / temperature
-        new, logp = new.cpu(), logits.log_softmax(-1).gather(-1, new[..., None]).squeeze(-1).cpu()
+            sequences = self.model.generate(**kwargs)
+        new = sequences[:, width:].cpu()
+        logp = recorder.finish(sequences)
         rows, logps, finish = [], [], []
         stops = set(self.stop_ids)
         for b in range(new.shape[0]):
