@@ -193,7 +193,10 @@ def plot(out: Path, a, target: float | None) -> Path:
         axes[0].axhline(target, color="gray", ls="--", lw=1, label="90% of the teacher")
     for ax, (_, title) in zip(axes, keys):
         ax.set(title=title, xlabel="step")
-    axes[0].legend()
+        if ax.lines:
+            ax.legend()
+        else:  # e.g. no validation in the runs (log.eval_every 0): say so rather than draw an empty frame
+            ax.text(0.5, 0.5, "not logged by these runs", ha="center", va="center", transform=ax.transAxes)
     fig.tight_layout()
     path = out / "distill.png"
     fig.savefig(path, dpi=100)
