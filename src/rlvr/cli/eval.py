@@ -140,10 +140,15 @@ NUMBERS = (
 
 
 def check_numbers(args) -> tuple[int, ...]:
-    """The pass@k list (--k, else the coverage curve's), once every number is one rlvr eval can run with; a
-    ConfigError naming the flag otherwise (before a model loads: --n -1 used to load it first)."""
+    """The pass@k list (--k, else the coverage curve's), once every number is one rlvr eval can run with and
+    --backend names a backend; a ConfigError naming the flag otherwise (before a model loads: --n -1 used to load it
+    first)."""
     from rlvr.config import ConfigError
     from rlvr.evaluation.stats import coverage_ks
+    from rlvr.sampling import BACKENDS
+
+    if args.backend is not None:  # a name of the registry, or a plug-in that imports (None: the rollout section's)
+        BACKENDS.check(args.backend, "--backend")
 
     for flag, attr, low, rule in NUMBERS:
         value = getattr(args, attr)
@@ -183,14 +188,11 @@ def run(args) -> int:
     from rlvr.evaluation.summary import summary_markdown, write_summary
     from rlvr.rundir.card_update import card_after_eval
     from rlvr.rundir.files import RunDirError, check_output_dir
-    from rlvr.sampling import BACKENDS
     from rlvr.tasks.hygiene import ContaminationError
     from rlvr.training.lifecycle import check_registered
 
     out = Path(args.out) if args.out else default_out(args)
     try:
-        if args.backend is not None:
-            BACKENDS.check(args.backend, "--backend")  # a name of the registry, or a plug-in that imports
         ks = check_numbers(args)
         settings, sets = parse_overrides(args.sets)
         # as rlvr train refuses its output directory: an earlier evaluation (the one a model card cites) is kept
