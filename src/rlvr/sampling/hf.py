@@ -49,13 +49,14 @@ class _SampledLogProbs:
 
     def _take(self, tokens: torch.Tensor) -> None:
         assert self.last is not None
-        self.taken.append(self.last.gather(-1, tokens[:, None].to(self.last.device)).squeeze(-1).cpu())
+        # kept where generate runs (a GPU's); moved to the CPU once, in finish, not a sync at every step
+        self.taken.append(self.last.gather(-1, tokens[:, None].to(self.last.device)).squeeze(-1))
 
     def finish(self, sequences: torch.Tensor) -> torch.Tensor:
         if self.last is None:  # nothing was generated
             return torch.zeros(sequences.shape[0], 0)
         self._take(sequences[:, -1])
-        return torch.stack(self.taken, 1)
+        return torch.stack(self.taken, 1).cpu()
 
 
 def _warpers(temperature: float, top_p: float, top_k: int):
@@ -63,10 +64,13 @@ def _warpers(temperature: float, top_p: float, top_k: int):
     none of its own (it would put ours after them, and the recorder would see filtered logits)."""
     from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
-    recorder = _SampledLogProbs(temperature if temperature > 0 else 1.0)
-    warpers: list = [TemperatureLogitsWarper(temperature)] if temperature > 0 and temperature != 1.0 else []
-    warpers += [TopKLogitsWarper(top_k)] if temperature > 0 and top_k else []
-    warpers += [TopPLogitsWarper(top_p)] if temperature > 0 and top_p < 1.0 else []
+    if temperature <= 0:  # greedy: the argmax of the raw logits, whose log-probabilities are untempered
+        recorder = _SampledLogProbs(1.0)
+        return recorder, LogitsProcessorList([recorder])
+    recorder = _SampledLogProbs(temperature)
+    warpers: list = [TemperatureLogitsWarper(temperature)] if temperature != 1.0 else []
+    warpers += [TopKLogitsWarper(top_k)] if top_k else []
+    warpers += [TopPLogitsWarper(top_p)] if top_p < 1.0 else []
     return recorder, LogitsProcessorList([recorder, *warpers])
 
 
